@@ -1,0 +1,195 @@
+//! `cargo bench -p percore-benches [-- --quick] [FILTER]`: every workload on
+//! percore's uring and epoll executors and on the tokio-ct and tokio-mt
+//! baselines, alternated round-robin in one run, servers on one CPU and
+//! clients on another.
+//!
+//! What it measures: medians, CV, ratio to tokio-ct with a noise verdict,
+//! server CPU and allocations per operation; results go to stdout and to
+//! `<target>/percore-bench/` (results.csv, report.md, one SVG per category).
+//! What it does not: compare across runs or machines (re-run side by side),
+//! measure multi-core scaling, or hide a failure: a cell that cannot run is
+//! printed as skipped or failed and left out, never filled in.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::time::Instant;
+
+use percore_benches::alloc::{self, CountingAlloc};
+use percore_benches::harness::{self, Console, Mode};
+use percore_benches::report::{self, ReportMeta};
+use percore_benches::server::Executor;
+use percore_benches::{cli, sys};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+fn main() {
+    let started = Instant::now();
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    let args = match cli::parse(raw.clone()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}\n{}", cli::USAGE);
+            std::process::exit(2);
+        }
+    };
+    if args.help {
+        print!("{}", cli::USAGE);
+        return;
+    }
+    if cfg!(debug_assertions) {
+        eprintln!("warning: debug assertions are on; numbers are not comparable (use cargo bench)");
+    }
+
+    // Before pinning: nproc counts the CPUs this process may use.
+    let machine = sys::MachineInfo::detect();
+    let mut notes: Vec<String> = Vec::new();
+    let placement = sys::Placement::detect();
+    if let Some(cpu) = placement.client_cpu {
+        // Every thread the clients spawn inherits this affinity.
+        if !sys::pin_current_thread(cpu) {
+            notes.push(format!(
+                "warning: could not pin the client thread to CPU {cpu}"
+            ));
+        }
+    }
+    if !placement.pinned {
+        notes.push(format!("note: {}", placement.note));
+    }
+    if let Err(e) = sys::raise_fd_limit() {
+        notes.push(format!("warning: could not raise RLIMIT_NOFILE: {e}"));
+    }
+    if !alloc::is_counting() {
+        notes.push("warning: the counting allocator is not active; allocs/op are zero".into());
+    }
+
+    let mode = if args.quick {
+        Mode::quick()
+    } else {
+        Mode::full()
+    };
+    let jobs: Vec<_> = harness::jobs(&mode)
+        .into_iter()
+        .filter(|j| cli::selected(&args.filters, &j.id()))
+        .collect();
+    let machine_line = format!(
+        "{}, {} CPUs, Linux {}",
+        machine.cpu_model, machine.nproc, machine.kernel
+    );
+    println!("percore-benches: {machine_line}");
+    println!("placement: {}", placement.note);
+    println!("mode: {}", mode.describe());
+    println!(
+        "executors: {} (baseline {})",
+        args.executors
+            .iter()
+            .map(|e| e.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        Executor::BASELINE.name()
+    );
+    for n in &notes {
+        println!("{n}");
+    }
+    if jobs.is_empty() {
+        println!("no workload matches the filter {:?}", args.filters);
+        return;
+    }
+    println!("{} workloads; progress on stderr", jobs.len());
+
+    let mut out = |l: &str| {
+        println!("{l}");
+        let _ = std::io::stdout().flush();
+    };
+    let mut progress = |l: &str| eprintln!("{l}");
+    let outcome = harness::run(
+        &jobs,
+        &args.executors,
+        &placement.server_cpus,
+        &mode,
+        &mut Console {
+            out: &mut out,
+            progress: &mut progress,
+        },
+    );
+    notes.extend(outcome.notes);
+
+    println!();
+    print!("{}", report::format_table(&outcome.rows));
+    println!();
+
+    let out_dir = sys::output_dir(
+        std::env::var("CARGO_TARGET_DIR").ok().as_deref(),
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+    );
+    let user_args: Vec<&str> = raw
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--bench")
+        .collect();
+    let command = if user_args.is_empty() {
+        "cargo bench -p percore-benches".to_string()
+    } else {
+        format!("cargo bench -p percore-benches -- {}", user_args.join(" "))
+    };
+    match write_outputs(
+        &out_dir,
+        &outcome.rows,
+        &args.executors,
+        ReportMeta {
+            machine: machine_line,
+            date: sys::utc_now_string(),
+            command,
+            mode: mode.describe(),
+            placement: placement.note.clone(),
+            notes,
+            charts: Vec::new(),
+        },
+    ) {
+        Ok(files) => {
+            println!("wrote {}", files.join(", "));
+        }
+        Err(e) => {
+            eprintln!(
+                "error: could not write the report to {}: {e}",
+                out_dir.display()
+            );
+            std::process::exit(1);
+        }
+    }
+    println!("total time {:.1} s", started.elapsed().as_secs_f64());
+}
+
+fn write_outputs(
+    dir: &Path,
+    rows: &[report::Row],
+    executors: &[Executor],
+    mut meta: ReportMeta,
+) -> std::io::Result<Vec<String>> {
+    std::fs::create_dir_all(dir)?;
+    let mut files = Vec::new();
+    let names: Vec<&str> = executors.iter().map(|e| e.name()).collect();
+    let mut categories: Vec<&str> = Vec::new();
+    for r in rows {
+        if !categories.contains(&r.category.as_str()) {
+            categories.push(&r.category);
+        }
+    }
+    for c in categories {
+        let name = format!("{c}.svg");
+        let path = dir.join(&name);
+        std::fs::write(
+            &path,
+            report::svg_chart(c, rows, &names, Executor::BASELINE.name()),
+        )?;
+        files.push(path.display().to_string());
+        meta.charts.push(name);
+    }
+    let csv = dir.join("results.csv");
+    std::fs::write(&csv, report::to_csv(rows))?;
+    files.insert(0, csv.display().to_string());
+    let md = dir.join("report.md");
+    std::fs::write(&md, report::to_markdown(rows, &meta))?;
+    files.insert(1, md.display().to_string());
+    Ok(files)
+}

@@ -1,0 +1,115 @@
+//! Command-line arguments of the bench binary.
+//!
+//! What it handles: what `cargo bench` passes (`--bench`), our own
+//! `--quick`, `--exec LIST` and `--help`, and free-standing filter strings.
+//! What it does not: criterion's or libtest's other options (rejected with a
+//! message rather than silently ignored).
+
+use crate::server::Executor;
+
+/// Parsed arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Args {
+    /// `--quick`.
+    pub quick: bool,
+    /// Substrings of `category/workload`; a job runs if any matches (all
+    /// run when empty).
+    pub filters: Vec<String>,
+    /// Executors to run, in table order.
+    pub executors: Vec<Executor>,
+    /// `--help`.
+    pub help: bool,
+}
+
+/// Usage text.
+pub const USAGE: &str = "\
+usage: cargo bench -p percore-benches -- [--quick] [--exec LIST] [FILTER...]
+
+  --quick       every category briefly (about 90 s)
+  --exec LIST   comma-separated executors: uring,epoll,tokio-ct,tokio-mt
+                (default: all; tokio-ct is the baseline of every ratio)
+  FILTER        run only workloads whose `category/workload` contains it
+";
+
+/// Parses the arguments after the program name.
+pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Args, String> {
+    let mut a = Args {
+        quick: false,
+        filters: Vec::new(),
+        executors: Executor::ALL.to_vec(),
+        help: false,
+    };
+    let mut it = args.into_iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--bench" => {}
+            "--quick" => a.quick = true,
+            "-h" | "--help" => a.help = true,
+            "--exec" => {
+                let list = it.next().ok_or("--exec needs a list")?;
+                a.executors = parse_executors(&list)?;
+            }
+            s if s.starts_with("--exec=") => a.executors = parse_executors(&s[7..])?,
+            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+            s => a.filters.push(s.to_string()),
+        }
+    }
+    Ok(a)
+}
+
+fn parse_executors(list: &str) -> Result<Vec<Executor>, String> {
+    let mut v = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let e = Executor::from_name(name).ok_or_else(|| format!("unknown executor {name}"))?;
+        if !v.contains(&e) {
+            v.push(e);
+        }
+    }
+    if v.is_empty() {
+        return Err("--exec list is empty".to_string());
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// Whether a job id passes the filters.
+pub fn selected(filters: &[String], id: &str) -> bool {
+    filters.is_empty() || filters.iter().any(|f| id.contains(f.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &[&str]) -> Result<Args, String> {
+        parse(s.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn cargo_bench_arguments() {
+        let a = p(&["--bench", "--quick", "http"]).unwrap();
+        assert!(a.quick);
+        assert_eq!(a.filters, vec!["http"]);
+        assert_eq!(a.executors, Executor::ALL.to_vec());
+        let a = p(&["--bench"]).unwrap();
+        assert!(!a.quick && a.filters.is_empty());
+    }
+
+    #[test]
+    fn executor_lists() {
+        let a = p(&["--exec", "tokio-mt,uring"]).unwrap();
+        assert_eq!(a.executors, vec![Executor::Uring, Executor::TokioMt]);
+        let a = p(&["--exec=tokio-ct"]).unwrap();
+        assert_eq!(a.executors, vec![Executor::TokioCt]);
+        assert!(p(&["--exec", "nope"]).is_err());
+        assert!(p(&["--exec"]).is_err());
+        assert!(p(&["--nocapture"]).is_err());
+    }
+
+    #[test]
+    fn filters_match_substrings() {
+        assert!(selected(&[], "a/b"));
+        assert!(selected(&["lat".into()], "socket_latency/pingpong/1B"));
+        assert!(!selected(&["http".into()], "socket_latency/pingpong/1B"));
+    }
+}

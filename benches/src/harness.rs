@@ -1,0 +1,569 @@
+//! The workload list and the round-robin runner.
+//!
+//! What it measures: for every workload, `warmup + iterations` rounds; in
+//! each round every executor runs one iteration in turn (A B C D A B C D …),
+//! so slow drifts of this noisy VM hit all executors alike. The servers of
+//! one service (echo or HTTP) are started once, one per executor, and stay
+//! up for all workloads of that service; an idle server is parked and
+//! costs nothing measurable. What it does not: run executors concurrently
+//! against each other, or retry a failed iteration (a failure ends that
+//! executor's cell and is reported, never replaced by a number).
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use crate::client;
+use crate::probe::{Load, Probe, Sample};
+use crate::report::Row;
+use crate::server::{self, Executor, RunningServer, Service};
+use crate::stats::{self, Better, Summary};
+
+/// Run lengths.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mode {
+    /// `--quick`: every category briefly.
+    pub quick: bool,
+    /// Discarded rounds before the measured ones.
+    pub warmup: usize,
+    /// Measured rounds.
+    pub iterations: usize,
+    /// Length of one iteration's window (closed-loop workloads).
+    pub window: Duration,
+    /// Length of one open-loop iteration.
+    pub open_loop_window: Duration,
+    /// Open-loop request rates (requests/s).
+    pub open_loop_rates: Vec<f64>,
+    /// Connections of the open-loop client.
+    pub open_loop_conns: usize,
+    /// Whether the HTTP connection sweep (1/10/100/1000) runs.
+    pub sweep: bool,
+}
+
+impl Mode {
+    /// About 90 s on a 2-vCPU VM with four executors.
+    pub fn quick() -> Mode {
+        Mode {
+            quick: true,
+            warmup: 1,
+            iterations: 5,
+            window: Duration::from_millis(100),
+            open_loop_window: Duration::from_millis(400),
+            open_loop_rates: vec![10_000.0],
+            open_loop_conns: 16,
+            sweep: false,
+        }
+    }
+
+    /// Under 15 minutes on a 2-vCPU VM with four executors.
+    pub fn full() -> Mode {
+        Mode {
+            quick: false,
+            warmup: 1,
+            iterations: 9,
+            window: Duration::from_millis(350),
+            open_loop_window: Duration::from_millis(1500),
+            open_loop_rates: vec![10_000.0, 40_000.0],
+            open_loop_conns: 32,
+            sweep: true,
+        }
+    }
+
+    /// One line for the report.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}: {} warm-up + {} measured rounds, {} ms per iteration, open loop {} ms at {} req/s over {} connections{}",
+            if self.quick { "quick" } else { "full" },
+            self.warmup,
+            self.iterations,
+            self.window.as_millis(),
+            self.open_loop_window.as_millis(),
+            self.open_loop_rates
+                .iter()
+                .map(|r| format!("{r:.0}"))
+                .collect::<Vec<_>>()
+                .join("/"),
+            self.open_loop_conns,
+            if self.sweep { ", HTTP connection sweep" } else { "" }
+        )
+    }
+}
+
+/// One reported number of a job.
+pub struct Metric {
+    /// Appended to the workload name (`""` for the job's only metric).
+    pub suffix: &'static str,
+    /// Unit of the value.
+    pub unit: &'static str,
+    /// Direction of improvement.
+    pub better: Better,
+    /// Extracts the value from one iteration.
+    pub value: fn(&Sample) -> Option<f64>,
+}
+
+/// A client run: connects to the server at the address and marks its
+/// window on the probe.
+pub type RunFn = Box<dyn Fn(SocketAddr, &mut Probe<'_>) -> io::Result<Load>>;
+
+/// One workload.
+pub struct Job {
+    /// Category (`socket_latency`, …).
+    pub category: &'static str,
+    /// Workload name within the category.
+    pub workload: String,
+    /// Which server it needs.
+    pub service: Service,
+    /// The client.
+    pub run: RunFn,
+    /// What it reports.
+    pub metrics: Vec<Metric>,
+    /// Requests/s an open-loop job should reach (for a sanity warning).
+    pub target_rate: Option<f64>,
+}
+
+impl Job {
+    /// `category/workload`, what the command-line filter matches.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.category, self.workload)
+    }
+}
+
+fn us_per_op(s: &Sample) -> Option<f64> {
+    Some(s.us_per_op())
+}
+fn ops_per_s(s: &Sample) -> Option<f64> {
+    Some(s.ops_per_s())
+}
+fn mb_per_s(s: &Sample) -> Option<f64> {
+    Some(s.mb_per_s())
+}
+fn p50(s: &Sample) -> Option<f64> {
+    s.latency_us(0.50)
+}
+fn p99(s: &Sample) -> Option<f64> {
+    s.latency_us(0.99)
+}
+fn p999(s: &Sample) -> Option<f64> {
+    s.latency_us(0.999)
+}
+fn cpu_per_op(s: &Sample) -> Option<f64> {
+    s.server_cpu_us_per_op()
+}
+
+fn one(unit: &'static str, better: Better, value: fn(&Sample) -> Option<f64>) -> Vec<Metric> {
+    vec![Metric {
+        suffix: "",
+        unit,
+        better,
+        value,
+    }]
+}
+
+fn size_name(b: usize) -> String {
+    match b {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}KiB", b >> 10),
+        b => format!("{b}B"),
+    }
+}
+
+/// The workloads of a run, in report order (echo services first).
+pub fn jobs(mode: &Mode) -> Vec<Job> {
+    let w = mode.window;
+    let mut v = Vec::new();
+    let mut job = |category, workload: String, service, run: RunFn, metrics| {
+        v.push(Job {
+            category,
+            workload,
+            service,
+            run,
+            metrics,
+            target_rate: None,
+        })
+    };
+    for size in [1usize, 64, 1024] {
+        job(
+            "socket_latency",
+            format!("pingpong/{}", size_name(size)),
+            Service::Echo,
+            Box::new(move |a, p| client::pingpong(a, size, w, p)),
+            one("us", Better::Lower, us_per_op),
+        );
+    }
+    for conns in [1usize, 4, 16] {
+        job(
+            "socket_latency",
+            format!("concurrent/{conns}"),
+            Service::Echo,
+            Box::new(move |a, p| client::concurrent_pingpong(a, conns, 64, w, p)),
+            one("ops/s", Better::Higher, ops_per_s),
+        );
+    }
+    for chunk in [1usize << 10, 64 << 10, 1 << 20] {
+        job(
+            "socket_throughput",
+            format!("unidirectional/{}", size_name(chunk)),
+            Service::Echo,
+            Box::new(move |a, p| client::chunk_roundtrip(a, chunk, w, p)),
+            one("MB/s", Better::Higher, mb_per_s),
+        );
+    }
+    job(
+        "socket_throughput",
+        "bidirectional/64KiB".to_string(),
+        Service::Echo,
+        Box::new(move |a, p| client::bidirectional(a, 64 << 10, w, p)),
+        one("MB/s", Better::Higher, mb_per_s),
+    );
+    for chunk in [64usize, 512, 4 << 10, 16 << 10] {
+        job(
+            "streaming",
+            size_name(chunk),
+            Service::Echo,
+            Box::new(move |a, p| client::streaming(a, chunk, w, p)),
+            one("MB/s", Better::Higher, mb_per_s),
+        );
+    }
+    job(
+        "accept_churn",
+        "sequential".to_string(),
+        Service::Echo,
+        Box::new(move |a, p| client::churn_sequential(a, w, p)),
+        one("conn/s", Better::Higher, ops_per_s),
+    );
+    for burst in [10usize, 100] {
+        job(
+            "accept_churn",
+            format!("burst/{burst}"),
+            Service::Echo,
+            Box::new(move |a, p| client::churn_burst(a, burst, w, p)),
+            one("conn/s", Better::Higher, ops_per_s),
+        );
+    }
+    job(
+        "http_server",
+        "single_conn".to_string(),
+        Service::Http,
+        Box::new(move |a, p| client::http_single(a, w, p)),
+        one("req/s", Better::Higher, ops_per_s),
+    );
+    for conns in [1usize, 4, 16, 32] {
+        job(
+            "http_server",
+            format!("concurrent/{conns}"),
+            Service::Http,
+            Box::new(move |a, p| client::http_concurrent(a, conns, w, p)),
+            one("req/s", Better::Higher, ops_per_s),
+        );
+    }
+    if mode.sweep {
+        for conns in [1usize, 10, 100, 1000] {
+            job(
+                "http_server",
+                format!("connections/{conns}"),
+                Service::Http,
+                Box::new(move |a, p| client::http_concurrent(a, conns, w, p)),
+                one("req/s", Better::Higher, ops_per_s),
+            );
+        }
+    }
+    for &rate in &mode.open_loop_rates {
+        let (ow, conns) = (mode.open_loop_window, mode.open_loop_conns);
+        v.push(Job {
+            category: "open_loop",
+            workload: format!("http/{}k_rps", (rate / 1000.0).round()),
+            service: Service::Http,
+            run: Box::new(move |a, p| client::open_loop(a, conns, rate, ow, p)),
+            metrics: vec![
+                Metric {
+                    suffix: "p50",
+                    unit: "us",
+                    better: Better::Lower,
+                    value: p50,
+                },
+                Metric {
+                    suffix: "p99",
+                    unit: "us",
+                    better: Better::Lower,
+                    value: p99,
+                },
+                Metric {
+                    suffix: "p99.9",
+                    unit: "us",
+                    better: Better::Lower,
+                    value: p999,
+                },
+                Metric {
+                    suffix: "server_cpu_per_req",
+                    unit: "us",
+                    better: Better::Lower,
+                    value: cpu_per_op,
+                },
+            ],
+            target_rate: Some(rate),
+        });
+    }
+    v
+}
+
+/// Where the runner prints: `out` for results and skip lines (stdout),
+/// `progress` for progress (stderr).
+pub struct Console<'a> {
+    /// Lines that also go to the report's notes.
+    pub out: &'a mut dyn FnMut(&str),
+    /// Progress lines.
+    pub progress: &'a mut dyn FnMut(&str),
+}
+
+/// Everything one run produced.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Result rows in report order.
+    pub rows: Vec<Row>,
+    /// Skip and warning lines.
+    pub notes: Vec<String>,
+}
+
+struct Cell<'s> {
+    server: &'s RunningServer,
+    samples: Vec<Sample>,
+    failed: Option<String>,
+}
+
+fn note(outcome: &mut Outcome, console: &mut Console<'_>, line: String) {
+    (console.out)(&line);
+    outcome.notes.push(line);
+}
+
+/// Runs `jobs` on `executors` with servers on `server_cpus`.
+pub fn run(
+    jobs: &[Job],
+    executors: &[Executor],
+    server_cpus: &[usize],
+    mode: &Mode,
+    console: &mut Console<'_>,
+) -> Outcome {
+    let mut outcome = Outcome::default();
+    let total = jobs.len();
+    let mut done = 0usize;
+    let mut claimed: Vec<u32> = Vec::new();
+    for service in [Service::Echo, Service::Http] {
+        let js: Vec<&Job> = jobs.iter().filter(|j| j.service == service).collect();
+        if js.is_empty() {
+            continue;
+        }
+        let mut servers: Vec<RunningServer> = Vec::new();
+        for &e in executors {
+            match server::start(e, service, server_cpus, &claimed) {
+                Ok(s) => {
+                    if s.tids().is_empty() {
+                        note(
+                            &mut outcome,
+                            console,
+                            format!(
+                                "warning: {} {} server: no thread named {}* found; server CPU not reported",
+                                e.name(),
+                                service.name(),
+                                e.thread_prefix()
+                            ),
+                        );
+                    }
+                    claimed.extend_from_slice(s.tids());
+                    servers.push(s);
+                }
+                Err(why) => note(
+                    &mut outcome,
+                    console,
+                    format!(
+                        "skipped: {} ({} workloads): {why}",
+                        e.name(),
+                        service.name()
+                    ),
+                ),
+            }
+        }
+        for job in js {
+            done += 1;
+            let t0 = Instant::now();
+            let mut cells: Vec<Cell<'_>> = servers
+                .iter()
+                .map(|s| Cell {
+                    server: s,
+                    samples: Vec::new(),
+                    failed: None,
+                })
+                .collect();
+            for round in 0..mode.warmup + mode.iterations {
+                for c in cells.iter_mut().filter(|c| c.failed.is_none()) {
+                    let cpu = || c.server.cpu_seconds();
+                    let mut probe = Probe::new(&cpu);
+                    let result = (job.run)(c.server.addr(), &mut probe)
+                        .and_then(|load| Ok((load, probe.window()?)));
+                    match result {
+                        Ok((load, window)) if round >= mode.warmup => {
+                            c.samples.push(Sample { load, window })
+                        }
+                        Ok(_) => {}
+                        Err(e) => c.failed = Some(e.to_string()),
+                    }
+                }
+            }
+            for c in &cells {
+                if let Some(why) = &c.failed {
+                    note(
+                        &mut outcome,
+                        console,
+                        format!(
+                            "failed: {} on {}: {why} (cell left out)",
+                            job.id(),
+                            c.server.executor.name()
+                        ),
+                    );
+                }
+            }
+            check_open_loop(job, &cells, mode, &mut |l| note(&mut outcome, console, l));
+            outcome.rows.extend(rows_of(job, &cells));
+            (console.progress)(&format!(
+                "[{done}/{total}] {} ({:.1} s)",
+                job.id(),
+                t0.elapsed().as_secs_f64()
+            ));
+        }
+        for s in servers {
+            let name = s.executor.name();
+            if let Err(e) = s.stop() {
+                note(
+                    &mut outcome,
+                    console,
+                    format!(
+                        "warning: {name} {} server did not stop cleanly: {e}",
+                        service.name()
+                    ),
+                );
+            }
+        }
+    }
+    outcome
+}
+
+fn check_open_loop(job: &Job, cells: &[Cell<'_>], mode: &Mode, note: &mut dyn FnMut(String)) {
+    let Some(rate) = job.target_rate else {
+        return;
+    };
+    for c in cells.iter().filter(|c| c.failed.is_none()) {
+        let errors: u64 = c.samples.iter().map(|s| s.load.errors).sum();
+        let ops: u64 = c.samples.iter().map(|s| s.load.ops).sum();
+        let expected = rate * mode.open_loop_window.as_secs_f64() * c.samples.len() as f64;
+        if errors > 0 || (ops as f64) < 0.9 * expected {
+            note(format!(
+                "warning: {} on {}: {ops} of ~{expected:.0} requests answered, {errors} unanswered \
+                 (rate not sustained; latencies include the backlog)",
+                job.id(),
+                c.server.executor.name()
+            ));
+        }
+    }
+}
+
+fn sum_windows(samples: &[Sample]) -> (Option<f64>, u64, u64) {
+    let cpu = samples
+        .iter()
+        .map(|s| s.window.server_cpu_s)
+        .sum::<Option<f64>>();
+    let ops = samples.iter().map(|s| s.load.ops).sum();
+    let allocs = samples.iter().map(|s| s.window.allocs).sum();
+    (cpu, ops, allocs)
+}
+
+fn rows_of(job: &Job, cells: &[Cell<'_>]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for m in &job.metrics {
+        let summaries: Vec<(Executor, Option<Summary>, &Cell<'_>)> = cells
+            .iter()
+            .filter(|c| c.failed.is_none() && !c.samples.is_empty())
+            .map(|c| {
+                let vals: Option<Vec<f64>> = c.samples.iter().map(|s| (m.value)(s)).collect();
+                (c.server.executor, vals.and_then(|v| Summary::of(&v)), c)
+            })
+            .collect();
+        let base = summaries
+            .iter()
+            .find(|(e, _, _)| *e == Executor::BASELINE)
+            .and_then(|(_, s, _)| *s);
+        for (e, s, c) in &summaries {
+            let Some(s) = s else { continue };
+            let (cpu, ops, allocs) = sum_windows(&c.samples);
+            let (ratio, verdict) = match base {
+                Some(_) if *e == Executor::BASELINE => (Some(1.0), Some(stats::Verdict::Baseline)),
+                Some(b) => (
+                    Some(s.median / b.median),
+                    Some(stats::verdict(s.median, s.cv, b.median, b.cv, m.better)),
+                ),
+                None => (None, None),
+            };
+            let workload = if m.suffix.is_empty() {
+                job.workload.clone()
+            } else {
+                format!("{}/{}", job.workload, m.suffix)
+            };
+            rows.push(Row {
+                category: job.category.to_string(),
+                workload,
+                executor: e.name().to_string(),
+                median: s.median,
+                unit: m.unit.to_string(),
+                cv: s.cv,
+                n: s.n,
+                better: m.better,
+                ratio,
+                verdict,
+                server_cpu_s: cpu,
+                ops_per_cpu_s: cpu.filter(|c| *c > 0.0).map(|c| ops as f64 / c),
+                allocs_per_op: (ops > 0).then(|| allocs as f64 / ops as f64),
+            });
+        }
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_names_are_unique_and_complete() {
+        for mode in [Mode::quick(), Mode::full()] {
+            let js = jobs(&mode);
+            let mut ids: Vec<String> = js.iter().map(Job::id).collect();
+            let n = ids.len();
+            ids.sort();
+            ids.dedup();
+            assert_eq!(ids.len(), n, "duplicate job ids");
+            for want in [
+                "socket_latency/pingpong/1B",
+                "socket_latency/concurrent/16",
+                "socket_throughput/unidirectional/1MiB",
+                "socket_throughput/bidirectional/64KiB",
+                "streaming/16KiB",
+                "http_server/single_conn",
+                "http_server/concurrent/32",
+                "accept_churn/burst/100",
+                "open_loop/http/10k_rps",
+            ] {
+                assert!(ids.iter().any(|i| i == want), "missing {want}");
+            }
+            assert_eq!(
+                ids.iter().any(|i| i == "http_server/connections/1000"),
+                mode.sweep
+            );
+        }
+    }
+
+    #[test]
+    fn sizes_are_named() {
+        assert_eq!(size_name(64), "64B");
+        assert_eq!(size_name(1024), "1KiB");
+        assert_eq!(size_name(16 << 10), "16KiB");
+        assert_eq!(size_name(1 << 20), "1MiB");
+    }
+}

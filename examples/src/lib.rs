@@ -1,0 +1,157 @@
+//! The command line shared by the example servers (`echo`, `http_echo`,
+//! `fanout`): `--port`, `--cores`, `--backend`, `--stats`, plus options of
+//! their own, and the common start-up (logging, stats line, signals).
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use percore::{Backend, CoreContext, Handler, Server};
+
+/// Options every example server takes.
+#[derive(Debug, Clone)]
+pub struct CommonArgs {
+    /// TCP port to listen on.
+    pub port: u16,
+    /// Address to bind (default all interfaces).
+    pub host: String,
+    /// CPUs to run on (all available when `None`).
+    pub cores: Option<Vec<usize>>,
+    /// The executor backend.
+    pub backend: Backend,
+    /// Print a line of counters every second.
+    pub stats: bool,
+    /// Open connections per core before accept pauses.
+    pub max_connections: usize,
+    /// Graceful-stop drain deadline.
+    pub drain: Duration,
+}
+
+/// Splits the command line into the common options and the rest (returned
+/// as `(flag, value)` pairs for the binary to interpret).
+///
+/// # Errors
+///
+/// A message for the user: an unknown flag, a missing or bad value.
+pub fn parse_common(
+    default_port: u16,
+    args: impl IntoIterator<Item = String>,
+    own_flags: &[&str],
+) -> Result<(CommonArgs, Vec<(String, String)>), String> {
+    let mut common = CommonArgs {
+        port: default_port,
+        host: "0.0.0.0".to_owned(),
+        cores: None,
+        backend: Backend::Auto,
+        stats: false,
+        max_connections: 10_000,
+        drain: Duration::from_secs(10),
+    };
+    let mut rest = Vec::new();
+    let mut args = args.into_iter();
+    while let Some(flag) = args.next() {
+        let (flag, inline) = match flag.split_once('=') {
+            Some((f, v)) => (f.to_owned(), Some(v.to_owned())),
+            None => (flag, None),
+        };
+        if flag == "--stats" {
+            common.stats = true;
+            continue;
+        }
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "--port" => common.port = value()?.parse().map_err(|_| "--port: expected a number 0-65535".to_owned())?,
+            "--host" => common.host = value()?,
+            "--cores" => {
+                common.cores = Some(percore::runtime::cpus::parse_list(&value()?).map_err(|e| e.to_string())?);
+            }
+            "--backend" => common.backend = value()?.parse().map_err(|e: percore::ParseBackendError| e.to_string())?,
+            "--max-connections" => {
+                common.max_connections = value()?
+                    .parse()
+                    .map_err(|_| "--max-connections: expected a number".to_owned())?;
+            }
+            "--drain-ms" => {
+                common.drain = Duration::from_millis(
+                    value()?.parse().map_err(|_| "--drain-ms: expected a number".to_owned())?,
+                );
+            }
+            f if own_flags.contains(&f) => rest.push((flag.clone(), value()?)),
+            _ => return Err(format!("unknown option {flag}")),
+        }
+    }
+    Ok((common, rest))
+}
+
+/// The usage text of the common options.
+pub const COMMON_USAGE: &str = "\
+  --port N              TCP port (0 picks a free one)
+  --host ADDR           address to bind (default 0.0.0.0)
+  --cores LIST          CPUs to run on, e.g. 0 or 0,1 or 0-3 (default: all)
+  --backend B           uring, epoll or auto (default auto; PERCORE_BACKEND overrides)
+  --max-connections N   open connections per core before accept pauses (default 10000)
+  --drain-ms N          graceful-stop drain deadline in ms (default 10000)
+  --stats               print a line of counters per core every second
+  RUST_LOG=debug        more logging";
+
+/// Logs to stderr at `info` unless `RUST_LOG` says otherwise.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .init();
+}
+
+/// Starts the server, prints its address, stats if asked, stops on
+/// SIGINT/SIGTERM, and returns when it has finished.
+///
+/// # Errors
+///
+/// Start-up and core errors.
+pub fn run<H, F>(name: &str, common: &CommonArgs, factory: F) -> io::Result<()>
+where
+    H: Handler,
+    F: Fn(&CoreContext) -> H + Send + Sync + 'static,
+{
+    let ip: std::net::IpAddr = common
+        .host
+        .parse()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("--host: {:?} is not an IP address", common.host)))?;
+    let mut builder = Server::builder()
+        .address(SocketAddr::new(ip, common.port))
+        .backend(common.backend)
+        .max_connections(common.max_connections)
+        .drain_timeout(common.drain);
+    if let Some(cores) = &common.cores {
+        builder = builder.cores(cores.iter().copied());
+    }
+    let handle = builder.start(factory)?;
+    handle.shutdown_on_signals()?;
+    tracing::info!(
+        "{name} listening on {} ({} backend, {} cores)",
+        handle.local_addr(),
+        handle.backend(),
+        handle.stats().len()
+    );
+    if common.stats {
+        let stopper_stats = handle.stats_reader();
+        std::thread::Builder::new()
+            .name("stats".into())
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_secs(1));
+                for line in stopper_stats.snapshot() {
+                    eprintln!("stats {line}");
+                }
+            })?;
+    }
+    let result = handle.join();
+    tracing::info!("{name} stopped");
+    result
+}

@@ -1,0 +1,19 @@
+//! Owned buffers for completion-style I/O.
+//!
+//! The kernel may read a send buffer, or write a receive buffer, after the
+//! future that started the operation was dropped. So I/O takes buffers by
+//! value ([`IoBuf`]) and gives them back with the result ([`BufResult`]),
+//! and received data arrives in a [`RecvBuf`] lease from the core's pool.
+
+mod io_buf;
+pub(crate) mod pool;
+mod recv;
+mod slice;
+
+pub use io_buf::IoBuf;
+pub use recv::RecvBuf;
+pub use slice::Slice;
+
+/// The result of an operation that took an owned buffer: the buffer comes
+/// back whether the operation succeeded or not.
+pub type BufResult<T, B> = (std::io::Result<T>, B);

@@ -1,0 +1,45 @@
+//! A core's pool of heap buffers for receives that do not use the
+//! provided-buffer ring (the epoll backend, and io_uring while the ring is
+//! dry or unavailable).
+
+use std::cell::{Cell, RefCell};
+
+pub(crate) struct HeapPool {
+    free: RefCell<Vec<Box<[u8]>>>,
+    size: usize,
+    /// Free buffers kept for reuse; more are freed when returned.
+    keep: usize,
+    outstanding: Cell<usize>,
+}
+
+impl HeapPool {
+    pub(crate) fn new(size: usize, keep: usize) -> HeapPool {
+        HeapPool {
+            free: RefCell::new(Vec::with_capacity(keep)),
+            size,
+            keep,
+            outstanding: Cell::new(0),
+        }
+    }
+
+    pub(crate) fn get(&self) -> Box<[u8]> {
+        self.outstanding.set(self.outstanding.get() + 1);
+        self.free
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| vec![0u8; self.size].into_boxed_slice())
+    }
+
+    pub(crate) fn put(&self, buf: Box<[u8]>) {
+        self.outstanding.set(self.outstanding.get().saturating_sub(1));
+        let mut free = self.free.borrow_mut();
+        if free.len() < self.keep && buf.len() == self.size {
+            free.push(buf);
+        }
+    }
+
+    /// Buffers handed out and not yet returned.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding.get()
+    }
+}

@@ -1,0 +1,123 @@
+//! The kernel interface of one core, behind one contract.
+//!
+//! Two drivers implement it: `uring` (io_uring: completions, multishot
+//! accept and receive, a provided-buffer ring) and `epoll` (edge-triggered
+//! readiness plus speculative non-blocking syscalls). Nothing above this
+//! module names `io_uring` or `epoll_*`; the [`Backend`] is chosen once per
+//! core at start-up and every operation in `op/` branches on it once.
+//!
+//! # Why an enum, not a generic executor
+//!
+//! A generic `Executor<B>` would monomorphise every handler per backend and
+//! put a type parameter on every public I/O type. A two-variant enum whose
+//! variant never changes for the life of a thread is a perfectly predicted
+//! branch per operation, and keeps `TcpStream` and `Handler` free of type
+//! parameters for the people who write handlers.
+//!
+//! # The contract
+//!
+//! - `park(timeout)`: the loop's single trip to the kernel per turn: submit
+//!   what is queued, wait up to `timeout` (zero: do not wait) for I/O or a
+//!   notification on the core's eventfd, and wake the tasks whose I/O is
+//!   ready.
+//! - Resources the kernel may touch while an operation is in flight are
+//!   owned by the driver until the kernel is done (uring: the operation
+//!   table; epoll: nothing is in flight between syscalls).
+//! - `drain(deadline)` at shutdown: cancel and wait out everything in
+//!   flight before the driver is dropped.
+
+pub(crate) mod epoll;
+pub(crate) mod uring;
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+/// Which kernel interface a core's executor drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// io_uring; failing to set it up is a start-up error.
+    Uring,
+    /// epoll with non-blocking syscalls; works wherever Linux does.
+    Epoll,
+    /// io_uring when the kernel allows it, otherwise epoll (logged once
+    /// with the reason). The default.
+    #[default]
+    Auto,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Uring => "uring",
+            Backend::Epoll => "epoll",
+            Backend::Auto => "auto",
+        })
+    }
+}
+
+/// The string was not `uring`, `epoll` or `auto`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseBackendError(String);
+
+impl fmt::Display for ParseBackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown backend {:?}: expected uring, epoll or auto", self.0)
+    }
+}
+
+impl std::error::Error for ParseBackendError {}
+
+impl FromStr for Backend {
+    type Err = ParseBackendError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "uring" | "io_uring" | "io-uring" => Ok(Backend::Uring),
+            "epoll" => Ok(Backend::Epoll),
+            "auto" => Ok(Backend::Auto),
+            _ => Err(ParseBackendError(s.to_owned())),
+        }
+    }
+}
+
+pub(crate) enum Driver {
+    Uring(uring::Driver),
+    Epoll(epoll::Driver),
+}
+
+impl Driver {
+    pub(crate) fn backend(&self) -> Backend {
+        match self {
+            Driver::Uring(_) => Backend::Uring,
+            Driver::Epoll(_) => Backend::Epoll,
+        }
+    }
+
+    pub(crate) fn park(&mut self, timeout: Option<Duration>) {
+        match self {
+            Driver::Uring(d) => d.park(timeout),
+            Driver::Epoll(d) => d.park(timeout),
+        }
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        match self {
+            Driver::Uring(d) => d.in_flight(),
+            Driver::Epoll(d) => d.in_flight(),
+        }
+    }
+
+    pub(crate) fn take_graveyard(&mut self, out: &mut Vec<uring::Retained>) {
+        if let Driver::Uring(d) = self {
+            d.take_graveyard(out);
+        }
+    }
+
+    pub(crate) fn drain(&mut self, deadline: Instant) -> usize {
+        match self {
+            Driver::Uring(d) => d.drain(deadline),
+            Driver::Epoll(_) => 0,
+        }
+    }
+}

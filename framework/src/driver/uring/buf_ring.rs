@@ -1,0 +1,190 @@
+//! The provided-buffer ring that multishot receives pick buffers from.
+//!
+//! One ring per core (buffer group 0). The kernel takes a buffer only when
+//! data arrives, so an idle connection holds none. A buffer handed to user
+//! code travels in a [`RecvBuf`](crate::buf::RecvBuf) lease and goes back
+//! into the ring when the lease is dropped. Neither the ring nor the
+//! buffers are pinned against memlock: only the ring's entries are shared
+//! with the kernel, through `IORING_REGISTER_PBUF_RING`.
+
+use std::cell::Cell;
+use std::io;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use io_uring::types::BufRingEntry;
+use io_uring::IoUring;
+
+/// The buffer group id percore registers its ring under.
+pub(crate) const BUF_GROUP: u16 = 0;
+
+/// An anonymous private mapping, unmapped on drop.
+struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl Mapping {
+    fn new(len: usize) -> io::Result<Mapping> {
+        // SAFETY: an anonymous private mapping with no address hint has no
+        // preconditions; the result is checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        Ok(Mapping { ptr, len })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` describe a mapping this value created and
+        // nothing else unmaps.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+pub(crate) struct BufRing {
+    entries: Mapping,
+    buffers: Mapping,
+    count: u16,
+    buf_size: usize,
+    /// Our copy of the ring's tail (the kernel only reads it).
+    tail: Cell<u16>,
+    /// Buffers currently outside the ring: in completions or leases.
+    leased: Cell<usize>,
+}
+
+impl BufRing {
+    /// Allocates `count` buffers of `buf_size` bytes and registers them with
+    /// `ring`. `count` must be a power of two ≤ 32768.
+    pub(crate) fn register(ring: &IoUring, count: u16, buf_size: usize) -> io::Result<BufRing> {
+        if super::fault::no_buf_ring() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        if !count.is_power_of_two() || count > 32768 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "buffer ring size must be a power of two ≤ 32768",
+            ));
+        }
+        let entries = Mapping::new(count as usize * std::mem::size_of::<BufRingEntry>())?;
+        let buffers = Mapping::new(count as usize * buf_size)?;
+        let this = BufRing {
+            entries,
+            buffers,
+            count,
+            buf_size,
+            tail: Cell::new(0),
+            leased: Cell::new(count as usize),
+        };
+        // SAFETY: the entries mapping is page aligned, sized for `count`
+        // entries, and lives in `this`, which the caller keeps alive until
+        // the ring is dropped (the driver drops its ring before this).
+        unsafe {
+            ring.submitter().register_buf_ring_with_flags(
+                this.entries.ptr.as_ptr() as u64,
+                count,
+                BUF_GROUP,
+                0,
+            )?;
+        }
+        for bid in 0..count {
+            this.push(bid);
+        }
+        this.publish();
+        Ok(this)
+    }
+
+    pub(crate) fn buf_size(&self) -> usize {
+        self.buf_size
+    }
+
+    pub(crate) fn count(&self) -> u16 {
+        self.count
+    }
+
+    /// Buffers outside the ring right now.
+    pub(crate) fn leased(&self) -> usize {
+        self.leased.get()
+    }
+
+    /// Records that a completion took buffer `bid` out of the ring.
+    pub(crate) fn taken(&self) {
+        self.leased.set(self.leased.get() + 1);
+    }
+
+    /// The bytes of buffer `bid`.
+    ///
+    /// # Safety
+    ///
+    /// - `bid` came from a completion and has not been returned yet, so the
+    ///   kernel does not write to it;
+    /// - `len` is at most what that completion reported.
+    pub(crate) unsafe fn bytes(&self, bid: u16, len: usize) -> &[u8] {
+        debug_assert!(bid < self.count && len <= self.buf_size);
+        // SAFETY: per the contract the buffer is ours and `len` bytes of it
+        // were written by the kernel; the mapping outlives `&self`.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.buffers.ptr.as_ptr().add(bid as usize * self.buf_size),
+                len,
+            )
+        }
+    }
+
+    /// The start of buffer `bid`, for sending it without a copy.
+    pub(crate) fn buf_ptr(&self, bid: u16) -> *const u8 {
+        // SAFETY: `bid < count`, so the offset stays inside the mapping.
+        unsafe { self.buffers.ptr.as_ptr().add(bid as usize * self.buf_size) }
+    }
+
+    /// Gives buffer `bid` back to the kernel.
+    pub(crate) fn recycle(&self, bid: u16) {
+        self.push(bid);
+        self.publish();
+    }
+
+    fn push(&self, bid: u16) {
+        debug_assert!(bid < self.count);
+        let tail = self.tail.get();
+        let index = (tail & (self.count - 1)) as usize;
+        // SAFETY: `index < count`, inside the entries mapping; the kernel
+        // never writes entries, and reads this one only after `publish`.
+        unsafe {
+            let entry = self
+                .entries
+                .ptr
+                .as_ptr()
+                .cast::<BufRingEntry>()
+                .add(index);
+            (*entry).set_addr(self.buf_ptr(bid) as u64);
+            (*entry).set_len(self.buf_size as u32);
+            (*entry).set_bid(bid);
+        }
+        self.tail.set(tail.wrapping_add(1));
+        self.leased.set(self.leased.get().saturating_sub(1));
+    }
+
+    fn publish(&self) {
+        // SAFETY: the ring's tail lives in entry 0's reserved field, which
+        // `BufRingEntry::tail` locates; it is 2-byte aligned and the kernel
+        // reads it with an acquire load, so a release store publishes the
+        // entries written before it.
+        unsafe {
+            let base = self.entries.ptr.as_ptr().cast::<BufRingEntry>();
+            let tail = BufRingEntry::tail(base).cast_mut().cast::<AtomicU16>();
+            (*tail).store(self.tail.get(), Ordering::Release);
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! `io_uring_enter` with a registered ring fd.
+//!
+//! The `io-uring` crate cannot keep a registered ring index across calls
+//! to `IoUring::submitter()`, so percore registers the ring fd itself and
+//! makes the one enter per loop turn here: submit what is queued, run
+//! deferred task work, and wait (with an `EXT_ARG` timeout) when asked.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use io_uring::IoUring;
+
+const ENTER_GETEVENTS: u32 = 1 << 0;
+const ENTER_SQ_WAKEUP: u32 = 1 << 1;
+const ENTER_EXT_ARG: u32 = 1 << 3;
+const ENTER_REGISTERED_RING: u32 = 1 << 4;
+const ENTER_NO_IOWAIT: u32 = 1 << 7;
+const REGISTER_RING_FDS: u32 = 20;
+
+/// `struct io_uring_getevents_arg`.
+#[repr(C)]
+struct GetEventsArg {
+    sigmask: u64,
+    sigmask_sz: u32,
+    min_wait_usec: u32,
+    ts: u64,
+}
+
+/// `struct io_uring_rsrc_update`.
+#[repr(C)]
+struct RsrcUpdate {
+    offset: u32,
+    resv: u32,
+    data: u64,
+}
+
+/// How this core enters its ring.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Enter {
+    /// The registered ring index, or the ring fd when registration failed.
+    fd: i32,
+    registered: bool,
+    no_iowait: bool,
+    sqpoll: bool,
+}
+
+impl Enter {
+    /// Registers the ring fd (saving the kernel an fd lookup per enter).
+    pub(crate) fn new(ring: &IoUring, no_iowait: bool, sqpoll: bool) -> Enter {
+        let mut update = RsrcUpdate {
+            offset: u32::MAX,
+            resv: 0,
+            data: ring.as_raw_fd() as u64,
+        };
+        // SAFETY: IORING_REGISTER_RING_FDS reads and writes one
+        // io_uring_rsrc_update, which `update` is, for the call's duration.
+        let res = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_register,
+                ring.as_raw_fd(),
+                REGISTER_RING_FDS,
+                &mut update as *mut RsrcUpdate,
+                1u32,
+            )
+        };
+        let (fd, registered) = if res == 1 {
+            (update.offset as i32, true)
+        } else {
+            (ring.as_raw_fd(), false)
+        };
+        Enter {
+            fd,
+            registered,
+            no_iowait,
+            sqpoll,
+        }
+    }
+
+    pub(crate) fn is_registered(&self) -> bool {
+        self.registered
+    }
+
+    /// Submits the queued SQEs; waits for one completion when `wait` is
+    /// set, up to `timeout` (forever when `None`). Returns `Ok(false)`
+    /// without a syscall when there was nothing to do.
+    pub(crate) fn enter(
+        &self,
+        ring: &mut IoUring,
+        wait: bool,
+        timeout: Option<Duration>,
+    ) -> io::Result<bool> {
+        let (to_submit, taskrun, overflow, need_wakeup) = {
+            let mut sq = ring.submission();
+            sq.sync();
+            (sq.len() as u32, sq.taskrun(), sq.cq_overflow(), sq.need_wakeup())
+        };
+        let mut flags = 0;
+        if wait || taskrun || overflow {
+            flags |= ENTER_GETEVENTS;
+        }
+        if self.sqpoll {
+            if need_wakeup {
+                flags |= ENTER_SQ_WAKEUP;
+            } else if !wait && !taskrun && !overflow {
+                return Ok(false);
+            }
+        } else if to_submit == 0 && flags == 0 {
+            return Ok(false);
+        }
+        if self.registered {
+            flags |= ENTER_REGISTERED_RING;
+        }
+        if wait && self.no_iowait {
+            flags |= ENTER_NO_IOWAIT;
+        }
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs() as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let arg = GetEventsArg {
+            sigmask: 0,
+            sigmask_sz: 8,
+            min_wait_usec: 0,
+            ts: ts
+                .as_ref()
+                .map_or(0, |ts| ts as *const libc::timespec as u64),
+        };
+        let (arg_ptr, arg_len) = if wait && timeout.is_some() {
+            flags |= ENTER_EXT_ARG;
+            (
+                &arg as *const GetEventsArg as *const libc::c_void,
+                std::mem::size_of::<GetEventsArg>(),
+            )
+        } else {
+            (std::ptr::null(), 0)
+        };
+        let min_complete = u32::from(wait);
+        // SAFETY: `fd` is this ring's (registered) fd; the argument struct
+        // and the timespec it points to live until the call returns.
+        let res = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                self.fd,
+                to_submit,
+                min_complete,
+                flags,
+                arg_ptr,
+                arg_len,
+            )
+        };
+        if res < 0 {
+            let err = io::Error::last_os_error();
+            return match err.raw_os_error() {
+                // Timed out, interrupted, or completions must be reaped
+                // before more can be posted: all normal, the loop goes on.
+                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+                | Some(libc::EAGAIN) => Ok(true),
+                _ => Err(err),
+            };
+        }
+        Ok(true)
+    }
+}

@@ -1,0 +1,69 @@
+//! Fault injection for the io_uring set-up paths, read once from the
+//! environment, so tests can exercise fallbacks that this machine would
+//! otherwise never take (as root, memlock limits do not apply, and the
+//! io_uring sysctl is global).
+//!
+//! `PERCORE_FAULT` is a comma-separated list of:
+//! - `uring_setup=EPERM|ENOSYS|EINVAL|ENOMEM`: ring creation fails so;
+//! - `register_buffers=ENOMEM`: registering the fixed write pool fails;
+//! - `no_multishot`: the kernel is treated as lacking multishot accept/recv;
+//! - `no_buf_ring`: the provided-buffer ring cannot be registered.
+
+use std::io;
+use std::sync::OnceLock;
+
+#[derive(Debug, Default)]
+struct Faults {
+    setup: Option<i32>,
+    register_buffers: Option<i32>,
+    no_multishot: bool,
+    no_buf_ring: bool,
+}
+
+fn errno(name: &str) -> Option<i32> {
+    Some(match name {
+        "EPERM" => libc::EPERM,
+        "ENOSYS" => libc::ENOSYS,
+        "EINVAL" => libc::EINVAL,
+        "ENOMEM" => libc::ENOMEM,
+        "EACCES" => libc::EACCES,
+        _ => return None,
+    })
+}
+
+fn faults() -> &'static Faults {
+    static FAULTS: OnceLock<Faults> = OnceLock::new();
+    FAULTS.get_or_init(|| {
+        let mut faults = Faults::default();
+        let Ok(spec) = std::env::var("PERCORE_FAULT") else {
+            return faults;
+        };
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match item.split_once('=') {
+                Some(("uring_setup", e)) => faults.setup = errno(e),
+                Some(("register_buffers", e)) => faults.register_buffers = errno(e),
+                None if item == "no_multishot" => faults.no_multishot = true,
+                None if item == "no_buf_ring" => faults.no_buf_ring = true,
+                _ => tracing::warn!(item, "PERCORE_FAULT: unknown fault ignored"),
+            }
+        }
+        tracing::warn!(?faults, "PERCORE_FAULT set: injecting faults");
+        faults
+    })
+}
+
+pub(crate) fn setup_error() -> Option<io::Error> {
+    faults().setup.map(io::Error::from_raw_os_error)
+}
+
+pub(crate) fn register_buffers_error() -> Option<io::Error> {
+    faults().register_buffers.map(io::Error::from_raw_os_error)
+}
+
+pub(crate) fn no_multishot() -> bool {
+    faults().no_multishot
+}
+
+pub(crate) fn no_buf_ring() -> bool {
+    faults().no_buf_ring
+}

@@ -1,0 +1,504 @@
+//! The io_uring driver of one core.
+//!
+//! Owns the ring, the operation table and the provided-buffer ring. Futures
+//! push SQEs through [`Driver::push`]; the core's loop calls
+//! [`Driver::park`] once per turn, which makes at most one
+//! `io_uring_enter` (submit + wait with the timer's deadline) and then
+//! dispatches every ready completion to its slot.
+
+pub(crate) mod buf_ring;
+mod enter;
+pub(crate) mod fault;
+pub(crate) mod ops;
+mod setup;
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+use crate::runtime::stats::CoreStats;
+use buf_ring::BufRing;
+pub(crate) use ops::{Cqe, OpKey, OpKind, Retained};
+use ops::{Op, OpState};
+pub(crate) use setup::RingConfig;
+
+/// `user_data` of the read on the core's wake-up eventfd.
+const WAKE_TOKEN: u64 = u64::MAX - 1;
+/// `user_data` of cancellation requests, whose completions say nothing.
+const CANCEL_TOKEN: u64 = u64::MAX;
+
+/// Buffer-ring sizing of one core.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BufConfig {
+    pub(crate) count: u16,
+    pub(crate) size: usize,
+    /// Completions a multishot may queue before it is paused.
+    pub(crate) stream_cap: usize,
+}
+
+pub(crate) struct Driver {
+    ring: IoUring,
+    enter: enter::Enter,
+    ops: crate::slab::Slab<Op>,
+    buf_ring: Option<Rc<BufRing>>,
+    wake_fd: Arc<OwnedFd>,
+    wake_buf: Box<u64>,
+    wake_armed: bool,
+    multishot: bool,
+    stream_cap: usize,
+    /// Resources of finished orphaned operations, dropped by the core's
+    /// loop outside the driver borrow (their destructors may be user code).
+    graveyard: Vec<Retained>,
+    stats: Arc<CoreStats>,
+}
+
+/// Logs the same fallback only once per process.
+fn warn_once(flag: &std::sync::atomic::AtomicBool, f: impl FnOnce()) {
+    if !flag.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        f();
+    }
+}
+
+impl Driver {
+    pub(crate) fn new(
+        ring_config: RingConfig,
+        buf_config: BufConfig,
+        wake_fd: Arc<OwnedFd>,
+        stats: Arc<CoreStats>,
+        cpu: usize,
+    ) -> io::Result<Driver> {
+        static NO_BUF_RING: std::sync::atomic::AtomicBool =
+            std::sync::atomic::AtomicBool::new(false);
+        let (ring, ladder) = setup::build_ring(ring_config)?;
+        let params = ring.params();
+        let no_iowait = params.is_feature_no_iowait();
+        let enter = enter::Enter::new(&ring, no_iowait, ladder == setup::Ladder::Sqpoll);
+        // io-wq should stay idle for sockets; cap it so a burst of punted
+        // work cannot spawn a thread herd on a 2-core machine.
+        let mut workers = [2u32, 2u32];
+        let iowq_capped = ring
+            .submitter()
+            .register_iowq_max_workers(&mut workers)
+            .is_ok();
+        // Multishot accept and receive arrived in 5.19/6.0; bundles (6.10)
+        // prove a kernel new enough for both without a version parse.
+        let multishot = params.is_feature_recvsend_bundle() && !fault::no_multishot();
+        let buf_ring = match BufRing::register(&ring, buf_config.count, buf_config.size) {
+            Ok(ring) => Some(Rc::new(ring)),
+            Err(e) => {
+                warn_once(&NO_BUF_RING, || {
+                    tracing::warn!(
+                        error = %e,
+                        "provided-buffer ring unavailable: receives use single-shot reads into pool buffers"
+                    )
+                });
+                None
+            }
+        };
+        tracing::info!(
+            cpu,
+            setup = %ladder,
+            registered_ring_fd = enter.is_registered(),
+            ext_arg = params.is_feature_ext_arg(),
+            nodrop = params.is_feature_nodrop(),
+            no_iowait,
+            iowq_capped,
+            multishot,
+            buf_ring = buf_ring.is_some(),
+            sq_entries = ring_config.entries,
+            "io_uring ready"
+        );
+        let mut driver = Driver {
+            ring,
+            enter,
+            ops: crate::slab::Slab::with_capacity(1024),
+            buf_ring,
+            wake_fd,
+            wake_buf: Box::new(0),
+            wake_armed: false,
+            multishot,
+            stream_cap: buf_config.stream_cap,
+            graveyard: Vec::new(),
+            stats,
+        };
+        if driver.buf_ring.is_none() {
+            driver.multishot = false;
+        }
+        driver.arm_wake();
+        Ok(driver)
+    }
+
+    /// Whether multishot accept/receive with the buffer ring are in use.
+    pub(crate) fn multishot(&self) -> bool {
+        self.multishot
+    }
+
+    pub(crate) fn buf_ring(&self) -> Option<&Rc<BufRing>> {
+        self.buf_ring.as_ref()
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        self.ops.len()
+    }
+
+    fn push_sqe(&mut self, sqe: &squeue::Entry) {
+        loop {
+            // SAFETY: every pointer in an SQE built by percore refers to
+            // memory owned by the operation's slot (`Retained`), by the
+            // polling future (which hands it to the slot if dropped early),
+            // or by the driver itself, all of which outlive the operation.
+            let pushed = unsafe { self.ring.submission().push(sqe) };
+            if pushed.is_ok() {
+                self.stats.submissions.add(1);
+                return;
+            }
+            // The SQ is full: submit now (an extra enter, counted).
+            self.stats.enters.add(1);
+            if let Err(e) = self.enter.enter(&mut self.ring, false, None) {
+                tracing::error!(error = %e, "io_uring_enter failed while the SQ was full");
+                self.stats.errors_driver.add(1);
+                return;
+            }
+        }
+    }
+
+    /// Queues an operation; it is submitted at the next `park` (or sooner if
+    /// the SQ fills up).
+    pub(crate) fn push(
+        &mut self,
+        sqe: squeue::Entry,
+        kind: OpKind,
+        multishot: bool,
+        retained: Retained,
+    ) -> OpKey {
+        let state = if multishot {
+            OpState::Stream {
+                queue: VecDeque::new(),
+                waker: None,
+                ended: false,
+                cancelling: false,
+            }
+        } else {
+            OpState::Waiting(None)
+        };
+        let key = OpKey(self.ops.insert(Op {
+            kind,
+            state,
+            retained,
+        }));
+        self.push_sqe(&sqe.user_data(key.0 as u64));
+        key
+    }
+
+    /// Collects a single-shot operation's completion and its resources.
+    pub(crate) fn poll_op(&mut self, key: OpKey, cx: &mut Context<'_>) -> Poll<(Cqe, Retained)> {
+        let Some(op) = self.ops.get_mut(key.0) else {
+            unreachable!("operation slot vanished while its future was alive")
+        };
+        match &mut op.state {
+            OpState::Waiting(waker) => {
+                match waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => *waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+            OpState::Done(cqe) => {
+                let cqe = *cqe;
+                let op = self.ops.remove(key.0).map(|op| op.retained);
+                Poll::Ready((cqe, op.unwrap_or(Retained::None)))
+            }
+            _ => unreachable!("poll_op on a multishot or orphaned slot"),
+        }
+    }
+
+    /// Next completion of a multishot operation; `Ready(None)` once it has
+    /// ended and every completion was taken (the caller then releases it).
+    pub(crate) fn poll_stream(&mut self, key: OpKey, cx: &mut Context<'_>) -> Poll<Option<Cqe>> {
+        let Some(Op {
+            state:
+                OpState::Stream {
+                    queue,
+                    waker,
+                    ended,
+                    ..
+                },
+            ..
+        }) = self.ops.get_mut(key.0)
+        else {
+            unreachable!("poll_stream on a missing or single-shot slot")
+        };
+        if let Some(cqe) = queue.pop_front() {
+            return Poll::Ready(Some(cqe));
+        }
+        if *ended {
+            return Poll::Ready(None);
+        }
+        match waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => *waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
+    /// The owner of `key` is done with it. A finished operation is removed
+    /// and its resources returned; one still in flight is cancelled and
+    /// orphaned, keeping `extra` (the dropped future's buffer) alive with it.
+    pub(crate) fn release(&mut self, key: OpKey, extra: Retained) -> Option<Retained> {
+        let op = self.ops.get_mut(key.0)?;
+        let kind = op.kind;
+        match &mut op.state {
+            OpState::Done(cqe) => {
+                let cqe = *cqe;
+                self.cleanup(kind, cqe);
+                let op = self.ops.remove(key.0)?;
+                self.graveyard.push(extra);
+                Some(op.retained)
+            }
+            OpState::Stream { queue, ended, .. } => {
+                let ended = *ended;
+                let queued: Vec<Cqe> = queue.drain(..).collect();
+                for cqe in queued {
+                    self.cleanup(kind, cqe);
+                }
+                if ended {
+                    let op = self.ops.remove(key.0)?;
+                    self.graveyard.push(extra);
+                    return Some(op.retained);
+                }
+                self.orphan(key, extra);
+                None
+            }
+            OpState::Waiting(_) => {
+                self.orphan(key, extra);
+                None
+            }
+            OpState::Orphaned => None,
+        }
+    }
+
+    fn orphan(&mut self, key: OpKey, extra: Retained) {
+        if let Some(op) = self.ops.get_mut(key.0) {
+            op.state = OpState::Orphaned;
+            if !matches!(extra, Retained::None) {
+                let previous = std::mem::replace(&mut op.retained, extra);
+                self.graveyard.push(previous);
+            }
+        }
+        self.cancel(key);
+    }
+
+    fn cancel(&mut self, key: OpKey) {
+        let sqe = opcode::AsyncCancel::new(key.0 as u64)
+            .build()
+            .user_data(CANCEL_TOKEN);
+        self.push_sqe(&sqe);
+    }
+
+    /// Gives back what an orphaned completion carried: a buffer from the
+    /// ring, or the fd of a connection accepted for nobody.
+    fn cleanup(&mut self, kind: OpKind, cqe: Cqe) {
+        if let Some(bid) = cqueue::buffer_select(cqe.flags) {
+            if let Some(ring) = &self.buf_ring {
+                ring.recycle(bid);
+            }
+        }
+        if kind == OpKind::Accept && cqe.res >= 0 {
+            drop(crate::sys::owned_fd(cqe.res));
+        }
+    }
+
+    fn arm_wake(&mut self) {
+        if self.wake_armed {
+            return;
+        }
+        let sqe = opcode::Read::new(
+            types::Fd(self.wake_fd.as_raw_fd()),
+            (&mut *self.wake_buf as *mut u64).cast(),
+            8,
+        )
+        .build()
+        .user_data(WAKE_TOKEN);
+        self.wake_armed = true;
+        self.push_sqe(&sqe);
+    }
+
+    /// One loop turn's trip to the kernel: submit, and wait for a completion
+    /// unless `timeout` is zero; then dispatch every ready completion.
+    pub(crate) fn park(&mut self, timeout: Option<Duration>) {
+        self.arm_wake();
+        let wait = timeout != Some(Duration::ZERO);
+        match self.enter.enter(&mut self.ring, wait, timeout) {
+            Ok(true) => self.stats.enters.add(1),
+            Ok(false) => {}
+            Err(e) => {
+                self.stats.enters.add(1);
+                self.stats.errors_driver.add(1);
+                tracing::error!(error = %e, "io_uring_enter failed");
+                // Avoid a hot loop on a persistent error.
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        self.reap();
+    }
+
+    fn reap(&mut self) {
+        loop {
+            let mut batch = [(0u64, 0i32, 0u32); 64];
+            let mut n = 0;
+            {
+                let mut cq = self.ring.completion();
+                for cqe in &mut cq {
+                    batch[n] = (cqe.user_data(), cqe.result(), cqe.flags());
+                    n += 1;
+                    if n == batch.len() {
+                        break;
+                    }
+                }
+            }
+            for &(user_data, res, flags) in &batch[..n] {
+                self.dispatch(user_data, Cqe { res, flags });
+            }
+            if n < batch.len() {
+                break;
+            }
+        }
+    }
+
+    fn dispatch(&mut self, user_data: u64, cqe: Cqe) {
+        match user_data {
+            CANCEL_TOKEN => return,
+            WAKE_TOKEN => {
+                self.wake_armed = false;
+                return;
+            }
+            _ => {}
+        }
+        let key = user_data as usize;
+        let more = cqueue::more(cqe.flags);
+        if cqueue::buffer_select(cqe.flags).is_some() {
+            if let Some(ring) = &self.buf_ring {
+                ring.taken();
+            }
+        }
+        if cqe.res == -libc::ENOBUFS {
+            self.stats.buffer_exhausted.add(1);
+        }
+        let stream_cap = self.stream_cap;
+        let Some(op) = self.ops.get_mut(key) else {
+            tracing::warn!(user_data, "completion for an unknown operation");
+            return;
+        };
+        let kind = op.kind;
+        match &mut op.state {
+            OpState::Waiting(waker) => {
+                let waker = waker.take();
+                op.state = OpState::Done(cqe);
+                if let Some(w) = waker {
+                    w.wake();
+                }
+            }
+            OpState::Stream {
+                queue,
+                waker,
+                ended,
+                cancelling,
+            } => {
+                if !more {
+                    *ended = true;
+                    self.stats.multishot_ended.add(1);
+                }
+                if !(*cancelling && cqe.res == -libc::ECANCELED) {
+                    queue.push_back(cqe);
+                }
+                let pause = !*ended && !*cancelling && queue.len() >= stream_cap;
+                if pause {
+                    *cancelling = true;
+                }
+                if let Some(w) = waker.take() {
+                    w.wake();
+                }
+                if pause {
+                    self.stats.backpressure_pauses.add(1);
+                    self.cancel(OpKey(key));
+                }
+            }
+            OpState::Orphaned => {
+                self.cleanup(kind, cqe);
+                if !more {
+                    if let Some(op) = self.ops.remove(key) {
+                        self.graveyard.push(op.retained);
+                    }
+                }
+            }
+            OpState::Done(_) => {
+                tracing::warn!(user_data, "second completion for a single-shot operation");
+            }
+        }
+    }
+
+    /// Hands the resources of finished orphans to the caller to drop.
+    pub(crate) fn take_graveyard(&mut self, out: &mut Vec<Retained>) {
+        out.append(&mut self.graveyard);
+    }
+
+    /// Core shutdown: cancels every operation still in flight and waits for
+    /// all their completions, so no buffer is freed while the kernel may
+    /// still write to it. Returns the number of operations that did not
+    /// complete by `deadline` (their resources are then leaked, not freed).
+    pub(crate) fn drain(&mut self, deadline: Instant) -> usize {
+        let keys: Vec<usize> = self.ops.keys().collect();
+        for key in keys {
+            if let Some(op) = self.ops.get_mut(key) {
+                if !matches!(op.state, OpState::Orphaned) {
+                    op.state = OpState::Orphaned;
+                }
+            }
+            self.cancel(OpKey(key));
+        }
+        if self.wake_armed {
+            let sqe = opcode::AsyncCancel::new(WAKE_TOKEN)
+                .build()
+                .user_data(CANCEL_TOKEN);
+            self.push_sqe(&sqe);
+        }
+        while !self.ops.is_empty() || self.wake_armed {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            self.stats.enters.add(1);
+            if let Err(e) =
+                self.enter
+                    .enter(&mut self.ring, true, Some(deadline.saturating_duration_since(now)))
+            {
+                tracing::error!(error = %e, "io_uring_enter failed while draining");
+                break;
+            }
+            self.reap();
+        }
+        let left = self.ops.len() + usize::from(self.wake_armed);
+        if left > 0 {
+            tracing::error!(left, "operations still in flight at ring teardown; leaking their buffers");
+            let keys: Vec<usize> = self.ops.keys().collect();
+            for key in keys {
+                if let Some(op) = self.ops.remove(key) {
+                    std::mem::forget(op.retained);
+                }
+            }
+            if self.wake_armed {
+                std::mem::forget(std::mem::replace(&mut self.wake_buf, Box::new(0)));
+            }
+            if let Some(ring) = self.buf_ring.take() {
+                std::mem::forget(ring);
+            }
+        }
+        left
+    }
+}

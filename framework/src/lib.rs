@@ -1,0 +1,66 @@
+//! percore: a thread-per-core server framework for Linux.
+//!
+//! A percore server runs one thread per CPU, pinned, each with its own
+//! event loop (io_uring, or epoll where io_uring is unavailable), its own
+//! `SO_REUSEPORT` listener and its own buffers. Nothing is shared between
+//! cores on the hot path: a connection is accepted, served and closed by
+//! one core, with no locks and no cross-thread wake-ups.
+//!
+//! You write a [`Handler`]; the server makes one per core and runs its
+//! [`serve`](Handler::serve) for each connection:
+//!
+//! ```no_run
+//! use percore::{Backend, Connection, Handler, Server};
+//!
+//! struct Echo;
+//!
+//! impl Handler for Echo {
+//!     async fn serve(&self, conn: Connection) -> std::io::Result<()> {
+//!         while let Some(buf) = conn.read().await? {
+//!             let (res, _) = conn.write_all(buf).await;
+//!             res?;
+//!         }
+//!         conn.shutdown_write()
+//!     }
+//! }
+//!
+//! fn main() -> std::io::Result<()> {
+//!     Server::builder()
+//!         .address("127.0.0.1:7000".parse().unwrap())
+//!         .backend(Backend::Auto)
+//!         .serve(|_core| Echo)
+//! }
+//! ```
+//!
+//! I/O is completion-style with owned buffers on both backends: reads lend
+//! a [`RecvBuf`](buf::RecvBuf) from the core's buffers, writes take any
+//! [`IoBuf`](buf::IoBuf) by value and hand it back. Dropping a future with
+//! an operation in flight is safe: the kernel's buffer stays alive until
+//! the kernel is done with it.
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+#![doc(test(attr(deny(warnings))))]
+
+pub mod buf;
+mod driver;
+mod executor;
+mod handler;
+pub mod net;
+mod op;
+pub mod runtime;
+mod slab;
+#[cfg(loom)]
+pub mod sync;
+#[cfg(not(loom))]
+mod sync;
+mod sys;
+pub mod time;
+
+pub use driver::{Backend, ParseBackendError};
+pub use executor::{JoinError, JoinHandle};
+pub use handler::{Connection, Handler};
+pub use runtime::{
+    block_on, count_requests, current_backend, is_shutting_down, shutdown_signal, spawn_local,
+    CoreContext, Server, ServerBuilder, ServerHandle, StatsReader, StatsSnapshot, Stopper,
+};

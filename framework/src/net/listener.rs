@@ -1,0 +1,107 @@
+//! [`TcpListener`]: a listening socket of the current core.
+
+use std::fmt;
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
+
+use super::TcpStream;
+use crate::op::{self, SocketIo};
+use crate::sys;
+
+/// A listening socket served by one core.
+///
+/// The server binds one per core on the same port with `SO_REUSEPORT`, so
+/// the kernel spreads connections over cores with no shared accept queue.
+pub struct TcpListener {
+    fd: Rc<OwnedFd>,
+    io: SocketIo,
+    local_addr: SocketAddr,
+}
+
+/// Creates a bound, listening, non-blocking socket. Usable from any thread;
+/// the socket is registered with a core only by [`TcpListener::from_socket`].
+fn bind_socket(addr: SocketAddr, reuse_port: bool, backlog: i32) -> io::Result<OwnedFd> {
+    let fd = sys::tcp_socket(&addr)?;
+    sys::set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    if reuse_port {
+        sys::set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    }
+    sys::bind(fd.as_raw_fd(), &addr)?;
+    sys::listen(fd.as_raw_fd(), backlog)?;
+    Ok(fd)
+}
+
+/// A listening socket that joins the port's `SO_REUSEPORT` group.
+pub(crate) fn bind_reuseport(addr: SocketAddr, backlog: i32) -> io::Result<OwnedFd> {
+    bind_socket(addr, true, backlog)
+}
+
+/// A bound (not listening) socket without `SO_REUSEPORT`: binding it fails
+/// if anything else holds the port.
+pub(crate) fn bind_probe(addr: SocketAddr) -> io::Result<OwnedFd> {
+    let fd = sys::tcp_socket(&addr)?;
+    sys::set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    sys::bind(fd.as_raw_fd(), &addr)?;
+    Ok(fd)
+}
+
+impl TcpListener {
+    /// Binds a listener on this core (`SO_REUSEADDR`, no `SO_REUSEPORT`).
+    ///
+    /// # Errors
+    ///
+    /// Socket, bind or listen errors, e.g. `AddrInUse`.
+    pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+        TcpListener::from_socket(bind_socket(addr, false, 1024)?)
+    }
+
+    /// Adopts an already listening socket on this core.
+    pub(crate) fn from_socket(fd: OwnedFd) -> io::Result<TcpListener> {
+        let local_addr = sys::local_addr(fd.as_raw_fd())?;
+        let fd = Rc::new(fd);
+        let io = op::register(&fd)?;
+        Ok(TcpListener { fd, io, local_addr })
+    }
+
+    /// Waits for the next connection. The stream has `TCP_NODELAY` set.
+    ///
+    /// # Errors
+    ///
+    /// Accept errors such as `EMFILE` (out of file descriptors); the
+    /// listener stays usable, and the server backs off before retrying.
+    pub async fn accept(&self) -> io::Result<TcpStream> {
+        let fd = poll_fn(|cx| op::accept::poll_accept(&self.fd, &self.io, cx)).await?;
+        let stream = TcpStream::from_fd(fd)?;
+        // Best effort: a socket reset already may refuse options.
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    }
+
+    /// The bound address (with the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+}
+
+impl AsRawFd for TcpListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl Drop for TcpListener {
+    fn drop(&mut self) {
+        op::deregister(&self.io);
+    }
+}
+
+impl fmt::Debug for TcpListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TcpListener")
+            .field("local_addr", &self.local_addr)
+            .finish()
+    }
+}

@@ -1,0 +1,166 @@
+//! [`TcpStream`]: a connected socket of the current core.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use crate::buf::{BufResult, IoBuf, RecvBuf};
+use crate::op::{self, SocketIo};
+use crate::sys;
+
+/// A TCP connection owned by one core.
+///
+/// Reads hand out [`RecvBuf`] leases; writes take owned buffers and give
+/// them back. All methods take `&self`, so one task may read while another
+/// writes (share the stream with an `Rc`). Reads are cancel-safe: the
+/// receive operation belongs to the stream, not to the `read()` future, so
+/// dropping a read (say, on a timeout) loses no data. Dropping the stream
+/// cancels what is in flight and closes the socket once the kernel is done
+/// with it. A `TcpStream` cannot leave its core (it is `!Send`).
+pub struct TcpStream {
+    fd: Rc<OwnedFd>,
+    io: SocketIo,
+    ring_dry: std::cell::Cell<bool>,
+}
+
+impl TcpStream {
+    /// Wraps an accepted or connected socket; registers it with this core.
+    pub(crate) fn from_fd(fd: OwnedFd) -> io::Result<TcpStream> {
+        let fd = Rc::new(fd);
+        let io = op::register(&fd)?;
+        Ok(TcpStream {
+            fd,
+            io,
+            ring_dry: std::cell::Cell::new(false),
+        })
+    }
+
+    /// Opens a connection to `addr` (with `TCP_NODELAY` set).
+    ///
+    /// # Errors
+    ///
+    /// The connect error (`ECONNREFUSED`, `ETIMEDOUT`, …). Wrap the call in
+    /// [`timeout`](crate::time::timeout) for a connect deadline; dropping
+    /// the future cancels the attempt and closes the socket.
+    pub async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+        let fd = sys::tcp_socket(&addr)?;
+        let stream = TcpStream::from_fd(fd)?;
+        op::connect::Connect::new(&stream.fd, &stream.io, addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(stream)
+    }
+
+    /// Receives the next bytes; `Ok(None)` once the peer has closed its
+    /// write side (end of stream).
+    pub fn read(&self) -> Read<'_> {
+        Read { stream: self }
+    }
+
+    /// Sends some of `buf`; returns how many bytes went out.
+    pub async fn write<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
+        op::send::Send::new(&self.fd, &self.io, buf, 0).await
+    }
+
+    /// Sends all of `buf`, resuming after partial sends.
+    ///
+    /// # Errors
+    ///
+    /// The first send error (`EPIPE`, `ECONNRESET`, …; `SIGPIPE` is never
+    /// raised), or `WriteZero` if the kernel accepted nothing.
+    pub async fn write_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
+        let len = buf.bytes_init();
+        let mut buf = buf;
+        let mut sent = 0;
+        while sent < len {
+            let (res, back) = op::send::Send::new(&self.fd, &self.io, buf, sent).await;
+            buf = back;
+            match res {
+                Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
+                Ok(n) => sent += n,
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
+    }
+
+    /// Shuts down the write side: the peer reads end of stream after the
+    /// bytes already sent.
+    pub fn shutdown_write(&self) -> io::Result<()> {
+        sys::shutdown(self.fd.as_raw_fd(), libc::SHUT_WR)
+    }
+
+    /// Sets `TCP_NODELAY` (on by default for accepted and connected streams).
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        sys::set_int_opt(self.fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, i32::from(on))
+    }
+
+    /// Sets `SO_LINGER`; `Some(0)` makes `close` send a reset.
+    pub fn set_linger(&self, linger: Option<std::time::Duration>) -> io::Result<()> {
+        let value = libc::linger {
+            l_onoff: i32::from(linger.is_some()),
+            l_linger: linger.map_or(0, |d| d.as_secs() as i32),
+        };
+        sys::syscall!(setsockopt(
+            self.fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &value as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t
+        ))?;
+        Ok(())
+    }
+
+    /// The remote address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        sys::peer_addr(self.fd.as_raw_fd())
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        sys::local_addr(self.fd.as_raw_fd())
+    }
+
+    /// Closes the connection (the same as dropping it).
+    pub fn close(self) {}
+}
+
+impl AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl Drop for TcpStream {
+    fn drop(&mut self) {
+        op::deregister(&self.io);
+    }
+}
+
+impl fmt::Debug for TcpStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TcpStream")
+            .field("fd", &self.fd.as_raw_fd())
+            .finish()
+    }
+}
+
+/// The future of [`TcpStream::read`].
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct Read<'a> {
+    stream: &'a TcpStream,
+}
+
+impl Future for Read<'_> {
+    type Output = io::Result<Option<RecvBuf>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let stream = self.stream;
+        op::recv::poll_recv(&stream.fd, &stream.io, &stream.ring_dry, cx)
+    }
+}

@@ -1,0 +1,76 @@
+//! One file per kernel operation, each implementing it for both backends:
+//! an SQE plus a completion slot on io_uring, readiness plus a
+//! non-blocking syscall on epoll.
+
+pub(crate) mod accept;
+pub(crate) mod connect;
+pub(crate) mod recv;
+pub(crate) mod send;
+
+use std::os::fd::OwnedFd;
+use std::rc::Rc;
+
+use crate::driver::epoll::SourceKey;
+use crate::driver::uring::OpKey;
+
+/// A socket's per-backend I/O state, fixed when the socket is created.
+pub(crate) enum SocketIo {
+    /// The socket's standing receive (or accept) operation, if armed.
+    Uring { standing: std::cell::Cell<Standing> },
+    Epoll { source: SourceKey },
+}
+
+/// The operation a socket keeps armed between reads: it belongs to the
+/// socket, not to the future that polls it, so dropping a read future
+/// loses no data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Standing {
+    Idle,
+    Multishot(OpKey),
+    Single(OpKey),
+}
+
+/// Registers a new socket with the current core's driver.
+pub(crate) fn register(fd: &Rc<OwnedFd>) -> std::io::Result<SocketIo> {
+    use std::os::fd::AsRawFd;
+    crate::runtime::context::with_core(|core| match &mut *core.driver.borrow_mut() {
+        crate::driver::Driver::Uring(_) => Ok(SocketIo::Uring {
+            standing: std::cell::Cell::new(Standing::Idle),
+        }),
+        crate::driver::Driver::Epoll(d) => Ok(SocketIo::Epoll {
+            source: d.register(fd.as_raw_fd())?,
+        }),
+    })
+}
+
+/// Cancels the standing operation (uring) or forgets the source (epoll)
+/// when the socket is dropped.
+pub(crate) fn deregister(io: &SocketIo) {
+    let leftover = crate::runtime::context::try_with_core(|core| {
+        match (&mut *core.driver.borrow_mut(), io) {
+            (crate::driver::Driver::Uring(d), SocketIo::Uring { standing }) => {
+                match standing.replace(Standing::Idle) {
+                    Standing::Idle => None,
+                    Standing::Multishot(key) | Standing::Single(key) => {
+                        d.release(key, crate::driver::uring::Retained::None)
+                    }
+                }
+            }
+            (crate::driver::Driver::Epoll(d), SocketIo::Epoll { source }) => {
+                d.deregister(*source);
+                None
+            }
+            _ => None,
+        }
+    });
+    drop(leftover);
+}
+
+/// Converts a negative completion result into an error.
+pub(crate) fn cqe_result(res: i32) -> std::io::Result<u32> {
+    if res < 0 {
+        Err(std::io::Error::from_raw_os_error(-res))
+    } else {
+        Ok(res as u32)
+    }
+}

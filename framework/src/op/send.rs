@@ -1,0 +1,125 @@
+//! Sending an owned buffer.
+//!
+//! io_uring: an `IORING_OP_SEND` with `MSG_NOSIGNAL` straight from the
+//! buffer; if the future is dropped before the completion, the buffer moves
+//! into the operation's slot and is freed only after the kernel is done.
+//! epoll: a non-blocking `send`, waiting for writability on `EAGAIN`.
+
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use io_uring::{opcode, types};
+
+use super::{cqe_result, SocketIo};
+use crate::buf::{BufResult, IoBuf};
+use crate::driver::epoll::Interest;
+use crate::driver::uring::{OpKey, OpKind, Retained};
+use crate::driver::Driver;
+use crate::runtime::context;
+
+/// Sends the bytes of `buf` from `offset` on; resolves to the count sent.
+pub(crate) struct Send<'a, B: IoBuf> {
+    fd: &'a Rc<OwnedFd>,
+    io: &'a SocketIo,
+    buf: Option<B>,
+    offset: usize,
+    key: Option<OpKey>,
+}
+
+impl<'a, B: IoBuf> Send<'a, B> {
+    pub(crate) fn new(fd: &'a Rc<OwnedFd>, io: &'a SocketIo, buf: B, offset: usize) -> Self {
+        Send {
+            fd,
+            io,
+            buf: Some(buf),
+            offset,
+            key: None,
+        }
+    }
+}
+
+impl<B: IoBuf> Future for Send<'_, B> {
+    type Output = BufResult<usize, B>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let Some(buf) = this.buf.as_ref() else {
+            panic!("Send polled after completion")
+        };
+        let ptr = buf.stable_ptr().wrapping_add(this.offset);
+        let len = buf.bytes_init().saturating_sub(this.offset);
+        let result = context::with_core(|core| {
+            let result = match (&mut *core.driver.borrow_mut(), this.io) {
+                (Driver::Uring(d), SocketIo::Uring { .. }) => {
+                    let key = *this.key.get_or_insert_with(|| {
+                        let sqe = opcode::Send::new(types::Fd(this.fd.as_raw_fd()), ptr, len as u32)
+                            .flags(libc::MSG_NOSIGNAL)
+                            .build();
+                        d.push(sqe, OpKind::Send, false, Retained::Fd(this.fd.clone()))
+                    });
+                    match d.poll_op(key, cx) {
+                        Poll::Pending => Poll::Pending,
+                        Poll::Ready((cqe, _fd)) => {
+                            this.key = None;
+                            Poll::Ready(cqe_result(cqe.res).map(|n| n as usize))
+                        }
+                    }
+                }
+                (Driver::Epoll(d), SocketIo::Epoll { source }) => loop {
+                    if d.poll_ready(*source, Interest::Write, cx).is_pending() {
+                        break Poll::Pending;
+                    }
+                    d.count_syscall();
+                    // SAFETY: `ptr..ptr+len` are initialised bytes of `buf`,
+                    // which this future owns for the call's duration.
+                    let n = unsafe {
+                        libc::send(this.fd.as_raw_fd(), ptr.cast(), len, libc::MSG_NOSIGNAL)
+                    };
+                    if n >= 0 {
+                        break Poll::Ready(Ok(n as usize));
+                    }
+                    let err = io::Error::last_os_error();
+                    match err.raw_os_error() {
+                        Some(libc::EAGAIN) => d.clear_ready(*source, Interest::Write),
+                        Some(libc::EINTR) => {}
+                        _ => break Poll::Ready(Err(err)),
+                    }
+                },
+                _ => Poll::Ready(Err(io::Error::other(
+                    "socket used on a core of another backend",
+                ))),
+            };
+            if let Poll::Ready(Ok(n)) = &result {
+                core.shared.stats.bytes_out.add(*n as u64);
+            }
+            result
+        });
+        match result {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(res) => {
+                let Some(buf) = this.buf.take() else {
+                    unreachable!("checked at the top of poll")
+                };
+                Poll::Ready((res, buf))
+            }
+        }
+    }
+}
+
+impl<B: IoBuf> Drop for Send<'_, B> {
+    fn drop(&mut self) {
+        let (Some(key), Some(buf)) = (self.key.take(), self.buf.take()) else {
+            return;
+        };
+        let extra = Retained::Buffer(self.fd.clone(), Box::new(buf));
+        let leftover = context::try_with_core(|core| match &mut *core.driver.borrow_mut() {
+            Driver::Uring(d) => d.release(key, extra),
+            Driver::Epoll(_) => None,
+        });
+        drop(leftover);
+    }
+}

@@ -1,0 +1,83 @@
+//! Choosing the backend once, before any core starts.
+//!
+//! `PERCORE_BACKEND=uring|epoll|auto` overrides what the program asked for.
+//! `Auto` builds a ring of the real size with the real flags (the same as a
+//! core will) and decides by the error's cause: `EPERM`/`EACCES` (seccomp,
+//! `kernel.io_uring_disabled`), `ENOSYS` (no io_uring in this kernel),
+//! `EINVAL` (flags or sizes this kernel rejects) and `ENOMEM` fall back to
+//! epoll for the whole server, logged once with the reason.
+
+use std::io;
+
+use super::config::CoreConfig;
+use crate::driver::uring::fault;
+use crate::Backend;
+
+fn reason(errno: Option<i32>) -> &'static str {
+    match errno {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            "denied (seccomp filter or kernel.io_uring_disabled)"
+        }
+        Some(libc::ENOSYS) => "not supported by this kernel",
+        Some(libc::EINVAL) => "set-up parameters rejected by this kernel",
+        Some(libc::ENOMEM) => "out of memory or locked-memory limit (ulimit -l)",
+        _ => "unavailable",
+    }
+}
+
+/// The backend requested by the environment, if any.
+pub(crate) fn env_override() -> Option<Backend> {
+    let value = std::env::var("PERCORE_BACKEND").ok()?;
+    match value.parse() {
+        Ok(backend) => Some(backend),
+        Err(e) => {
+            tracing::warn!(error = %e, "PERCORE_BACKEND ignored");
+            None
+        }
+    }
+}
+
+/// Resolves `requested` (after the environment override) to `Uring` or
+/// `Epoll`.
+///
+/// # Errors
+///
+/// An explicit `Uring` whose ring cannot be set up: the error names the
+/// cause and the way out.
+pub(crate) fn resolve(requested: Backend, config: &CoreConfig) -> io::Result<Backend> {
+    let requested = env_override().unwrap_or(requested);
+    match requested {
+        Backend::Epoll => Ok(Backend::Epoll),
+        Backend::Uring => match probe(config) {
+            Ok(()) => Ok(Backend::Uring),
+            Err(e) => Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "io_uring backend requested but io_uring_setup failed: {e} — io_uring is {}; \
+                     use the epoll or auto backend (--backend epoll|auto, PERCORE_BACKEND=auto)",
+                    reason(e.raw_os_error())
+                ),
+            )),
+        },
+        Backend::Auto => match probe(config) {
+            Ok(()) => Ok(Backend::Uring),
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    "io_uring {}: falling back to the epoll backend",
+                    reason(e.raw_os_error())
+                );
+                Ok(Backend::Epoll)
+            }
+        },
+    }
+}
+
+fn probe(config: &CoreConfig) -> io::Result<()> {
+    if let Some(e) = fault::setup_error() {
+        return Err(e);
+    }
+    let mut builder = io_uring::IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder();
+    builder.setup_cqsize(config.ring.cq_entries.max(config.ring.entries * 2));
+    builder.build(config.ring.entries).map(drop)
+}

@@ -1,0 +1,32 @@
+//! Per-core tuning, with defaults sized for this project's target machines.
+
+use crate::driver::uring::{BufConfig, RingConfig};
+
+/// Settings every core of a server (or a `block_on` core) is built with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CoreConfig {
+    pub(crate) ring: RingConfig,
+    pub(crate) bufs: BufConfig,
+    /// Free heap-pool buffers a core keeps for reuse.
+    pub(crate) pool_keep: usize,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            ring: RingConfig {
+                entries: 1024,
+                cq_entries: 4096,
+                sqpoll_idle_ms: None,
+            },
+            // 512 × 16 KiB = 8 MiB of receive buffers per core, none of it
+            // locked memory: buffer rings are not charged to RLIMIT_MEMLOCK.
+            bufs: BufConfig {
+                count: 512,
+                size: 16 * 1024,
+                stream_cap: 16,
+            },
+            pool_keep: 256,
+        }
+    }
+}

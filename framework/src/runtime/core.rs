@@ -1,0 +1,247 @@
+//! One core: its executor, driver, timers and clock, and the loop that
+//! turns them.
+//!
+//! A loop turn: read the clock, fire due timers, take wakes from other
+//! threads, poll ready tasks (bounded), then make one trip to the kernel:
+//! without waiting if tasks are still ready, otherwise waiting until the
+//! next timer, an I/O completion or a notification.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use super::config::CoreConfig;
+use super::context;
+use super::shared::CoreShared;
+use crate::buf::pool::HeapPool;
+use crate::driver::uring::Retained;
+use crate::driver::{epoll, uring, Backend, Driver};
+use crate::executor::task::TaskKey;
+use crate::executor::{Executor, JoinError};
+use crate::time::wheel::Wheel;
+
+/// The core's notion of time: read once per loop turn.
+pub(crate) struct Clock {
+    start: Instant,
+    now: Cell<Instant>,
+}
+
+impl Clock {
+    fn new() -> Clock {
+        let now = Instant::now();
+        Clock {
+            start: now,
+            now: Cell::new(now),
+        }
+    }
+
+    pub(crate) fn now(&self) -> Instant {
+        self.now.get()
+    }
+
+    fn update(&self) -> Instant {
+        let now = Instant::now();
+        self.now.set(now);
+        now
+    }
+
+    /// The wheel tick at or after `instant`: a timer never fires early.
+    pub(crate) fn tick_of(&self, instant: Instant) -> u64 {
+        let since = instant.saturating_duration_since(self.start);
+        since.as_nanos().div_ceil(1_000_000) as u64
+    }
+
+    fn current_tick(&self) -> u64 {
+        self.now.get().saturating_duration_since(self.start).as_millis() as u64
+    }
+
+    fn instant_of(&self, tick: u64) -> Instant {
+        self.start + Duration::from_millis(tick)
+    }
+}
+
+pub(crate) struct Core {
+    pub(crate) shared: Arc<CoreShared>,
+    pub(crate) executor: Executor,
+    pub(crate) driver: RefCell<Driver>,
+    pub(crate) timers: RefCell<Wheel>,
+    pub(crate) clock: Clock,
+    pub(crate) pool: Rc<HeapPool>,
+    shutdown_waiters: RefCell<Vec<Waker>>,
+    shutdown_seen: Cell<bool>,
+    incoming: RefCell<VecDeque<TaskKey>>,
+    graveyard: RefCell<Vec<Retained>>,
+    last_cpu_sample: Cell<u64>,
+}
+
+impl Core {
+    /// Builds a core for `backend` (already resolved: `Uring` or `Epoll`).
+    pub(crate) fn new(shared: Arc<CoreShared>, backend: Backend, config: &CoreConfig) -> io::Result<Rc<Core>> {
+        let wake_fd = shared.wake_fd.clone();
+        let stats = shared.stats.clone();
+        let driver = match backend {
+            Backend::Uring => Driver::Uring(uring::Driver::new(
+                config.ring,
+                config.bufs,
+                wake_fd,
+                stats.clone(),
+                shared.cpu,
+            )?),
+            Backend::Epoll | Backend::Auto => Driver::Epoll(epoll::Driver::new(wake_fd, stats.clone(), shared.cpu)?),
+        };
+        stats.backend.set(match driver.backend() {
+            Backend::Uring => 1,
+            _ => 2,
+        });
+        Ok(Rc::new(Core {
+            shared,
+            executor: Executor::new(),
+            driver: RefCell::new(driver),
+            timers: RefCell::new(Wheel::new()),
+            clock: Clock::new(),
+            pool: Rc::new(HeapPool::new(config.bufs.size, config.pool_keep)),
+            shutdown_waiters: RefCell::new(Vec::new()),
+            shutdown_seen: Cell::new(false),
+            incoming: RefCell::new(VecDeque::with_capacity(64)),
+            graveyard: RefCell::new(Vec::new()),
+            last_cpu_sample: Cell::new(0),
+        }))
+    }
+
+    pub(crate) fn backend(&self) -> Backend {
+        self.driver.borrow().backend()
+    }
+
+    /// Runs `future` on this thread as the core's main task until it
+    /// completes; then cancels every other task and waits out all I/O still
+    /// in flight before the driver can be dropped.
+    pub(crate) fn block_on<F>(core: Rc<Core>, future: F) -> Result<F::Output, JoinError>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let guard = context::enter(core.clone());
+        let handle = core.executor.spawn(&core.shared, future);
+        while !handle.is_finished() {
+            core.turn();
+        }
+        let output = handle.try_take();
+        core.executor.cancel_all();
+        core.bury();
+        let left = core.driver.borrow_mut().drain(Instant::now() + Duration::from_secs(2));
+        core.bury();
+        if left > 0 {
+            tracing::error!(cpu = core.shared.cpu, left, "core stopped with I/O still in flight");
+        }
+        drop(guard);
+        output.unwrap_or(Err(JoinError::Cancelled))
+    }
+
+    fn turn(&self) {
+        let now = self.clock.update();
+        self.timers.borrow_mut().advance(self.clock.current_tick());
+        self.check_shutdown();
+        self.take_remote_wakes();
+        self.executor.run_ready();
+        self.bury();
+        let timeout = if self.executor.has_ready() {
+            Some(Duration::ZERO)
+        } else {
+            self.timers
+                .borrow()
+                .next_deadline()
+                .map(|tick| self.clock.instant_of(tick).saturating_duration_since(now))
+        };
+        if timeout == Some(Duration::ZERO) {
+            self.driver.borrow_mut().park(timeout);
+        } else {
+            let pending_stop = || self.shared.shutdown.is_triggered() && !self.shutdown_seen.get();
+            if self.shared.wakes.prepare_park(pending_stop) {
+                self.driver.borrow_mut().park(timeout);
+                self.shared.wakes.finish_park();
+            } else {
+                self.driver.borrow_mut().park(Some(Duration::ZERO));
+            }
+        }
+        self.bury();
+        self.publish_gauges();
+    }
+
+    fn take_remote_wakes(&self) {
+        let mut incoming = self.incoming.borrow_mut();
+        if self.shared.wakes.drain_into(&mut incoming) == 0 {
+            return;
+        }
+        for key in incoming.drain(..) {
+            self.executor.schedule(key);
+        }
+    }
+
+    fn check_shutdown(&self) {
+        if !self.shutdown_seen.get() && self.shared.shutdown.is_triggered() {
+            self.shutdown_seen.set(true);
+            for waker in self.shutdown_waiters.borrow_mut().drain(..) {
+                waker.wake();
+            }
+        }
+    }
+
+    /// Registers interest in the server's stop; `true` if it already began.
+    pub(crate) fn poll_shutdown(&self, waker: &Waker) -> bool {
+        if self.shutdown_seen.get() {
+            return true;
+        }
+        let mut waiters = self.shutdown_waiters.borrow_mut();
+        if !waiters.iter().any(|w| w.will_wake(waker)) {
+            waiters.push(waker.clone());
+        }
+        false
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutdown_seen.get()
+    }
+
+    /// Drops the resources of finished orphaned operations, outside every
+    /// borrow of the driver (a buffer's destructor may be user code).
+    fn bury(&self) {
+        // Taking an empty Vec does not allocate; the capacity goes back.
+        let mut dead = std::mem::take(&mut *self.graveyard.borrow_mut());
+        self.driver.borrow_mut().take_graveyard(&mut dead);
+        dead.clear();
+        *self.graveyard.borrow_mut() = dead;
+    }
+
+    fn publish_gauges(&self) {
+        let stats = &self.shared.stats;
+        let driver = self.driver.borrow();
+        stats.in_flight.set(driver.in_flight() as u64);
+        if let Driver::Uring(d) = &*driver {
+            stats
+                .ring_buffers_out
+                .set(d.buf_ring().map_or(0, |r| r.leased()) as u64);
+        }
+        stats.panics.set(self.executor.panics());
+        // The thread CPU clock is a real syscall: sample it every 100 ms.
+        let tick = self.clock.current_tick();
+        if tick >= self.last_cpu_sample.get() + 100 {
+            self.last_cpu_sample.set(tick);
+            stats
+                .cpu_time_us
+                .set(crate::sys::thread_cpu_time().as_micros() as u64);
+        }
+    }
+
+    /// Final CPU-time sample, taken when the core stops.
+    pub(crate) fn sample_cpu_time(&self) {
+        self.shared
+            .stats
+            .cpu_time_us
+            .set(crate::sys::thread_cpu_time().as_micros() as u64);
+    }
+}

@@ -1,0 +1,105 @@
+//! Cores, the server that runs them, and the functions that tasks call on
+//! their own core.
+
+mod backend;
+pub(crate) mod config;
+pub(crate) mod context;
+pub(crate) mod core;
+pub mod cpus;
+mod serve;
+mod server;
+pub(crate) mod shared;
+mod signal;
+pub(crate) mod stats;
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::sync::Arc;
+use std::task::Poll;
+
+pub use server::{CoreContext, Server, ServerBuilder, ServerHandle, StatsReader, Stopper};
+pub use stats::StatsSnapshot;
+
+use crate::executor::{JoinError, JoinHandle};
+use crate::sync::Shutdown;
+use crate::Backend;
+
+/// Starts `future` as a new task on the current core.
+///
+/// The future need not be `Send`: it never leaves this core. Dropping the
+/// returned handle lets the task run on, detached.
+///
+/// # Panics
+///
+/// Outside a percore core thread.
+pub fn spawn_local<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    context::with_core(|core| core.executor.spawn(&core.shared, future))
+}
+
+/// Completes when the server this core belongs to begins its graceful stop.
+/// Handlers use it to finish keep-alive connections early.
+///
+/// # Panics
+///
+/// When polled outside a percore core thread.
+pub async fn shutdown_signal() {
+    poll_fn(|cx| {
+        if context::with_core(|core| core.poll_shutdown(cx.waker())) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+}
+
+/// Whether this core's server is stopping (cheap; for a check per request).
+///
+/// # Panics
+///
+/// Outside a percore core thread.
+pub fn is_shutting_down() -> bool {
+    context::with_core(|core| core.is_shutting_down())
+}
+
+/// Adds `n` to this core's request counter (shown in [`StatsSnapshot`]).
+/// Protocol handlers call it; outside a core it does nothing.
+pub fn count_requests(n: u64) {
+    context::try_with_core(|core| core.shared.stats.requests.add(n));
+}
+
+/// The backend the current core runs.
+///
+/// # Panics
+///
+/// Outside a percore core thread.
+pub fn current_backend() -> Backend {
+    context::with_core(|core| core.backend())
+}
+
+/// Runs `future` to completion on a core built on the current thread (not
+/// pinned, no listener): for clients, tools and tests.
+///
+/// # Errors
+///
+/// When the backend cannot be set up (see [`Backend`]), or the future
+/// panicked (the panic is reported as an error).
+pub fn block_on<F>(backend: Backend, future: F) -> io::Result<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let config = config::CoreConfig::default();
+    let backend = backend::resolve(backend, &config)?;
+    let wake_fd = Arc::new(crate::sys::eventfd()?);
+    let cpu = core_affinity::get_core_ids()
+        .and_then(|ids| ids.first().map(|id| id.id))
+        .unwrap_or(0);
+    let shared = Arc::new(shared::CoreShared::new(cpu, wake_fd, Arc::new(Shutdown::new())));
+    let core = core::Core::new(shared, backend, &config)?;
+    core::Core::block_on(core, future).map_err(|e: JoinError| io::Error::other(e.to_string()))
+}

@@ -1,0 +1,176 @@
+//! What each core of a server runs: the accept loop, connection tasks,
+//! and the graceful drain.
+
+use std::cell::{Cell, RefCell};
+use std::future::{poll_fn, Future};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::pin::pin;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use super::context;
+use crate::net::TcpListener;
+use crate::{spawn_local, Handler};
+
+/// Limits one core applies to its connections.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ServeLimits {
+    pub(crate) max_connections: usize,
+    pub(crate) drain_timeout: Duration,
+}
+
+/// Counts a core's open connections and wakes whoever waits for the count
+/// to drop (the accept loop at the limit, the drain at shutdown).
+#[derive(Default)]
+struct Tracker {
+    active: Cell<usize>,
+    waiter: RefCell<Option<Waker>>,
+}
+
+struct ConnGuard(Rc<Tracker>);
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        let tracker = &self.0;
+        tracker.active.set(tracker.active.get() - 1);
+        context::try_with_core(|core| core.shared.stats.active.sub(1));
+        if let Some(w) = tracker.waiter.borrow_mut().take() {
+            w.wake();
+        }
+    }
+}
+
+impl Tracker {
+    /// Waits until fewer than `limit` connections are open.
+    async fn below(&self, limit: usize) {
+        poll_fn(|cx| {
+            if self.active.get() < limit {
+                Poll::Ready(())
+            } else {
+                *self.waiter.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await;
+    }
+}
+
+/// Runs until the server stops, then drains connections up to the deadline.
+pub(crate) async fn serve_core<H: Handler>(listener: TcpListener, handler: Rc<H>, limits: ServeLimits) {
+    let tracker = Rc::new(Tracker::default());
+    {
+        let accepting = pin!(accept_loop(&listener, &handler, &tracker, limits));
+        let stopping = pin!(crate::shutdown_signal());
+        race(accepting, stopping).await;
+    }
+    // Stop accepting first: close the listener (its multishot accept is
+    // cancelled; connections still queued in it are closed).
+    drop(listener);
+    let open = tracker.active.get();
+    if open > 0 {
+        tracing::info!(open, drain = ?limits.drain_timeout, "draining connections");
+        let drained = crate::time::timeout(limits.drain_timeout, tracker.below(1)).await;
+        if drained.is_err() {
+            tracing::warn!(
+                left = tracker.active.get(),
+                "drain deadline passed; cancelling the remaining connections"
+            );
+        }
+    }
+}
+
+/// Polls both futures; completes when either does.
+async fn race<A: Future, B: Future>(mut a: std::pin::Pin<&mut A>, mut b: std::pin::Pin<&mut B>) {
+    poll_fn(|cx| {
+        if a.as_mut().poll(cx).is_ready() || b.as_mut().poll(cx).is_ready() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+}
+
+/// A spare descriptor, closed to make room to accept-and-close a queued
+/// client when the process is out of fds, so that client gets a prompt
+/// close instead of hanging in the backlog.
+fn reserve_fd() -> Option<OwnedFd> {
+    std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
+}
+
+async fn accept_loop<H: Handler>(listener: &TcpListener, handler: &Rc<H>, tracker: &Rc<Tracker>, limits: ServeLimits) {
+    let stats = context::with_core(|core| core.shared.stats.clone());
+    let mut reserve = reserve_fd();
+    let mut backoff = Duration::ZERO;
+    let mut last_warning: Option<Instant> = None;
+    loop {
+        if tracker.active.get() >= limits.max_connections {
+            stats.accept_paused.add(1);
+            tracker.below(limits.max_connections).await;
+        }
+        match listener.accept().await {
+            Ok(stream) => {
+                backoff = Duration::ZERO;
+                if reserve.is_none() {
+                    reserve = reserve_fd();
+                }
+                stats.accepted.add(1);
+                stats.active.add(1);
+                tracker.active.set(tracker.active.get() + 1);
+                let guard = ConnGuard(tracker.clone());
+                let handler = handler.clone();
+                let stats = stats.clone();
+                drop(spawn_local(async move {
+                    let _guard = guard;
+                    if let Err(e) = handler.serve(stream).await {
+                        stats.errors_io.add(1);
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                }));
+            }
+            Err(e) => {
+                let errno = e.raw_os_error();
+                let fd_limit = matches!(errno, Some(libc::EMFILE) | Some(libc::ENFILE));
+                let transient = matches!(
+                    errno,
+                    Some(libc::ECONNABORTED) | Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EPROTO)
+                );
+                if transient {
+                    continue;
+                }
+                if fd_limit {
+                    stats.errors_fd_limit.add(1);
+                    // Free the spare fd, take one queued client and close it.
+                    drop(reserve.take());
+                    if let Ok(fd) = crate::sys::accept(listener.as_raw_fd()) {
+                        drop(fd);
+                    }
+                    reserve = reserve_fd();
+                } else {
+                    stats.errors_accept.add(1);
+                }
+                backoff = (backoff * 2).clamp(Duration::from_millis(5), Duration::from_secs(1));
+                let now = Instant::now();
+                if last_warning.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
+                    last_warning = Some(now);
+                    log_accept_error(&e, fd_limit, backoff);
+                }
+                crate::time::sleep(backoff).await;
+            }
+        }
+    }
+}
+
+fn log_accept_error(e: &io::Error, fd_limit: bool, backoff: Duration) {
+    if fd_limit {
+        tracing::warn!(
+            error = %e,
+            ?backoff,
+            "out of file descriptors: pausing accept (raise ulimit -n or lower max_connections)"
+        );
+    } else {
+        tracing::warn!(error = %e, ?backoff, "accept failed; retrying after a pause");
+    }
+}

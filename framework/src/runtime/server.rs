@@ -1,0 +1,444 @@
+//! [`Server`]: one pinned thread per core, each with its own listener,
+//! driver and handler.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::rc::Rc;
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::Duration;
+
+use super::backend;
+use super::config::CoreConfig;
+use super::core::Core;
+use super::serve::{serve_core, ServeLimits};
+use super::shared::CoreShared;
+use super::stats::StatsSnapshot;
+use crate::net::TcpListener;
+use crate::sync::Shutdown;
+use crate::{Backend, Handler};
+
+/// What a handler factory learns about the core it builds a handler for.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CoreContext {
+    /// The CPU this core's thread is pinned to.
+    pub cpu: usize,
+    /// This core's position in the server's core list (0-based).
+    pub index: usize,
+    /// How many cores the server runs.
+    pub cores: usize,
+    /// The backend this core runs.
+    pub backend: Backend,
+}
+
+/// Entry point: `Server::builder()`.
+#[derive(Debug)]
+pub struct Server(());
+
+impl Server {
+    /// A builder with the defaults: every CPU this process may run on,
+    /// `0.0.0.0:7000`, [`Backend::Auto`], 10,000 connections per core, a
+    /// 10 s drain.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder {
+            address: SocketAddr::from(([0, 0, 0, 0], 7000)),
+            cores: None,
+            backend: Backend::Auto,
+            max_connections: 10_000,
+            drain_timeout: Duration::from_secs(10),
+            config: CoreConfig::default(),
+            backlog: 1024,
+        }
+    }
+}
+
+/// Configures and starts a [`Server`].
+#[derive(Debug, Clone)]
+pub struct ServerBuilder {
+    address: SocketAddr,
+    cores: Option<Vec<usize>>,
+    backend: Backend,
+    max_connections: usize,
+    drain_timeout: Duration,
+    config: CoreConfig,
+    backlog: i32,
+}
+
+impl ServerBuilder {
+    /// The address every core listens on (port 0 picks a free port, shared
+    /// by all cores).
+    pub fn address(mut self, address: SocketAddr) -> Self {
+        self.address = address;
+        self
+    }
+
+    /// The CPUs to run on, one core thread each.
+    pub fn cores(mut self, cpus: impl IntoIterator<Item = usize>) -> Self {
+        self.cores = Some(cpus.into_iter().collect());
+        self
+    }
+
+    /// The kernel interface (default [`Backend::Auto`]); the environment
+    /// variable `PERCORE_BACKEND` overrides it.
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// Open connections per core before accepting pauses.
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max.max(1);
+        self
+    }
+
+    /// How long a stopping server lets open connections finish before it
+    /// cancels them.
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    /// Submission-queue entries per io_uring (completion queue: 4×).
+    pub fn ring_entries(mut self, entries: u32) -> Self {
+        self.config.ring.entries = entries.clamp(8, 32768).next_power_of_two();
+        self.config.ring.cq_entries = self.config.ring.entries * 4;
+        self
+    }
+
+    /// Receive buffers per core (a power of two, ≤ 32768) and their size.
+    /// The same size is used for the epoll backend's pool buffers.
+    pub fn recv_buffers(mut self, count: u16, size: usize) -> Self {
+        self.config.bufs.count = count.clamp(1, 32768).next_power_of_two();
+        self.config.bufs.size = size.max(64);
+        self
+    }
+
+    /// Runs an SQPOLL kernel thread per ring that sleeps after `idle`.
+    /// Off by default: it costs a CPU, which small machines cannot spare.
+    pub fn sqpoll(mut self, idle: Option<Duration>) -> Self {
+        self.config.ring.sqpoll_idle_ms = idle.map(|d| d.as_millis().clamp(1, 10_000) as u32);
+        self
+    }
+
+    /// The listen backlog of each core's socket.
+    pub fn backlog(mut self, backlog: i32) -> Self {
+        self.backlog = backlog.max(1);
+        self
+    }
+
+    /// Starts one thread per core and returns once every core is serving.
+    ///
+    /// `factory` runs on each core's thread and makes that core's handler,
+    /// so handlers keep per-core state without locks.
+    ///
+    /// # Errors
+    ///
+    /// An invalid CPU list, a failed bind (the address is in use, possibly
+    /// by another server with `SO_REUSEPORT`), an explicit
+    /// [`Backend::Uring`] that the kernel refuses, or a core that fails to
+    /// start (its error, with the CPU named).
+    pub fn start<H, F>(self, factory: F) -> io::Result<ServerHandle>
+    where
+        H: Handler,
+        F: Fn(&CoreContext) -> H + Send + Sync + 'static,
+    {
+        let cpus = super::cpus::resolve(self.cores.as_deref())?;
+        let backend = backend::resolve(self.backend, &self.config)?;
+        let (sockets, local_addr) = bind_group(self.address, cpus.len(), self.backlog)?;
+        let shutdown = Arc::new(Shutdown::new());
+        let factory = Arc::new(factory);
+        let mut cores = Vec::new();
+        let mut threads = Vec::new();
+        let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
+        for (index, (cpu, socket)) in cpus.iter().copied().zip(sockets).enumerate() {
+            let wake_fd = Arc::new(crate::sys::eventfd()?);
+            let shared = Arc::new(CoreShared::new(cpu, wake_fd, shutdown.clone()));
+            cores.push(shared.clone());
+            let ctx = CoreContext {
+                cpu,
+                index,
+                cores: cpus.len(),
+                backend,
+            };
+            let limits = ServeLimits {
+                max_connections: self.max_connections,
+                drain_timeout: self.drain_timeout,
+            };
+            let config = self.config;
+            let factory = factory.clone();
+            let ready = ready_tx.clone();
+            let thread = thread::Builder::new()
+                .name(format!("percore-{cpu}"))
+                .spawn(move || run_core(shared, backend, config, socket, ctx, limits, &*factory, ready))?;
+            threads.push(thread);
+        }
+        drop(ready_tx);
+        let mut first_error = None;
+        for _ in 0..threads.len() {
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_error.get_or_insert_with(|| io::Error::other("a core thread exited during start-up"));
+                }
+            }
+        }
+        let handle = ServerHandle {
+            inner: Arc::new(Inner {
+                shutdown,
+                cores,
+                local_addr,
+                backend,
+            }),
+            threads,
+        };
+        if let Some(e) = first_error {
+            handle.shutdown();
+            let _ = handle.join();
+            return Err(e);
+        }
+        tracing::info!(%local_addr, %backend, cores = ?cpus, "serving");
+        Ok(handle)
+    }
+
+    /// Starts the server, stops it gracefully on SIGINT or SIGTERM, and
+    /// returns when every core has finished.
+    ///
+    /// # Errors
+    ///
+    /// As [`ServerBuilder::start`], or a core's fatal error.
+    pub fn serve<H, F>(self, factory: F) -> io::Result<()>
+    where
+        H: Handler,
+        F: Fn(&CoreContext) -> H + Send + Sync + 'static,
+    {
+        let handle = self.start(factory)?;
+        handle.shutdown_on_signals()?;
+        handle.join()
+    }
+}
+
+/// Binds one `SO_REUSEPORT` listener per core on one port.
+///
+/// A probe socket without `SO_REUSEPORT` is bound first: it fails if
+/// anything else holds the port, including another server's reuse-port
+/// group, which the kernel would otherwise let us join silently and split
+/// traffic with. The probe is closed right before the group binds.
+fn bind_group(address: SocketAddr, count: usize, backlog: i32) -> io::Result<(Vec<OwnedFd>, SocketAddr)> {
+    let in_use = |e: io::Error| {
+        if e.kind() == io::ErrorKind::AddrInUse {
+            io::Error::new(
+                e.kind(),
+                format!("cannot listen on {address}: address already in use (another server on this port?)"),
+            )
+        } else {
+            io::Error::new(e.kind(), format!("cannot listen on {address}: {e}"))
+        }
+    };
+    let probe = crate::net::bind_probe(address).map_err(in_use)?;
+    let address = crate::sys::local_addr(probe.as_raw_fd())?;
+    drop(probe);
+    let mut sockets = Vec::with_capacity(count);
+    for _ in 0..count {
+        sockets.push(crate::net::bind_reuseport(address, backlog).map_err(in_use)?);
+    }
+    Ok((sockets, address))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_core<H, F>(
+    shared: Arc<CoreShared>,
+    backend: Backend,
+    config: CoreConfig,
+    socket: OwnedFd,
+    ctx: CoreContext,
+    limits: ServeLimits,
+    factory: &F,
+    ready: mpsc::Sender<io::Result<()>>,
+) -> io::Result<()>
+where
+    H: Handler,
+    F: Fn(&CoreContext) -> H,
+{
+    let cpu = shared.cpu;
+    if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
+        tracing::warn!(cpu, "could not pin the core thread to its CPU");
+    }
+    let fail = |e: io::Error| io::Error::new(e.kind(), format!("core on CPU {cpu}: {e}"));
+    let core = match Core::new(shared, backend, &config) {
+        Ok(core) => core,
+        Err(e) => {
+            let e = fail(e);
+            let _ = ready.send(Err(io::Error::new(e.kind(), e.to_string())));
+            return Err(e);
+        }
+    };
+    let guard = super::context::enter(core.clone());
+    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let listener = TcpListener::from_socket(socket)?;
+        let handler = Rc::new(factory(&ctx));
+        Ok::<_, io::Error>((listener, handler))
+    }));
+    drop(guard);
+    let (listener, handler) = match started {
+        Ok(Ok(parts)) => parts,
+        Ok(Err(e)) => {
+            let e = fail(e);
+            let _ = ready.send(Err(io::Error::new(e.kind(), e.to_string())));
+            return Err(e);
+        }
+        Err(_) => {
+            let e = io::Error::other(format!("core on CPU {cpu}: the handler factory panicked"));
+            let _ = ready.send(Err(io::Error::other(e.to_string())));
+            return Err(e);
+        }
+    };
+    let _ = ready.send(Ok(()));
+    let result = Core::block_on(core.clone(), serve_core(listener, handler, limits));
+    core.sample_cpu_time();
+    tracing::debug!(cpu, "core stopped");
+    result.map_err(|e| io::Error::other(format!("core on CPU {cpu}: {e}")))
+}
+
+struct Inner {
+    shutdown: Arc<Shutdown>,
+    cores: Vec<Arc<CoreShared>>,
+    local_addr: SocketAddr,
+    backend: Backend,
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        if self.shutdown.trigger() {
+            tracing::info!("stopping: no new connections; draining open ones");
+        }
+        for core in &self.cores {
+            core.signal_shutdown();
+        }
+    }
+}
+
+/// A running server: its address, its counters, and the way to stop it.
+pub struct ServerHandle {
+    inner: Arc<Inner>,
+    threads: Vec<thread::JoinHandle<io::Result<()>>>,
+}
+
+impl ServerHandle {
+    /// The address the server listens on (the real port if 0 was asked).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local_addr
+    }
+
+    /// The backend every core runs.
+    pub fn backend(&self) -> Backend {
+        self.inner.backend
+    }
+
+    /// Begins a graceful stop: every core stops accepting, lets open
+    /// connections finish until the drain deadline, then cancels the rest.
+    /// Returns at once; [`ServerHandle::join`] waits for the end.
+    pub fn shutdown(&self) {
+        self.inner.shutdown();
+    }
+
+    /// A `Send + Sync` trigger for [`ServerHandle::shutdown`], for other
+    /// threads.
+    pub fn stopper(&self) -> Stopper {
+        Stopper(self.inner.clone())
+    }
+
+    /// Stops the server gracefully on SIGINT or SIGTERM (a second signal
+    /// exits the process at once, with status 130).
+    ///
+    /// # Errors
+    ///
+    /// When the signal handlers cannot be installed.
+    pub fn shutdown_on_signals(&self) -> io::Result<()> {
+        super::signal::on_stop_signal(self.stopper())
+    }
+
+    /// Every core's counters now.
+    pub fn stats(&self) -> Vec<StatsSnapshot> {
+        self.stats_reader().snapshot()
+    }
+
+    /// A `Send` handle that reads the counters from any thread, even after
+    /// this handle was consumed by [`ServerHandle::join`].
+    pub fn stats_reader(&self) -> StatsReader {
+        StatsReader(self.inner.clone())
+    }
+
+    /// Waits for every core to finish.
+    ///
+    /// # Errors
+    ///
+    /// The first core error, or a core thread that panicked.
+    pub fn join(self) -> io::Result<()> {
+        let mut result = Ok(());
+        for thread in self.threads {
+            let outcome = thread
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("a core thread panicked")));
+            if let Err(e) = outcome {
+                if result.is_ok() {
+                    result = Err(e);
+                }
+            }
+        }
+        result
+    }
+}
+
+impl std::fmt::Debug for ServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerHandle")
+            .field("local_addr", &self.inner.local_addr)
+            .field("backend", &self.inner.backend)
+            .field("cores", &self.inner.cores.len())
+            .finish()
+    }
+}
+
+/// Reads a server's counters from any thread (see
+/// [`ServerHandle::stats_reader`]).
+#[derive(Clone)]
+pub struct StatsReader(Arc<Inner>);
+
+impl StatsReader {
+    /// Every core's counters now.
+    pub fn snapshot(&self) -> Vec<StatsSnapshot> {
+        self.0
+            .cores
+            .iter()
+            .map(|core| core.stats.snapshot(core.cpu))
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for StatsReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatsReader").finish_non_exhaustive()
+    }
+}
+
+/// Stops a server from any thread (see [`ServerHandle::stopper`]).
+#[derive(Clone)]
+pub struct Stopper(Arc<Inner>);
+
+impl Stopper {
+    /// Begins the graceful stop; see [`ServerHandle::shutdown`].
+    pub fn stop(&self) {
+        self.0.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Stopper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stopper").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,81 @@
+//! Stopping servers on SIGINT and SIGTERM.
+//!
+//! The signal handler only writes an eventfd (async-signal-safe); a
+//! watcher thread reads it and stops every registered server. The first
+//! signal starts a graceful stop; a second one exits at once with status
+//! 130, for an operator who does not want to wait for the drain.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use super::server::Stopper;
+use crate::sys::syscall;
+
+static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
+static SIGNALS_SEEN: AtomicUsize = AtomicUsize::new(0);
+
+fn stoppers() -> &'static Mutex<Vec<Stopper>> {
+    static STOPPERS: OnceLock<Mutex<Vec<Stopper>>> = OnceLock::new();
+    STOPPERS.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+extern "C" fn on_signal(_: libc::c_int) {
+    let seen = SIGNALS_SEEN.fetch_add(1, Ordering::SeqCst);
+    if seen >= 1 {
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(130) };
+    }
+    let fd = SIGNAL_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let one: u64 = 1;
+        // SAFETY: write(2) is async-signal-safe; `one` outlives the call.
+        unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
+    }
+}
+
+/// Registers `stopper` to be called on the first SIGINT/SIGTERM.
+pub(crate) fn on_stop_signal(stopper: Stopper) -> io::Result<()> {
+    static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+    stoppers()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(stopper);
+    INSTALLED
+        .get_or_init(|| install().map_err(|e| e.to_string()))
+        .clone()
+        .map_err(io::Error::other)
+}
+
+fn install() -> io::Result<()> {
+    // A blocking eventfd: the watcher thread sleeps in read(2).
+    let fd = syscall!(eventfd(0, libc::EFD_CLOEXEC))?;
+    // SAFETY: eventfd just returned this fd and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    SIGNAL_FD.store(fd.as_raw_fd(), Ordering::SeqCst);
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: sigaction is plain old data; zeroed is a valid value.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        // SAFETY: `action` is fully initialised and the handler only makes
+        // async-signal-safe calls.
+        syscall!(sigaction(signal, &action, std::ptr::null_mut()))?;
+    }
+    std::thread::Builder::new()
+        .name("percore-signals".into())
+        .spawn(move || loop {
+            let mut value: u64 = 0;
+            // SAFETY: `value` is a writable u64 for the call's duration, and
+            // `fd` stays open: this thread owns it and never exits.
+            let n = unsafe { libc::read(fd.as_raw_fd(), &mut value as *mut u64 as *mut libc::c_void, 8) };
+            if n == 8 {
+                tracing::info!("stop signal received; a second one exits at once");
+                for stopper in stoppers().lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                    stopper.stop();
+                }
+            }
+        })?;
+    Ok(())
+}

@@ -1,0 +1,173 @@
+//! Per-core counters, written by the core and read from anywhere.
+//!
+//! Each counter has one writer (its core), so an increment is a plain
+//! load and store of an atomic, not a locked read-modify-write: as cheap as
+//! a non-atomic add, and a reader on another thread still sees a value that
+//! was really there.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::Backend;
+
+/// A counter with a single writer.
+#[derive(Debug, Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    pub(crate) fn add(&self, n: u64) {
+        self.0
+            .store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    pub(crate) fn sub(&self, n: u64) {
+        self.0
+            .store(self.0.load(Ordering::Relaxed).wrapping_sub(n), Ordering::Relaxed);
+    }
+
+    pub(crate) fn set(&self, n: u64) {
+        self.0.store(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct CoreStats {
+    pub(crate) accepted: Counter,
+    pub(crate) active: Counter,
+    pub(crate) requests: Counter,
+    pub(crate) bytes_in: Counter,
+    pub(crate) bytes_out: Counter,
+    pub(crate) errors_accept: Counter,
+    pub(crate) errors_fd_limit: Counter,
+    pub(crate) errors_io: Counter,
+    pub(crate) errors_driver: Counter,
+    pub(crate) panics: Counter,
+    pub(crate) buffer_exhausted: Counter,
+    pub(crate) backpressure_pauses: Counter,
+    pub(crate) multishot_ended: Counter,
+    pub(crate) accept_paused: Counter,
+    pub(crate) submissions: Counter,
+    pub(crate) enters: Counter,
+    pub(crate) syscalls: Counter,
+    pub(crate) in_flight: Counter,
+    pub(crate) ring_buffers_out: Counter,
+    pub(crate) cpu_time_us: Counter,
+    pub(crate) backend: Counter,
+}
+
+impl CoreStats {
+    pub(crate) fn snapshot(&self, cpu: usize) -> StatsSnapshot {
+        StatsSnapshot {
+            cpu,
+            backend: match self.backend.get() {
+                1 => Backend::Uring,
+                2 => Backend::Epoll,
+                _ => Backend::Auto,
+            },
+            accepted: self.accepted.get(),
+            active: self.active.get(),
+            requests: self.requests.get(),
+            bytes_in: self.bytes_in.get(),
+            bytes_out: self.bytes_out.get(),
+            errors_accept: self.errors_accept.get(),
+            errors_fd_limit: self.errors_fd_limit.get(),
+            errors_io: self.errors_io.get(),
+            errors_driver: self.errors_driver.get(),
+            panics: self.panics.get(),
+            buffer_exhausted: self.buffer_exhausted.get(),
+            backpressure_pauses: self.backpressure_pauses.get(),
+            multishot_ended: self.multishot_ended.get(),
+            accept_paused: self.accept_paused.get(),
+            submissions: self.submissions.get(),
+            enters: self.enters.get(),
+            syscalls: self.syscalls.get(),
+            in_flight: self.in_flight.get(),
+            ring_buffers_out: self.ring_buffers_out.get(),
+            cpu_time: std::time::Duration::from_micros(self.cpu_time_us.get()),
+        }
+    }
+}
+
+/// A copy of one core's counters at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StatsSnapshot {
+    /// The CPU the core runs on.
+    pub cpu: usize,
+    /// The backend the core runs ([`Backend::Auto`] before it started).
+    pub backend: Backend,
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections open now.
+    pub active: u64,
+    /// Requests served, as counted by handlers through
+    /// [`count_requests`](crate::count_requests).
+    pub requests: u64,
+    /// Bytes received.
+    pub bytes_in: u64,
+    /// Bytes sent.
+    pub bytes_out: u64,
+    /// Accept failures other than fd exhaustion.
+    pub errors_accept: u64,
+    /// Accepts refused for lack of file descriptors (`EMFILE`/`ENFILE`).
+    pub errors_fd_limit: u64,
+    /// Connections that ended with an I/O error.
+    pub errors_io: u64,
+    /// Failed `io_uring_enter`/`epoll_wait` calls.
+    pub errors_driver: u64,
+    /// Handler panics caught (each closed its connection).
+    pub panics: u64,
+    /// Receives that found the buffer ring empty (`ENOBUFS`).
+    pub buffer_exhausted: u64,
+    /// Multishot operations paused because their consumer fell behind.
+    pub backpressure_pauses: u64,
+    /// Multishot operations that ended (and were re-armed on demand).
+    pub multishot_ended: u64,
+    /// Times accepting paused at the connection limit.
+    pub accept_paused: u64,
+    /// SQEs submitted (io_uring).
+    pub submissions: u64,
+    /// `io_uring_enter` or `epoll_wait` calls.
+    pub enters: u64,
+    /// Other I/O syscalls made directly (epoll backend).
+    pub syscalls: u64,
+    /// io_uring operations in flight at the last loop turn.
+    pub in_flight: u64,
+    /// Provided-ring buffers outside the ring at the last loop turn.
+    pub ring_buffers_out: u64,
+    /// CPU time the core's thread has used.
+    pub cpu_time: std::time::Duration,
+}
+
+impl fmt::Display for StatsSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cpu={} backend={} accepted={} active={} requests={} in={} out={} \
+             err_accept={} err_fd={} err_io={} panics={} enobufs={} paused={} \
+             sqes={} enters={} syscalls={} inflight={} cpu_ms={}",
+            self.cpu,
+            self.backend,
+            self.accepted,
+            self.active,
+            self.requests,
+            self.bytes_in,
+            self.bytes_out,
+            self.errors_accept,
+            self.errors_fd_limit,
+            self.errors_io,
+            self.panics,
+            self.buffer_exhausted,
+            self.backpressure_pauses,
+            self.submissions,
+            self.enters,
+            self.syscalls,
+            self.in_flight,
+            self.cpu_time.as_millis()
+        )
+    }
+}

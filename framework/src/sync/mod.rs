@@ -1,0 +1,45 @@
+//! The framework's cross-thread code, and nothing else.
+//!
+//! Everything that two cores (or a core and a foreign thread) touch at the
+//! same time lives here: the remote queue with its park/unpark handshake,
+//! the per-task "scheduled" flag behind wakers, and the shutdown latch.
+//! The atomics and locks come from `std` normally and from `loom` under
+//! `--cfg loom`, so the `loom-tests` crate model-checks this exact code.
+//! Kernel calls (eventfd writes, `io_uring_enter`, `epoll_wait`) stay out:
+//! they sit behind the [`Notify`] trait, which the models replace.
+#![cfg_attr(not(loom), allow(unreachable_pub))]
+
+mod remote;
+mod shutdown;
+mod task_state;
+
+pub use remote::{PushError, Remote};
+pub use shutdown::Shutdown;
+pub use task_state::TaskState;
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{
+    atomic::{AtomicBool, AtomicUsize, Ordering},
+    Arc, Mutex, MutexGuard,
+};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{
+    atomic::{AtomicBool, AtomicUsize, Ordering},
+    Arc, Mutex, MutexGuard,
+};
+
+/// Wakes a core that may be blocked in the kernel.
+///
+/// The real implementation writes an eventfd the core's driver is waiting
+/// on; loom models substitute a flag. Spurious notifications are harmless:
+/// the core wakes, finds nothing, and parks again.
+pub trait Notify: Send + Sync {
+    /// Makes the core's next (or current) wait return.
+    fn notify(&self);
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it:
+/// every critical section here leaves the data consistent at each step.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,40 @@
+//! The per-task flag that turns many wakes into one scheduling.
+//!
+//! A waker may fire from any thread, any number of times. Only the wake that
+//! flips `scheduled` from false to true enqueues the task; the executor
+//! clears the flag just before polling, so a wake that arrives during the
+//! poll schedules exactly one more run. A finished task keeps the flag set
+//! forever, so late wakes enqueue nothing.
+
+use super::{AtomicBool, Ordering};
+
+/// Scheduling state shared by a task's wakers.
+#[derive(Debug)]
+pub struct TaskState {
+    scheduled: AtomicBool,
+}
+
+impl TaskState {
+    /// A task that starts out scheduled (it is queued when spawned).
+    pub fn new_scheduled() -> Self {
+        TaskState {
+            scheduled: AtomicBool::new(true),
+        }
+    }
+
+    /// Records a wake; returns `true` when the caller must enqueue the task.
+    pub fn wake(&self) -> bool {
+        !self.scheduled.swap(true, Ordering::AcqRel)
+    }
+
+    /// Called by the executor right before polling: wakes from now on
+    /// schedule another run.
+    pub fn start_poll(&self) {
+        self.scheduled.store(false, Ordering::Release);
+    }
+
+    /// Called when the task finished or was dropped: no wake enqueues it again.
+    pub fn close(&self) {
+        self.scheduled.store(true, Ordering::Release);
+    }
+}

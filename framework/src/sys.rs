@@ -1,0 +1,246 @@
+//! Thin, checked wrappers over the libc calls percore makes directly.
+//!
+//! Everything that calls `libc::` outside the drivers goes through here, so
+//! errno handling lives in one place: the [`syscall!`] macro turns a `-1`
+//! return into `io::Error::last_os_error()`.
+
+use std::io;
+use std::mem;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Calls a libc function and maps a `-1` result to the thread's `errno`.
+macro_rules! syscall {
+    ($fn:ident ( $($arg:expr),* $(,)? )) => {{
+        // SAFETY: every call site passes arguments that satisfy the libc
+        // function's contract; see the comment at the call site.
+        #[allow(clippy::macro_metavars_in_unsafe)]
+        let res = unsafe { libc::$fn($($arg),*) };
+        if res == -1 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(res)
+        }
+    }};
+}
+pub(crate) use syscall;
+
+/// A socket address in the kernel's representation, with its length.
+#[derive(Clone, Copy)]
+pub(crate) struct RawAddr {
+    pub(crate) storage: libc::sockaddr_storage,
+    pub(crate) len: libc::socklen_t,
+}
+
+impl RawAddr {
+    /// An all-zero address with room for any family, for the kernel to fill.
+    pub(crate) fn empty() -> RawAddr {
+        // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
+        let storage = unsafe { mem::zeroed() };
+        RawAddr {
+            storage,
+            len: mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t,
+        }
+    }
+
+    pub(crate) fn from_std(addr: SocketAddr) -> RawAddr {
+        let mut raw = RawAddr::empty();
+        match addr {
+            SocketAddr::V4(v4) => {
+                let sin = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: v4.port().to_be(),
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from_ne_bytes(v4.ip().octets()),
+                    },
+                    sin_zero: [0; 8],
+                };
+                // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+                unsafe { (&mut raw.storage as *mut _ as *mut libc::sockaddr_in).write(sin) };
+                raw.len = mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            }
+            SocketAddr::V6(v6) => {
+                let sin6 = libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: v6.port().to_be(),
+                    sin6_flowinfo: v6.flowinfo(),
+                    sin6_addr: libc::in6_addr {
+                        s6_addr: v6.ip().octets(),
+                    },
+                    sin6_scope_id: v6.scope_id(),
+                };
+                // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+                unsafe { (&mut raw.storage as *mut _ as *mut libc::sockaddr_in6).write(sin6) };
+                raw.len = mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+            }
+        }
+        raw
+    }
+
+    pub(crate) fn to_std(&self) -> io::Result<SocketAddr> {
+        match self.storage.ss_family as libc::c_int {
+            libc::AF_INET => {
+                // SAFETY: the family says the storage holds a sockaddr_in.
+                let sin = unsafe { *(&self.storage as *const _ as *const libc::sockaddr_in) };
+                let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
+                Ok(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: the family says the storage holds a sockaddr_in6.
+                let sin6 = unsafe { *(&self.storage as *const _ as *const libc::sockaddr_in6) };
+                let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+                Ok(SocketAddr::V6(SocketAddrV6::new(
+                    ip,
+                    u16::from_be(sin6.sin6_port),
+                    sin6.sin6_flowinfo,
+                    sin6.sin6_scope_id,
+                )))
+            }
+            family => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("unsupported address family {family}"),
+            )),
+        }
+    }
+
+    pub(crate) fn as_ptr(&self) -> *const libc::sockaddr {
+        &self.storage as *const _ as *const libc::sockaddr
+    }
+
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut libc::sockaddr {
+        &mut self.storage as *mut _ as *mut libc::sockaddr
+    }
+}
+
+fn family(addr: &SocketAddr) -> libc::c_int {
+    match addr {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    }
+}
+
+/// A non-blocking, close-on-exec TCP socket for `addr`'s family.
+pub(crate) fn tcp_socket(addr: &SocketAddr) -> io::Result<OwnedFd> {
+    let fd = syscall!(socket(
+        family(addr),
+        libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        0
+    ))?;
+    // SAFETY: socket() just returned this fd and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub(crate) fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+    syscall!(setsockopt(
+        fd,
+        level,
+        name,
+        &value as *const i32 as *const libc::c_void,
+        mem::size_of::<i32>() as libc::socklen_t
+    ))?;
+    Ok(())
+}
+
+pub(crate) fn get_int_opt(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
+    let mut value: i32 = 0;
+    let mut len = mem::size_of::<i32>() as libc::socklen_t;
+    syscall!(getsockopt(
+        fd,
+        level,
+        name,
+        &mut value as *mut i32 as *mut libc::c_void,
+        &mut len
+    ))?;
+    Ok(value)
+}
+
+pub(crate) fn bind(fd: RawFd, addr: &SocketAddr) -> io::Result<()> {
+    let raw = RawAddr::from_std(*addr);
+    syscall!(bind(fd, raw.as_ptr(), raw.len))?;
+    Ok(())
+}
+
+pub(crate) fn listen(fd: RawFd, backlog: i32) -> io::Result<()> {
+    syscall!(listen(fd, backlog))?;
+    Ok(())
+}
+
+pub(crate) fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
+    let mut raw = RawAddr::empty();
+    syscall!(getsockname(fd, raw.as_mut_ptr(), &mut raw.len))?;
+    raw.to_std()
+}
+
+pub(crate) fn peer_addr(fd: RawFd) -> io::Result<SocketAddr> {
+    let mut raw = RawAddr::empty();
+    syscall!(getpeername(fd, raw.as_mut_ptr(), &mut raw.len))?;
+    raw.to_std()
+}
+
+/// `accept4` for the epoll path and for draining a listener during fd
+/// exhaustion; the accepted socket is non-blocking and close-on-exec.
+pub(crate) fn accept(fd: RawFd) -> io::Result<OwnedFd> {
+    let fd = syscall!(accept4(
+        fd,
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC
+    ))?;
+    // SAFETY: accept4 just returned this fd and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub(crate) fn shutdown(fd: RawFd, how: libc::c_int) -> io::Result<()> {
+    syscall!(shutdown(fd, how))?;
+    Ok(())
+}
+
+/// Takes ownership of an fd the kernel handed us in a completion.
+pub(crate) fn owned_fd(fd: RawFd) -> OwnedFd {
+    // SAFETY: callers pass an fd that a completion just created, so it is
+    // open and owned by nobody else.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// A non-blocking, close-on-exec eventfd.
+pub(crate) fn eventfd() -> io::Result<OwnedFd> {
+    let fd = syscall!(eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC))?;
+    // SAFETY: eventfd just returned this fd and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds one to an eventfd's counter, which makes it readable.
+pub(crate) fn eventfd_signal(fd: &impl AsRawFd) -> io::Result<()> {
+    let one: u64 = 1;
+    match syscall!(write(
+        fd.as_raw_fd(),
+        &one as *const u64 as *const libc::c_void,
+        8
+    )) {
+        Ok(_) => Ok(()),
+        // The counter is saturated: the reader has not run yet and will
+        // still see the fd readable, which is all a signal needs.
+        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Resets an eventfd's counter; returns whether it had been signalled.
+pub(crate) fn eventfd_drain(fd: &impl AsRawFd) -> bool {
+    let mut value: u64 = 0;
+    syscall!(read(
+        fd.as_raw_fd(),
+        &mut value as *mut u64 as *mut libc::c_void,
+        8
+    ))
+    .is_ok()
+}
+
+/// The calling thread's CPU time (user + system).
+pub(crate) fn thread_cpu_time() -> std::time::Duration {
+    // SAFETY: timespec is plain old data; all-zero is a valid value.
+    let mut ts: libc::timespec = unsafe { mem::zeroed() };
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}

@@ -1,0 +1,189 @@
+//! Timers: [`sleep`], [`sleep_until`], [`timeout`].
+//!
+//! Each core has a timing wheel (see `wheel.rs`). The core's loop reads the
+//! clock once per turn, fires due timers, and hands the next deadline to the
+//! driver as its wait timeout, so timers cost no extra syscall.
+
+pub(crate) mod wheel;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use crate::runtime::context;
+use wheel::TimerKey;
+
+/// Completes at a deadline. Made by [`sleep`] and [`sleep_until`].
+///
+/// Dropping it disarms the timer.
+#[must_use = "futures do nothing unless polled"]
+pub struct Sleep {
+    deadline: Instant,
+    key: Option<TimerKey>,
+}
+
+/// Waits until `duration` has passed.
+///
+/// # Panics
+///
+/// When polled outside a percore core thread.
+pub fn sleep(duration: Duration) -> Sleep {
+    sleep_until(now() + duration)
+}
+
+/// Waits until `deadline`.
+///
+/// # Panics
+///
+/// When polled outside a percore core thread.
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    Sleep {
+        deadline,
+        key: None,
+    }
+}
+
+/// The core's clock as read at the start of this loop turn: cheaper than
+/// `Instant::now()` and consistent within a turn.
+///
+/// # Panics
+///
+/// Outside a percore core thread.
+pub fn now() -> Instant {
+    context::with_core(|core| core.clock.now())
+}
+
+impl Sleep {
+    /// The instant this sleep completes.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Moves the deadline; the sleep completes at the new one even if the
+    /// old one had passed.
+    pub fn reset(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+        if let Some(key) = self.key {
+            context::with_core(|core| {
+                let tick = core.clock.tick_of(deadline);
+                core.timers.borrow_mut().reset(key, tick);
+            });
+        }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let deadline = self.deadline;
+        match self.key {
+            None => {
+                let key = context::with_core(|core| {
+                    if core.clock.now() >= deadline {
+                        return None;
+                    }
+                    let tick = core.clock.tick_of(deadline);
+                    Some(core.timers.borrow_mut().insert(tick, cx.waker().clone()))
+                });
+                match key {
+                    None => Poll::Ready(()),
+                    Some(key) => {
+                        self.key = Some(key);
+                        Poll::Pending
+                    }
+                }
+            }
+            Some(key) => context::with_core(|core| {
+                let mut timers = core.timers.borrow_mut();
+                if timers.has_fired(key) {
+                    Poll::Ready(())
+                } else {
+                    timers.set_waker(key, cx.waker());
+                    Poll::Pending
+                }
+            }),
+        }
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            context::try_with_core(|core| core.timers.borrow_mut().remove(key));
+        }
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+/// The deadline passed before the future completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed(());
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("deadline elapsed")
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+impl From<Elapsed> for std::io::Error {
+    fn from(_: Elapsed) -> Self {
+        std::io::Error::new(std::io::ErrorKind::TimedOut, "deadline elapsed")
+    }
+}
+
+/// Runs `future` until it completes or `duration` passes. On time-out the
+/// future is dropped, which cancels its I/O safely (buffers stay with the
+/// kernel operation until its completion arrives).
+pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
+    Timeout {
+        future,
+        sleep: sleep(duration),
+    }
+}
+
+/// Like [`timeout`], with an absolute deadline.
+pub fn timeout_at<F: Future>(deadline: Instant, future: F) -> Timeout<F> {
+    Timeout {
+        future,
+        sleep: sleep_until(deadline),
+    }
+}
+
+/// The future made by [`timeout`].
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct Timeout<F> {
+    future: F,
+    sleep: Sleep,
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: `future` is structurally pinned: it is never moved out of
+        // `self` and `Timeout` has no `Unpin` impl that would allow moving it.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: see above; `this.future` stays at its address.
+        let future = unsafe { Pin::new_unchecked(&mut this.future) };
+        if let Poll::Ready(value) = future.poll(cx) {
+            return Poll::Ready(Ok(value));
+        }
+        match Pin::new(&mut this.sleep).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed(()))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! Response encoding into a caller-owned, reused `Vec<u8>`.
+//!
+//! Nothing here allocates once the buffer has grown to its working size:
+//! numbers are formatted by hand into a stack array, and every header is a
+//! slice copy.
+
+use super::fields::is_tchar;
+use super::{DateCache, HttpError};
+
+/// The interim response sent when a client waits on `Expect: 100-continue`
+/// (RFC 9110 §15.2.1). Send it only once the handler wants the body.
+pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// How the response body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// `Content-Length: n`. For a response to HEAD, send this head with the
+    /// length the GET would have and no body (RFC 9110 §9.3.2).
+    Length(u64),
+    /// `Transfer-Encoding: chunked`; write the body with [`encode_chunk`]
+    /// and end it with [`encode_last_chunk`]. Only for HTTP/1.1 requests.
+    Chunked,
+    /// No framing header and no body, for 1xx, 204 and 304 responses,
+    /// which RFC 9110 §8.6 forbids to carry Content-Length semantics.
+    Empty,
+}
+
+/// A response status line and header section.
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseHead<'a> {
+    /// Status code, 100..=999.
+    pub status: u16,
+    /// Body framing.
+    pub framing: Framing,
+    /// `Content-Type` value, if any.
+    pub content_type: Option<&'a [u8]>,
+    /// Keep the connection for another request. `false` adds
+    /// `Connection: close`, and the caller must close after writing.
+    pub keep_alive: bool,
+    /// Minor version of the request. A kept HTTP/1.0 connection needs an
+    /// explicit `Connection: keep-alive` (RFC 9112 §9.3).
+    pub version: u8,
+    /// Further header fields, written as given after the standard ones.
+    pub extra: &'a [(&'a str, &'a [u8])],
+}
+
+impl<'a> ResponseHead<'a> {
+    /// A keep-alive HTTP/1.1 response head with no content type or extras.
+    pub fn new(status: u16, framing: Framing) -> Self {
+        Self {
+            status,
+            framing,
+            content_type: None,
+            keep_alive: true,
+            version: 1,
+            extra: &[],
+        }
+    }
+
+    /// Appends the status line and header section, ending with the blank
+    /// line, to `out`. The body, if any, follows directly.
+    ///
+    /// # Errors
+    ///
+    /// A 500 [`HttpError`] if a header name is not a token or a value holds
+    /// CR, LF or another control byte (which would let a handler split the
+    /// response); `out` is then left as it was.
+    pub fn encode(&self, date: &DateCache, out: &mut Vec<u8>) -> Result<(), HttpError> {
+        let valid = self.content_type.is_none_or(is_field_value)
+            && self
+                .extra
+                .iter()
+                .all(|(n, v)| is_token(n.as_bytes()) && is_field_value(v));
+        if !valid {
+            return Err(HttpError {
+                status: 500,
+                reason: "invalid response header",
+            });
+        }
+        status_line(out, self.status);
+        header(out, b"Date", date.as_bytes());
+        if let Some(ct) = self.content_type {
+            header(out, b"Content-Type", ct);
+        }
+        match self.framing {
+            Framing::Length(n) => header(out, b"Content-Length", itoa(n, &mut [0; 20])),
+            Framing::Chunked => header(out, b"Transfer-Encoding", b"chunked"),
+            Framing::Empty => {}
+        }
+        if !self.keep_alive {
+            header(out, b"Connection", b"close");
+        } else if self.version == 0 {
+            header(out, b"Connection", b"keep-alive");
+        }
+        for (name, value) in self.extra {
+            header(out, name.as_bytes(), value);
+        }
+        out.extend_from_slice(b"\r\n");
+        Ok(())
+    }
+}
+
+/// Appends one chunk of a chunked body. Empty `data` writes nothing, since
+/// a zero-size chunk would end the body.
+pub fn encode_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    let mut digits = [0u8; 16];
+    let mut n = data.len();
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b"0123456789abcdef"[n & 0xf];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the last chunk and an empty trailer section, ending the body.
+pub fn encode_last_chunk(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"0\r\n\r\n");
+}
+
+/// Appends a complete error response: `Connection: close` and a short
+/// text body. The caller must close the connection after writing it
+/// (FAULTS: every error response closes).
+pub fn error_response(out: &mut Vec<u8>, status: u16, date: &DateCache) {
+    let reason = reason_phrase(status).as_bytes();
+    status_line(out, status);
+    header(out, b"Date", date.as_bytes());
+    header(out, b"Content-Type", b"text/plain; charset=utf-8");
+    header(
+        out,
+        b"Content-Length",
+        itoa(reason.len() as u64 + 1, &mut [0; 20]),
+    );
+    header(out, b"Connection", b"close");
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(reason);
+    out.extend_from_slice(b"\n");
+}
+
+/// Appends a complete 405 response with the `Allow` header RFC 9110 §15.5.6
+/// requires, e.g. `allow = b"GET, HEAD"`.
+///
+/// # Errors
+///
+/// A 500 [`HttpError`] if `allow` is not a valid field value.
+pub fn method_not_allowed(
+    out: &mut Vec<u8>,
+    allow: &[u8],
+    date: &DateCache,
+    keep_alive: bool,
+    version: u8,
+) -> Result<(), HttpError> {
+    const BODY: &[u8] = b"Method Not Allowed\n";
+    let head = ResponseHead {
+        content_type: Some(b"text/plain; charset=utf-8"),
+        keep_alive,
+        version,
+        extra: &[("Allow", allow)],
+        ..ResponseHead::new(405, Framing::Length(BODY.len() as u64))
+    };
+    head.encode(date, out)?;
+    out.extend_from_slice(BODY);
+    Ok(())
+}
+
+/// The reason phrase for `status`; empty for codes we do not name (the
+/// phrase is optional, RFC 9112 §4).
+pub fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        417 => "Expectation Failed",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
+
+/// Writes `HTTP/1.1 NNN Reason\r\n`. We always answer as HTTP/1.1, the
+/// highest version we implement (RFC 9110 §6.2), even to 1.0 clients.
+fn status_line(out: &mut Vec<u8>, status: u16) {
+    // Clamp to three digits: a status outside 100..=999 is a caller bug,
+    // and a malformed status line would be worse than a 500.
+    let status = if (100..=999).contains(&status) {
+        status
+    } else {
+        500
+    };
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(itoa(u64::from(status), &mut [0; 20]));
+    out.push(b' ');
+    out.extend_from_slice(reason_phrase(status).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+fn header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Formats `n` in decimal into the end of `buf`, returning the digits.
+fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
+fn is_token(s: &[u8]) -> bool {
+    !s.is_empty() && s.iter().all(|&b| is_tchar(b))
+}
+
+/// RFC 9110 §5.5 field-value bytes: VCHAR, SP, HTAB and obs-text.
+fn is_field_value(v: &[u8]) -> bool {
+    v.iter()
+        .all(|&b| matches!(b, b'\t' | 0x20..=0x7e | 0x80..=0xff))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn date() -> DateCache {
+        DateCache::new(UNIX_EPOCH + Duration::from_secs(784_111_777))
+    }
+
+    #[test]
+    fn encodes_head_and_reuses_capacity() {
+        let mut out = Vec::with_capacity(256);
+        let head = ResponseHead {
+            content_type: Some(b"text/plain"),
+            ..ResponseHead::new(200, Framing::Length(5))
+        };
+        head.encode(&date(), &mut out).expect("valid head");
+        let expected: &[u8] = b"HTTP/1.1 200 OK\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+              Content-Type: text/plain\r\nContent-Length: 5\r\n\r\n";
+        assert_eq!(out, expected);
+        let ptr = out.as_ptr();
+        for _ in 0..100 {
+            out.clear();
+            head.encode(&date(), &mut out).expect("valid head");
+        }
+        assert_eq!(
+            out.as_ptr(),
+            ptr,
+            "no reallocation once capacity is reached"
+        );
+    }
+
+    #[test]
+    fn connection_headers() {
+        let mut out = Vec::new();
+        let close = ResponseHead {
+            keep_alive: false,
+            ..ResponseHead::new(204, Framing::Empty)
+        };
+        close.encode(&date(), &mut out).expect("valid head");
+        assert!(out.ends_with(b"Connection: close\r\n\r\n"));
+        assert!(!out.windows(14).any(|w| w == b"Content-Length"));
+        out.clear();
+        let ka10 = ResponseHead {
+            version: 0,
+            ..ResponseHead::new(200, Framing::Length(0))
+        };
+        ka10.encode(&date(), &mut out).expect("valid head");
+        assert!(out.ends_with(b"Connection: keep-alive\r\n\r\n"));
+    }
+
+    #[test]
+    fn rejects_header_injection() {
+        let mut out = b"keep".to_vec();
+        let head = ResponseHead {
+            extra: &[("X", b"a\r\nSet-Cookie: x")],
+            ..ResponseHead::new(200, Framing::Length(0))
+        };
+        assert_eq!(
+            head.encode(&date(), &mut out).map_err(|e| e.status),
+            Err(500)
+        );
+        assert_eq!(out, b"keep");
+    }
+
+    #[test]
+    fn chunks_and_errors() {
+        let mut out = Vec::new();
+        encode_chunk(&mut out, b"");
+        encode_chunk(&mut out, &[b'x'; 26]);
+        encode_last_chunk(&mut out);
+        let mut expected = b"1a\r\n".to_vec();
+        expected.extend_from_slice(&[b'x'; 26]);
+        expected.extend_from_slice(b"\r\n0\r\n\r\n");
+        assert_eq!(out, expected);
+
+        out.clear();
+        error_response(&mut out, 431, &date());
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"));
+        assert!(text.contains("\r\nConnection: close\r\n"));
+        assert!(text.contains("\r\nContent-Length: 32\r\n"));
+        assert!(text.ends_with("\r\n\r\nRequest Header Fields Too Large\n"));
+
+        out.clear();
+        method_not_allowed(&mut out, b"GET, HEAD", &date(), true, 1).expect("valid Allow");
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"));
+        assert!(text.contains("\r\nAllow: GET, HEAD\r\n"));
+        assert!(text.ends_with("\r\n\r\nMethod Not Allowed\n"));
+        assert_eq!(CONTINUE_100, b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+}

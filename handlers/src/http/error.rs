@@ -1,0 +1,83 @@
+//! The one error type of the protocol core: which status to answer, and why.
+
+use std::fmt;
+
+/// A request the server refuses to process.
+///
+/// Carries the status code to send back and a static reason for the log.
+/// Every `HttpError` ends the connection: once framing is in doubt, no
+/// later byte on the connection can be trusted to start a new request
+/// (RFC 9112 §11.2, request smuggling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpError {
+    /// Status code to answer with: 400, 413, 414, 417, 431, 500, 501 or 505.
+    pub status: u16,
+    /// Short, static description of the cause, for logs and metrics only.
+    pub reason: &'static str,
+}
+
+impl HttpError {
+    /// 400 Bad Request: malformed syntax or ambiguous framing.
+    pub(crate) const fn bad_request(reason: &'static str) -> Self {
+        Self {
+            status: 400,
+            reason,
+        }
+    }
+
+    /// 413 Content Too Large: the body is over [`super::Limits::max_body`].
+    pub(crate) const fn too_large(reason: &'static str) -> Self {
+        Self {
+            status: 413,
+            reason,
+        }
+    }
+
+    /// 414 URI Too Long: the request line is over its limit.
+    pub(crate) const fn uri_too_long(reason: &'static str) -> Self {
+        Self {
+            status: 414,
+            reason,
+        }
+    }
+
+    /// 417 Expectation Failed: an `Expect` other than `100-continue`.
+    pub(crate) const fn expectation(reason: &'static str) -> Self {
+        Self {
+            status: 417,
+            reason,
+        }
+    }
+
+    /// 431 Request Header Fields Too Large.
+    pub(crate) const fn fields_too_large(reason: &'static str) -> Self {
+        Self {
+            status: 431,
+            reason,
+        }
+    }
+
+    /// 501 Not Implemented: a transfer coding we do not understand.
+    pub(crate) const fn not_implemented(reason: &'static str) -> Self {
+        Self {
+            status: 501,
+            reason,
+        }
+    }
+
+    /// 505 HTTP Version Not Supported.
+    pub(crate) const fn version(reason: &'static str) -> Self {
+        Self {
+            status: 505,
+            reason,
+        }
+    }
+}
+
+impl fmt::Display for HttpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.status, self.reason)
+    }
+}
+
+impl std::error::Error for HttpError {}

@@ -1,0 +1,129 @@
+//! Request-head parsing: request line and field section, with limits and
+//! the framing decision, on top of httparse.
+
+use super::{fields, line, HttpError, Limits};
+use line::RequestLine;
+
+/// How the body of a request is delimited (RFC 9112 §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    /// No `Content-Length` and no `Transfer-Encoding`: no body at all.
+    None,
+    /// `Content-Length: n`, already checked against [`Limits::max_body`].
+    Length(u64),
+    /// `Transfer-Encoding: chunked`; decode with [`super::BodyDecoder`].
+    Chunked,
+}
+
+/// A parsed and validated request head, borrowing from the input buffer
+/// (`'b`) and from the caller's header storage (`'h`).
+#[derive(Debug)]
+pub struct RequestHead<'h, 'b> {
+    /// Method token, e.g. `GET`; case-sensitive (RFC 9110 §9.1).
+    pub method: &'b str,
+    /// Request target as sent (origin-form, absolute-form, `*` or authority).
+    pub path: &'b str,
+    /// Minor version: `0` for HTTP/1.0, `1` for HTTP/1.1.
+    pub version: u8,
+    /// Bytes of the head, including empty lines before it and the blank
+    /// line after it. The body, or the next pipelined request, starts here.
+    pub head_len: usize,
+    /// How the body is framed.
+    pub body: BodyKind,
+    /// Whether the connection may serve another request after this one.
+    /// The service layer may still decide to close (request cap, shutdown).
+    pub keep_alive: bool,
+    /// The client sent `Expect: 100-continue` on an HTTP/1.1 request with a
+    /// body and waits for [`super::CONTINUE_100`] before sending it.
+    pub expect_continue: bool,
+    /// The first `Content-Type` value, if any.
+    pub content_type: Option<&'b [u8]>,
+    /// All header fields in order, names as sent.
+    pub headers: &'h [httparse::Header<'b>],
+}
+
+impl<'b> RequestHead<'_, 'b> {
+    /// The value of the first field named `name` (ASCII case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&'b [u8]> {
+        self.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value)
+    }
+}
+
+/// Parses the request head at the start of `buf`.
+///
+/// Returns `Ok(None)` when the head is incomplete: append more bytes and
+/// call again with the whole buffer. Limits are enforced on partial input
+/// too, so a head that can only grow past a limit fails now, with the same
+/// status it would get when complete (a 64 KiB request line without CRLF is
+/// 414, not 431). `headers` is the field storage; at most
+/// [`Limits::max_headers`] of it are used, and `[httparse::EMPTY_HEADER;
+/// 100]` on the stack avoids any allocation.
+///
+/// Bare LF line endings are accepted in the head (RFC 9112 §2.2: "a
+/// recipient MAY recognize a single LF as a line terminator").
+///
+/// # Errors
+///
+/// An [`HttpError`] with the status to answer; the connection must close.
+pub fn parse_head<'h, 'b>(
+    buf: &'b [u8],
+    headers: &'h mut [httparse::Header<'b>],
+    limits: &Limits,
+) -> Result<Option<RequestHead<'h, 'b>>, HttpError> {
+    // The 414 check comes first: it must win over anything httparse would
+    // say about a line that is too long to look at.
+    let request_line = line::request_line(buf, limits)?;
+    let fields_start = match request_line {
+        RequestLine::Done { next, .. } => Some(next),
+        RequestLine::Open => None,
+    };
+
+    let cap = headers.len().min(limits.max_headers);
+    let mut req = httparse::Request::new(&mut headers[..cap]);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            if let Some(start) = fields_start {
+                line::check_fields(&buf[start..], limits)?;
+            }
+            return Ok(None);
+        }
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(HttpError::fields_too_large("too many header fields"))
+        }
+        Err(httparse::Error::Version) => {
+            return line::classify_version(buf, request_line).map(|_| None)
+        }
+        Err(httparse::Error::Token) => {
+            return Err(HttpError::bad_request("malformed request line"))
+        }
+        Err(_) => return Err(HttpError::bad_request("malformed header field")),
+    };
+
+    // httparse only completes after the request line's LF, so the field
+    // section is `start..head_len`; `get` keeps a disagreement a 400.
+    let fields = fields_start
+        .and_then(|start| buf.get(start..head_len))
+        .ok_or(HttpError::bad_request("malformed request line"))?;
+    line::check_fields(fields, limits)?;
+
+    let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else {
+        return Err(HttpError::bad_request("incomplete request line"));
+    };
+    let headers: &'h [httparse::Header<'b>] = req.headers;
+    let decision = fields::decide(headers, version, limits)?;
+    Ok(Some(RequestHead {
+        method,
+        path,
+        version,
+        head_len,
+        body: decision.body,
+        keep_alive: decision.keep_alive,
+        expect_continue: decision.expect_continue,
+        content_type: decision.content_type,
+        headers,
+    }))
+}
