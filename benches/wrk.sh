@@ -69,9 +69,11 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 server_pid=
 cleanup() {
     if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -INT "$server_pid" 2>/dev/null || true
+        # SIGTERM: a background job of a non-interactive shell ignores SIGINT.
+        kill -TERM "$server_pid" 2>/dev/null || true
         for _ in $(seq 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
     fi
     server_pid=
 }

@@ -45,14 +45,6 @@ fn main() {
     let machine = sys::MachineInfo::detect();
     let mut notes: Vec<String> = Vec::new();
     let placement = sys::Placement::detect();
-    if let Some(cpu) = placement.client_cpu {
-        // Every thread the clients spawn inherits this affinity.
-        if !sys::pin_current_thread(cpu) {
-            notes.push(format!(
-                "warning: could not pin the client thread to CPU {cpu}"
-            ));
-        }
-    }
     if !placement.pinned {
         notes.push(format!("note: {}", placement.note));
     }
@@ -105,7 +97,7 @@ fn main() {
     let outcome = harness::run(
         &jobs,
         &args.executors,
-        &placement.server_cpus,
+        &placement,
         &mode,
         &mut Console {
             out: &mut out,

@@ -18,6 +18,7 @@ use crate::probe::{Load, Probe, Sample};
 use crate::report::Row;
 use crate::server::{self, Executor, RunningServer, Service};
 use crate::stats::{self, Better, Summary};
+use crate::sys::Placement;
 
 /// Run lengths.
 #[derive(Clone, Debug, PartialEq)]
@@ -335,11 +336,12 @@ fn note(outcome: &mut Outcome, console: &mut Console<'_>, line: String) {
     outcome.notes.push(line);
 }
 
-/// Runs `jobs` on `executors` with servers on `server_cpus`.
+/// Runs `jobs` on `executors` with servers and clients where `placement`
+/// says; the calling thread runs the clients.
 pub fn run(
     jobs: &[Job],
     executors: &[Executor],
-    server_cpus: &[usize],
+    placement: &Placement,
     mode: &Mode,
     console: &mut Console<'_>,
 ) -> Outcome {
@@ -353,8 +355,9 @@ pub fn run(
             continue;
         }
         let mut servers: Vec<RunningServer> = Vec::new();
+        placement.unpin();
         for &e in executors {
-            match server::start(e, service, server_cpus, &claimed) {
+            match server::start(e, service, &placement.server_cpus, &claimed) {
                 Ok(s) => {
                     if s.tids().is_empty() {
                         note(
@@ -381,6 +384,13 @@ pub fn run(
                     ),
                 ),
             }
+        }
+        if !placement.pin_client() {
+            note(
+                &mut outcome,
+                console,
+                "warning: could not pin the client thread".to_string(),
+            );
         }
         for job in js {
             done += 1;

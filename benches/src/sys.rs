@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 pub struct Placement {
     /// CPU ids the servers use (one server thread per CPU).
     pub server_cpus: Vec<usize>,
+    /// Every CPU this process could use at start-up.
+    pub all_cpus: Vec<usize>,
     /// CPU the client threads are pinned to, if pinning is possible.
     pub client_cpu: Option<usize>,
     /// Whether pinning is done at all.
@@ -38,12 +40,14 @@ impl Placement {
         match ids.as_slice() {
             [server, client, ..] => Placement {
                 server_cpus: vec![*server],
+                all_cpus: ids.clone(),
                 client_cpu: Some(*client),
                 pinned: true,
                 note: format!("servers pinned to CPU {server}, clients pinned to CPU {client}"),
             },
             [only] => Placement {
                 server_cpus: vec![*only],
+                all_cpus: ids.clone(),
                 client_cpu: None,
                 pinned: false,
                 note: format!(
@@ -53,11 +57,26 @@ impl Placement {
             },
             [] => Placement {
                 server_cpus: vec![0],
+                all_cpus: Vec::new(),
                 client_cpu: None,
                 pinned: false,
                 note: "CPU list unavailable: nothing pinned".to_string(),
             },
         }
+    }
+}
+
+impl Placement {
+    /// Pins the calling thread where clients run (no-op without pinning).
+    pub fn pin_client(&self) -> bool {
+        self.client_cpu.is_none_or(pin_current_thread)
+    }
+
+    /// Lets the calling thread run on every CPU again, for starting servers:
+    /// percore checks its CPU list against the caller's affinity, and
+    /// threads inherit it.
+    pub fn unpin(&self) -> bool {
+        pin_current_thread_to(&self.all_cpus)
     }
 }
 

@@ -61,6 +61,6 @@ pub use driver::{Backend, ParseBackendError};
 pub use executor::{JoinError, JoinHandle};
 pub use handler::{Connection, Handler};
 pub use runtime::{
-    block_on, count_requests, current_backend, is_shutting_down, shutdown_signal, spawn_local,
-    CoreContext, Server, ServerBuilder, ServerHandle, StatsReader, StatsSnapshot, Stopper,
+    block_on, core_count, core_index, count_requests, current_backend, is_shutting_down, shutdown_signal, spawn_local, submit_to,
+    CoreContext, Server, ServerBuilder, ServerHandle, StatsReader, StatsSnapshot, Stopper, SubmitError,
 };

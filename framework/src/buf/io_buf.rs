@@ -19,6 +19,14 @@ pub unsafe trait IoBuf: Unpin + 'static {
     /// How many bytes, from `stable_ptr()`, hold data.
     fn bytes_init(&self) -> usize;
 
+    /// The index of the registered buffer these bytes lie in, if any; lets
+    /// the io_uring backend send without pinning pages. Only percore's
+    /// [`FixedBuf`](crate::buf::FixedBuf) (and slices of it) return `Some`.
+    #[doc(hidden)]
+    fn fixed_index(&self) -> Option<u16> {
+        None
+    }
+
     /// The bytes, for code that needs to look at them.
     fn as_bytes(&self) -> &[u8] {
         // SAFETY: the trait's contract: `bytes_init` initialised bytes live

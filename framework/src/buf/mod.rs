@@ -5,11 +5,13 @@
 //! value ([`IoBuf`]) and gives them back with the result ([`BufResult`]),
 //! and received data arrives in a [`RecvBuf`] lease from the core's pool.
 
+pub(crate) mod fixed;
 mod io_buf;
 pub(crate) mod pool;
 mod recv;
 mod slice;
 
+pub use fixed::FixedBuf;
 pub use io_buf::IoBuf;
 pub use recv::RecvBuf;
 pub use slice::Slice;

@@ -47,4 +47,7 @@ unsafe impl<B: IoBuf> IoBuf for Slice<B> {
     fn bytes_init(&self) -> usize {
         self.range.len()
     }
+    fn fixed_index(&self) -> Option<u16> {
+        self.buf.fixed_index()
+    }
 }

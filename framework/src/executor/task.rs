@@ -4,8 +4,7 @@
 //! What a [`Waker`] carries is a [`TaskHeader`]: the slab key, the
 //! scheduling flag and the owner core's inbox. Waking on the owner thread
 //! pushes the key onto the local run queue (no lock); waking from any other
-//! thread goes through the owner's [`Remote`](crate::sync::Remote) queue and
-//! notifies the core if it is parked.
+//! thread goes through the owner's inbox and unparks the core.
 
 use std::sync::Arc;
 use std::task::Wake;
@@ -40,10 +39,6 @@ impl Wake for TaskHeader {
         if context::schedule_local(self.owner.id, self.key) {
             return;
         }
-        // A remote queue full of task keys means the owner has stopped
-        // draining it (it is shutting down); the task will not run again.
-        if self.owner.wakes.push(self.key).is_err() {
-            tracing::trace!(core = self.owner.cpu, "wake dropped: core inbox full");
-        }
+        self.owner.wake_remote(self.key);
     }
 }

@@ -17,7 +17,7 @@ use io_uring::{opcode, types};
 use super::{cqe_result, SocketIo};
 use crate::buf::{BufResult, IoBuf};
 use crate::driver::epoll::Interest;
-use crate::driver::uring::{OpKey, OpKind, Retained};
+use crate::driver::uring::{OpKey, OpKind, Retained, RECVSEND_FIXED_BUF};
 use crate::driver::Driver;
 use crate::runtime::context;
 
@@ -52,13 +52,17 @@ impl<B: IoBuf> Future for Send<'_, B> {
         };
         let ptr = buf.stable_ptr().wrapping_add(this.offset);
         let len = buf.bytes_init().saturating_sub(this.offset);
+        let fixed = buf.fixed_index();
         let result = context::with_core(|core| {
             let result = match (&mut *core.driver.borrow_mut(), this.io) {
                 (Driver::Uring(d), SocketIo::Uring { .. }) => {
                     let key = *this.key.get_or_insert_with(|| {
-                        let sqe = opcode::Send::new(types::Fd(this.fd.as_raw_fd()), ptr, len as u32)
-                            .flags(libc::MSG_NOSIGNAL)
-                            .build();
+                        let mut send = opcode::Send::new(types::Fd(this.fd.as_raw_fd()), ptr, len as u32)
+                            .flags(libc::MSG_NOSIGNAL);
+                        if let (Some(index), true) = (fixed, d.fixed_send()) {
+                            send = send.ioprio(RECVSEND_FIXED_BUF).buf_group(index);
+                        }
+                        let sqe = send.build();
                         d.push(sqe, OpKind::Send, false, Retained::Fd(this.fd.clone()))
                     });
                     match d.poll_op(key, cx) {

@@ -9,6 +9,10 @@ pub(crate) struct CoreConfig {
     pub(crate) bufs: BufConfig,
     /// Free heap-pool buffers a core keeps for reuse.
     pub(crate) pool_keep: usize,
+    /// Registered write buffers per core (each `bufs.size` bytes). 64 ×
+    /// 16 KiB = 1 MiB per core: two cores stay well under an 8 MiB
+    /// `RLIMIT_MEMLOCK`.
+    pub(crate) fixed_count: u16,
 }
 
 impl Default for CoreConfig {
@@ -27,6 +31,7 @@ impl Default for CoreConfig {
                 stream_cap: 16,
             },
             pool_keep: 256,
+            fixed_count: 64,
         }
     }
 }

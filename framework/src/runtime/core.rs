@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use super::config::CoreConfig;
 use super::context;
-use super::shared::CoreShared;
+use super::shared::{CoreShared, Message};
+use crate::buf::fixed::FixedPool;
 use crate::buf::pool::HeapPool;
 use crate::driver::uring::Retained;
 use crate::driver::{epoll, uring, Backend, Driver};
@@ -72,9 +73,11 @@ pub(crate) struct Core {
     pub(crate) timers: RefCell<Wheel>,
     pub(crate) clock: Clock,
     pub(crate) pool: Rc<HeapPool>,
+    pub(crate) fixed: Option<Rc<FixedPool>>,
     shutdown_waiters: RefCell<Vec<Waker>>,
     shutdown_seen: Cell<bool>,
     incoming: RefCell<VecDeque<TaskKey>>,
+    messages: RefCell<VecDeque<Message>>,
     graveyard: RefCell<Vec<Retained>>,
     last_cpu_sample: Cell<u64>,
 }
@@ -84,10 +87,18 @@ impl Core {
     pub(crate) fn new(shared: Arc<CoreShared>, backend: Backend, config: &CoreConfig) -> io::Result<Rc<Core>> {
         let wake_fd = shared.wake_fd.clone();
         let stats = shared.stats.clone();
+        let fixed = match FixedPool::new(config.fixed_count, config.bufs.size) {
+            Ok(pool) => Some(Rc::new(pool)),
+            Err(e) => {
+                tracing::warn!(error = %e, "no fixed write buffers on this core");
+                None
+            }
+        };
         let driver = match backend {
             Backend::Uring => Driver::Uring(uring::Driver::new(
                 config.ring,
                 config.bufs,
+                fixed.as_deref(),
                 wake_fd,
                 stats.clone(),
                 shared.cpu,
@@ -105,9 +116,11 @@ impl Core {
             timers: RefCell::new(Wheel::new()),
             clock: Clock::new(),
             pool: Rc::new(HeapPool::new(config.bufs.size, config.pool_keep)),
+            fixed,
             shutdown_waiters: RefCell::new(Vec::new()),
             shutdown_seen: Cell::new(false),
             incoming: RefCell::new(VecDeque::with_capacity(64)),
+            messages: RefCell::new(VecDeque::new()),
             graveyard: RefCell::new(Vec::new()),
             last_cpu_sample: Cell::new(0),
         }))
@@ -131,6 +144,7 @@ impl Core {
             core.turn();
         }
         let output = handle.try_take();
+        core.close_mailbox();
         core.executor.cancel_all();
         core.bury();
         let left = core.driver.borrow_mut().drain(Instant::now() + Duration::from_secs(2));
@@ -160,10 +174,13 @@ impl Core {
         if timeout == Some(Duration::ZERO) {
             self.driver.borrow_mut().park(timeout);
         } else {
-            let pending_stop = || self.shared.shutdown.is_triggered() && !self.shutdown_seen.get();
-            if self.shared.wakes.prepare_park(pending_stop) {
+            let has_work = || {
+                self.shared.has_inbox_items()
+                    || (self.shared.shutdown.is_triggered() && !self.shutdown_seen.get())
+            };
+            if self.shared.parker.prepare_park(has_work) {
                 self.driver.borrow_mut().park(timeout);
-                self.shared.wakes.finish_park();
+                self.shared.parker.finish_park();
             } else {
                 self.driver.borrow_mut().park(Some(Duration::ZERO));
             }
@@ -174,12 +191,33 @@ impl Core {
 
     fn take_remote_wakes(&self) {
         let mut incoming = self.incoming.borrow_mut();
-        if self.shared.wakes.drain_into(&mut incoming) == 0 {
-            return;
+        if self.shared.wakes.drain_into(&mut incoming) > 0 {
+            for key in incoming.drain(..) {
+                self.executor.schedule(key);
+            }
         }
-        for key in incoming.drain(..) {
-            self.executor.schedule(key);
+        drop(incoming);
+        let mut messages = self.messages.borrow_mut();
+        if self.shared.mailbox.drain_into(&mut messages) > 0 {
+            let batch: Vec<Message> = messages.drain(..).collect();
+            drop(messages);
+            for message in batch {
+                message();
+            }
         }
+    }
+
+    /// Refuses further messages and drops those still queued: each one's
+    /// reply channel closes, so its sender learns it was not run.
+    fn close_mailbox(&self) {
+        let mut leftover = std::collections::VecDeque::new();
+        self.shared.mailbox.close(&mut leftover);
+        if !leftover.is_empty() {
+            tracing::debug!(count = leftover.len(), "core stopped with messages queued; failing them");
+        }
+        drop(leftover);
+        let mut wakes = std::collections::VecDeque::new();
+        self.shared.wakes.close(&mut wakes);
     }
 
     fn check_shutdown(&self) {

@@ -152,10 +152,12 @@ impl ServerBuilder {
         let mut cores = Vec::new();
         let mut threads = Vec::new();
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
-        for (index, (cpu, socket)) in cpus.iter().copied().zip(sockets).enumerate() {
+        for &cpu in &cpus {
             let wake_fd = Arc::new(crate::sys::eventfd()?);
-            let shared = Arc::new(CoreShared::new(cpu, wake_fd, shutdown.clone()));
-            cores.push(shared.clone());
+            cores.push(Arc::new(CoreShared::new(cpu, wake_fd, shutdown.clone())));
+        }
+        CoreShared::link(&cores);
+        for (index, ((cpu, socket), shared)) in cpus.iter().copied().zip(sockets).zip(cores.iter().cloned()).enumerate() {
             let ctx = CoreContext {
                 cpu,
                 index,

@@ -1,11 +1,12 @@
-//! The part of a core that other threads may touch.
+//! The part of a core that other threads may touch: its inboxes (task
+//! wakes, cross-core messages), its parker, its counters.
 
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 use super::stats::CoreStats;
 use crate::executor::task::TaskKey;
-use crate::sync::{Notify, Remote, Shutdown};
+use crate::sync::{Notify, Parker, PushError, Remote, Shutdown};
 
 /// Writes the core's eventfd, which its driver always has a wait on.
 pub(crate) struct EventNotify(pub(crate) Arc<OwnedFd>);
@@ -18,9 +19,15 @@ impl Notify for EventNotify {
     }
 }
 
+/// A closure sent to run on another core.
+pub(crate) type Message = Box<dyn FnOnce() + Send>;
+
 /// Wakes waiting in a core's inbox: bounded by the number of tasks (each
 /// task is queued at most once), so this cap is only a safety net.
 const WAKE_QUEUE_CAP: usize = 1 << 20;
+
+/// Cross-core messages a core may have queued before senders wait.
+pub(crate) const MAILBOX_CAP: usize = 1024;
 
 pub(crate) struct CoreShared {
     /// Unique per core in the process (not the CPU number).
@@ -28,9 +35,13 @@ pub(crate) struct CoreShared {
     pub(crate) cpu: usize,
     /// The eventfd the core's driver always has a wait on.
     pub(crate) wake_fd: Arc<OwnedFd>,
-    pub(crate) wakes: Remote<TaskKey, EventNotify>,
+    pub(crate) parker: Parker<EventNotify>,
+    pub(crate) wakes: Remote<TaskKey>,
+    pub(crate) mailbox: Remote<Message>,
     pub(crate) shutdown: Arc<Shutdown>,
     pub(crate) stats: Arc<CoreStats>,
+    /// Every core of the same server, by index (this one included).
+    peers: OnceLock<Vec<Weak<CoreShared>>>,
 }
 
 impl CoreShared {
@@ -39,15 +50,57 @@ impl CoreShared {
         CoreShared {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             cpu,
-            wakes: Remote::new(WAKE_QUEUE_CAP, EventNotify(wake_fd.clone())),
+            parker: Parker::new(EventNotify(wake_fd.clone())),
             wake_fd,
+            wakes: Remote::new(WAKE_QUEUE_CAP),
+            mailbox: Remote::new(MAILBOX_CAP),
             shutdown,
             stats: Arc::new(CoreStats::default()),
+            peers: OnceLock::new(),
         }
+    }
+
+    /// Tells every core of a server who its peers are (once, before start).
+    pub(crate) fn link(cores: &[Arc<CoreShared>]) {
+        let peers: Vec<Weak<CoreShared>> = cores.iter().map(Arc::downgrade).collect();
+        for core in cores {
+            let _ = core.peers.set(peers.clone());
+        }
+    }
+
+    pub(crate) fn peer(&self, index: usize) -> Option<Arc<CoreShared>> {
+        self.peers.get()?.get(index)?.upgrade()
+    }
+
+    pub(crate) fn peer_count(&self) -> usize {
+        self.peers.get().map_or(1, Vec::len)
+    }
+
+    /// This core's index among its peers.
+    pub(crate) fn index(&self) -> usize {
+        self.peers
+            .get()
+            .and_then(|peers| peers.iter().position(|p| std::ptr::eq(p.as_ptr(), self)))
+            .unwrap_or(0)
+    }
+
+    /// Queues a task wake from another thread and wakes the core.
+    pub(crate) fn wake_remote(&self, key: TaskKey) {
+        match self.wakes.push(key) {
+            Ok(()) => self.parker.unpark(),
+            // Closed: the core stopped, its tasks are gone. Full cannot
+            // happen below the cap of one entry per task.
+            Err(PushError::Closed(_)) | Err(PushError::Full(_)) => {}
+        }
+    }
+
+    /// Whether an inbox holds anything (checked under the inbox locks).
+    pub(crate) fn has_inbox_items(&self) -> bool {
+        self.wakes.has_items() || self.mailbox.has_items()
     }
 
     /// Stops the core's loop at its next turn (and wakes it if parked).
     pub(crate) fn signal_shutdown(&self) {
-        self.wakes.unpark();
+        self.parker.unpark();
     }
 }

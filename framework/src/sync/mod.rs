@@ -2,17 +2,21 @@
 //!
 //! Everything that two cores (or a core and a foreign thread) touch at the
 //! same time lives here: the remote queue with its park/unpark handshake,
-//! the per-task "scheduled" flag behind wakers, and the shutdown latch.
+//! the per-task "scheduled" flag behind wakers, the reply channel of
+//! cross-core calls, and the shutdown latch.
 //! The atomics and locks come from `std` normally and from `loom` under
 //! `--cfg loom`, so the `loom-tests` crate model-checks this exact code.
 //! Kernel calls (eventfd writes, `io_uring_enter`, `epoll_wait`) stay out:
 //! they sit behind the [`Notify`] trait, which the models replace.
 #![cfg_attr(not(loom), allow(unreachable_pub))]
 
+pub mod oneshot;
+mod parker;
 mod remote;
 mod shutdown;
 mod task_state;
 
+pub use parker::Parker;
 pub use remote::{PushError, Remote};
 pub use shutdown::Shutdown;
 pub use task_state::TaskState;

@@ -1,103 +1,134 @@
-//! A core's inbox from other threads, and the park/unpark handshake.
+//! A core's inbox from other threads: a bounded queue with back-pressure.
 //!
-//! The owner core drains the queue every loop turn. Before blocking in the
-//! kernel it announces `parked`, then looks at the queue once more; a sender
-//! pushes, then clears `parked` and notifies if it was set. Both flag
-//! accesses are `SeqCst` and the queue is behind a mutex, so either the
-//! sender sees `parked` and notifies, or the owner sees the item and does
-//! not block: a wake-up cannot fall between the two.
+//! Senders that find it full may register a waker and are woken when the
+//! owner drains it. When the owner core stops it closes the inbox: later
+//! pushes fail with [`PushError::Closed`], and what was still queued is
+//! handed back to the owner to fail explicitly, so nothing is lost silently.
+//! Waking the owner is the [`Parker`](super::Parker)'s job: push, then
+//! `unpark`.
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::task::Waker;
 
-use super::{lock, AtomicBool, Mutex, Notify, Ordering};
+use super::{lock, AtomicUsize, Mutex, Ordering};
 
-/// A bounded multi-producer queue drained by one core, with the flag that
-/// tells producers whether that core must be notified.
-pub struct Remote<T, N> {
-    queue: Mutex<VecDeque<T>>,
-    capacity: usize,
-    parked: AtomicBool,
-    notifier: N,
+/// Why an item was not queued; the item comes back so nothing is lost.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PushError<T> {
+    /// The queue holds `capacity` items.
+    Full(T),
+    /// The owner core has stopped.
+    Closed(T),
 }
 
-/// The queue was full; the item is handed back so nothing is lost.
-#[derive(Debug, PartialEq, Eq)]
-pub struct PushError<T>(pub T);
+struct Inner<T> {
+    queue: VecDeque<T>,
+    closed: bool,
+    /// Senders waiting for room.
+    waiters: Vec<Waker>,
+}
 
-impl<T, N: Notify> Remote<T, N> {
+/// A bounded multi-producer queue drained by one core.
+pub struct Remote<T> {
+    inner: Mutex<Inner<T>>,
+    capacity: usize,
+    /// Items queued; read without the lock only as a hint to skip an empty
+    /// drain, never to decide whether to park.
+    len: AtomicUsize,
+}
+
+impl<T> Remote<T> {
     /// A queue that holds at most `capacity` items.
-    pub fn new(capacity: usize, notifier: N) -> Self {
+    pub fn new(capacity: usize) -> Self {
         Remote {
-            queue: Mutex::new(VecDeque::new()),
+            inner: Mutex::new(Inner {
+                queue: VecDeque::new(),
+                closed: false,
+                waiters: Vec::new(),
+            }),
             capacity,
-            parked: AtomicBool::new(false),
-            notifier,
+            len: AtomicUsize::new(0),
         }
     }
 
-    /// Appends `item` and makes sure the owner core will see it.
+    /// Appends `item`. The caller then unparks the owner.
     ///
     /// # Errors
     ///
-    /// Returns the item when the queue holds `capacity` items already.
+    /// [`PushError::Full`] or [`PushError::Closed`], with the item.
     pub fn push(&self, item: T) -> Result<(), PushError<T>> {
-        {
-            let mut queue = lock(&self.queue);
-            if queue.len() >= self.capacity {
-                return Err(PushError(item));
-            }
-            queue.push_back(item);
+        self.push_or_wait(item, None)
+    }
+
+    /// Like [`Remote::push`], but when the queue is full `waker` is
+    /// registered (atomically with the check) and woken when the owner
+    /// drains the queue.
+    ///
+    /// # Errors
+    ///
+    /// As [`Remote::push`].
+    pub fn push_or_wait(&self, item: T, waker: Option<&Waker>) -> Result<(), PushError<T>> {
+        let mut inner = lock(&self.inner);
+        if inner.closed {
+            return Err(PushError::Closed(item));
         }
-        self.unpark();
+        if inner.queue.len() >= self.capacity {
+            if let Some(waker) = waker {
+                if !inner.waiters.iter().any(|w| w.will_wake(waker)) {
+                    inner.waiters.push(waker.clone());
+                }
+            }
+            return Err(PushError::Full(item));
+        }
+        inner.queue.push_back(item);
+        self.len.store(inner.queue.len(), Ordering::Release);
         Ok(())
     }
 
-    /// Notifies the owner core if it announced that it is parking.
-    pub fn unpark(&self) {
-        if self.parked.swap(false, Ordering::SeqCst) {
-            self.notifier.notify();
-        }
-    }
-
-    /// Moves every queued item to `out`, in push order; returns how many.
+    /// Moves every queued item to `out`, in push order, and wakes senders
+    /// waiting for room; returns how many items moved.
     pub fn drain_into(&self, out: &mut VecDeque<T>) -> usize {
-        let mut queue = lock(&self.queue);
-        let n = queue.len();
-        out.extend(queue.drain(..));
+        if self.len.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        let (n, waiters) = {
+            let mut inner = lock(&self.inner);
+            let n = inner.queue.len();
+            out.extend(inner.queue.drain(..));
+            self.len.store(0, Ordering::Release);
+            (n, std::mem::take(&mut inner.waiters))
+        };
+        for waker in waiters {
+            waker.wake();
+        }
         n
     }
 
-    /// Announces that the owner is about to block. Returns `false` (and
-    /// withdraws the announcement) when the owner must not block because
-    /// items are queued or `must_stay_awake` says so.
-    pub fn prepare_park(&self, must_stay_awake: impl Fn() -> bool) -> bool {
-        self.parked.store(true, Ordering::SeqCst);
-        let queued = !lock(&self.queue).is_empty();
-        if queued || must_stay_awake() {
-            self.parked.store(false, Ordering::SeqCst);
-            return false;
+    /// Whether items are queued, checked under the lock (for the park
+    /// decision).
+    pub fn has_items(&self) -> bool {
+        !lock(&self.inner).queue.is_empty()
+    }
+
+    /// Refuses further pushes and hands back what is still queued, so the
+    /// owner can fail each item explicitly; wakes waiting senders, whose
+    /// retry then fails with [`PushError::Closed`].
+    pub fn close(&self, out: &mut VecDeque<T>) {
+        let waiters = {
+            let mut inner = lock(&self.inner);
+            inner.closed = true;
+            out.extend(inner.queue.drain(..));
+            self.len.store(0, Ordering::Release);
+            std::mem::take(&mut inner.waiters)
+        };
+        for waker in waiters {
+            waker.wake();
         }
-        true
-    }
-
-    /// Ends a park; a sender no longer needs to notify.
-    pub fn finish_park(&self) {
-        self.parked.store(false, Ordering::SeqCst);
-    }
-
-    /// Items waiting; a snapshot that may be stale as soon as it returns.
-    pub fn len(&self) -> usize {
-        lock(&self.queue).len()
-    }
-
-    /// Whether no item is waiting (a snapshot, like [`Remote::len`]).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
-impl<T, N> fmt::Debug for Remote<T, N> {
+impl<T> fmt::Debug for Remote<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Remote")
             .field("capacity", &self.capacity)

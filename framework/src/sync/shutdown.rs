@@ -1,7 +1,7 @@
 //! The server-wide stop signal.
 //!
 //! Whoever stops the server sets the flag, then unparks every core. A core
-//! checks the flag inside [`Remote::prepare_park`](super::Remote::prepare_park)
+//! checks the flag inside [`Parker::prepare_park`](super::Parker::prepare_park)
 //! after announcing its park, so a stop that races a core going to sleep is
 //! either seen by the check or answered with a notification.
 

@@ -32,6 +32,10 @@ pub(crate) use setup::RingConfig;
 const WAKE_TOKEN: u64 = u64::MAX - 1;
 /// `user_data` of cancellation requests, whose completions say nothing.
 const CANCEL_TOKEN: u64 = u64::MAX;
+/// `user_data` of the start-up probe of fixed-buffer sends.
+const PROBE_TOKEN: u64 = u64::MAX - 2;
+/// `IORING_RECVSEND_FIXED_BUF`: the send reads from a registered buffer.
+pub(crate) const RECVSEND_FIXED_BUF: u16 = 4;
 
 /// Buffer-ring sizing of one core.
 #[derive(Debug, Clone, Copy)]
@@ -51,6 +55,8 @@ pub(crate) struct Driver {
     wake_buf: Box<u64>,
     wake_armed: bool,
     multishot: bool,
+    /// Sends may name a registered buffer (`IORING_RECVSEND_FIXED_BUF`).
+    fixed_send: bool,
     stream_cap: usize,
     /// Resources of finished orphaned operations, dropped by the core's
     /// loop outside the driver borrow (their destructors may be user code).
@@ -69,6 +75,7 @@ impl Driver {
     pub(crate) fn new(
         ring_config: RingConfig,
         buf_config: BufConfig,
+        fixed: Option<&crate::buf::fixed::FixedPool>,
         wake_fd: Arc<OwnedFd>,
         stats: Arc<CoreStats>,
         cpu: usize,
@@ -123,6 +130,7 @@ impl Driver {
             wake_buf: Box::new(0),
             wake_armed: false,
             multishot,
+            fixed_send: false,
             stream_cap: buf_config.stream_cap,
             graveyard: Vec::new(),
             stats,
@@ -130,8 +138,81 @@ impl Driver {
         if driver.buf_ring.is_none() {
             driver.multishot = false;
         }
+        if let Some(pool) = fixed {
+            driver.fixed_send = driver.register_fixed(pool);
+            pool.set_registered(driver.fixed_send);
+        }
+        tracing::debug!(cpu, fixed_send = driver.fixed_send, "fixed write buffers");
         driver.arm_wake();
         Ok(driver)
+    }
+
+    /// Registers the core's write pool and checks, with a one-byte send on a
+    /// socket pair, that this kernel sends from registered buffers. Any
+    /// failure leaves the pool as plain memory.
+    fn register_fixed(&mut self, pool: &crate::buf::fixed::FixedPool) -> bool {
+        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        let iovecs = pool.iovecs();
+        let registered = match fault::register_buffers_error() {
+            Some(e) => Err(e),
+            // SAFETY: the iovecs describe the pool's mapping, which outlives
+            // the ring: the core drops its driver before its last Rc of the
+            // pool (and a ring teardown that leaks operations leaks the pool
+            // too).
+            None => unsafe { self.ring.submitter().register_buffers(&iovecs) },
+        };
+        if let Err(e) = registered {
+            warn_once(&WARNED, || {
+                tracing::warn!(
+                    error = %e,
+                    needed_bytes = pool.bytes(),
+                    "could not register the fixed write buffers (locked-memory limit? raise `ulimit -l` \
+                     or LimitMEMLOCK=); sending from unregistered buffers"
+                )
+            });
+            return false;
+        }
+        self.probe_fixed_send(iovecs[0].iov_base.cast())
+    }
+
+    fn probe_fixed_send(&mut self, first: *const u8) -> bool {
+        let mut fds = [0i32; 2];
+        // SAFETY: `fds` has room for the two descriptors socketpair writes.
+        let ok = unsafe {
+            libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr())
+        };
+        if ok != 0 {
+            return false;
+        }
+        let (a, b) = (crate::sys::owned_fd(fds[0]), crate::sys::owned_fd(fds[1]));
+        let sqe = opcode::Send::new(types::Fd(a.as_raw_fd()), first, 1)
+            .ioprio(RECVSEND_FIXED_BUF)
+            .buf_group(0)
+            .build()
+            .user_data(PROBE_TOKEN);
+        self.push_sqe(&sqe);
+        let mut result = None;
+        for _ in 0..3 {
+            if self.enter.enter(&mut self.ring, true, Some(Duration::from_secs(1))).is_err() {
+                break;
+            }
+            for cqe in self.ring.completion() {
+                if cqe.user_data() == PROBE_TOKEN {
+                    result = Some(cqe.result());
+                }
+            }
+            if result.is_some() {
+                break;
+            }
+        }
+        drop((a, b));
+        tracing::debug!(?result, "fixed-buffer send probe");
+        result == Some(1)
+    }
+
+    /// Whether sends may use registered buffers.
+    pub(crate) fn fixed_send(&self) -> bool {
+        self.fixed_send
     }
 
     /// Whether multishot accept/receive with the buffer ring are in use.

@@ -1,0 +1,182 @@
+//! [`FixedBuf`]: write buffers registered with the kernel.
+//!
+//! Each core has a small pool of buffers carved from one mapping. On
+//! io_uring they are registered (`IORING_REGISTER_BUFFERS`), so a send from
+//! one skips pinning and mapping the user pages on every call. Registration
+//! counts against `RLIMIT_MEMLOCK`; if it is refused the pool stays usable
+//! as plain memory and a warning names the limit. On epoll they are plain
+//! memory too: handler code is the same on both backends.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::io;
+use std::ptr::NonNull;
+use std::rc::Rc;
+
+use super::IoBuf;
+use crate::runtime::context;
+
+/// The memory of a core's fixed buffers.
+pub(crate) struct FixedPool {
+    base: NonNull<u8>,
+    count: u16,
+    size: usize,
+    free: RefCell<Vec<u16>>,
+    registered: std::cell::Cell<bool>,
+}
+
+impl FixedPool {
+    pub(crate) fn new(count: u16, size: usize) -> io::Result<FixedPool> {
+        let len = count as usize * size;
+        // SAFETY: an anonymous private mapping with no address hint has no
+        // preconditions; the result is checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len.max(1),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        Ok(FixedPool {
+            base,
+            count,
+            size,
+            free: RefCell::new((0..count).rev().collect()),
+            registered: std::cell::Cell::new(false),
+        })
+    }
+
+    /// The iovecs to register, one per buffer.
+    pub(crate) fn iovecs(&self) -> Vec<libc::iovec> {
+        (0..self.count)
+            .map(|i| libc::iovec {
+                iov_base: self.ptr(i).cast(),
+                iov_len: self.size,
+            })
+            .collect()
+    }
+
+    pub(crate) fn set_registered(&self, registered: bool) {
+        self.registered.set(registered);
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.count as usize * self.size
+    }
+
+    fn ptr(&self, index: u16) -> *mut u8 {
+        // SAFETY: `index < count`, so the offset stays inside the mapping.
+        unsafe { self.base.as_ptr().add(index as usize * self.size) }
+    }
+}
+
+impl Drop for FixedPool {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was created in `new` with this length and is
+        // unmapped only here; the ring that registered it is gone first
+        // (the driver owns the ring and drops it before the pool's last Rc).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), (self.count as usize * self.size).max(1)) };
+    }
+}
+
+/// A write buffer from the current core's registered pool.
+///
+/// Fill it, then pass it to [`write_all`](crate::net::TcpStream::write_all):
+/// on io_uring the send uses the registered buffer. Dropping it returns it
+/// to the pool. It belongs to its core (`!Send`).
+pub struct FixedBuf {
+    pool: Rc<FixedPool>,
+    index: u16,
+    len: usize,
+}
+
+impl FixedBuf {
+    /// Takes a free buffer from the current core's pool; `None` when all
+    /// are in use (fall back to an ordinary buffer then).
+    ///
+    /// # Panics
+    ///
+    /// Outside a percore core thread.
+    pub fn take() -> Option<FixedBuf> {
+        context::with_core(|core| {
+            let pool = core.fixed.clone()?;
+            let index = pool.free.borrow_mut().pop()?;
+            Some(FixedBuf { pool, index, len: 0 })
+        })
+    }
+
+    /// How many bytes the buffer holds at most.
+    pub fn capacity(&self) -> usize {
+        self.pool.size
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing has been written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends as much of `data` as fits; returns how many bytes were taken.
+    pub fn extend_from_slice(&mut self, data: &[u8]) -> usize {
+        let n = data.len().min(self.capacity() - self.len);
+        // SAFETY: `len + n ≤ capacity`, inside this buffer, which this lease
+        // owns exclusively; source and destination cannot overlap because
+        // `data` is a shared borrow while `self` is borrowed mutably.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.pool.ptr(self.index).add(self.len), n);
+        }
+        self.len += n;
+        n
+    }
+
+    /// Forgets the contents.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// The bytes written so far.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the first `len` bytes were written through this lease.
+        unsafe { std::slice::from_raw_parts(self.pool.ptr(self.index), self.len) }
+    }
+}
+
+impl Drop for FixedBuf {
+    fn drop(&mut self) {
+        self.pool.free.borrow_mut().push(self.index);
+    }
+}
+
+// SAFETY: the bytes live in the pool's mapping, which does not move and
+// outlives the lease (it holds an Rc to the pool).
+unsafe impl IoBuf for FixedBuf {
+    fn stable_ptr(&self) -> *const u8 {
+        self.pool.ptr(self.index)
+    }
+    fn bytes_init(&self) -> usize {
+        self.len
+    }
+    fn fixed_index(&self) -> Option<u16> {
+        self.pool.registered.get().then_some(self.index)
+    }
+}
+
+impl fmt::Debug for FixedBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FixedBuf")
+            .field("index", &self.index)
+            .field("len", &self.len)
+            .finish()
+    }
+}
