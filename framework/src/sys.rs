@@ -77,7 +77,7 @@ impl RawAddr {
         raw
     }
 
-    pub(crate) fn to_std(&self) -> io::Result<SocketAddr> {
+    pub(crate) fn to_std(self) -> io::Result<SocketAddr> {
         match self.storage.ss_family as libc::c_int {
             libc::AF_INET => {
                 // SAFETY: the family says the storage holds a sockaddr_in.

@@ -2,14 +2,13 @@
 //! provided-buffer ring (the epoll backend, and io_uring while the ring is
 //! dry or unavailable).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
 pub(crate) struct HeapPool {
     free: RefCell<Vec<Box<[u8]>>>,
     size: usize,
     /// Free buffers kept for reuse; more are freed when returned.
     keep: usize,
-    outstanding: Cell<usize>,
 }
 
 impl HeapPool {
@@ -18,12 +17,10 @@ impl HeapPool {
             free: RefCell::new(Vec::with_capacity(keep)),
             size,
             keep,
-            outstanding: Cell::new(0),
         }
     }
 
     pub(crate) fn get(&self) -> Box<[u8]> {
-        self.outstanding.set(self.outstanding.get() + 1);
         self.free
             .borrow_mut()
             .pop()
@@ -31,15 +28,9 @@ impl HeapPool {
     }
 
     pub(crate) fn put(&self, buf: Box<[u8]>) {
-        self.outstanding.set(self.outstanding.get().saturating_sub(1));
         let mut free = self.free.borrow_mut();
         if free.len() < self.keep && buf.len() == self.size {
             free.push(buf);
         }
-    }
-
-    /// Buffers handed out and not yet returned.
-    pub(crate) fn outstanding(&self) -> usize {
-        self.outstanding.get()
     }
 }

@@ -81,6 +81,9 @@ impl FromStr for Backend {
     }
 }
 
+/// One per core, in a `RefCell`: the size difference of the variants
+/// costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Driver {
     Uring(uring::Driver),
     Epoll(epoll::Driver),

@@ -105,10 +105,6 @@ impl Executor {
         !self.queue.borrow().is_empty()
     }
 
-    pub(crate) fn task_count(&self) -> usize {
-        self.tasks.borrow().len()
-    }
-
     pub(crate) fn panics(&self) -> u64 {
         self.panics.get()
     }

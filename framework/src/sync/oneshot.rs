@@ -76,18 +76,6 @@ impl<T> Receiver<T> {
         }
         Poll::Pending
     }
-
-    /// The value if it has arrived (`Err(())` if it never will), without
-    /// registering a waker.
-    #[allow(clippy::result_unit_err)]
-    pub fn try_recv(&self) -> Result<Option<T>, ()> {
-        let mut state = lock(&self.0);
-        match state.value.take() {
-            Some(v) => Ok(Some(v)),
-            None if state.closed => Err(()),
-            None => Ok(None),
-        }
-    }
 }
 
 impl<T> std::fmt::Debug for Sender<T> {

@@ -106,14 +106,6 @@ impl BufRing {
         Ok(this)
     }
 
-    pub(crate) fn buf_size(&self) -> usize {
-        self.buf_size
-    }
-
-    pub(crate) fn count(&self) -> u16 {
-        self.count
-    }
-
     /// Buffers outside the ring right now.
     pub(crate) fn leased(&self) -> usize {
         self.leased.get()

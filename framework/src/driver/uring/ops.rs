@@ -36,10 +36,11 @@ pub(crate) enum OpKind {
     Recv,
     Send,
     Connect,
-    WakeRead,
 }
 
 /// Resources the kernel may still use while the operation is in flight.
+/// The fields are never read: holding them is the point.
+#[allow(dead_code)]
 pub(crate) enum Retained {
     None,
     /// Keeps the socket open until the kernel is done with it.
