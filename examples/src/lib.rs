@@ -65,12 +65,21 @@ pub fn parse_common(
                 .ok_or_else(|| format!("{flag} needs a value"))
         };
         match flag.as_str() {
-            "--port" => common.port = value()?.parse().map_err(|_| "--port: expected a number 0-65535".to_owned())?,
+            "--port" => {
+                common.port = value()?
+                    .parse()
+                    .map_err(|_| "--port: expected a number 0-65535".to_owned())?
+            }
             "--host" => common.host = value()?,
             "--cores" => {
-                common.cores = Some(percore::runtime::cpus::parse_list(&value()?).map_err(|e| e.to_string())?);
+                common.cores =
+                    Some(percore::runtime::cpus::parse_list(&value()?).map_err(|e| e.to_string())?);
             }
-            "--backend" => common.backend = value()?.parse().map_err(|e: percore::ParseBackendError| e.to_string())?,
+            "--backend" => {
+                common.backend = value()?
+                    .parse()
+                    .map_err(|e: percore::ParseBackendError| e.to_string())?
+            }
             "--max-connections" => {
                 common.max_connections = value()?
                     .parse()
@@ -78,7 +87,9 @@ pub fn parse_common(
             }
             "--drain-ms" => {
                 common.drain = Duration::from_millis(
-                    value()?.parse().map_err(|_| "--drain-ms: expected a number".to_owned())?,
+                    value()?
+                        .parse()
+                        .map_err(|_| "--drain-ms: expected a number".to_owned())?,
                 );
             }
             f if own_flags.contains(&f) => rest.push((flag.clone(), value()?)),
@@ -120,10 +131,12 @@ where
     H: Handler,
     F: Fn(&CoreContext) -> H + Send + Sync + 'static,
 {
-    let ip: std::net::IpAddr = common
-        .host
-        .parse()
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("--host: {:?} is not an IP address", common.host)))?;
+    let ip: std::net::IpAddr = common.host.parse().map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("--host: {:?} is not an IP address", common.host),
+        )
+    })?;
     let mut builder = Server::builder()
         .address(SocketAddr::new(ip, common.port))
         .backend(common.backend)

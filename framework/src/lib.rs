@@ -37,7 +37,12 @@
 //! [`IoBuf`](buf::IoBuf) by value and hand it back. Dropping a future with
 //! an operation in flight is safe: the kernel's buffer stays alive until
 //! the kernel is done with it.
-#![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    rust_2018_idioms
+)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
@@ -61,6 +66,7 @@ pub use driver::{Backend, ParseBackendError};
 pub use executor::{JoinError, JoinHandle};
 pub use handler::{Connection, Handler};
 pub use runtime::{
-    block_on, core_count, core_index, count_requests, current_backend, is_shutting_down, shutdown_signal, spawn_local, submit_to,
-    CoreContext, Server, ServerBuilder, ServerHandle, StatsReader, StatsSnapshot, Stopper, SubmitError,
+    block_on, core_count, core_index, count_requests, current_backend, is_shutting_down,
+    shutdown_signal, spawn_local, submit_to, CoreContext, Server, ServerBuilder, ServerHandle,
+    StatsReader, StatsSnapshot, Stopper, SubmitError,
 };

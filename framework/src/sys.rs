@@ -83,7 +83,10 @@ impl RawAddr {
                 // SAFETY: the family says the storage holds a sockaddr_in.
                 let sin = unsafe { *(&self.storage as *const _ as *const libc::sockaddr_in) };
                 let ip = Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
-                Ok(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+                Ok(SocketAddr::V4(SocketAddrV4::new(
+                    ip,
+                    u16::from_be(sin.sin_port),
+                )))
             }
             libc::AF_INET6 => {
                 // SAFETY: the family says the storage holds a sockaddr_in6.

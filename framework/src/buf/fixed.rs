@@ -43,7 +43,8 @@ impl FixedPool {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let base = NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        let base =
+            NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?;
         Ok(FixedPool {
             base,
             count,
@@ -82,7 +83,12 @@ impl Drop for FixedPool {
         // SAFETY: the mapping was created in `new` with this length and is
         // unmapped only here; the ring that registered it is gone first
         // (the driver owns the ring and drops it before the pool's last Rc).
-        unsafe { libc::munmap(self.base.as_ptr().cast(), (self.count as usize * self.size).max(1)) };
+        unsafe {
+            libc::munmap(
+                self.base.as_ptr().cast(),
+                (self.count as usize * self.size).max(1),
+            )
+        };
     }
 }
 
@@ -108,7 +114,11 @@ impl FixedBuf {
         context::with_core(|core| {
             let pool = core.fixed.clone()?;
             let index = pool.free.borrow_mut().pop()?;
-            Some(FixedBuf { pool, index, len: 0 })
+            Some(FixedBuf {
+                pool,
+                index,
+                len: 0,
+            })
         })
     }
 
@@ -134,7 +144,11 @@ impl FixedBuf {
         // owns exclusively; source and destination cannot overlap because
         // `data` is a shared borrow while `self` is borrowed mutably.
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.pool.ptr(self.index).add(self.len), n);
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.pool.ptr(self.index).add(self.len),
+                n,
+            );
         }
         self.len += n;
         n

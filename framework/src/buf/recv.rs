@@ -51,7 +51,11 @@ impl RecvBuf {
     ///
     /// When `n` exceeds the remaining length.
     pub fn advance(&mut self, n: usize) {
-        assert!(n <= self.len(), "advance({n}) past the end of a {}-byte RecvBuf", self.len());
+        assert!(
+            n <= self.len(),
+            "advance({n}) past the end of a {}-byte RecvBuf",
+            self.len()
+        );
         self.start += n;
     }
 
@@ -61,7 +65,11 @@ impl RecvBuf {
     ///
     /// When `n` exceeds the remaining length.
     pub fn truncate(&mut self, n: usize) {
-        assert!(n <= self.len(), "truncate({n}) past the end of a {}-byte RecvBuf", self.len());
+        assert!(
+            n <= self.len(),
+            "truncate({n}) past the end of a {}-byte RecvBuf",
+            self.len()
+        );
         self.end = self.start + n;
     }
 

@@ -62,7 +62,11 @@ pub struct ParseBackendError(String);
 
 impl fmt::Display for ParseBackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown backend {:?}: expected uring, epoll or auto", self.0)
+        write!(
+            f,
+            "unknown backend {:?}: expected uring, epoll or auto",
+            self.0
+        )
     }
 }
 

@@ -3,6 +3,6 @@
 mod listener;
 mod stream;
 
-pub(crate) use listener::{bind_probe, bind_reuseport};
 pub use listener::TcpListener;
+pub(crate) use listener::{bind_probe, bind_reuseport};
 pub use stream::{Read, TcpStream};

@@ -96,7 +96,12 @@ impl TcpStream {
 
     /// Sets `TCP_NODELAY` (on by default for accepted and connected streams).
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
-        sys::set_int_opt(self.fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, i32::from(on))
+        sys::set_int_opt(
+            self.fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            i32::from(on),
+        )
     }
 
     /// Sets `SO_LINGER`; `Some(0)` makes `close` send a reset.

@@ -19,7 +19,11 @@ use crate::runtime::context;
 use crate::sys;
 
 /// Polls for the next accepted socket (non-blocking, close-on-exec).
-pub(crate) fn poll_accept(fd: &Rc<OwnedFd>, io: &SocketIo, cx: &mut Context<'_>) -> Poll<io::Result<OwnedFd>> {
+pub(crate) fn poll_accept(
+    fd: &Rc<OwnedFd>,
+    io: &SocketIo,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<OwnedFd>> {
     context::with_core(|core| match (&mut *core.driver.borrow_mut(), io) {
         (Driver::Uring(d), SocketIo::Uring { standing }) => loop {
             match standing.get() {
@@ -29,7 +33,12 @@ pub(crate) fn poll_accept(fd: &Rc<OwnedFd>, io: &SocketIo, cx: &mut Context<'_>)
                         let sqe = opcode::AcceptMulti::new(types::Fd(fd.as_raw_fd()))
                             .flags(flags)
                             .build();
-                        Standing::Multishot(d.push(sqe, OpKind::Accept, true, Retained::Fd(fd.clone())))
+                        Standing::Multishot(d.push(
+                            sqe,
+                            OpKind::Accept,
+                            true,
+                            Retained::Fd(fd.clone()),
+                        ))
                     } else {
                         let sqe = opcode::Accept::new(
                             types::Fd(fd.as_raw_fd()),
@@ -38,13 +47,20 @@ pub(crate) fn poll_accept(fd: &Rc<OwnedFd>, io: &SocketIo, cx: &mut Context<'_>)
                         )
                         .flags(flags)
                         .build();
-                        Standing::Single(d.push(sqe, OpKind::Accept, false, Retained::Fd(fd.clone())))
+                        Standing::Single(d.push(
+                            sqe,
+                            OpKind::Accept,
+                            false,
+                            Retained::Fd(fd.clone()),
+                        ))
                     };
                     standing.set(key);
                 }
                 Standing::Multishot(key) => match d.poll_stream(key, cx) {
                     Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Some(cqe)) => return Poll::Ready(cqe_result(cqe.res).map(|fd| sys::owned_fd(fd as i32))),
+                    Poll::Ready(Some(cqe)) => {
+                        return Poll::Ready(cqe_result(cqe.res).map(|fd| sys::owned_fd(fd as i32)))
+                    }
                     Poll::Ready(None) => {
                         standing.set(Standing::Idle);
                         drop(d.release(key, Retained::None));
@@ -68,11 +84,15 @@ pub(crate) fn poll_accept(fd: &Rc<OwnedFd>, io: &SocketIo, cx: &mut Context<'_>)
             d.count_syscall();
             match sys::accept(fd.as_raw_fd()) {
                 Ok(fd) => return Poll::Ready(Ok(fd)),
-                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => d.clear_ready(*source, Interest::Read),
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                    d.clear_ready(*source, Interest::Read)
+                }
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 Err(e) => return Poll::Ready(Err(e)),
             }
         },
-        _ => Poll::Ready(Err(io::Error::other("socket used on a core of another backend"))),
+        _ => Poll::Ready(Err(io::Error::other(
+            "socket used on a core of another backend",
+        ))),
     })
 }

@@ -47,9 +47,18 @@ impl Future for Connect<'_> {
             (Driver::Uring(d), SocketIo::Uring { .. }) => {
                 let key = *this.key.get_or_insert_with(|| {
                     let addr = Box::new(RawAddr::from_std(this.addr));
-                    let sqe = opcode::Connect::new(types::Fd(this.fd.as_raw_fd()), addr.as_ptr(), addr.len)
-                        .build();
-                    d.push(sqe, OpKind::Connect, false, Retained::Connect(this.fd.clone(), addr))
+                    let sqe = opcode::Connect::new(
+                        types::Fd(this.fd.as_raw_fd()),
+                        addr.as_ptr(),
+                        addr.len,
+                    )
+                    .build();
+                    d.push(
+                        sqe,
+                        OpKind::Connect,
+                        false,
+                        Retained::Connect(this.fd.clone(), addr),
+                    )
                 });
                 match d.poll_op(key, cx) {
                     Poll::Pending => Poll::Pending,
@@ -81,7 +90,9 @@ impl Future for Connect<'_> {
                     Err(e) => Poll::Ready(Err(e)),
                 }
             }
-            _ => Poll::Ready(Err(io::Error::other("socket used on a core of another backend"))),
+            _ => Poll::Ready(Err(io::Error::other(
+                "socket used on a core of another backend",
+            ))),
         })
     }
 }

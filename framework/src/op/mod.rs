@@ -16,8 +16,12 @@ use crate::driver::uring::OpKey;
 /// A socket's per-backend I/O state, fixed when the socket is created.
 pub(crate) enum SocketIo {
     /// The socket's standing receive (or accept) operation, if armed.
-    Uring { standing: std::cell::Cell<Standing> },
-    Epoll { source: SourceKey },
+    Uring {
+        standing: std::cell::Cell<Standing>,
+    },
+    Epoll {
+        source: SourceKey,
+    },
 }
 
 /// The operation a socket keeps armed between reads: it belongs to the
@@ -46,8 +50,8 @@ pub(crate) fn register(fd: &Rc<OwnedFd>) -> std::io::Result<SocketIo> {
 /// Cancels the standing operation (uring) or forgets the source (epoll)
 /// when the socket is dropped.
 pub(crate) fn deregister(io: &SocketIo) {
-    let leftover = crate::runtime::context::try_with_core(|core| {
-        match (&mut *core.driver.borrow_mut(), io) {
+    let leftover =
+        crate::runtime::context::try_with_core(|core| match (&mut *core.driver.borrow_mut(), io) {
             (crate::driver::Driver::Uring(d), SocketIo::Uring { standing }) => {
                 match standing.replace(Standing::Idle) {
                     Standing::Idle => None,
@@ -61,8 +65,7 @@ pub(crate) fn deregister(io: &SocketIo) {
                 None
             }
             _ => None,
-        }
-    });
+        });
     drop(leftover);
 }
 

@@ -34,8 +34,12 @@ pub(crate) fn poll_recv(
             (Driver::Uring(d), SocketIo::Uring { standing }) => {
                 poll_uring(d, fd, standing, ring_dry, &core.pool, cx)
             }
-            (Driver::Epoll(d), SocketIo::Epoll { source }) => poll_epoll(d, fd, *source, &core.pool, cx),
-            _ => Poll::Ready(Err(io::Error::other("socket used on a core of another backend"))),
+            (Driver::Epoll(d), SocketIo::Epoll { source }) => {
+                poll_epoll(d, fd, *source, &core.pool, cx)
+            }
+            _ => Poll::Ready(Err(io::Error::other(
+                "socket used on a core of another backend",
+            ))),
         };
         if let Poll::Ready(Ok(Some(buf))) = &result {
             core.shared.stats.bytes_in.add(buf.len() as u64);
@@ -67,7 +71,12 @@ fn poll_uring(
                         buf.len() as u32,
                     )
                     .build();
-                    Standing::Single(d.push(sqe, OpKind::Recv, false, Retained::PoolBuf(fd.clone(), buf)))
+                    Standing::Single(d.push(
+                        sqe,
+                        OpKind::Recv,
+                        false,
+                        Retained::PoolBuf(fd.clone(), buf),
+                    ))
                 };
                 standing.set(key);
             }
@@ -85,8 +94,11 @@ fn poll_uring(
                     if n == 0 {
                         return Poll::Ready(Ok(None));
                     }
-                    let (Some(bid), Some(ring)) = (cqueue::buffer_select(cqe.flags), d.buf_ring()) else {
-                        return Poll::Ready(Err(io::Error::other("receive completion without a buffer")));
+                    let (Some(bid), Some(ring)) = (cqueue::buffer_select(cqe.flags), d.buf_ring())
+                    else {
+                        return Poll::Ready(Err(io::Error::other(
+                            "receive completion without a buffer",
+                        )));
                     };
                     return Poll::Ready(Ok(Some(RecvBuf::from_ring(ring.clone(), bid, n))));
                 }
@@ -134,14 +146,7 @@ fn poll_epoll(
         let mut buf = pool.get();
         d.count_syscall();
         // SAFETY: `buf` is a live, writable allocation of `buf.len()` bytes.
-        let n = unsafe {
-            libc::recv(
-                fd.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                0,
-            )
-        };
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
         if n > 0 {
             return Poll::Ready(Ok(Some(RecvBuf::from_pool(pool.clone(), buf, n as usize))));
         }

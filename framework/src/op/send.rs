@@ -57,8 +57,9 @@ impl<B: IoBuf> Future for Send<'_, B> {
             let result = match (&mut *core.driver.borrow_mut(), this.io) {
                 (Driver::Uring(d), SocketIo::Uring { .. }) => {
                     let key = *this.key.get_or_insert_with(|| {
-                        let mut send = opcode::Send::new(types::Fd(this.fd.as_raw_fd()), ptr, len as u32)
-                            .flags(libc::MSG_NOSIGNAL);
+                        let mut send =
+                            opcode::Send::new(types::Fd(this.fd.as_raw_fd()), ptr, len as u32)
+                                .flags(libc::MSG_NOSIGNAL);
                         if let (Some(index), true) = (fixed, d.fixed_send()) {
                             send = send.ioprio(RECVSEND_FIXED_BUF).buf_group(index);
                         }

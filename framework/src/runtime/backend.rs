@@ -77,7 +77,8 @@ fn probe(config: &CoreConfig) -> io::Result<()> {
     if let Some(e) = fault::setup_error() {
         return Err(e);
     }
-    let mut builder = io_uring::IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder();
+    let mut builder =
+        io_uring::IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder();
     builder.setup_cqsize(config.ring.cq_entries.max(config.ring.entries * 2));
     builder.build(config.ring.entries).map(drop)
 }

@@ -16,7 +16,10 @@ pub(crate) fn enter(core: Rc<Core>) -> EnterGuard {
     let id = core.shared.id;
     CURRENT.with(|c| {
         let mut c = c.borrow_mut();
-        assert!(c.is_none(), "a percore core is already running on this thread");
+        assert!(
+            c.is_none(),
+            "a percore core is already running on this thread"
+        );
         *c = Some(core);
     });
     CURRENT_ID.with(|c| c.set(id));

@@ -58,7 +58,10 @@ impl Clock {
     }
 
     fn current_tick(&self) -> u64 {
-        self.now.get().saturating_duration_since(self.start).as_millis() as u64
+        self.now
+            .get()
+            .saturating_duration_since(self.start)
+            .as_millis() as u64
     }
 
     fn instant_of(&self, tick: u64) -> Instant {
@@ -84,7 +87,11 @@ pub(crate) struct Core {
 
 impl Core {
     /// Builds a core for `backend` (already resolved: `Uring` or `Epoll`).
-    pub(crate) fn new(shared: Arc<CoreShared>, backend: Backend, config: &CoreConfig) -> io::Result<Rc<Core>> {
+    pub(crate) fn new(
+        shared: Arc<CoreShared>,
+        backend: Backend,
+        config: &CoreConfig,
+    ) -> io::Result<Rc<Core>> {
         let wake_fd = shared.wake_fd.clone();
         let stats = shared.stats.clone();
         let fixed = match FixedPool::new(config.fixed_count, config.bufs.size) {
@@ -103,7 +110,9 @@ impl Core {
                 stats.clone(),
                 shared.cpu,
             )?),
-            Backend::Epoll | Backend::Auto => Driver::Epoll(epoll::Driver::new(wake_fd, stats.clone(), shared.cpu)?),
+            Backend::Epoll | Backend::Auto => {
+                Driver::Epoll(epoll::Driver::new(wake_fd, stats.clone(), shared.cpu)?)
+            }
         };
         stats.backend.set(match driver.backend() {
             Backend::Uring => 1,
@@ -147,10 +156,17 @@ impl Core {
         core.close_mailbox();
         core.executor.cancel_all();
         core.bury();
-        let left = core.driver.borrow_mut().drain(Instant::now() + Duration::from_secs(2));
+        let left = core
+            .driver
+            .borrow_mut()
+            .drain(Instant::now() + Duration::from_secs(2));
         core.bury();
         if left > 0 {
-            tracing::error!(cpu = core.shared.cpu, left, "core stopped with I/O still in flight");
+            tracing::error!(
+                cpu = core.shared.cpu,
+                left,
+                "core stopped with I/O still in flight"
+            );
         }
         drop(guard);
         output.unwrap_or(Err(JoinError::Cancelled))
@@ -213,7 +229,10 @@ impl Core {
         let mut leftover = std::collections::VecDeque::new();
         self.shared.mailbox.close(&mut leftover);
         if !leftover.is_empty() {
-            tracing::debug!(count = leftover.len(), "core stopped with messages queued; failing them");
+            tracing::debug!(
+                count = leftover.len(),
+                "core stopped with messages queued; failing them"
+            );
         }
         drop(leftover);
         let mut wakes = std::collections::VecDeque::new();

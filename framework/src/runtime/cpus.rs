@@ -16,12 +16,20 @@ pub fn available() -> Vec<usize> {
 ///
 /// `InvalidInput` for anything else, or an empty list.
 pub fn parse_list(list: &str) -> io::Result<Vec<usize>> {
-    let bad = || io::Error::new(io::ErrorKind::InvalidInput, format!("invalid CPU list {list:?} (expected e.g. 0 or 0,1 or 0-3)"));
+    let bad = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid CPU list {list:?} (expected e.g. 0 or 0,1 or 0-3)"),
+        )
+    };
     let mut cpus = Vec::new();
     for part in list.split(',').map(str::trim) {
         match part.split_once('-') {
             Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+                let (a, b): (usize, usize) = (
+                    a.trim().parse().map_err(|_| bad())?,
+                    b.trim().parse().map_err(|_| bad())?,
+                );
                 if a > b || b - a > 4096 {
                     return Err(bad());
                 }
@@ -44,7 +52,10 @@ pub(crate) fn resolve(requested: Option<&[usize]>) -> io::Result<Vec<usize>> {
         return Ok(available);
     };
     if requested.is_empty() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "the CPU list is empty"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the CPU list is empty",
+        ));
     }
     let mut seen = BTreeSet::new();
     for &cpu in requested {

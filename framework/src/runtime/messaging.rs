@@ -28,7 +28,9 @@ impl fmt::Display for SubmitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             SubmitError::NoSuchCore => "no core with that index",
-            SubmitError::NoReply => "the target core stopped or the call panicked before it answered",
+            SubmitError::NoReply => {
+                "the target core stopped or the call panicked before it answered"
+            }
         })
     }
 }
@@ -80,7 +82,9 @@ where
         }
     })
     .await?;
-    poll_fn(|cx| rx.poll_recv(cx)).await.ok_or(SubmitError::NoReply)
+    poll_fn(|cx| rx.poll_recv(cx))
+        .await
+        .ok_or(SubmitError::NoReply)
 }
 
 /// This core's index in its server (0 for a `block_on` core).

@@ -2,11 +2,11 @@
 //! their own core.
 
 mod backend;
-mod messaging;
 pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod core;
 pub mod cpus;
+mod messaging;
 mod serve;
 mod server;
 pub(crate) mod shared;
@@ -18,8 +18,8 @@ use std::io;
 use std::sync::Arc;
 use std::task::Poll;
 
-pub use server::{CoreContext, Server, ServerBuilder, ServerHandle, StatsReader, Stopper};
 pub use messaging::{core_count, core_index, submit_to, SubmitError};
+pub use server::{CoreContext, Server, ServerBuilder, ServerHandle, StatsReader, Stopper};
 pub use stats::StatsSnapshot;
 
 use crate::executor::{JoinError, JoinHandle};
@@ -101,7 +101,11 @@ where
     let cpu = core_affinity::get_core_ids()
         .and_then(|ids| ids.first().map(|id| id.id))
         .unwrap_or(0);
-    let shared = Arc::new(shared::CoreShared::new(cpu, wake_fd, Arc::new(Shutdown::new())));
+    let shared = Arc::new(shared::CoreShared::new(
+        cpu,
+        wake_fd,
+        Arc::new(Shutdown::new()),
+    ));
     shared::CoreShared::link(std::slice::from_ref(&shared));
     let core = core::Core::new(shared, backend, &config)?;
     core::Core::block_on(core, future).map_err(|e: JoinError| io::Error::other(e.to_string()))

@@ -58,7 +58,11 @@ impl Tracker {
 }
 
 /// Runs until the server stops, then drains connections up to the deadline.
-pub(crate) async fn serve_core<H: Handler>(listener: TcpListener, handler: Rc<H>, limits: ServeLimits) {
+pub(crate) async fn serve_core<H: Handler>(
+    listener: TcpListener,
+    handler: Rc<H>,
+    limits: ServeLimits,
+) {
     let tracker = Rc::new(Tracker::default());
     {
         let accepting = pin!(accept_loop(&listener, &handler, &tracker, limits));
@@ -100,7 +104,12 @@ fn reserve_fd() -> Option<OwnedFd> {
     std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
 }
 
-async fn accept_loop<H: Handler>(listener: &TcpListener, handler: &Rc<H>, tracker: &Rc<Tracker>, limits: ServeLimits) {
+async fn accept_loop<H: Handler>(
+    listener: &TcpListener,
+    handler: &Rc<H>,
+    tracker: &Rc<Tracker>,
+    limits: ServeLimits,
+) {
     let stats = context::with_core(|core| core.shared.stats.clone());
     let mut reserve = reserve_fd();
     let mut backoff = Duration::ZERO;
@@ -135,7 +144,10 @@ async fn accept_loop<H: Handler>(listener: &TcpListener, handler: &Rc<H>, tracke
                 let fd_limit = matches!(errno, Some(libc::EMFILE) | Some(libc::ENFILE));
                 let transient = matches!(
                     errno,
-                    Some(libc::ECONNABORTED) | Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EPROTO)
+                    Some(libc::ECONNABORTED)
+                        | Some(libc::EINTR)
+                        | Some(libc::EAGAIN)
+                        | Some(libc::EPROTO)
                 );
                 if transient {
                     continue;

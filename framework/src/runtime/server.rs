@@ -157,7 +157,13 @@ impl ServerBuilder {
             cores.push(Arc::new(CoreShared::new(cpu, wake_fd, shutdown.clone())));
         }
         CoreShared::link(&cores);
-        for (index, ((cpu, socket), shared)) in cpus.iter().copied().zip(sockets).zip(cores.iter().cloned()).enumerate() {
+        for (index, ((cpu, socket), shared)) in cpus
+            .iter()
+            .copied()
+            .zip(sockets)
+            .zip(cores.iter().cloned())
+            .enumerate()
+        {
             let ctx = CoreContext {
                 cpu,
                 index,
@@ -173,7 +179,11 @@ impl ServerBuilder {
             let ready = ready_tx.clone();
             let thread = thread::Builder::new()
                 .name(format!("percore-{cpu}"))
-                .spawn(move || run_core(shared, backend, config, socket, ctx, limits, &*factory, ready))?;
+                .spawn(move || {
+                    run_core(
+                        shared, backend, config, socket, ctx, limits, &*factory, ready,
+                    )
+                })?;
             threads.push(thread);
         }
         drop(ready_tx);
@@ -185,7 +195,9 @@ impl ServerBuilder {
                     first_error.get_or_insert(e);
                 }
                 Err(_) => {
-                    first_error.get_or_insert_with(|| io::Error::other("a core thread exited during start-up"));
+                    first_error.get_or_insert_with(|| {
+                        io::Error::other("a core thread exited during start-up")
+                    });
                 }
             }
         }
@@ -230,7 +242,11 @@ impl ServerBuilder {
 /// anything else holds the port, including another server's reuse-port
 /// group, which the kernel would otherwise let us join silently and split
 /// traffic with. The probe is closed right before the group binds.
-fn bind_group(address: SocketAddr, count: usize, backlog: i32) -> io::Result<(Vec<OwnedFd>, SocketAddr)> {
+fn bind_group(
+    address: SocketAddr,
+    count: usize,
+    backlog: i32,
+) -> io::Result<(Vec<OwnedFd>, SocketAddr)> {
     let in_use = |e: io::Error| {
         if e.kind() == io::ErrorKind::AddrInUse {
             io::Error::new(

@@ -69,7 +69,13 @@ fn install() -> io::Result<()> {
             let mut value: u64 = 0;
             // SAFETY: `value` is a writable u64 for the call's duration, and
             // `fd` stays open: this thread owns it and never exits.
-            let n = unsafe { libc::read(fd.as_raw_fd(), &mut value as *mut u64 as *mut libc::c_void, 8) };
+            let n = unsafe {
+                libc::read(
+                    fd.as_raw_fd(),
+                    &mut value as *mut u64 as *mut libc::c_void,
+                    8,
+                )
+            };
             if n == 8 {
                 tracing::info!("stop signal received; a second one exits at once");
                 for stopper in stoppers().lock().unwrap_or_else(|e| e.into_inner()).iter() {

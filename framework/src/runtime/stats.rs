@@ -16,13 +16,17 @@ pub(crate) struct Counter(AtomicU64);
 
 impl Counter {
     pub(crate) fn add(&self, n: u64) {
-        self.0
-            .store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
     }
 
     pub(crate) fn sub(&self, n: u64) {
-        self.0
-            .store(self.0.load(Ordering::Relaxed).wrapping_sub(n), Ordering::Relaxed);
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_sub(n),
+            Ordering::Relaxed,
+        );
     }
 
     pub(crate) fn set(&self, n: u64) {

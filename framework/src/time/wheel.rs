@@ -292,7 +292,11 @@ mod tests {
             now += 37;
             wheel.advance(now);
             for (d, count) in &armed {
-                assert_eq!(count.0.load(Ordering::SeqCst) == 1, *d <= now, "{d} at {now}");
+                assert_eq!(
+                    count.0.load(Ordering::SeqCst) == 1,
+                    *d <= now,
+                    "{d} at {now}"
+                );
             }
         }
     }

@@ -50,7 +50,11 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    pub(crate) fn new(wake_fd: Arc<OwnedFd>, stats: Arc<CoreStats>, cpu: usize) -> io::Result<Driver> {
+    pub(crate) fn new(
+        wake_fd: Arc<OwnedFd>,
+        stats: Arc<CoreStats>,
+        cpu: usize,
+    ) -> io::Result<Driver> {
         let epfd = syscall!(epoll_create1(libc::EPOLL_CLOEXEC))?;
         // SAFETY: epoll_create1 just returned this fd and nothing else owns it.
         let epfd = unsafe { OwnedFd::from_raw_fd(epfd) };
@@ -105,7 +109,12 @@ impl Driver {
     }
 
     /// `Ready` when the last known state allows trying the syscall.
-    pub(crate) fn poll_ready(&mut self, key: SourceKey, interest: Interest, cx: &mut Context<'_>) -> Poll<()> {
+    pub(crate) fn poll_ready(
+        &mut self,
+        key: SourceKey,
+        interest: Interest,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
         let Some(source) = self.sources.get_mut(key.0) else {
             return Poll::Ready(());
         };

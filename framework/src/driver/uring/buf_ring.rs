@@ -154,12 +154,7 @@ impl BufRing {
         // SAFETY: `index < count`, inside the entries mapping; the kernel
         // never writes entries, and reads this one only after `publish`.
         unsafe {
-            let entry = self
-                .entries
-                .ptr
-                .as_ptr()
-                .cast::<BufRingEntry>()
-                .add(index);
+            let entry = self.entries.ptr.as_ptr().cast::<BufRingEntry>().add(index);
             (*entry).set_addr(self.buf_ptr(bid) as u64);
             (*entry).set_len(self.buf_size as u32);
             (*entry).set_bid(bid);

@@ -93,7 +93,12 @@ impl Enter {
         let (to_submit, taskrun, overflow, need_wakeup) = {
             let mut sq = ring.submission();
             sq.sync();
-            (sq.len() as u32, sq.taskrun(), sq.cq_overflow(), sq.need_wakeup())
+            (
+                sq.len() as u32,
+                sq.taskrun(),
+                sq.cq_overflow(),
+                sq.need_wakeup(),
+            )
         };
         let mut flags = 0;
         if wait || taskrun || overflow {
@@ -154,8 +159,9 @@ impl Enter {
             return match err.raw_os_error() {
                 // Timed out, interrupted, or completions must be reaped
                 // before more can be posted: all normal, the loop goes on.
-                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
-                | Some(libc::EAGAIN) => Ok(true),
+                Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN) => {
+                    Ok(true)
+                }
                 _ => Err(err),
             };
         }

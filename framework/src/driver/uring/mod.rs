@@ -179,7 +179,12 @@ impl Driver {
         let mut fds = [0i32; 2];
         // SAFETY: `fds` has room for the two descriptors socketpair writes.
         let ok = unsafe {
-            libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr())
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
         };
         if ok != 0 {
             return false;
@@ -193,7 +198,11 @@ impl Driver {
         self.push_sqe(&sqe);
         let mut result = None;
         for _ in 0..3 {
-            if self.enter.enter(&mut self.ring, true, Some(Duration::from_secs(1))).is_err() {
+            if self
+                .enter
+                .enter(&mut self.ring, true, Some(Duration::from_secs(1)))
+                .is_err()
+            {
                 break;
             }
             for cqe in self.ring.completion() {
@@ -555,10 +564,11 @@ impl Driver {
                 break;
             }
             self.stats.enters.add(1);
-            if let Err(e) =
-                self.enter
-                    .enter(&mut self.ring, true, Some(deadline.saturating_duration_since(now)))
-            {
+            if let Err(e) = self.enter.enter(
+                &mut self.ring,
+                true,
+                Some(deadline.saturating_duration_since(now)),
+            ) {
                 tracing::error!(error = %e, "io_uring_enter failed while draining");
                 break;
             }
@@ -566,7 +576,10 @@ impl Driver {
         }
         let left = self.ops.len() + usize::from(self.wake_armed);
         if left > 0 {
-            tracing::error!(left, "operations still in flight at ring teardown; leaking their buffers");
+            tracing::error!(
+                left,
+                "operations still in flight at ring teardown; leaking their buffers"
+            );
             let keys: Vec<usize> = self.ops.keys().collect();
             for key in keys {
                 if let Some(op) = self.ops.remove(key) {
