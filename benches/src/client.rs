@@ -299,6 +299,7 @@ pub fn streaming(
                 break Ok(());
             }
             match s.read(&mut back) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Ok(0) => {
                     break Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -342,6 +343,16 @@ pub fn streaming(
 
 // ---------------------------------------------------------------- HTTP ----
 
+/// `read`, retried on EINTR (std's `read_exact`/`write_all` already do).
+fn read_retrying<R: Read>(s: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match s.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r,
+        }
+    }
+}
+
 /// Reads one framed response into `buf[..*filled]` and removes it.
 fn read_response<R: Read>(s: &mut R, buf: &mut [u8], filled: &mut usize) -> io::Result<usize> {
     loop {
@@ -356,7 +367,7 @@ fn read_response<R: Read>(s: &mut R, buf: &mut [u8], filled: &mut usize) -> io::
                 "HTTP response too large",
             ));
         }
-        let n = s.read(&mut buf[*filled..])?;
+        let n = read_retrying(s, &mut buf[*filled..])?;
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -440,7 +451,7 @@ fn http_validate(s: &mut TcpStream) -> io::Result<()> {
     let mut buf = [0u8; 4096];
     let mut filled = 0;
     loop {
-        let n = s.read(&mut buf[filled..])?;
+        let n = read_retrying(s, &mut buf[filled..])?;
         if n == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
@@ -460,6 +471,14 @@ fn http_validate(s: &mut TcpStream) -> io::Result<()> {
     }
 }
 
+/// Adds how many requests the connection had served to an error.
+fn after_requests(e: io::Error, ops: u64) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!("{e} (after {ops} requests on the connection)"),
+    )
+}
+
 /// Keep-alive GETs on one blocking connection, one at a time. ops = requests.
 pub fn http_single(addr: SocketAddr, window: Duration, probe: &mut Probe<'_>) -> io::Result<Load> {
     let mut s = connect(addr)?;
@@ -470,8 +489,9 @@ pub fn http_single(addr: SocketAddr, window: Duration, probe: &mut Probe<'_>) ->
     probe.start();
     let deadline = Instant::now() + window;
     while ops < MAX_OPS {
-        s.write_all(http::REQUEST)?;
-        read_response(&mut s, &mut buf, &mut filled)?;
+        s.write_all(http::REQUEST)
+            .map_err(|e| after_requests(e, ops))?;
+        read_response(&mut s, &mut buf, &mut filled).map_err(|e| after_requests(e, ops))?;
         ops += 1;
         if Instant::now() >= deadline {
             break;
@@ -510,8 +530,12 @@ pub fn http_concurrent(
                     let mut filled = 0;
                     let mut ops = 0u64;
                     while ops < MAX_OPS {
-                        s.write_all(http::REQUEST).await?;
-                        read_response_async(&mut s, &mut buf, &mut filled).await?;
+                        s.write_all(http::REQUEST)
+                            .await
+                            .map_err(|e| after_requests(e, ops))?;
+                        read_response_async(&mut s, &mut buf, &mut filled)
+                            .await
+                            .map_err(|e| after_requests(e, ops))?;
                         ops += 1;
                         if Instant::now() >= deadline {
                             break;
@@ -729,7 +753,11 @@ pub fn open_loop(
                         in_flight += 1;
                     }
                     Ok(_) => return Err(io::Error::other("partial request write")),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                        ) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -747,6 +775,7 @@ pub fn open_loop(
                     }
                     Ok(k) => c.filled += k,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(e),
                 }
                 if c.filled == c.buf.len() {

@@ -20,6 +20,9 @@ use crate::server::{self, Executor, RunningServer, Service};
 use crate::stats::{self, Better, Summary};
 use crate::sys::Placement;
 
+/// How long stopping one server may take before the run moves on.
+pub const STOP_LIMIT: Duration = Duration::from_secs(5);
+
 /// Run lengths.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Mode {
@@ -441,7 +444,7 @@ pub fn run(
         }
         for s in servers {
             let name = s.executor.name();
-            if let Err(e) = s.stop() {
+            if let Err(e) = s.stop(STOP_LIMIT) {
                 note(
                     &mut outcome,
                     console,

@@ -1,11 +1,13 @@
 //! Adapter from the harness to percore: starts a percore server on the
-//! io_uring or epoll backend with the shipped echo or HTTP handler.
+//! io_uring or epoll backend with the shipped echo handler or the HTTP
+//! handler serving `HttpEcho` (GET answers the 20-byte JSON body).
 //!
 //! What it measures: nothing by itself; the percore servers are measured
 //! exactly like the tokio baselines (same clients, same CPUs). What it does
 //! not: tune percore. The servers run with percore's defaults, as a user
-//! would get them; their threads are found by the `percore-<cpu>` names
-//! percore gives its core threads.
+//! would get them, except for the HTTP keep-alive request cap, lifted to
+//! match the baselines; their threads are found by the `percore-<cpu>`
+//! names percore gives its core threads.
 
 use std::io;
 use std::net::SocketAddr;
@@ -62,15 +64,17 @@ pub fn start(
         .drain_timeout(DRAIN);
     let started = match service {
         Service::Echo => builder.start(|_ctx: &percore::CoreContext| percore_handlers::echo::Echo),
-        // percore_handlers::http holds the protocol core only so far; when
-        // its connection Handler lands, start it here, e.g.
-        // `builder.start(|_ctx: &percore::CoreContext| percore_handlers::http::HttpEcho::default())`
-        Service::Http => {
-            return Err(Unavailable(
-                "percore_handlers::http has no connection Handler yet (protocol core only)"
-                    .to_string(),
-            ))
-        }
+        // Keep-alive without a request cap, like the tokio baselines (the
+        // default closes a connection after 1000 requests, nginx-style,
+        // which the closed-loop clients would report as a failure).
+        Service::Http => builder.start(|_ctx: &percore::CoreContext| {
+            let mut config = percore_handlers::http::Config::default();
+            config.max_requests = u32::MAX;
+            percore_handlers::http::HttpHandler::with_config(
+                percore_handlers::http::HttpEcho,
+                config,
+            )
+        }),
     };
     let handle = started.map_err(|e| {
         Unavailable(format!(

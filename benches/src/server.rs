@@ -102,7 +102,7 @@ impl Service {
 }
 
 /// A server running in this process.
-pub trait ServerControl {
+pub trait ServerControl: Send {
     /// Where it listens.
     fn local_addr(&self) -> SocketAddr;
     /// Stops it gracefully and waits for its threads.
@@ -146,9 +146,27 @@ impl RunningServer {
         sys::threads_cpu_seconds(&self.tids)
     }
 
-    /// Stops the server.
-    pub fn stop(self) -> io::Result<()> {
-        self.control.stop()
+    /// Stops the server, waiting at most `limit`: a server that does not
+    /// stop is reported as an error and its threads are left behind (idle),
+    /// so the run still ends by itself.
+    pub fn stop(self, limit: Duration) -> io::Result<()> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let control = self.control;
+        std::thread::Builder::new()
+            .name("bench-stopper".into())
+            .spawn(move || {
+                let _ = tx.send(control.stop());
+            })?;
+        match rx.recv_timeout(limit) {
+            Ok(r) => r,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "did not stop within {} s; its threads are left running",
+                    limit.as_secs_f64()
+                ),
+            )),
+        }
     }
 }
 

@@ -150,7 +150,7 @@ impl Core {
         let guard = context::enter(core.clone());
         let handle = core.executor.spawn(&core.shared, future);
         while !handle.is_finished() {
-            core.turn();
+            core.turn(&|| handle.is_finished());
         }
         let output = handle.try_take();
         core.close_mailbox();
@@ -172,14 +172,17 @@ impl Core {
         output.unwrap_or(Err(JoinError::Cancelled))
     }
 
-    fn turn(&self) {
+    /// One loop turn. `done` tells whether the caller's root task has
+    /// finished: then the turn must not wait in the kernel, since nothing
+    /// may ever wake it (an epoll core with no timer would wait forever).
+    fn turn(&self, done: &dyn Fn() -> bool) {
         let now = self.clock.update();
         self.timers.borrow_mut().advance(self.clock.current_tick());
         self.check_shutdown();
         self.take_remote_wakes();
         self.executor.run_ready();
         self.bury();
-        let timeout = if self.executor.has_ready() {
+        let timeout = if self.executor.has_ready() || done() {
             Some(Duration::ZERO)
         } else {
             self.timers
@@ -187,6 +190,12 @@ impl Core {
                 .next_deadline()
                 .map(|tick| self.clock.instant_of(tick).saturating_duration_since(now))
         };
+        // Publish before the park, not after: a park may block for good, and
+        // the gauges must then describe the core as it went to sleep (the
+        // tasks that just ran may have closed connections and returned
+        // buffers). What the park itself reaps is published by the next
+        // turn, which always follows a park that returns.
+        self.publish_gauges();
         if timeout == Some(Duration::ZERO) {
             self.driver.borrow_mut().park(timeout);
         } else {
@@ -202,7 +211,6 @@ impl Core {
             }
         }
         self.bury();
-        self.publish_gauges();
     }
 
     fn take_remote_wakes(&self) {

@@ -7,6 +7,16 @@
 //! the core sees the item and does not block: a wake-up cannot fall between
 //! the two. A notification that arrives while the core is awake is merely
 //! spurious (the next wait returns at once).
+//!
+//! Every write to `parked` is a `swap`, never a plain `store`. Both compile
+//! to the same `xchg` on x86 (a `SeqCst` store is an `xchg`), and with only
+//! read-modify-writes on the flag its history is one chain: whoever writes
+//! after a sender's `swap(false)` also synchronizes with it. That makes the
+//! handshake hold even under acquire/release reasoning (which is all loom
+//! models for `SeqCst` accesses), and it keeps loom exact here: loom can
+//! place a plain store between the read and the write of another thread's
+//! `swap` (tokio-rs/loom#254), a history no real machine produces, which it
+//! then reports as a lost wake-up.
 
 use super::{AtomicBool, Notify, Ordering};
 
@@ -39,9 +49,9 @@ impl<N: Notify> Parker<N> {
     /// core must then not block. `has_work` must check every inbox under its
     /// lock, after this announcement.
     pub fn prepare_park(&self, has_work: impl FnOnce() -> bool) -> bool {
-        self.parked.store(true, Ordering::SeqCst);
+        self.parked.swap(true, Ordering::SeqCst);
         if has_work() {
-            self.parked.store(false, Ordering::SeqCst);
+            self.parked.swap(false, Ordering::SeqCst);
             return false;
         }
         true
@@ -49,6 +59,6 @@ impl<N: Notify> Parker<N> {
 
     /// The core woke up: senders need not notify until the next park.
     pub fn finish_park(&self) {
-        self.parked.store(false, Ordering::SeqCst);
+        self.parked.swap(false, Ordering::SeqCst);
     }
 }

@@ -29,8 +29,16 @@ impl TaskState {
 
     /// Called by the executor right before polling: wakes from now on
     /// schedule another run.
+    ///
+    /// An acquiring read-modify-write, not a store: a wake that found the
+    /// task already queued (and so enqueued nothing) relies on this very
+    /// poll to see what it did before waking. The `swap` reads that wake's
+    /// `true` and synchronizes with it; a plain store would let the poll
+    /// miss the waker's writes (on x86 too: the poll's loads may pass the
+    /// buffered store), return `Pending`, and sleep forever. Found by the
+    /// loom model `park::remote_wake_races_park`.
     pub fn start_poll(&self) {
-        self.scheduled.store(false, Ordering::Release);
+        self.scheduled.swap(false, Ordering::AcqRel);
     }
 
     /// Called when the task finished or was dropped: no wake enqueues it again.

@@ -61,8 +61,13 @@ pub(crate) struct Driver {
     /// Resources of finished orphaned operations, dropped by the core's
     /// loop outside the driver borrow (their destructors may be user code).
     graveyard: Vec<Retained>,
+    /// Completion queues of finished multishots, reused by the next ones.
+    spare_queues: Vec<VecDeque<Cqe>>,
     stats: Arc<CoreStats>,
 }
+
+/// Spare multishot completion queues kept per core.
+const SPARE_QUEUES: usize = 4096;
 
 /// Logs the same fallback only once per process.
 fn warn_once(flag: &std::sync::atomic::AtomicBool, f: impl FnOnce()) {
@@ -133,6 +138,7 @@ impl Driver {
             fixed_send: false,
             stream_cap: buf_config.stream_cap,
             graveyard: Vec::new(),
+            spare_queues: Vec::new(),
             stats,
         };
         if driver.buf_ring.is_none() {
@@ -269,7 +275,7 @@ impl Driver {
     ) -> OpKey {
         let state = if multishot {
             OpState::Stream {
-                queue: VecDeque::new(),
+                queue: self.spare_queues.pop().unwrap_or_default(),
                 waker: None,
                 ended: false,
                 cancelling: false,
@@ -301,7 +307,7 @@ impl Driver {
             }
             OpState::Done(cqe) => {
                 let cqe = *cqe;
-                let op = self.ops.remove(key.0).map(|op| op.retained);
+                let op = self.remove_op(key.0);
                 Poll::Ready((cqe, op.unwrap_or(Retained::None)))
             }
             _ => unreachable!("poll_op on a multishot or orphaned slot"),
@@ -347,20 +353,27 @@ impl Driver {
             OpState::Done(cqe) => {
                 let cqe = *cqe;
                 self.cleanup(kind, cqe);
-                let op = self.ops.remove(key.0)?;
+                let retained = self.remove_op(key.0)?;
                 self.graveyard.push(extra);
-                Some(op.retained)
+                Some(retained)
             }
             OpState::Stream { queue, ended, .. } => {
                 let ended = *ended;
-                let queued: Vec<Cqe> = queue.drain(..).collect();
-                for cqe in queued {
+                let mut queued = std::mem::take(queue);
+                for cqe in queued.drain(..) {
                     self.cleanup(kind, cqe);
                 }
+                if let Some(Op {
+                    state: OpState::Stream { queue, .. },
+                    ..
+                }) = self.ops.get_mut(key.0)
+                {
+                    *queue = queued;
+                }
                 if ended {
-                    let op = self.ops.remove(key.0)?;
+                    let retained = self.remove_op(key.0)?;
                     self.graveyard.push(extra);
-                    return Some(op.retained);
+                    return Some(retained);
                 }
                 self.orphan(key, extra);
                 None
@@ -371,6 +384,20 @@ impl Driver {
             }
             OpState::Orphaned => None,
         }
+    }
+
+    /// Removes a finished operation, keeping its completion queue (if it
+    /// was a multishot) for the next one: re-arming a receive must not
+    /// allocate.
+    fn remove_op(&mut self, key: usize) -> Option<Retained> {
+        let op = self.ops.remove(key)?;
+        if let OpState::Stream { mut queue, .. } = op.state {
+            if self.spare_queues.len() < SPARE_QUEUES {
+                queue.clear();
+                self.spare_queues.push(queue);
+            }
+        }
+        Some(op.retained)
     }
 
     fn orphan(&mut self, key: OpKey, extra: Retained) {
@@ -522,8 +549,8 @@ impl Driver {
             OpState::Orphaned => {
                 self.cleanup(kind, cqe);
                 if !more {
-                    if let Some(op) = self.ops.remove(key) {
-                        self.graveyard.push(op.retained);
+                    if let Some(retained) = self.remove_op(key) {
+                        self.graveyard.push(retained);
                     }
                 }
             }
