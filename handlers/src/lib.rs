@@ -5,3 +5,4 @@
 
 pub mod echo;
 pub mod http;
+pub mod proxy;

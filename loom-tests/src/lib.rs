@@ -1,2 +1,18 @@
 //! loom models of percore's cross-thread code live in `tests/`; run them
-//! with `RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release`.
+//! with
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
+//!     CARGO_TARGET_DIR=target/loom cargo test -p loom-tests --release
+//! ```
+//!
+//! This library holds what the models share: the stand-in for a core's
+//! eventfd ([`Doorbell`]), a waker that rings one, and [`check`], which runs
+//! a model and reports how many interleavings loom explored. See
+//! `loom-tests/README.md` for what each model proves.
+
+#[cfg(loom)]
+mod support;
+
+#[cfg(loom)]
+pub use support::*;

@@ -35,6 +35,7 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 ///     fn echoes(backend) { ... }
 /// }
 /// ```
+#[allow(unused_macros)] // not every test binary stamps tests
 macro_rules! backend_tests {
     ($($(#[$meta:meta])* fn $name:ident($backend:ident) $body:block)+) => {
         $(
@@ -98,10 +99,12 @@ pub fn require(backend: Backend) -> Option<Backend> {
 pub fn uring_unavailable() -> Option<String> {
     static REASON: OnceLock<Option<String>> = OnceLock::new();
     REASON
-        .get_or_init(|| match percore::block_on(Backend::Uring, async { percore::current_backend() }) {
-            Ok(Backend::Uring) => None,
-            Ok(other) => Some(format!("the runtime chose {other}")),
-            Err(e) => Some(e.to_string()),
+        .get_or_init(|| {
+            match percore::block_on(Backend::Uring, async { percore::current_backend() }) {
+                Ok(Backend::Uring) => None,
+                Ok(other) => Some(format!("the runtime chose {other}")),
+                Err(e) => Some(e.to_string()),
+            }
         })
         .clone()
 }
@@ -122,7 +125,11 @@ pub fn builder(backend: Backend) -> ServerBuilder {
 
 /// Checks that a started server really runs `backend`.
 pub fn check_backend(handle: &ServerHandle, backend: Backend) {
-    assert_eq!(handle.backend(), backend, "the server runs another backend than asked");
+    assert_eq!(
+        handle.backend(),
+        backend,
+        "the server runs another backend than asked"
+    );
     for core in handle.stats() {
         assert!(
             core.backend == backend || core.backend == Backend::Auto,
@@ -133,6 +140,12 @@ pub fn check_backend(handle: &ServerHandle, backend: Backend) {
     }
 }
 
+/// Operations in flight on an idle one-core server: the listener's accept
+/// on io_uring, nothing on epoll (nothing is ever in flight there).
+pub fn idle_in_flight(backend: Backend) -> u64 {
+    u64::from(backend == Backend::Uring)
+}
+
 /// The sum of one counter over every core.
 pub fn sum(stats: &[StatsSnapshot], field: impl Fn(&StatsSnapshot) -> u64) -> u64 {
     stats.iter().map(field).sum()
@@ -141,7 +154,12 @@ pub fn sum(stats: &[StatsSnapshot], field: impl Fn(&StatsSnapshot) -> u64) -> u6
 /// Polls `cond` (every 2 ms) until it holds; panics with `what` and the
 /// last observation after `limit`. For state that has no notification
 /// (counters, fd tables), not as a way to wait for a reply.
-pub fn wait_until<T: std::fmt::Debug>(limit: Duration, what: &str, mut observe: impl FnMut() -> T, cond: impl Fn(&T) -> bool) -> T {
+pub fn wait_until<T: std::fmt::Debug>(
+    limit: Duration,
+    what: &str,
+    mut observe: impl FnMut() -> T,
+    cond: impl Fn(&T) -> bool,
+) -> T {
     let deadline = Instant::now() + limit;
     loop {
         let seen = observe();
@@ -157,18 +175,27 @@ pub fn wait_until<T: std::fmt::Debug>(limit: Duration, what: &str, mut observe: 
 
 /// A blocking client connection with [`IO_TIMEOUT`] on reads and writes.
 pub fn connect(addr: SocketAddr) -> TcpStream {
-    let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    stream.set_read_timeout(Some(IO_TIMEOUT)).expect("set_read_timeout");
-    stream.set_write_timeout(Some(IO_TIMEOUT)).expect("set_write_timeout");
+    let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
+        .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    stream
+        .set_read_timeout(Some(IO_TIMEOUT))
+        .expect("set_read_timeout");
+    stream
+        .set_write_timeout(Some(IO_TIMEOUT))
+        .expect("set_write_timeout");
     stream.set_nodelay(true).expect("set_nodelay");
     stream
 }
 
 /// Writes `msg` and reads exactly as many bytes back; they must match.
 pub fn roundtrip(stream: &mut TcpStream, msg: &[u8]) {
-    stream.write_all(msg).unwrap_or_else(|e| panic!("write: {e}"));
+    stream
+        .write_all(msg)
+        .unwrap_or_else(|e| panic!("write: {e}"));
     let mut back = vec![0u8; msg.len()];
-    stream.read_exact(&mut back).unwrap_or_else(|e| panic!("read echo of {} bytes: {e}", msg.len()));
+    stream
+        .read_exact(&mut back)
+        .unwrap_or_else(|e| panic!("read echo of {} bytes: {e}", msg.len()));
     assert_eq!(back, msg, "echo differs from what was sent");
 }
 
@@ -195,7 +222,10 @@ pub fn read_to_end(stream: &mut TcpStream) -> Result<Vec<u8>, (Vec<u8>, std::io:
 
 /// Makes `close` send a reset (`SO_LINGER` 0), then closes.
 pub fn reset(stream: TcpStream) {
-    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
     // SAFETY: a valid socket fd and a correctly sized `linger` value.
     let rc = unsafe {
         libc::setsockopt(
@@ -212,7 +242,9 @@ pub fn reset(stream: TcpStream) {
 
 /// Open file descriptors of this process.
 pub fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd").count()
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .count()
 }
 
 /// The open fds of this process, as `fd -> target`, for leak messages.
@@ -221,7 +253,9 @@ pub fn fd_table() -> Vec<String> {
         .expect("/proc/self/fd")
         .filter_map(|e| e.ok())
         .map(|e| {
-            let target = std::fs::read_link(e.path()).map(|p| p.display().to_string()).unwrap_or_default();
+            let target = std::fs::read_link(e.path())
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
             format!("{}->{}", e.file_name().to_string_lossy(), target)
         })
         .collect();
@@ -242,7 +276,8 @@ pub fn vm_rss_kib(pid: &str) -> u64 {
 /// User + system CPU time of `/proc/<path>/stat` (a process or a task), in
 /// clock ticks (10 ms on Linux).
 pub fn cpu_ticks(path: &str) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{path}/stat")).unwrap_or_else(|e| panic!("/proc/{path}/stat: {e}"));
+    let stat = std::fs::read_to_string(format!("/proc/{path}/stat"))
+        .unwrap_or_else(|e| panic!("/proc/{path}/stat: {e}"));
     // Fields after the command name (which may contain spaces) start at
     // field 3 (state); utime and stime are fields 14 and 15.
     let rest = &stat[stat.rfind(')').expect("stat has a command name") + 2..];
@@ -373,13 +408,18 @@ impl Streams {
         std::thread::scope(|scope| {
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
-                    let ids: Vec<usize> = (t..self.conns).step_by(threads).map(|i| self.first_id + i).collect();
+                    let ids: Vec<usize> = (t..self.conns)
+                        .step_by(threads)
+                        .map(|i| self.first_id + i)
+                        .collect();
                     scope.spawn(move || self.run_thread(addr, ids, deadline, progress))
                 })
                 .collect();
             let mut first_error = None;
             for handle in handles {
-                let result = handle.join().unwrap_or_else(|_| Err("a client thread panicked".to_owned()));
+                let result = handle
+                    .join()
+                    .unwrap_or_else(|_| Err("a client thread panicked".to_owned()));
                 if let Err(e) = result {
                     first_error.get_or_insert(e);
                 }
@@ -388,11 +428,18 @@ impl Streams {
         })
     }
 
-    fn run_thread(&self, addr: SocketAddr, ids: Vec<usize>, deadline: Instant, progress: &Progress) -> Result<(), String> {
+    fn run_thread(
+        &self,
+        addr: SocketAddr,
+        ids: Vec<usize>,
+        deadline: Instant,
+        progress: &Progress,
+    ) -> Result<(), String> {
         use std::sync::atomic::Ordering::Relaxed;
         let mut conns = Vec::with_capacity(ids.len());
         for id in ids {
-            let sock = TcpStream::connect_timeout(&addr, IO_TIMEOUT).map_err(|e| format!("conn {id}: connect: {e}"))?;
+            let sock = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
+                .map_err(|e| format!("conn {id}: connect: {e}"))?;
             sock.set_nonblocking(true).map_err(|e| e.to_string())?;
             sock.set_nodelay(true).map_err(|e| e.to_string())?;
             progress.connected.fetch_add(1, Relaxed);
@@ -425,7 +472,12 @@ impl Streams {
             fds.clear();
             fds.extend(conns.iter().map(|c| libc::pollfd {
                 fd: c.sock.as_raw_fd(),
-                events: libc::POLLIN | if c.sent < c.data.len() { libc::POLLOUT } else { 0 },
+                events: libc::POLLIN
+                    | if c.sent < c.data.len() {
+                        libc::POLLOUT
+                    } else {
+                        0
+                    },
                 revents: 0,
             }));
             // SAFETY: `fds` is a valid array of `fds.len()` pollfd entries.
@@ -458,11 +510,20 @@ impl Streams {
     }
 
     /// Handles one connection's readiness; `Ok(true)` when it is finished.
-    fn service(&self, c: &mut StreamConn, revents: i16, buf: &mut [u8], progress: &Progress) -> Result<bool, String> {
+    fn service(
+        &self,
+        c: &mut StreamConn,
+        revents: i16,
+        buf: &mut [u8],
+        progress: &Progress,
+    ) -> Result<bool, String> {
         use std::io::ErrorKind::{Interrupted, WouldBlock};
         let id = c.id;
         if revents & libc::POLLOUT != 0 && c.sent < c.data.len() {
-            let want = c.write_rng.between(1, self.max_write).min(c.data.len() - c.sent);
+            let want = c
+                .write_rng
+                .between(1, self.max_write)
+                .min(c.data.len() - c.sent);
             match c.sock.write(&c.data[c.sent..c.sent + want]) {
                 Ok(n) => c.sent += n,
                 Err(e) if e.kind() == WouldBlock || e.kind() == Interrupted => {}
@@ -499,7 +560,11 @@ impl Streams {
                         }
                         let expected = &c.data[c.received..c.received + n];
                         if expected != &buf[..n] {
-                            let at = expected.iter().zip(&buf[..n]).position(|(a, b)| a != b).unwrap_or(0);
+                            let at = expected
+                                .iter()
+                                .zip(&buf[..n])
+                                .position(|(a, b)| a != b)
+                                .unwrap_or(0);
                             return Err(format!(
                                 "conn {id}: echoed byte {} differs (expected {:#04x}, got {:#04x})",
                                 c.received + at,
@@ -508,7 +573,9 @@ impl Streams {
                             ));
                         }
                         c.received += n;
-                        progress.echoed.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                        progress
+                            .echoed
+                            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
                         if !self.half_close && c.received == c.data.len() {
                             return Ok(true);
                         }
@@ -527,4 +594,80 @@ impl Streams {
         }
         Ok(false)
     }
+}
+
+/// Polls `fut` at most `polls + 1` times, then drops it if it has not
+/// finished. The task re-queues itself after each poll, and a core polls
+/// at most 256 tasks per loop turn before it goes to the kernel, so a few
+/// hundred polls span one or more trips to the kernel: a way to drop an
+/// operation at an arbitrary point of its life, finer than the 1 ms timer.
+pub async fn within_polls<F: std::future::Future>(polls: usize, fut: F) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    let mut left = polls;
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(v) = fut.as_mut().poll(cx) {
+            return std::task::Poll::Ready(Some(v));
+        }
+        if left == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        left -= 1;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+/// A random deadline for a race: a number of polls (0–699) or a timer of
+/// 0–2 ms.
+#[derive(Debug, Clone, Copy)]
+pub enum Deadline {
+    Polls(usize),
+    Timer(Duration),
+}
+
+impl Deadline {
+    pub fn random(rng: &mut Rng) -> Deadline {
+        if rng.between(0, 3) == 0 {
+            Deadline::Timer(Duration::from_micros(rng.between(0, 2000) as u64))
+        } else {
+            Deadline::Polls(rng.between(0, 699))
+        }
+    }
+
+    /// Runs `fut` until it finishes (`Some`) or the deadline passes
+    /// (`None`, and `fut` is dropped with its operation in flight).
+    pub async fn race<F: std::future::Future>(self, fut: F) -> Option<F::Output> {
+        match self {
+            Deadline::Polls(n) => within_polls(n, fut).await,
+            Deadline::Timer(d) => percore::time::timeout(d, fut).await.ok(),
+        }
+    }
+}
+
+/// Runs two futures concurrently on the current task; both outputs.
+pub async fn join2<A: std::future::Future, B: std::future::Future>(
+    a: A,
+    b: B,
+) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
+    let (mut ra, mut rb) = (None, None);
+    std::future::poll_fn(|cx| {
+        if ra.is_none() {
+            if let std::task::Poll::Ready(v) = a.as_mut().poll(cx) {
+                ra = Some(v);
+            }
+        }
+        if rb.is_none() {
+            if let std::task::Poll::Ready(v) = b.as_mut().poll(cx) {
+                rb = Some(v);
+            }
+        }
+        if ra.is_some() && rb.is_some() {
+            std::task::Poll::Ready((ra.take().expect("set"), rb.take().expect("set")))
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
 }

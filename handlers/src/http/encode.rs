@@ -66,6 +66,12 @@ impl<'a> ResponseHead<'a> {
     /// CR, LF or another control byte (which would let a handler split the
     /// response); `out` is then left as it was.
     pub fn encode(&self, date: &DateCache, out: &mut Vec<u8>) -> Result<(), HttpError> {
+        self.validate()?;
+        self.write_head(date, &[], out);
+        Ok(())
+    }
+
+    fn validate(&self) -> Result<(), HttpError> {
         let valid = self.content_type.is_none_or(is_field_value)
             && self
                 .extra
@@ -77,6 +83,24 @@ impl<'a> ResponseHead<'a> {
                 reason: "invalid response header",
             });
         }
+        Ok(())
+    }
+
+    /// Like [`encode`](Self::encode), with `raw` appended after the other
+    /// fields: `Name: value\r\n` lines the caller has already validated
+    /// (the service layer checks each as the service adds it).
+    pub(crate) fn encode_raw(
+        &self,
+        date: &DateCache,
+        raw: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), HttpError> {
+        self.validate()?;
+        self.write_head(date, raw, out);
+        Ok(())
+    }
+
+    fn write_head(&self, date: &DateCache, raw: &[u8], out: &mut Vec<u8>) {
         status_line(out, self.status);
         header(out, b"Date", date.as_bytes());
         if let Some(ct) = self.content_type {
@@ -95,8 +119,8 @@ impl<'a> ResponseHead<'a> {
         for (name, value) in self.extra {
             header(out, name.as_bytes(), value);
         }
+        out.extend_from_slice(raw);
         out.extend_from_slice(b"\r\n");
-        Ok(())
     }
 }
 

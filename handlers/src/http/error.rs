@@ -81,3 +81,20 @@ impl fmt::Display for HttpError {
 }
 
 impl std::error::Error for HttpError {}
+
+/// Lets a [`Service`](super::Service) return an `HttpError` with `?`; the
+/// server answers with its status (see [`HttpError::of`]).
+impl From<HttpError> for std::io::Error {
+    fn from(e: HttpError) -> Self {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, e)
+    }
+}
+
+impl HttpError {
+    /// The `HttpError` inside an I/O error made from one, if any.
+    pub fn of(e: &std::io::Error) -> Option<HttpError> {
+        e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<HttpError>())
+            .copied()
+    }
+}

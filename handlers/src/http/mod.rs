@@ -1,12 +1,130 @@
-//! Pure HTTP/1.1 protocol core: request-head parsing, body framing and
-//! response encoding, with no I/O and no dependency on the runtime.
+//! HTTP/1.1 for percore: a server layer that runs a [`Service`] on percore
+//! connections, on top of a pure protocol core that parses and frames.
 //!
-//! The connection loop (the service layer) owns the socket and the buffers;
-//! this module only looks at bytes and says what they mean. Keeping the
-//! protocol free of I/O lets the shotgun and fuzz tests drive it directly,
-//! byte by byte, which is where request smuggling bugs hide.
+//! # Writing an HTTP service
 //!
-//! # How a connection loop drives it
+//! Implement [`Service`]: look at the [`Request`], fill in the
+//! [`Response`]. Wrap it in an [`HttpHandler`] (one per core, made by the
+//! server's factory) and serve it. The service never touches framing:
+//! parsing, body decoding, keep-alive, pipelining, `Expect`, `HEAD`,
+//! limits, timeouts and error answers are the server's.
+//!
+//! ```no_run
+//! use std::cell::Cell;
+//! use std::io;
+//!
+//! use percore::{Backend, Server};
+//! use percore_handlers::http::{Config, HttpHandler, Request, Response, Service};
+//!
+//! /// Counts requests per core (no locks: one value per core).
+//! struct Counter {
+//!     seen: Cell<u64>,
+//! }
+//!
+//! impl Service for Counter {
+//!     async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+//!         self.seen.set(self.seen.get() + 1);
+//!         match (req.method(), req.path()) {
+//!             ("GET", "/count") => {
+//!                 res.header("Content-Type", b"text/plain")?;
+//!                 // Formats into the connection's reused body buffer.
+//!                 use std::io::Write;
+//!                 writeln!(res.body_mut(), "{}", self.seen.get())?;
+//!             }
+//!             ("POST", "/upload") => {
+//!                 // The whole body (up to `Limits::max_body`, else 413),
+//!                 // borrowed in place when it arrived with the head.
+//!                 let body = req.body().await?;
+//!                 let size = body.len().to_string();
+//!                 res.send(201, Some(b"text/plain"), size.as_bytes())?;
+//!             }
+//!             _ => res.send(404, Some(b"text/plain"), b"not found\n")?,
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! fn main() -> io::Result<()> {
+//!     let mut config = Config::default();
+//!     config.idle_timeout = std::time::Duration::from_secs(10);
+//!     Server::builder()
+//!         .address("127.0.0.1:8080".parse().expect("a socket address"))
+//!         .backend(Backend::Auto)
+//!         .serve(move |_core| {
+//!             HttpHandler::with_config(Counter { seen: Cell::new(0) }, config)
+//!         })
+//! }
+//! ```
+//!
+//! [`HttpEcho`] is the service behind the `http_echo` example, and the
+//! fan-out proxy is another.
+//!
+//! # What the server layer does
+//!
+//! - **Keep-alive** for HTTP/1.1 unless `Connection: close`; HTTP/1.0 only
+//!   with `Connection: keep-alive` (answered with the same). A connection
+//!   serves at most [`Config::max_requests`] (1000) requests and lives at
+//!   most [`Config::max_age`] (1 h): the last response says
+//!   `Connection: close`.
+//! - **Pipelining**: every complete request of one read is answered, in
+//!   order, and the answers go out in one send. The output is also sent
+//!   before the server waits for a request body, so a client is never left
+//!   waiting for an answer the server already made.
+//! - **Bodies**: `Content-Length` and chunked (extensions and trailers
+//!   accepted and dropped), read only when the service asks
+//!   ([`Request::body`] collects, [`Request::chunk`] streams). A body the
+//!   service leaves unread is read and discarded after the response,
+//!   within the body limit and deadline, so the next request is found.
+//! - **`Expect: 100-continue`**: `100 Continue` goes out only when the
+//!   service asks for a body that has not arrived. If it answers without
+//!   reading it, the response carries `Connection: close` (RFC 9110
+//!   §10.1.1): the client may or may not send the body now.
+//! - **Responses**: [`Response`] gathers status, headers and body in
+//!   reused buffers; the server adds `Date` (cached per core, refreshed at
+//!   most once a second), `Content-Length` and `Connection`. `HEAD` and
+//!   204/304 get no body bytes, whatever the service wrote.
+//!   [`Response::flush`] streams a long body (chunked; until the close for
+//!   HTTP/1.0).
+//! - **Errors**: every error answer carries `Connection: close`; then the
+//!   server shuts down its write side and keeps reading (and dropping)
+//!   input for up to [`Config::linger_timeout`], so the client's unread
+//!   bytes do not turn the close into a reset that destroys the answer.
+//!   After a framing error nothing more on the connection is read as a
+//!   request: no guessing, no smuggling.
+//! - **Timeouts**, each a total deadline for its phase (a per-read timer
+//!   never fires on a client that trickles a byte a second):
+//!   [`Config::head_timeout`] (10 s; 408 once a byte of the request
+//!   arrived, a silent close for a connection that sent nothing),
+//!   [`Config::body_timeout`] (30 s; 408), [`Config::idle_timeout`] between
+//!   requests (30 s; silent close, no 408), [`Config::write_timeout`]
+//!   (30 s; the connection is then reset, which frees the output the
+//!   kernel still held for a client that does not read).
+//! - **Stopping**: when the server begins its graceful stop, idle
+//!   connections close at once; a request in progress is finished and
+//!   answered with `Connection: close`.
+//! - **Statuses**: 400 malformed, 408 timeout, 413 body too large, 414
+//!   request line too long, 417 unknown expectation, 431 header section
+//!   or trailers too large, 500 service error (or the status of an
+//!   [`HttpError`] it returned), 501 unknown transfer coding, 505
+//!   unsupported version. See [`Limits`] for the sizes.
+//!
+//! # Memory and allocation
+//!
+//! A request head is parsed where it was received and borrowed by the
+//! [`Request`]: the common request, complete in one read, is never copied,
+//! and an idle connection holds no receive buffer. Only a head that spans
+//! reads is copied into a per-connection buffer (bounded by the head
+//! limits, enforced on partial input too). The body, output and response
+//! buffers are per-connection `Vec`s that keep their capacity (up to 64
+//! KiB; larger ones are freed after use), so once warm a connection serves
+//! requests with no heap allocation at all, on both backends (counted by
+//! `tests/http_alloc.rs`).
+//!
+//! # The protocol core
+//!
+//! The parsing and framing underneath are plain functions with no I/O, so
+//! the shotgun and fuzz tests drive them byte by byte, which is where
+//! request smuggling bugs hide. A connection loop drives them like this:
 //!
 //! 1. Append received bytes to one input buffer and call [`parse_head`]
 //!    with caller-provided header storage. `Ok(None)` means "read more";
@@ -33,16 +151,25 @@
 
 mod body;
 mod chunked;
+mod config;
+mod conn;
 mod date;
+mod echo;
 mod encode;
 mod error;
 mod fields;
 mod head;
 mod limits;
 mod line;
+mod request;
+mod response;
+mod service;
+mod wire;
 
 pub use body::{BodyDecoder, Decoded};
+pub use config::Config;
 pub use date::DateCache;
+pub use echo::{HttpEcho, HELLO};
 pub use encode::{
     encode_chunk, encode_last_chunk, error_response, method_not_allowed, reason_phrase, Framing,
     ResponseHead, CONTINUE_100,
@@ -50,6 +177,9 @@ pub use encode::{
 pub use error::HttpError;
 pub use head::{parse_head, BodyKind, RequestHead};
 pub use limits::Limits;
+pub use request::Request;
+pub use response::Response;
+pub use service::{HttpHandler, Service};
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs `cargo bench -- --quick` from the workspace root (as a user would) and
+# checks that the report was written with a row for every executor.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=target/percore-bench
+rm -rf "$out"
+cargo bench -- --quick
+for f in results.csv report.md; do
+    test -s "$out/$f" || { echo "bench smoke: $out/$f missing or empty" >&2; exit 1; }
+done
+ls "$out"/*.svg >/dev/null || { echo "bench smoke: no SVG chart written" >&2; exit 1; }
+for exec in uring epoll tokio-ct tokio-mt; do
+    rows=$(awk -F, -v e="$exec" 'NR > 1 && $3 == e' "$out/results.csv" | wc -l)
+    if [ "$rows" -eq 0 ]; then
+        echo "bench smoke: no result row for executor $exec" >&2
+        exit 1
+    fi
+    echo "bench smoke: $exec has $rows rows"
+done

@@ -1,0 +1,103 @@
+//! A counter sharded per core, summed across cores with `submit_to`.
+//!
+//! Each core counts in a plain `Cell` that only its own thread touches: no
+//! atomics, no locks. `incr` adds one to the counter of the core that
+//! serves the connection; `sum` asks every core for its count (a
+//! cross-core call each, run on that core) and answers the total. With
+//! `--stats`, each `sum` also prints the per-core counts it gathered.
+//!
+//! ```text
+//! counter [--port 7001] [--cores 0,1] [--backend auto] [--stats]
+//! printf 'incr\nincr\nsum\n' | nc -q1 127.0.0.1 7001    # ok, ok, 2
+//! ```
+
+use std::cell::Cell;
+use std::io;
+
+use percore::{core_count, core_index, submit_to, Connection, Handler};
+use percore_examples::{init_logging, parse_common, run, COMMON_USAGE};
+
+thread_local! {
+    /// This core's count: each core is one thread, so a thread-local is
+    /// per-core state.
+    static COUNT: Cell<u64> = const { Cell::new(0) };
+}
+
+struct Counter {
+    print_stats: bool,
+}
+
+impl Counter {
+    async fn answer(&self, command: &str) -> String {
+        match command {
+            "incr" => {
+                COUNT.with(|c| c.set(c.get() + 1));
+                "ok\n".to_owned()
+            }
+            "sum" => {
+                let mut counts = Vec::with_capacity(core_count());
+                for core in 0..core_count() {
+                    match submit_to(core, || async { COUNT.with(Cell::get) }).await {
+                        Ok(n) => counts.push(n),
+                        Err(e) => return format!("error: core {core}: {e}\n"),
+                    }
+                }
+                let total: u64 = counts.iter().sum();
+                if self.print_stats {
+                    eprintln!(
+                        "counter: per-core {counts:?}, total {total} (asked by core {})",
+                        core_index()
+                    );
+                }
+                format!("{total}\n")
+            }
+            "" => String::new(),
+            other => format!("error: unknown command {other:?} (incr or sum)\n"),
+        }
+    }
+}
+
+impl Handler for Counter {
+    async fn serve(&self, conn: Connection) -> io::Result<()> {
+        let mut pending = Vec::new();
+        while let Some(buf) = conn.read().await? {
+            pending.extend_from_slice(&buf);
+            let Some(end) = pending.iter().rposition(|&b| b == b'\n') else {
+                continue;
+            };
+            let lines: Vec<u8> = pending.drain(..=end).collect();
+            let mut reply = String::new();
+            for line in String::from_utf8_lossy(&lines).lines() {
+                reply.push_str(&self.answer(line.trim()).await);
+            }
+            if !reply.is_empty() {
+                conn.write_all(reply).await.0?;
+            }
+        }
+        match conn.shutdown_write() {
+            Err(e) if e.kind() != io::ErrorKind::NotConnected => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("counter: per-core counters summed with submit_to\n\nCommands: incr, sum (one per line)\n\nOptions:\n{COMMON_USAGE}");
+        return;
+    }
+    let common = match parse_common(7001, args, &[]) {
+        Ok((common, _)) => common,
+        Err(e) => {
+            eprintln!("counter: {e}\n\nOptions:\n{COMMON_USAGE}");
+            std::process::exit(2);
+        }
+    };
+    init_logging();
+    let print_stats = common.stats;
+    if let Err(e) = run("counter", &common, move |_core| Counter { print_stats }) {
+        eprintln!("counter: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,101 @@
+//! A fan-out HTTP proxy on percore: each request goes to K upstreams
+//! concurrently and the answers are joined into one JSON array.
+//!
+//! ```text
+//! fanout --upstream 127.0.0.1:8080 [--upstream HOST:PORT ...] [--width K]
+//!        [--policy all|first|quorum:K] [--timeout-ms 15000]
+//!        [--connect-timeout-ms 1000] [--port 8081] [--cores 0] [--backend auto] [--stats]
+//! ```
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use percore_examples::{init_logging, parse_common, run, COMMON_USAGE};
+use percore_handlers::http::HttpHandler;
+use percore_handlers::proxy::{Config, FanOut};
+
+const OWN_FLAGS: &[&str] = &[
+    "--upstream",
+    "--width",
+    "--policy",
+    "--timeout-ms",
+    "--connect-timeout-ms",
+];
+
+const USAGE: &str = "\
+  --upstream HOST:PORT  an upstream HTTP/1.1 server (repeat for more; at least one)
+  --width K             sub-requests per request, round-robin over the upstreams
+                        (default: one per upstream)
+  --policy P            all (default), first, or quorum:K
+  --timeout-ms N        deadline of the whole fan-out (default 15000) -> 504
+  --connect-timeout-ms N  deadline of one upstream connect (default 1000)";
+
+/// The proxy settings from this binary's own flags.
+fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
+    let mut upstreams: Vec<SocketAddr> = Vec::new();
+    for (flag, value) in flags.iter().filter(|(f, _)| f == "--upstream") {
+        let addr = value
+            .to_socket_addrs()
+            .map_err(|e| format!("{flag} {value}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{flag} {value}: no address"))?;
+        upstreams.push(addr);
+    }
+    let mut config = Config::new(upstreams);
+    let number = |flag: &str, value: &str| -> Result<u64, String> {
+        value
+            .parse::<u64>()
+            .map_err(|_| format!("{flag}: expected a number, got {value:?}"))
+    };
+    for (flag, value) in flags {
+        match flag.as_str() {
+            "--width" => {
+                config.width = usize::try_from(number(flag, value)?)
+                    .map_err(|_| format!("{flag}: too large"))?;
+            }
+            "--policy" => config.policy = value.parse().map_err(|e| format!("{flag}: {e}"))?,
+            "--timeout-ms" => config.deadline = Duration::from_millis(number(flag, value)?),
+            "--connect-timeout-ms" => {
+                config.connect_timeout = Duration::from_millis(number(flag, value)?);
+            }
+            _ => {}
+        }
+    }
+    config.validate().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("fanout: a fan-out HTTP proxy on percore\n\nOptions:\n{USAGE}\n{COMMON_USAGE}");
+        return;
+    }
+    let parsed = parse_common(8081, args, OWN_FLAGS)
+        .and_then(|(common, own)| Ok((common, proxy_config(&own)?)));
+    let (common, config) = match parsed {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            eprintln!("fanout: {e}\n\nOptions:\n{USAGE}\n{COMMON_USAGE}");
+            std::process::exit(2);
+        }
+    };
+    init_logging();
+    tracing::info!(
+        "fanout: {} upstreams, width {}, policy {}, deadline {:?}, connect timeout {:?}",
+        config.upstreams.len(),
+        config.width,
+        config.policy,
+        config.deadline,
+        config.connect_timeout
+    );
+    let result = run("fanout", &common, move |_core| {
+        // Validated above, so this cannot fail; a core without a proxy
+        // would be worse than a clear stop at start-up.
+        HttpHandler::new(FanOut::new(config.clone()).expect("config validated at start-up"))
+    });
+    if let Err(e) = result {
+        eprintln!("fanout: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,31 @@
+//! An HTTP/1.1 echo server on percore (the io_perfomance workload).
+//!
+//! `GET`/`HEAD` on any path answer `{"message":"Hello!"}`; `POST`/`PUT`
+//! echo the request body with its content type; other methods get 405.
+//!
+//! ```text
+//! http_echo [--port 8080] [--cores 0,1] [--backend auto] [--stats]
+//! ```
+
+use percore_examples::{init_logging, parse_common, run, COMMON_USAGE};
+use percore_handlers::http::{HttpEcho, HttpHandler};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("http_echo: an HTTP/1.1 echo server on percore\n\nOptions:\n{COMMON_USAGE}");
+        return;
+    }
+    let common = match parse_common(8080, args, &[]) {
+        Ok((common, _)) => common,
+        Err(e) => {
+            eprintln!("http_echo: {e}\n\nOptions:\n{COMMON_USAGE}");
+            std::process::exit(2);
+        }
+    };
+    init_logging();
+    if let Err(e) = run("http_echo", &common, |_core| HttpHandler::new(HttpEcho)) {
+        eprintln!("http_echo: {e}");
+        std::process::exit(1);
+    }
+}

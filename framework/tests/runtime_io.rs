@@ -1,0 +1,174 @@
+//! The runtime as a client uses it, through `percore::block_on` on the
+//! test thread, on both backends: timers never fire early and `timeout`
+//! gives up on time; a read dropped by a timeout loses nothing; `connect`
+//! reports refusals, and one dropped mid-flight leaves no socket behind;
+//! `shutdown_write` gives the peer its end of stream; `block_on` returns
+//! even when its future finishes without any I/O.
+
+#[macro_use]
+mod support;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::time::{Duration, Instant};
+
+use percore::net::TcpStream;
+use percore::time::{sleep, timeout};
+use support::*;
+
+/// A std echo server on its own thread, serving `conns` connections.
+fn std_echo(conns: usize) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    let listener = StdListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let thread = std::thread::spawn(move || {
+        for _ in 0..conns {
+            let (mut s, _) = listener.accept().expect("accept");
+            s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+            let mut buf = [0u8; 4096];
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if s.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    });
+    (addr, thread)
+}
+
+/// Reads from a percore stream until `want` bytes came.
+async fn read_exactly(stream: &TcpStream, want: usize) -> std::io::Result<Vec<u8>> {
+    let mut got = Vec::new();
+    while got.len() < want {
+        match timeout(IO_TIMEOUT, stream.read()).await? {
+            Ok(Some(buf)) => got.extend_from_slice(&buf),
+            Ok(None) => return Err(ErrorKind::UnexpectedEof.into()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+backend_tests! {
+    /// `block_on` returns a value computed without any I/O or timer, and
+    /// runs the current core on the requested backend.
+    fn block_on_returns(backend) {
+        let started = Instant::now();
+        let got = percore::block_on(backend, async { (percore::current_backend(), 40 + 2) }).expect("block_on");
+        assert_eq!(got, (backend, 42));
+        assert!(started.elapsed() < Duration::from_secs(2), "block_on took {:?}", started.elapsed());
+    }
+
+    /// Sleeps never end early; timeouts fire close to their deadline.
+    fn timers_are_never_early(backend) {
+        percore::block_on(backend, async {
+            for ms in [0u64, 1, 2, 5, 13, 40] {
+                let d = Duration::from_millis(ms);
+                let started = Instant::now();
+                sleep(d).await;
+                let took = started.elapsed();
+                assert!(took >= d, "sleep({d:?}) returned after {took:?}");
+                assert!(took < d + Duration::from_millis(500), "sleep({d:?}) took {took:?}");
+            }
+            let started = Instant::now();
+            let never = std::future::pending::<()>();
+            assert!(timeout(Duration::from_millis(20), never).await.is_err());
+            assert!(started.elapsed() >= Duration::from_millis(20));
+            // A thousand timers armed at once all fire, none early.
+            let base = Instant::now();
+            let mut handles = Vec::new();
+            for i in (0..1000u64).rev() {
+                handles.push(percore::spawn_local(async move {
+                    let d = Duration::from_millis(i % 50);
+                    sleep(d).await;
+                    (d, base.elapsed())
+                }));
+            }
+            for h in handles {
+                let (d, at) = h.await.expect("timer task");
+                assert!(at >= d, "a {d:?} timer fired after {at:?}");
+            }
+        })
+        .expect("block_on");
+    }
+
+    /// A read dropped by a timeout loses nothing: the bytes that arrive
+    /// afterwards are read whole and in order by the next read.
+    fn timed_out_read_loses_nothing(backend) {
+        let (addr, server) = std_echo(1);
+        percore::block_on(backend, async move {
+            let stream = TcpStream::connect(addr).await.expect("connect");
+            for round in 0..50u8 {
+                // Nothing to read yet: the read times out (and is dropped).
+                assert!(timeout(Duration::from_millis(1), stream.read()).await.is_err());
+                let msg = vec![round; 1000 + round as usize];
+                let (res, _) = stream.write_all(msg.clone()).await;
+                res.expect("write");
+                let got = read_exactly(&stream, msg.len()).await.expect("read");
+                assert_eq!(got, msg, "round {round}");
+            }
+        })
+        .expect("block_on");
+        server.join().expect("echo thread");
+    }
+
+    /// `connect` reports a refused port; `shutdown_write` gives the peer
+    /// its end of stream after every byte sent.
+    fn connect_refused_and_half_close(backend) {
+        let closed = {
+            let l = StdListener::bind("127.0.0.1:0").expect("bind");
+            l.local_addr().expect("addr")
+        };
+        let (addr, server) = std_echo(1);
+        percore::block_on(backend, async move {
+            let err = TcpStream::connect(closed).await.expect_err("connect to a closed port");
+            assert_eq!(err.kind(), ErrorKind::ConnectionRefused, "{err}");
+            let stream = TcpStream::connect(addr).await.expect("connect");
+            let msg = pattern(3, 100_000).to_vec();
+            let (res, _) = stream.write_all(msg.clone()).await;
+            res.expect("write");
+            stream.shutdown_write().expect("shutdown_write");
+            let got = read_exactly(&stream, msg.len()).await.expect("read");
+            assert!(got == msg);
+            assert!(matches!(timeout(IO_TIMEOUT, stream.read()).await, Ok(Ok(None))), "no end of stream");
+        })
+        .expect("block_on");
+        server.join().expect("echo thread");
+    }
+
+    /// 500 connects dropped at random points of their life: every socket
+    /// is closed (the fd count returns to where it was), and a connect
+    /// that is let finish still works.
+    fn dropped_connects_close_their_sockets(backend) {
+        let fds_before = fd_count();
+        let listener = StdListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        listener.set_nonblocking(true).expect("nonblocking");
+        percore::block_on(backend, async move {
+            let mut rng = Rng::new(11);
+            let (mut won, mut dropped) = (0, 0);
+            for _ in 0..500 {
+                match Deadline::random(&mut rng).race(TcpStream::connect(addr)).await {
+                    Some(Ok(stream)) => {
+                        won += 1;
+                        drop(stream);
+                    }
+                    Some(Err(e)) => panic!("connect: {e}"),
+                    None => dropped += 1,
+                }
+                // Keep the backlog short.
+                while listener.accept().is_ok() {}
+            }
+            println!("{backend}: {won} connects finished, {dropped} dropped in flight");
+            assert!(dropped > 50 && won > 50, "{won} finished, {dropped} dropped");
+            drop(listener);
+        })
+        .expect("block_on");
+        let fds = wait_until(Duration::from_secs(5), "fds back to the baseline", fd_count, |&n| n <= fds_before);
+        assert_eq!(fds, fds_before, "fd leak: {:?}", fd_table());
+    }
+}

@@ -1,0 +1,92 @@
+//! Server configuration that must be refused or honoured exactly (FAULTS
+//! D7): a CPU listed twice, a CPU this process may not use, an empty list;
+//! and with a valid list, one thread per CPU, each pinned to its own CPU.
+
+#[macro_use]
+mod support;
+
+use std::io::ErrorKind;
+use std::time::Duration;
+
+use percore::{Connection, Handler};
+use support::*;
+
+struct Echo;
+
+impl Handler for Echo {
+    async fn serve(&self, conn: Connection) -> std::io::Result<()> {
+        while let Some(buf) = conn.read().await? {
+            let (res, _) = conn.write_all(buf).await;
+            res?;
+        }
+        conn.shutdown_write()
+    }
+}
+
+/// The CPUs thread `name` of this process may run on.
+fn thread_affinity(name: &str) -> Vec<Vec<usize>> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_owned();
+        found.push(percore::runtime::cpus::parse_list(&list).expect("Cpus_allowed_list"));
+    }
+    found
+}
+
+backend_tests! {
+    /// Never two cores on one CPU, never a core on a CPU we may not use.
+    fn bad_cpu_lists_are_refused(backend) {
+        let cpu = server_cpu();
+        let err = builder(backend).cores([cpu, cpu]).start(|_core| Echo).expect_err("a CPU listed twice");
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("listed twice"), "unclear error: {err}");
+
+        let missing = 4096;
+        let err = builder(backend).cores([missing]).start(|_core| Echo).expect_err("a CPU that does not exist");
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("not available"), "unclear error: {err}");
+
+        let err = builder(backend).cores([]).start(|_core| Echo).expect_err("no CPU");
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("empty"), "unclear error: {err}");
+    }
+
+    /// Every available CPU gets one core thread pinned to it alone, each
+    /// with its own listener on the shared port.
+    fn one_pinned_core_per_cpu(backend) {
+        let cpus = percore::runtime::cpus::available();
+        let server = builder(backend).cores(cpus.clone()).start(|_core| Echo).expect("start");
+        check_backend(&server, backend);
+        let stats = server.stats();
+        assert_eq!(stats.iter().map(|s| s.cpu).collect::<Vec<_>>(), cpus);
+        for &cpu in &cpus {
+            let affinity = thread_affinity(&format!("percore-{cpu}"));
+            assert_eq!(affinity, vec![vec![cpu]], "core thread for CPU {cpu}");
+        }
+        // The port serves; with several cores the kernel spreads
+        // connections over their listeners.
+        for _ in 0..64 {
+            ping(server.local_addr());
+        }
+        let stats = wait_until(Duration::from_secs(5), "connections to close", || server.stats(), |s| sum(s, |c| c.active) == 0);
+        assert_eq!(sum(&stats, |c| c.accepted), 64);
+        if cpus.len() > 1 {
+            assert!(stats.iter().all(|s| s.accepted > 0), "a core's listener got nothing: {stats:?}");
+        }
+        server.shutdown();
+        server.join().expect("join");
+    }
+}

@@ -1,0 +1,72 @@
+//! Server-layer settings: the protocol [`Limits`] plus the timeouts and
+//! per-connection caps that bound how long and how much one client may hold.
+
+use std::time::Duration;
+
+use super::Limits;
+
+/// Settings of an [`HttpHandler`](super::HttpHandler). `Default` gives the
+/// FAULTS.md defaults, chosen after nginx, h2o and hyper.
+///
+/// Every timeout is a *total* deadline for its phase, not a per-read idle
+/// gap: a client that trickles one byte a second (slowloris, R.U.D.Y.)
+/// would reset a per-read timer forever.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use percore_handlers::http::Config;
+///
+/// let mut config = Config::default();
+/// config.idle_timeout = Duration::from_secs(5);
+/// config.limits.max_body = 64 * 1024;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Config {
+    /// Size limits of request heads and bodies (414, 431, 413).
+    pub limits: Limits,
+    /// Time to receive a whole request head, from its first byte. When it
+    /// passes the client gets 408 and the connection closes. A new
+    /// connection that sends nothing at all is closed silently after this
+    /// long. Default 10 s (h2o; hyper uses 30 s).
+    pub head_timeout: Duration,
+    /// Time to receive a whole request body, from the moment the service
+    /// first waits for it; then 408 and close. Default 30 s.
+    pub body_timeout: Duration,
+    /// How long a kept-alive connection may sit between requests before it
+    /// is closed silently (no 408: HAProxy notes that browsers mishandle a
+    /// 408 on an idle connection). Default 30 s.
+    pub idle_timeout: Duration,
+    /// Time to send one batch of responses; a client that stops reading is
+    /// closed after it. Default 30 s.
+    pub write_timeout: Duration,
+    /// After an error response or `Connection: close`, how long the server
+    /// keeps reading and discarding input after shutting down its write
+    /// side, so that unread client bytes do not turn the close into a reset
+    /// that destroys the response in flight (nginx `lingering_time`, Go's
+    /// `closeWriteAndWait`). Default 5 s.
+    pub linger_timeout: Duration,
+    /// Requests served on one connection; the last carries
+    /// `Connection: close`. Default 1000 (nginx `keepalive_requests`).
+    pub max_requests: u32,
+    /// Age after which a connection gets `Connection: close` on its next
+    /// response. Default 1 h (nginx `keepalive_time`).
+    pub max_age: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            head_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+            linger_timeout: Duration::from_secs(5),
+            max_requests: 1000,
+            max_age: Duration::from_secs(3600),
+        }
+    }
+}

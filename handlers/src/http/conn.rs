@@ -1,0 +1,348 @@
+//! The connection loop: reads, splits the input into requests, calls the
+//! service for each, and writes the answers of one read in one send.
+//!
+//! # Buffers
+//!
+//! The input of a turn is the receive lease itself whenever the requests
+//! in it are complete, so the common case copies nothing and an idle
+//! connection holds no lease. Only when a request head spans reads are its
+//! bytes copied into the connection's `carry` buffer (bounded by the head
+//! limits, which [`parse_head`] enforces on partial input too). Bodies that
+//! span reads are read by the [`BodyReader`] straight from the socket; what
+//! it reads past the body is where the next request starts. Responses gather
+//! in one output buffer that is written once per turn. All of these are
+//! per-connection `Vec`s that keep their capacity (up to
+//! [`KEEP_CAPACITY`]), so steady-state requests allocate nothing.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use percore::buf::RecvBuf;
+use percore::Connection;
+
+use super::request::{BodyEnd, BodyReader, Failure};
+use super::response::{effective_status, no_body_status, Streaming};
+use super::service::HttpHandler;
+use super::wire::{after, Waited, Wire, KEEP_CAPACITY};
+use super::{
+    encode_last_chunk, error_response, parse_head, Config, Framing, HttpError, Request, Response,
+    ResponseHead, Service,
+};
+
+/// Header storage per request. [`Limits::max_headers`](super::Limits)
+/// above this is capped to it.
+const HEADER_SLOTS: usize = 100;
+
+/// Output above this is sent before more pipelined requests are processed,
+/// which bounds the output of a connection that pipelines many requests.
+const OUT_HIGH_WATER: usize = 32 * 1024;
+
+/// Lingering is cut to this while the server stops: the answer is already
+/// out, and a stopping server should not wait on slow clients.
+const STOP_LINGER: Duration = Duration::from_millis(500);
+
+/// Where the bytes of this turn are.
+enum Input {
+    /// In a receive lease (the common case).
+    Lease(RecvBuf),
+    /// In the connection's `carry` buffer (a head spanned reads).
+    Carry,
+}
+
+/// How one turn's requests ended.
+enum Next {
+    /// All input used: read more.
+    Read,
+    /// A head is incomplete: keep its bytes and read more.
+    Partial,
+    /// The last response closes the connection (it is in the output).
+    Close,
+    /// The connection is unusable: close without another byte.
+    Abort,
+}
+
+/// How one exchange ended.
+enum Outcome {
+    Keep,
+    Close,
+    Abort,
+}
+
+/// Serves HTTP/1.1 on `conn` until the client leaves, a timeout or an
+/// error ends it, or the server stops.
+pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> io::Result<()> {
+    let config = &h.config;
+    let started = percore::time::now();
+    let wire = Wire::new(
+        conn,
+        after(started, config.head_timeout),
+        config.write_timeout,
+    );
+    let stop = h.stop.register();
+    let mut carry: Vec<u8> = Vec::new();
+    let mut gather: Vec<u8> = Vec::new();
+    let mut res_headers: Vec<u8> = Vec::new();
+    let mut res_body: Vec<u8> = Vec::new();
+    let mut served: u32 = 0;
+    // A new connection that sends nothing is closed after the head timeout.
+    let mut idle_deadline = after(started, config.head_timeout);
+    // When the first byte of the incomplete head in `carry` arrived.
+    let mut head_started: Option<Instant> = None;
+
+    loop {
+        // The one write of this turn's answers, then the next read.
+        if let Err(e) = wire.flush().await {
+            return quiet(e);
+        }
+        let (deadline, watch) = match head_started {
+            Some(t) => (after(t, config.head_timeout), None),
+            None => (idle_deadline, Some(&stop)),
+        };
+        let mut input = match wire.wait(wire.conn.read(), deadline, watch).await {
+            Waited::Done(Ok(Some(buf))) => Input::Lease(buf),
+            // End of stream: everything complete was answered; an
+            // incomplete head can never be, so it is dropped.
+            Waited::Done(Ok(None)) => return Ok(()),
+            Waited::Done(Err(e)) => return Err(e),
+            Waited::TimedOut if head_started.is_some() => {
+                h.date
+                    .with(|d| wire.with_out(|out| error_response(out, 408, d)));
+                return close(&wire, config).await;
+            }
+            // Idle: close without a word (no 408, see Config).
+            Waited::TimedOut | Waited::Stopped => return Ok(()),
+        };
+        let mut pos = 0;
+        if !carry.is_empty() {
+            // The head in `carry` continues in this read.
+            if let Input::Lease(lease) = &input {
+                carry.extend_from_slice(lease);
+            }
+            input = Input::Carry;
+        }
+
+        let next = loop {
+            let bytes: &[u8] = match &input {
+                Input::Lease(lease) => lease.get(pos..).unwrap_or_default(),
+                Input::Carry => carry.get(pos..).unwrap_or_default(),
+            };
+            if bytes.is_empty() {
+                break Next::Read;
+            }
+            let mut storage = [httparse::EMPTY_HEADER; HEADER_SLOTS];
+            let head = match parse_head(bytes, &mut storage, &config.limits) {
+                Ok(Some(head)) => head,
+                Ok(None) => break Next::Partial,
+                Err(e) => {
+                    tracing::debug!(error = %e, "bad request");
+                    h.date
+                        .with(|d| wire.with_out(|out| error_response(out, e.status, d)));
+                    break Next::Close;
+                }
+            };
+            head_started = None;
+            served = served.saturating_add(1);
+            percore::count_requests(1);
+            let now = percore::time::now();
+            let keep_alive = head.keep_alive
+                && served < config.max_requests
+                && now.saturating_duration_since(started) < config.max_age
+                && !percore::is_shutting_down();
+            let head_len = head.head_len;
+            let version = head.version;
+            let head_only = head.method == "HEAD";
+            let rest = bytes.get(head_len..).unwrap_or_default();
+
+            let body = BodyReader::new(&wire, config, &head, rest, &mut gather);
+            let mut req = Request::new(head, body);
+            let mut res = Response::new(
+                &wire,
+                &h.date,
+                &mut res_headers,
+                &mut res_body,
+                version,
+                head_only,
+                keep_alive,
+            );
+            let result = h.service.call(&mut req, &mut res).await;
+            let drain =
+                result.is_ok() && keep_alive && res.streaming != Some(Streaming::UntilClose);
+            let end = req.body.finish(drain).await;
+            let outcome = complete(h, &wire, &mut res, result, &end, keep_alive);
+            // `res` and `req` end here, releasing the buffers they borrow.
+            shrink(&mut res_body);
+            shrink(&mut gather);
+
+            match end.lease {
+                Some((lease, used)) => {
+                    // The body ran past this turn's input: the rest of the
+                    // input was body, and the new lease is the input now.
+                    input = Input::Lease(lease);
+                    pos = used;
+                    carry.clear();
+                }
+                None => pos += head_len + end.input_used,
+            }
+            match outcome {
+                Outcome::Keep => {}
+                Outcome::Close => break Next::Close,
+                Outcome::Abort => break Next::Abort,
+            }
+            idle_deadline = after(percore::time::now(), config.idle_timeout);
+            if wire.pending() >= OUT_HIGH_WATER {
+                if let Err(e) = wire.flush().await {
+                    return quiet(e);
+                }
+            }
+        };
+
+        match next {
+            Next::Read => {
+                if let Input::Carry = input {
+                    carry.clear();
+                    shrink(&mut carry);
+                }
+            }
+            Next::Partial => {
+                match &input {
+                    Input::Lease(lease) => {
+                        carry.extend_from_slice(lease.get(pos..).unwrap_or_default());
+                    }
+                    Input::Carry => {
+                        carry.drain(..pos.min(carry.len()));
+                    }
+                }
+                head_started.get_or_insert_with(percore::time::now);
+            }
+            Next::Close => {
+                drop(input);
+                return close(&wire, config).await;
+            }
+            Next::Abort => return Ok(()),
+        }
+    }
+}
+
+/// Puts the answer to one exchange in the output.
+fn complete<S>(
+    h: &HttpHandler<S>,
+    wire: &Wire,
+    res: &mut Response<'_>,
+    result: io::Result<()>,
+    end: &BodyEnd,
+    keep_alive: bool,
+) -> Outcome {
+    let failed = match (end.failure, &result) {
+        (Some(Failure::Gone), _) => return Outcome::Abort,
+        (Some(Failure::Status(status)), _) => Some(status),
+        (None, Err(e)) => {
+            tracing::debug!(error = %e, "service failed");
+            Some(HttpError::of(e).map_or(500, |e| e.status))
+        }
+        (None, Ok(())) => None,
+    };
+    if let Some(status) = failed {
+        if res.streaming.is_some() {
+            // The head is out: only an incomplete response can tell the
+            // client something went wrong.
+            return Outcome::Abort;
+        }
+        let status = if (400..=599).contains(&status) {
+            status
+        } else {
+            500
+        };
+        h.date
+            .with(|d| wire.with_out(|out| error_response(out, status, d)));
+        return Outcome::Close;
+    }
+    // The stop may have begun while the service ran (say, while it read a
+    // slow body): this is then the last response.
+    let close = !keep_alive
+        || end.abandoned
+        || res.streaming == Some(Streaming::UntilClose)
+        || percore::is_shutting_down();
+    match res.streaming {
+        Some(streaming) => {
+            res.move_body();
+            if streaming == Streaming::Chunked {
+                wire.with_out(encode_last_chunk);
+            }
+        }
+        None => {
+            let status = effective_status(res.status);
+            let bodyless = no_body_status(status);
+            let framing = if bodyless {
+                Framing::Empty
+            } else {
+                Framing::Length(res.body.len() as u64)
+            };
+            let head = ResponseHead {
+                keep_alive: !close,
+                version: res.version,
+                ..ResponseHead::new(status, framing)
+            };
+            let (headers, body) = (&*res.headers, &*res.body);
+            let send_body = !res.head_only && !bodyless;
+            let encoded = h.date.with(|d| {
+                wire.with_out(|out| {
+                    head.encode_raw(d, headers, out)?;
+                    if send_body {
+                        out.extend_from_slice(body);
+                    }
+                    Ok::<(), HttpError>(())
+                })
+            });
+            if encoded.is_err() {
+                // Unreachable in practice: headers are checked as added.
+                h.date
+                    .with(|d| wire.with_out(|out| error_response(out, 500, d)));
+                return Outcome::Close;
+            }
+        }
+    }
+    if close {
+        Outcome::Close
+    } else {
+        Outcome::Keep
+    }
+}
+
+/// Sends what is pending, shuts down the write side, and reads and drops
+/// input for a bounded time so the client sees the answer, not a reset
+/// caused by its own unread bytes (RFC 9112 §9.6).
+async fn close(wire: &Wire, config: &Config) -> io::Result<()> {
+    if let Err(e) = wire.flush().await {
+        return quiet(e);
+    }
+    // ENOTCONN here means the peer already reset: nothing left to finish.
+    let _ = wire.conn.shutdown_write();
+    let linger = if percore::is_shutting_down() {
+        config.linger_timeout.min(STOP_LINGER)
+    } else {
+        config.linger_timeout
+    };
+    let deadline = after(percore::time::now(), linger);
+    while let Waited::Done(Ok(Some(_dropped))) = wire.wait(wire.conn.read(), deadline, None).await {
+    }
+    Ok(())
+}
+
+/// Ends the connection after a write error: resets and broken pipes are
+/// reported (the server counts them); a write timeout is policy, not an
+/// error (and [`Wire::flush`] already made the close a reset).
+fn quiet(e: io::Error) -> io::Result<()> {
+    if e.kind() == io::ErrorKind::TimedOut {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
+
+/// Frees a buffer that grew past [`KEEP_CAPACITY`] for one large message,
+/// so idle connections do not keep it.
+fn shrink(buf: &mut Vec<u8>) {
+    if buf.capacity() > KEEP_CAPACITY {
+        *buf = Vec::new();
+    }
+}

@@ -1,0 +1,401 @@
+//! [`Request`]: a parsed request head borrowed from the connection's input,
+//! and its body, read on demand.
+
+use std::io;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::Instant;
+
+use percore::buf::RecvBuf;
+
+use super::wire::{after, Waited, Wire};
+use super::{BodyDecoder, BodyKind, Config, HttpError, RequestHead, CONTINUE_100};
+
+/// One request, as a [`Service`](super::Service) sees it.
+///
+/// The head (method, target, fields) borrows the bytes as received: no
+/// copy, no allocation. The body is not read until the service asks for
+/// it, with [`body`](Self::body) (all of it, up to
+/// [`Limits::max_body`](super::Limits::max_body)) or [`chunk`](Self::chunk)
+/// (piece by piece, as it arrives). A client that sent
+/// `Expect: 100-continue` gets its `100 Continue` only then; a body the
+/// service never asks for is discarded after the response, or the
+/// connection is closed if the client is still waiting for permission.
+pub struct Request<'r> {
+    head: RequestHead<'r, 'r>,
+    pub(crate) body: BodyReader<'r>,
+}
+
+impl<'r> Request<'r> {
+    pub(crate) fn new(head: RequestHead<'r, 'r>, body: BodyReader<'r>) -> Self {
+        Self { head, body }
+    }
+
+    /// The method token, e.g. `GET` (case-sensitive).
+    pub fn method(&self) -> &'r str {
+        self.head.method
+    }
+
+    /// The request target as sent, e.g. `/search?q=1`.
+    pub fn path(&self) -> &'r str {
+        self.head.path
+    }
+
+    /// The minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub fn version(&self) -> u8 {
+        self.head.version
+    }
+
+    /// The value of the first field named `name` (ASCII case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&'r [u8]> {
+        self.head
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value)
+    }
+
+    /// All header fields in the order received, names as sent.
+    pub fn headers(&self) -> &'r [httparse::Header<'r>] {
+        self.head.headers
+    }
+
+    /// The first `Content-Type` value, if any.
+    pub fn content_type(&self) -> Option<&'r [u8]> {
+        self.head.content_type
+    }
+
+    /// How the body is framed (none, `Content-Length`, chunked).
+    pub fn body_kind(&self) -> BodyKind {
+        self.head.body
+    }
+
+    /// The whole parsed head, for anything the accessors above do not show.
+    pub fn head(&self) -> &RequestHead<'r, 'r> {
+        &self.head
+    }
+
+    /// The client's address.
+    ///
+    /// # Errors
+    ///
+    /// When the socket is no longer connected.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.body.wire.conn.peer_addr()
+    }
+
+    /// The rest of the body, read to its end. Empty when there is none.
+    ///
+    /// When a `Content-Length` body arrived with the head it is returned in
+    /// place, with no copy; otherwise it is gathered into a buffer the
+    /// connection reuses. Calling it again returns the same bytes. After
+    /// [`chunk`](Self::chunk) it returns only what `chunk` had not.
+    ///
+    /// # Errors
+    ///
+    /// The body is malformed (400) or over the limit (413), its deadline
+    /// passed (408), or the client closed or reset the connection first.
+    /// Return the error from the service: the server answers with the
+    /// right status itself, whatever the service wrote, and closes.
+    pub async fn body(&mut self) -> io::Result<&[u8]> {
+        self.body.collect().await
+    }
+
+    /// The next piece of the body as it arrives, or `None` at its end.
+    ///
+    /// # Errors
+    ///
+    /// As [`body`](Self::body).
+    pub async fn chunk(&mut self) -> io::Result<Option<&[u8]>> {
+        self.body.chunk().await
+    }
+}
+
+impl std::fmt::Debug for Request<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("method", &self.head.method)
+            .field("path", &self.head.path)
+            .field("version", &self.head.version)
+            .field("body", &self.head.body)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a body could not be read. Recorded by the reader, so the connection
+/// loop answers correctly whatever the service did with the error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// Answer with this status (400, 408, 413, 431), then close.
+    Status(u16),
+    /// The peer went away (end of stream, reset, write failure): close
+    /// without answering.
+    Gone,
+}
+
+/// Where a run of body bytes lies.
+#[derive(Debug, Clone, Copy)]
+enum Src {
+    /// In the input the head was parsed from.
+    Input,
+    /// In the lease read after the input ran out.
+    Lease,
+}
+
+enum Step {
+    Data(Src, Range<usize>),
+    Done,
+    NeedMore,
+}
+
+/// `Expect: 100-continue` progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    No,
+    /// The client waits for `100 Continue` before it sends the body.
+    Waiting,
+    Sent,
+}
+
+/// What the body left behind, for the connection loop.
+pub(crate) struct BodyEnd {
+    /// Bytes of the input after the head that belonged to the body.
+    pub(crate) input_used: usize,
+    /// When reading went past the input: the last lease read and where the
+    /// next request starts in it.
+    pub(crate) lease: Option<(RecvBuf, usize)>,
+    pub(crate) failure: Option<Failure>,
+    /// Some of the body is still unread, so the next request's position is
+    /// unknown: close after the response.
+    pub(crate) abandoned: bool,
+}
+
+/// Reads one request body from the input after the head, then from the
+/// socket, through a [`BodyDecoder`].
+pub(crate) struct BodyReader<'r> {
+    wire: &'r Wire,
+    config: &'r Config,
+    input: &'r [u8],
+    input_used: usize,
+    lease: Option<RecvBuf>,
+    lease_used: usize,
+    decoder: BodyDecoder,
+    /// The connection's body buffer, for bodies that are not contiguous.
+    gather: &'r mut Vec<u8>,
+    /// `Some` once [`collect`](Self::collect) finished: the body is in the
+    /// input (`Some(range)`) or in `gather` (`None`).
+    collected: Option<Option<Range<usize>>>,
+    expect: Expect,
+    deadline: Option<Instant>,
+    failure: Option<Failure>,
+}
+
+impl<'r> BodyReader<'r> {
+    pub(crate) fn new(
+        wire: &'r Wire,
+        config: &'r Config,
+        head: &RequestHead<'_, '_>,
+        input: &'r [u8],
+        gather: &'r mut Vec<u8>,
+    ) -> Self {
+        Self {
+            wire,
+            config,
+            input,
+            input_used: 0,
+            lease: None,
+            lease_used: 0,
+            decoder: BodyDecoder::new(head.body, &config.limits),
+            gather,
+            collected: None,
+            expect: if head.expect_continue {
+                Expect::Waiting
+            } else {
+                Expect::No
+            },
+            deadline: None,
+            failure: None,
+        }
+    }
+
+    async fn collect(&mut self) -> io::Result<&[u8]> {
+        if self.collected.is_none() {
+            self.collected = Some(self.gather_rest().await?);
+        }
+        Ok(match self.collected.clone().flatten() {
+            Some(range) => self.input.get(range).unwrap_or_default(),
+            None => self.gather.as_slice(),
+        })
+    }
+
+    /// Reads the rest of the body; `Some(range)` when it lies whole in the
+    /// input (the zero-copy case), else `None` with the bytes in `gather`.
+    async fn gather_rest(&mut self) -> io::Result<Option<Range<usize>>> {
+        self.gather.clear();
+        if self.lease.is_none() && self.failure.is_none() {
+            let rest = self.input.get(self.input_used..).unwrap_or_default();
+            if self
+                .decoder
+                .remaining()
+                .is_some_and(|n| n <= rest.len() as u64)
+            {
+                let decoded = self.decoder.decode(rest).map_err(|e| self.fail_with(e))?;
+                let start = self.input_used;
+                self.input_used += decoded.consumed;
+                return Ok(Some(start + decoded.data.start..start + decoded.data.end));
+            }
+        }
+        loop {
+            match self.step()? {
+                Step::Data(src, range) => {
+                    let bytes = match src {
+                        Src::Input => self.input.get(range),
+                        Src::Lease => self.lease.as_deref().and_then(|l| l.get(range)),
+                    };
+                    self.gather.extend_from_slice(bytes.unwrap_or_default());
+                }
+                Step::Done => return Ok(None),
+                Step::NeedMore => self.fill().await?,
+            }
+        }
+    }
+
+    async fn chunk(&mut self) -> io::Result<Option<&[u8]>> {
+        loop {
+            match self.step()? {
+                Step::Data(Src::Input, range) => return Ok(self.input.get(range)),
+                Step::Data(Src::Lease, range) => {
+                    return Ok(self.lease.as_deref().and_then(|l| l.get(range)))
+                }
+                Step::Done => return Ok(None),
+                Step::NeedMore => self.fill().await?,
+            }
+        }
+    }
+
+    /// Decodes from the bytes at hand without waiting.
+    fn step(&mut self) -> io::Result<Step> {
+        if let Some(f) = self.failure {
+            return Err(failure_error(f));
+        }
+        loop {
+            if self.decoder.is_done() {
+                return Ok(Step::Done);
+            }
+            let (src, bytes, used) = match &self.lease {
+                Some(lease) => (Src::Lease, &lease[..], &mut self.lease_used),
+                None => (Src::Input, self.input, &mut self.input_used),
+            };
+            let rest = bytes.get(*used..).unwrap_or_default();
+            if rest.is_empty() {
+                return Ok(Step::NeedMore);
+            }
+            let start = *used;
+            match self.decoder.decode(rest) {
+                Ok(d) => {
+                    *used += d.consumed;
+                    if !d.data.is_empty() {
+                        return Ok(Step::Data(src, start + d.data.start..start + d.data.end));
+                    }
+                    // No data and not done: framing bytes only; go on.
+                }
+                Err(e) => return Err(self.fail_with(e)),
+            }
+        }
+    }
+
+    /// Waits for more body bytes from the socket, first sending what the
+    /// client may be waiting for: earlier pipelined responses, and
+    /// `100 Continue` if it asked for one.
+    async fn fill(&mut self) -> io::Result<()> {
+        if self.expect == Expect::Waiting {
+            self.expect = Expect::Sent;
+            self.wire
+                .with_out(|out| out.extend_from_slice(CONTINUE_100));
+        }
+        if let Err(e) = self.wire.flush().await {
+            self.failure = Some(Failure::Gone);
+            return Err(e);
+        }
+        // The last lease is fully used: return it before taking another.
+        self.lease = None;
+        self.lease_used = 0;
+        let deadline = *self
+            .deadline
+            .get_or_insert_with(|| after(percore::time::now(), self.config.body_timeout));
+        let wire = self.wire;
+        match wire.wait(wire.conn.read(), deadline, None).await {
+            Waited::Done(Ok(Some(buf))) => {
+                self.lease = Some(buf);
+                Ok(())
+            }
+            Waited::Done(Ok(None)) => {
+                self.failure = Some(Failure::Gone);
+                Err(failure_error(Failure::Gone))
+            }
+            Waited::Done(Err(e)) => {
+                self.failure = Some(Failure::Gone);
+                Err(e)
+            }
+            Waited::TimedOut | Waited::Stopped => {
+                self.failure = Some(Failure::Status(408));
+                Err(failure_error(Failure::Status(408)))
+            }
+        }
+    }
+
+    fn fail_with(&mut self, e: HttpError) -> io::Error {
+        self.failure = Some(Failure::Status(e.status));
+        io::Error::new(io::ErrorKind::InvalidData, e)
+    }
+
+    /// Ends the body after the service returned: with `drain`, reads and
+    /// discards what the service left (bounded by the body limit and
+    /// deadline) so the connection can serve the next request; without,
+    /// leaves it and asks for a close.
+    pub(crate) async fn finish(mut self, drain: bool) -> BodyEnd {
+        let mut abandoned = false;
+        if self.failure.is_none() && !self.decoder.is_done() {
+            loop {
+                match self.step() {
+                    Ok(Step::Data(..)) => {}
+                    Ok(Step::Done) | Err(_) => break,
+                    // RFC 9110 §10.1.1: a server that answers without
+                    // reading the body of an `Expect: 100-continue` request
+                    // must close (or read it anyway, but the client may
+                    // never send it).
+                    Ok(Step::NeedMore) if !drain || self.expect == Expect::Waiting => {
+                        abandoned = true;
+                        break;
+                    }
+                    Ok(Step::NeedMore) => {
+                        if self.fill().await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let lease = match self.lease {
+            Some(lease) if self.lease_used < lease.len() => Some((lease, self.lease_used)),
+            _ => None,
+        };
+        BodyEnd {
+            input_used: self.input_used,
+            lease,
+            failure: self.failure,
+            abandoned,
+        }
+    }
+}
+
+fn failure_error(f: Failure) -> io::Error {
+    match f {
+        Failure::Status(408) => io::Error::new(io::ErrorKind::TimedOut, "request body timed out"),
+        Failure::Status(_) => io::Error::new(io::ErrorKind::InvalidData, "malformed request body"),
+        Failure::Gone => io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "connection closed before the end of the request body",
+        ),
+    }
+}

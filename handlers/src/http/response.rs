@@ -1,0 +1,257 @@
+//! [`Response`]: what a service answers, gathered in the connection's
+//! reused buffers and framed by the server.
+
+use std::io;
+
+use super::service::SharedDate;
+use super::wire::Wire;
+use super::{encode_chunk, Framing, HttpError, ResponseHead};
+
+/// The response to one request, filled in by a [`Service`](super::Service).
+///
+/// The service sets a status, adds header fields and writes body bytes;
+/// the server owns the framing: it adds `Date`, `Content-Length` (or
+/// `Transfer-Encoding: chunked` for a streamed body) and `Connection`, and
+/// it leaves out the body for `HEAD` and for 204 and 304 responses. So a
+/// service answers `HEAD` exactly like `GET`.
+///
+/// Nothing is sent until the service returns (the response is then written
+/// together with the others of the same read), unless it calls
+/// [`flush`](Self::flush) to stream a large or slow body.
+///
+/// The header and body buffers belong to the connection and keep their
+/// capacity from one request to the next: a steady stream of responses
+/// allocates nothing.
+pub struct Response<'r> {
+    wire: &'r Wire,
+    date: &'r SharedDate,
+    pub(crate) status: u16,
+    /// Encoded, validated `Name: value\r\n` lines.
+    pub(crate) headers: &'r mut Vec<u8>,
+    pub(crate) body: &'r mut Vec<u8>,
+    pub(crate) version: u8,
+    pub(crate) head_only: bool,
+    /// Whether the server intends to keep the connection (as far as known
+    /// before the service ran).
+    pub(crate) keep_alive: bool,
+    pub(crate) streaming: Option<Streaming>,
+}
+
+/// How a response whose head was already sent by [`Response::flush`]
+/// carries the rest of its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Streaming {
+    /// Chunked (HTTP/1.1); the server ends it with the last chunk.
+    Chunked,
+    /// Until the connection closes (HTTP/1.0 has no chunked coding).
+    UntilClose,
+    /// No body bytes go out at all (HEAD, 204, 304).
+    NoBody,
+}
+
+impl<'r> Response<'r> {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        wire: &'r Wire,
+        date: &'r SharedDate,
+        headers: &'r mut Vec<u8>,
+        body: &'r mut Vec<u8>,
+        version: u8,
+        head_only: bool,
+        keep_alive: bool,
+    ) -> Self {
+        headers.clear();
+        body.clear();
+        Self {
+            wire,
+            date,
+            status: 200,
+            headers,
+            body,
+            version,
+            head_only,
+            keep_alive,
+            streaming: None,
+        }
+    }
+
+    /// The status so far (200 unless set).
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// Sets the status code. Codes outside 200..=999 are answered as 500:
+    /// interim (1xx) responses are the server's business.
+    pub fn set_status(&mut self, status: u16) {
+        self.status = status;
+    }
+
+    /// Adds a header field.
+    ///
+    /// # Errors
+    ///
+    /// A 500 [`HttpError`] when `name` is not a token, `value` holds CR, LF
+    /// or another control byte (either would let a client-supplied value
+    /// split the response), the name is one the server sets itself
+    /// (`Content-Length`, `Transfer-Encoding`, `Connection`, `Date`), or
+    /// the head was already sent by [`flush`](Self::flush).
+    pub fn header(&mut self, name: &str, value: &[u8]) -> Result<(), HttpError> {
+        const OWNED: [&str; 5] = [
+            "content-length",
+            "transfer-encoding",
+            "connection",
+            "date",
+            "keep-alive",
+        ];
+        if self.streaming.is_some() {
+            return Err(invalid("header after the response head was sent"));
+        }
+        if OWNED.iter().any(|o| name.eq_ignore_ascii_case(o)) {
+            return Err(invalid("framing header is set by the server"));
+        }
+        if !valid_name(name.as_bytes()) || !valid_value(value) {
+            return Err(invalid("invalid response header"));
+        }
+        self.headers.extend_from_slice(name.as_bytes());
+        self.headers.extend_from_slice(b": ");
+        self.headers.extend_from_slice(value);
+        self.headers.extend_from_slice(b"\r\n");
+        Ok(())
+    }
+
+    /// Appends body bytes.
+    pub fn write(&mut self, bytes: &[u8]) {
+        self.body.extend_from_slice(bytes);
+    }
+
+    /// The body buffer itself, for code that formats into a `Vec<u8>`.
+    pub fn body_mut(&mut self) -> &mut Vec<u8> {
+        self.body
+    }
+
+    /// A whole response in one call: status, optional `Content-Type`, body
+    /// (replacing any body written so far).
+    ///
+    /// # Errors
+    ///
+    /// As [`header`](Self::header), for an invalid content type.
+    pub fn send(
+        &mut self,
+        status: u16,
+        content_type: Option<&[u8]>,
+        body: &[u8],
+    ) -> Result<(), HttpError> {
+        if let Some(ct) = content_type {
+            self.header("Content-Type", ct)?;
+        }
+        self.status = status;
+        self.body.clear();
+        self.body.extend_from_slice(body);
+        Ok(())
+    }
+
+    /// Sends the head and the body written so far, and streams the rest:
+    /// later writes go out at the next `flush` or when the service returns.
+    ///
+    /// The body is chunked for HTTP/1.1 clients; an HTTP/1.0 client gets it
+    /// delimited by the connection's close. Once flushed, the status and
+    /// headers are fixed, and an error (from the service or the request
+    /// body) can only abort the connection, which the client sees as an
+    /// incomplete response.
+    ///
+    /// # Errors
+    ///
+    /// The send error, or `TimedOut` when the client stopped reading.
+    pub async fn flush(&mut self) -> io::Result<()> {
+        if self.streaming.is_none() {
+            let status = effective_status(self.status);
+            let (framing, streaming) = if no_body_status(status) || self.head_only {
+                // A HEAD response keeps the framing the GET would have.
+                let framing = if self.head_only && !no_body_status(status) && self.version == 1 {
+                    Framing::Chunked
+                } else {
+                    Framing::Empty
+                };
+                (framing, Streaming::NoBody)
+            } else if self.version == 1 {
+                (Framing::Chunked, Streaming::Chunked)
+            } else {
+                (Framing::Empty, Streaming::UntilClose)
+            };
+            let keep_alive = self.keep_alive && streaming != Streaming::UntilClose;
+            let head = ResponseHead {
+                keep_alive,
+                version: self.version,
+                ..ResponseHead::new(status, framing)
+            };
+            let headers = &*self.headers;
+            self.date
+                .with(|date| {
+                    self.wire
+                        .with_out(|out| head.encode_raw(date, headers, out))
+                })
+                .map_err(io::Error::other)?;
+            self.streaming = Some(streaming);
+        }
+        self.move_body();
+        self.wire.flush().await
+    }
+
+    /// Moves written body bytes of a streamed response into the output.
+    pub(crate) fn move_body(&mut self) {
+        let body = &mut *self.body;
+        match self.streaming {
+            Some(Streaming::Chunked) => self.wire.with_out(|out| encode_chunk(out, body)),
+            Some(Streaming::UntilClose) => self.wire.with_out(|out| out.extend_from_slice(body)),
+            Some(Streaming::NoBody) | None => {}
+        }
+        body.clear();
+    }
+}
+
+impl std::fmt::Debug for Response<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response")
+            .field("status", &self.status)
+            .field("body_len", &self.body.len())
+            .field("streaming", &self.streaming)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The status actually sent for `status`: 1xx and out-of-range codes are
+/// a service bug, answered as 500 rather than as a broken message.
+pub(crate) fn effective_status(status: u16) -> u16 {
+    if (200..=999).contains(&status) {
+        status
+    } else {
+        500
+    }
+}
+
+/// RFC 9110 §15.3.5, §15.4.5: 204 and 304 responses end after the head.
+pub(crate) fn no_body_status(status: u16) -> bool {
+    status == 204 || status == 304
+}
+
+fn invalid(reason: &'static str) -> HttpError {
+    HttpError {
+        status: 500,
+        reason,
+    }
+}
+
+/// RFC 9110 §5.6.2 token.
+fn valid_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// RFC 9110 §5.5 field value: VCHAR, SP, HTAB and obs-text, no CR/LF/NUL.
+fn valid_value(value: &[u8]) -> bool {
+    value
+        .iter()
+        .all(|&b| matches!(b, b'\t' | 0x20..=0x7e | 0x80..=0xff))
+}

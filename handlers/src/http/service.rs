@@ -1,0 +1,147 @@
+//! [`Service`]: the trait an HTTP application implements, and
+//! [`HttpHandler`], which serves it on percore connections.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::io;
+use std::rc::Rc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use percore::{Connection, Handler};
+
+use super::wire::StopWatch;
+use super::{Config, DateCache, Request, Response};
+
+/// An HTTP application: answers one request at a time.
+///
+/// The server does the framing (parsing, body decoding, keep-alive,
+/// pipelining, `Expect`, `HEAD`, limits, timeouts, error responses); the
+/// service only looks at the [`Request`] and fills in the [`Response`].
+/// One value serves every connection of a core (the factory given to
+/// [`percore::ServerBuilder::start`] makes one per core), so it may keep
+/// per-core state in `Cell`s and `RefCell`s without locks.
+///
+/// Implement it with `async fn call`. Returning `Err` ends the exchange:
+/// if the error wraps an [`HttpError`](super::HttpError) (as errors from
+/// [`Request::body`] do, and as `HttpError`'s `Into<io::Error>` makes
+/// them), the client gets that status, otherwise 500; either way the
+/// connection then closes.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::io;
+/// use percore_handlers::http::{HttpHandler, Request, Response, Service};
+///
+/// struct Hello;
+///
+/// impl Service for Hello {
+///     async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+///         if req.path() == "/" {
+///             res.send(200, Some(b"text/plain"), b"hello\n")?;
+///         } else {
+///             res.send(404, None, b"")?;
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// fn main() -> io::Result<()> {
+///     percore::Server::builder()
+///         .address("127.0.0.1:8080".parse().unwrap())
+///         .serve(|_core| HttpHandler::new(Hello))
+/// }
+/// ```
+pub trait Service: 'static {
+    /// Answers `req` by filling in `res`.
+    fn call(
+        &self,
+        req: &mut Request<'_>,
+        res: &mut Response<'_>,
+    ) -> impl Future<Output = io::Result<()>>;
+}
+
+/// Serves a [`Service`] over HTTP/1.1 on percore connections: the
+/// [`Handler`] to give to the server.
+///
+/// Make one per core in the server's factory; it holds the service, the
+/// [`Config`], the core's cached `Date` value and its shutdown watcher.
+#[derive(Debug)]
+pub struct HttpHandler<S> {
+    pub(crate) service: S,
+    pub(crate) config: Config,
+    pub(crate) date: SharedDate,
+    pub(crate) stop: Rc<StopWatch>,
+}
+
+impl<S: Service> HttpHandler<S> {
+    /// A handler with the default [`Config`].
+    pub fn new(service: S) -> Self {
+        Self::with_config(service, Config::default())
+    }
+
+    /// A handler with `config`.
+    pub fn with_config(service: S, config: Config) -> Self {
+        Self {
+            service,
+            config,
+            date: SharedDate::default(),
+            stop: Rc::new(StopWatch::default()),
+        }
+    }
+
+    /// The service.
+    pub fn service(&self) -> &S {
+        &self.service
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+}
+
+impl<S: Service> Handler for HttpHandler<S> {
+    async fn serve(&self, conn: Connection) -> io::Result<()> {
+        super::conn::serve(self, conn).await
+    }
+}
+
+/// The core's `Date` value, refreshed at most once a second.
+///
+/// The refresh check uses the core's per-turn clock ([`percore::time::now`],
+/// no syscall); only when a second boundary may have passed is the wall
+/// clock read and, if the second changed, the date reformatted.
+#[derive(Debug, Default)]
+pub(crate) struct SharedDate {
+    cache: RefCell<Option<DateCache>>,
+    /// Core-clock instant at which the cached second ends.
+    next: Cell<Option<Instant>>,
+}
+
+impl SharedDate {
+    /// Runs `f` with the current date. Must not await (it holds a borrow).
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&DateCache) -> R) -> R {
+        let now = percore::time::now();
+        let mut cache = self.cache.borrow_mut();
+        if self.next.get().is_none_or(|next| now >= next) || cache.is_none() {
+            let wall = SystemTime::now();
+            match cache.as_mut() {
+                Some(c) => {
+                    c.update(wall);
+                }
+                None => *cache = Some(DateCache::new(wall)),
+            }
+            let into_second = wall.duration_since(UNIX_EPOCH).unwrap_or_default();
+            let left = std::time::Duration::from_secs(1).saturating_sub(
+                std::time::Duration::from_nanos(u64::from(into_second.subsec_nanos())),
+            );
+            self.next.set(Some(now + left));
+        }
+        match cache.as_ref() {
+            Some(date) => f(date),
+            // Just filled in above.
+            None => f(&DateCache::new(SystemTime::now())),
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The connection's I/O plumbing shared by the loop, the request body
+//! reader and the response: the socket, the output buffer, one reusable
+//! timer, and the per-core stop notification.
+
+use std::cell::{Cell, RefCell};
+use std::future::{poll_fn, Future};
+use std::io;
+use std::pin::{pin, Pin};
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use percore::time::Sleep;
+use percore::Connection;
+
+/// Output kept between flushes is freed above this capacity, so a
+/// connection that once sent a large response does not hold it while idle.
+pub(crate) const KEEP_CAPACITY: usize = 64 * 1024;
+
+/// `start + timeout`, saturating: a configured `Duration::MAX` means "no
+/// deadline" rather than an overflow panic. (A century is past the timer
+/// wheel's span, which clamps it further.)
+pub(crate) fn after(start: Instant, timeout: std::time::Duration) -> Instant {
+    const CENTURY: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
+    start.checked_add(timeout.min(CENTURY)).unwrap_or(start)
+}
+
+/// What ended a [`Wire::wait`].
+#[derive(Debug)]
+pub(crate) enum Waited<T> {
+    /// The future completed.
+    Done(T),
+    /// The deadline passed first; the future was dropped.
+    TimedOut,
+    /// The server began to stop first; the future was dropped.
+    Stopped,
+}
+
+/// A connection's socket, its pending output, and its timer.
+///
+/// Everything takes `&self` so that the loop, the [`Request`] body reader
+/// and the [`Response`] can share it; no borrow of a cell is held across an
+/// await, so sharing cannot panic.
+///
+/// [`Request`]: super::Request
+/// [`Response`]: super::Response
+pub(crate) struct Wire {
+    pub(crate) conn: Connection,
+    /// Responses (and a `100 Continue`) not yet written, in order.
+    out: Cell<Vec<u8>>,
+    /// One timer for the connection's whole life. Deadlines are applied
+    /// lazily (see [`Wire::wait`]), so a request costs no timer-wheel work.
+    sleep: RefCell<Sleep>,
+    write_timeout: std::time::Duration,
+}
+
+impl Wire {
+    pub(crate) fn new(
+        conn: Connection,
+        first: Instant,
+        write_timeout: std::time::Duration,
+    ) -> Self {
+        Self {
+            conn,
+            out: Cell::new(Vec::new()),
+            sleep: RefCell::new(percore::time::sleep_until(first)),
+            write_timeout,
+        }
+    }
+
+    /// Runs `f` on the pending output.
+    pub(crate) fn with_out<R>(&self, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+        let mut out = self.out.take();
+        let r = f(&mut out);
+        self.out.set(out);
+        r
+    }
+
+    /// Bytes waiting to be written.
+    pub(crate) fn pending(&self) -> usize {
+        self.with_out(|out| out.len())
+    }
+
+    /// Writes all pending output, within the write timeout.
+    ///
+    /// # Errors
+    ///
+    /// The send error, or `TimedOut` when the peer stopped reading (the
+    /// connection is then set to reset when closed). The connection cannot
+    /// be used after an error (the output is lost).
+    pub(crate) async fn flush(&self) -> io::Result<()> {
+        let buf = self.out.take();
+        if buf.is_empty() {
+            self.out.set(buf);
+            return Ok(());
+        }
+        let deadline = after(percore::time::now(), self.write_timeout);
+        match self.wait(self.conn.write_all(buf), deadline, None).await {
+            Waited::Done((Ok(()), mut buf)) => {
+                buf.clear();
+                if buf.capacity() > KEEP_CAPACITY {
+                    buf = Vec::new();
+                }
+                // Anything queued meanwhile (only possible if a service
+                // overlapped a body read with a flush) goes after it.
+                let queued = self.out.take();
+                buf.extend_from_slice(&queued);
+                self.out.set(buf);
+                Ok(())
+            }
+            Waited::Done((Err(e), _)) => Err(e),
+            Waited::TimedOut | Waited::Stopped => {
+                // Make the coming close a reset: a graceful close would
+                // leave the unsent output queued on an orphaned socket,
+                // trickled out for minutes to a client that barely reads
+                // (nginx's `reset_timedout_connection`). Best effort: if
+                // it fails, the close is merely graceful.
+                let _ = self.conn.set_linger(Some(std::time::Duration::ZERO));
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "write timed out: the client stopped reading",
+                ))
+            }
+        }
+    }
+
+    /// Polls `fut` until it completes, `deadline` passes, or (with `stop`)
+    /// the server begins to stop.
+    ///
+    /// The timer is lazy: it stays armed at whatever instant it was set to
+    /// as long as that is not later than `deadline`, and when it fires for
+    /// an older, earlier deadline it is moved to the current one. Keep-alive
+    /// deadlines only move forward, so a steady stream of requests never
+    /// touches the timer wheel; it fires about once per timeout period.
+    pub(crate) async fn wait<F: Future>(
+        &self,
+        fut: F,
+        deadline: Instant,
+        stop: Option<&StopSlot>,
+    ) -> Waited<F::Output> {
+        let mut fut = pin!(fut);
+        poll_fn(|cx| {
+            if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Waited::Done(v));
+            }
+            if stop.is_some_and(|s| s.poll_stopped(cx)) {
+                return Poll::Ready(Waited::Stopped);
+            }
+            self.poll_deadline(deadline, cx).map(|()| Waited::TimedOut)
+        })
+        .await
+    }
+
+    fn poll_deadline(&self, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
+        let mut sleep = self.sleep.borrow_mut();
+        if sleep.deadline() > deadline {
+            sleep.reset(deadline);
+        }
+        // Bounded: after a reset to a future deadline the sleep is pending.
+        for _ in 0..2 {
+            if Pin::new(&mut *sleep).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            if percore::time::now() >= deadline {
+                return Poll::Ready(());
+            }
+            sleep.reset(deadline);
+        }
+        Poll::Pending
+    }
+}
+
+/// Per-core registry of connections waiting idle, woken together when the
+/// server begins to stop.
+///
+/// One task per core awaits [`percore::shutdown_signal`] and wakes every
+/// registered slot. Connections register here rather than each awaiting
+/// `shutdown_signal` themselves because the framework keeps every waker it
+/// was ever polled with until the server stops (see the report to the
+/// lead), which would grow with every connection served.
+#[derive(Debug, Default)]
+pub(crate) struct StopWatch {
+    stopping: Cell<bool>,
+    watching: Cell<bool>,
+    slots: RefCell<Slots>,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    wakers: Vec<Option<Waker>>,
+    free: Vec<usize>,
+}
+
+impl StopWatch {
+    /// A slot for one connection, freed when dropped. Starts the core's
+    /// watcher task on first use (it needs a running core).
+    pub(crate) fn register(self: &Rc<Self>) -> StopSlot {
+        if !self.watching.replace(true) {
+            let watch = self.clone();
+            // Detached: it ends at the stop, or is dropped with the core.
+            drop(percore::spawn_local(async move {
+                percore::shutdown_signal().await;
+                watch.stopping.set(true);
+                // Waking only queues the task on this core's run queue; no
+                // task runs inside `wake`, so holding the borrow is safe.
+                for waker in watch.slots.borrow_mut().wakers.iter_mut() {
+                    if let Some(w) = waker.take() {
+                        w.wake();
+                    }
+                }
+            }));
+        }
+        let mut slots = self.slots.borrow_mut();
+        let index = match slots.free.pop() {
+            Some(i) => i,
+            None => {
+                slots.wakers.push(None);
+                slots.wakers.len() - 1
+            }
+        };
+        StopSlot {
+            watch: self.clone(),
+            index,
+        }
+    }
+}
+
+/// One connection's registration in the [`StopWatch`].
+#[derive(Debug)]
+pub(crate) struct StopSlot {
+    watch: Rc<StopWatch>,
+    index: usize,
+}
+
+impl StopSlot {
+    /// Whether the server is stopping; if not, wakes `cx` when it does.
+    pub(crate) fn poll_stopped(&self, cx: &mut Context<'_>) -> bool {
+        if self.watch.stopping.get() {
+            return true;
+        }
+        let mut slots = self.watch.slots.borrow_mut();
+        if let Some(slot) = slots.wakers.get_mut(self.index) {
+            match slot {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => *slot = Some(cx.waker().clone()),
+            }
+        }
+        false
+    }
+}
+
+impl Drop for StopSlot {
+    fn drop(&mut self) {
+        let mut slots = self.watch.slots.borrow_mut();
+        if let Some(slot) = slots.wakers.get_mut(self.index) {
+            *slot = None;
+            slots.free.push(self.index);
+        }
+    }
+}

@@ -1,0 +1,508 @@
+//! One HTTP/1.1 exchange with an upstream: the sub-request's bytes, and an
+//! incremental parser of the response (httparse for the head, the HTTP
+//! module's [`BodyDecoder`] for `Content-Length` and chunked bodies, or
+//! until end of stream).
+//!
+//! The parser ([`ResponseParser`]) does no I/O, so the unit tests feed it
+//! responses split at every byte; [`exchange`] drives it over a connection.
+
+use std::fmt;
+use std::io;
+use std::net::IpAddr;
+use std::ops::Range;
+
+use percore::net::TcpStream;
+
+use crate::http::{BodyDecoder, BodyKind, Limits};
+
+/// Most header fields in an upstream response head.
+const MAX_RESPONSE_HEADERS: usize = 64;
+
+/// Request fields that are about one connection (RFC 9110 §7.6.1), or that
+/// the proxy writes itself, and so are never forwarded as received.
+const NOT_FORWARDED: [&str; 13] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    // The proxy sends the whole body at once, so it never waits for 100.
+    "expect",
+    "proxy-authorization",
+    // Appended to below rather than copied.
+    "via",
+    "x-forwarded-for",
+];
+
+/// Why one branch failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// Connecting failed (refused, unreachable, reset).
+    Connect(io::ErrorKind),
+    /// Connecting took longer than the connect timeout.
+    ConnectTimeout,
+    /// Sending or receiving failed (reset, broken pipe).
+    Io(io::ErrorKind),
+    /// The upstream closed before the first byte of a response.
+    Closed,
+    /// The upstream closed inside the response.
+    Truncated,
+    /// The response is malformed, ambiguous or over a limit.
+    Bad(&'static str),
+    /// The request deadline passed first.
+    Deadline,
+}
+
+impl Failure {
+    /// The status the client gets for it: 504 for time, 502 for the rest.
+    pub(crate) fn status(self) -> u16 {
+        match self {
+            Failure::ConnectTimeout | Failure::Deadline => 504,
+            _ => 502,
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Connect(kind) => write!(f, "connect failed: {kind}"),
+            Failure::ConnectTimeout => f.write_str("connect timed out"),
+            Failure::Io(kind) => write!(f, "connection failed: {kind}"),
+            Failure::Closed => f.write_str("connection closed before a response"),
+            Failure::Truncated => f.write_str("response truncated"),
+            Failure::Bad(why) => write!(f, "bad response: {why}"),
+            Failure::Deadline => f.write_str("no answer before the deadline"),
+        }
+    }
+}
+
+/// A complete upstream response, its body in the exchange's buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    /// Where the (de-chunked) body lies in the buffer.
+    pub(crate) body: Range<usize>,
+    /// The connection ended exactly at this response and may serve another.
+    pub(crate) reusable: bool,
+}
+
+/// A failed exchange, and whether the upstream had started to answer
+/// (which rules out a retry: it saw the request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ExchangeError {
+    pub(crate) failure: Failure,
+    pub(crate) response_started: bool,
+}
+
+/// Limits on an upstream response.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ResponseLimits {
+    pub(crate) max_head: usize,
+    pub(crate) max_body: usize,
+}
+
+// ===== request bytes =====
+
+/// Writes what every branch of a request shares, after its `Host` line:
+/// the end-to-end fields, `Via`, `X-Forwarded-For`, the framing and the
+/// body. Every line ends in CRLF whatever the client used (FAULTS A13).
+///
+/// Hop-by-hop fields are dropped, along with every field the client named
+/// in `Connection` (RFC 9110 §7.6.1). The body is re-framed with
+/// `Content-Length` (the HTTP layer has already de-chunked it and rejected
+/// ambiguous framing, FAULTS F10).
+pub(crate) fn write_shared(
+    out: &mut Vec<u8>,
+    headers: &[httparse::Header<'_>],
+    client: Option<IpAddr>,
+    body: &[u8],
+    has_body: bool,
+) {
+    let mut via: Option<&[u8]> = None;
+    let mut forwarded: Option<&[u8]> = None;
+    for h in headers {
+        if h.name.eq_ignore_ascii_case("via") {
+            via = Some(h.value);
+        } else if h.name.eq_ignore_ascii_case("x-forwarded-for") {
+            forwarded = Some(h.value);
+        }
+        if NOT_FORWARDED.iter().any(|n| h.name.eq_ignore_ascii_case(n))
+            || named_in_connection(headers, h.name)
+        {
+            continue;
+        }
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"Via: ");
+    if let Some(v) = via {
+        out.extend_from_slice(v);
+        out.extend_from_slice(b", ");
+    }
+    out.extend_from_slice(b"1.1 percore\r\n");
+    if let Some(ip) = client {
+        out.extend_from_slice(b"X-Forwarded-For: ");
+        if let Some(v) = forwarded {
+            out.extend_from_slice(v);
+            out.extend_from_slice(b", ");
+        }
+        // io::Write on a Vec cannot fail.
+        let _ = io::Write::write_fmt(out, format_args!("{ip}\r\n"));
+    }
+    if has_body || !body.is_empty() {
+        let _ = io::Write::write_fmt(out, format_args!("Content-Length: {}\r\n", body.len()));
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+}
+
+/// Writes one whole sub-request: request line, `Host`, the shared part.
+pub(crate) fn write_request(
+    out: &mut Vec<u8>,
+    method: &str,
+    target: &str,
+    host_line: &[u8],
+    shared: &[u8],
+) {
+    out.extend_from_slice(method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    out.extend_from_slice(host_line);
+    out.extend_from_slice(shared);
+}
+
+/// Whether a `Connection` field of `headers` lists `name`.
+fn named_in_connection(headers: &[httparse::Header<'_>], name: &str) -> bool {
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+        .any(|h| has_token(h.value, name.as_bytes()))
+}
+
+/// Whether the comma-separated list `value` holds `token` (any case).
+fn has_token(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+}
+
+// ===== the exchange =====
+
+/// Sends `buf` (a whole sub-request) on `conn` and reads one response into
+/// the same buffer. Returns the buffer in every case but cancellation
+/// (then the driver keeps it until the kernel is done with it).
+pub(crate) async fn exchange(
+    conn: &TcpStream,
+    buf: Vec<u8>,
+    limits: ResponseLimits,
+    head_only: bool,
+) -> (Result<Answer, ExchangeError>, Vec<u8>) {
+    let (sent, mut buf) = conn.write_all(buf).await;
+    if let Err(e) = sent {
+        let err = ExchangeError {
+            failure: Failure::Io(e.kind()),
+            response_started: false,
+        };
+        return (Err(err), buf);
+    }
+    buf.clear();
+    let mut parser = ResponseParser::new(limits, head_only);
+    loop {
+        let eof = match conn.read().await {
+            Ok(Some(bytes)) => {
+                buf.extend_from_slice(&bytes);
+                false
+            }
+            Ok(None) => true,
+            Err(e) => {
+                let err = ExchangeError {
+                    failure: Failure::Io(e.kind()),
+                    response_started: !buf.is_empty(),
+                };
+                return (Err(err), buf);
+            }
+        };
+        match parser.feed(&mut buf, eof) {
+            Ok(Some(answer)) => return (Ok(answer), buf),
+            Ok(None) if !eof => {}
+            // `feed` decides every end of stream; this is a safety net.
+            Ok(None) => {
+                let err = ExchangeError {
+                    failure: Failure::Truncated,
+                    response_started: !buf.is_empty(),
+                };
+                return (Err(err), buf);
+            }
+            Err(failure) => {
+                let err = ExchangeError {
+                    failure,
+                    response_started: !buf.is_empty(),
+                };
+                return (Err(err), buf);
+            }
+        }
+    }
+}
+
+// ===== the response parser =====
+
+/// Parses one response from a growing buffer, de-chunking the body in
+/// place so it ends up contiguous after the head.
+#[derive(Debug)]
+pub(crate) struct ResponseParser {
+    limits: ResponseLimits,
+    head_only: bool,
+    state: State,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Looking for a complete head starting at `start` (after any interim
+    /// 1xx responses).
+    Head {
+        start: usize,
+    },
+    Body(Body),
+}
+
+#[derive(Debug)]
+struct Body {
+    status: u16,
+    keep_alive: bool,
+    /// `None`: delimited by the end of stream.
+    decoder: Option<BodyDecoder>,
+    start: usize,
+    /// End of the de-chunked body bytes so far.
+    end: usize,
+    /// First raw (undecoded) byte.
+    raw: usize,
+}
+
+/// How the head said the body is framed.
+enum Framing {
+    Empty,
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+impl ResponseParser {
+    pub(crate) fn new(limits: ResponseLimits, head_only: bool) -> Self {
+        Self {
+            limits,
+            head_only,
+            state: State::Head { start: 0 },
+        }
+    }
+
+    /// Parses what `buf` holds so far; `eof` when the upstream has closed.
+    /// `Ok(None)`: read more.
+    pub(crate) fn feed(&mut self, buf: &mut Vec<u8>, eof: bool) -> Result<Option<Answer>, Failure> {
+        loop {
+            match &mut self.state {
+                State::Head { start } => {
+                    let start = *start;
+                    match self.parse_head(buf, start)? {
+                        None if eof && buf.len() == start && start == 0 => {
+                            return Err(Failure::Closed)
+                        }
+                        None if eof => return Err(Failure::Truncated),
+                        None => return Ok(None),
+                        Some(next) => self.state = next,
+                    }
+                }
+                State::Body(body) => return Self::feed_body(body, buf, eof, self.limits),
+            }
+        }
+    }
+
+    /// `Some(state)` once a whole head is in: the body state, or the next
+    /// head after an interim response.
+    fn parse_head(&self, buf: &[u8], start: usize) -> Result<Option<State>, Failure> {
+        let input = buf.get(start..).unwrap_or_default();
+        let mut storage = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
+        let mut resp = httparse::Response::new(&mut storage);
+        let len = match resp.parse(input) {
+            Ok(httparse::Status::Partial) => {
+                if input.len() > self.limits.max_head {
+                    return Err(Failure::Bad("response head over the limit"));
+                }
+                return Ok(None);
+            }
+            Ok(httparse::Status::Complete(len)) => len,
+            Err(httparse::Error::TooManyHeaders) => {
+                return Err(Failure::Bad("too many response header fields"))
+            }
+            Err(_) => return Err(Failure::Bad("malformed status line or header")),
+        };
+        if len > self.limits.max_head {
+            return Err(Failure::Bad("response head over the limit"));
+        }
+        let status = resp.code.unwrap_or(0);
+        let version = resp.version.unwrap_or(0);
+        if status == 101 {
+            return Err(Failure::Bad("unexpected protocol switch"));
+        }
+        if (100..200).contains(&status) {
+            // Interim (e.g. 103 Early Hints): the final response follows.
+            return Ok(Some(State::Head { start: start + len }));
+        }
+        let framing = framing(resp.headers, status, self.head_only)?;
+        let mut keep_alive = version == 1
+            && !resp
+                .headers
+                .iter()
+                .any(|h| h.name.eq_ignore_ascii_case("connection") && has_token(h.value, b"close"));
+        let decoder = match framing {
+            Framing::Empty => Some(BodyDecoder::new(BodyKind::None, &self.body_limits())),
+            Framing::Length(n) => {
+                if n > self.limits.max_body as u64 {
+                    return Err(Failure::Bad("response body over the limit"));
+                }
+                Some(BodyDecoder::new(BodyKind::Length(n), &self.body_limits()))
+            }
+            Framing::Chunked => Some(BodyDecoder::new(BodyKind::Chunked, &self.body_limits())),
+            Framing::UntilClose => {
+                keep_alive = false;
+                None
+            }
+        };
+        let at = start + len;
+        Ok(Some(State::Body(Body {
+            status,
+            keep_alive,
+            decoder,
+            start: at,
+            end: at,
+            raw: at,
+        })))
+    }
+
+    fn body_limits(&self) -> Limits {
+        Limits {
+            max_body: self.limits.max_body as u64,
+            ..Limits::default()
+        }
+    }
+
+    fn feed_body(
+        body: &mut Body,
+        buf: &mut Vec<u8>,
+        eof: bool,
+        limits: ResponseLimits,
+    ) -> Result<Option<Answer>, Failure> {
+        let Some(decoder) = &mut body.decoder else {
+            // Close-delimited: everything up to the end of stream.
+            body.end = buf.len();
+            if body.end - body.start > limits.max_body {
+                return Err(Failure::Bad("response body over the limit"));
+            }
+            if eof {
+                return Ok(Some(Answer {
+                    status: body.status,
+                    body: body.start..body.end,
+                    reusable: false,
+                }));
+            }
+            return Ok(None);
+        };
+        loop {
+            let input = buf.get(body.raw..).unwrap_or_default();
+            let decoded = decoder.decode(input).map_err(|e| Failure::Bad(e.reason))?;
+            let data = body.raw + decoded.data.start..body.raw + decoded.data.end;
+            if !data.is_empty() {
+                // Compact the body: chunk framing between data runs is
+                // overwritten. For Content-Length bodies this is a no-op.
+                if data.start != body.end {
+                    buf.copy_within(data.clone(), body.end);
+                }
+                body.end += data.len();
+            }
+            body.raw += decoded.consumed;
+            if decoded.done {
+                return Ok(Some(Answer {
+                    status: body.status,
+                    body: body.start..body.end,
+                    // Bytes after the response were never asked for.
+                    reusable: body.keep_alive && body.raw == buf.len(),
+                }));
+            }
+            if decoded.consumed == 0 || body.raw == buf.len() {
+                break;
+            }
+        }
+        if eof {
+            return Err(Failure::Truncated);
+        }
+        // Drop the consumed framing so the buffer holds body + unread raw.
+        if body.raw > body.end {
+            buf.copy_within(body.raw.., body.end);
+            buf.truncate(buf.len() - (body.raw - body.end));
+            body.raw = body.end;
+        }
+        Ok(None)
+    }
+}
+
+/// The response framing per RFC 9112 §6.3, strictly: `Content-Length`
+/// together with `Transfer-Encoding` is refused (FAULTS F4; a proxy that
+/// picks one of them is how response smuggling works), as are differing
+/// lengths and any coding but `chunked`.
+fn framing(
+    headers: &[httparse::Header<'_>],
+    status: u16,
+    head_only: bool,
+) -> Result<Framing, Failure> {
+    let mut length: Option<u64> = None;
+    let mut chunked = false;
+    let mut te = false;
+    for h in headers {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n = parse_length(h.value).ok_or(Failure::Bad("invalid Content-Length"))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(Failure::Bad("conflicting Content-Length values"));
+            }
+            length = Some(n);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            if te {
+                return Err(Failure::Bad("repeated Transfer-Encoding"));
+            }
+            te = true;
+            chunked = h.value.trim_ascii().eq_ignore_ascii_case(b"chunked");
+            if !chunked {
+                return Err(Failure::Bad("unsupported Transfer-Encoding"));
+            }
+        }
+    }
+    if te && length.is_some() {
+        return Err(Failure::Bad("Content-Length with Transfer-Encoding"));
+    }
+    // RFC 9112 §6.3 rule 1: these never have a body, whatever the fields say.
+    if head_only || status == 204 || status == 304 {
+        return Ok(Framing::Empty);
+    }
+    Ok(match (chunked, length) {
+        (true, _) => Framing::Chunked,
+        (false, Some(n)) => Framing::Length(n),
+        (false, None) => Framing::UntilClose,
+    })
+}
+
+/// `1*DIGIT`, at most 19 digits (no sign, no spaces inside, no overflow).
+fn parse_length(value: &[u8]) -> Option<u64> {
+    let digits = value.trim_ascii();
+    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}

@@ -1,0 +1,182 @@
+//! [`Config`] of the fan-out proxy and its join [`Policy`].
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// When a fanned-out request is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Wait for every branch; any failure fails the request at once
+    /// (fail-fast: the others are cancelled).
+    All,
+    /// The first successful branch wins; the others are cancelled. Fails
+    /// only when every branch failed.
+    First,
+    /// Answer once this many branches succeeded (the others are
+    /// cancelled); fail as soon as that can no longer happen.
+    Quorum(usize),
+}
+
+impl Policy {
+    /// How many successes of `width` branches meet the policy.
+    pub(crate) fn needed(self, width: usize) -> usize {
+        match self {
+            Policy::All => width,
+            Policy::First => 1,
+            Policy::Quorum(k) => k.min(width),
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Policy::All => f.write_str("all"),
+            Policy::First => f.write_str("first"),
+            Policy::Quorum(k) => write!(f, "quorum:{k}"),
+        }
+    }
+}
+
+impl FromStr for Policy {
+    type Err = ConfigError;
+
+    /// Parses `all`, `first` or `quorum:K` (K ≥ 1).
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "all" => Ok(Policy::All),
+            "first" => Ok(Policy::First),
+            _ => match s.strip_prefix("quorum:").map(str::parse::<usize>) {
+                Some(Ok(k)) if k >= 1 => Ok(Policy::Quorum(k)),
+                _ => Err(ConfigError(
+                    "policy: expected all, first or quorum:K with K >= 1",
+                )),
+            },
+        }
+    }
+}
+
+/// The per-core, per-upstream keep-alive pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolConfig {
+    /// Most idle connections kept per upstream per core; a connection
+    /// released when the pool is full is closed. The pool only holds what
+    /// was once needed at the same time (concurrent requests × branches to
+    /// this upstream), so this bounds the descriptors a burst leaves
+    /// behind; set it too low and steady load turns into connect churn
+    /// (width 16 × 32 clients over 2 upstreams needs 256). Default 1024.
+    pub max_idle: usize,
+    /// An idle connection older than this is closed instead of reused.
+    /// Keep it below the upstreams' keep-alive timeout (nginx 75 s, percore
+    /// http 30 s, many servers 5 s), so that the proxy, not the upstream,
+    /// closes idle connections and the reuse race of FAULTS F5 stays rare.
+    /// Default 4 s.
+    pub idle_timeout: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            max_idle: 1024,
+            idle_timeout: Duration::from_secs(4),
+        }
+    }
+}
+
+/// Settings of a [`FanOut`](super::FanOut). Defaults follow FAULTS.md:
+/// connect timeout 1 s, overall deadline 15 s.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use percore_handlers::proxy::{Config, Policy};
+///
+/// let mut config = Config::new(vec!["127.0.0.1:8080".parse().unwrap()]);
+/// config.width = 3;
+/// config.policy = "quorum:2".parse().unwrap();
+/// config.deadline = Duration::from_millis(300);
+/// assert!(config.validate().is_ok());
+/// assert_eq!(config.policy, Policy::Quorum(2));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Config {
+    /// The upstream servers. Branches go to them round-robin.
+    pub upstreams: Vec<SocketAddr>,
+    /// Sub-requests per request (K). Default: one per upstream.
+    pub width: usize,
+    /// When to answer. Default [`Policy::All`].
+    pub policy: Policy,
+    /// Time for the whole fan-out, from the moment the client's request
+    /// (head and body) is in; then 504. Default 15 s.
+    pub deadline: Duration,
+    /// Time for one TCP connect (within the deadline); then the branch
+    /// fails with 504. Default 1 s.
+    pub connect_timeout: Duration,
+    /// The keep-alive pool.
+    pub pool: PoolConfig,
+    /// Largest upstream response head (status line and fields); larger is
+    /// a 502. Default 32 KiB, as for requests.
+    pub max_response_head: usize,
+    /// Largest upstream response body; larger is a 502. Default 1 MiB.
+    pub max_response_body: usize,
+}
+
+impl Config {
+    /// The defaults, with one branch per upstream.
+    pub fn new(upstreams: Vec<SocketAddr>) -> Self {
+        Self {
+            width: upstreams.len(),
+            upstreams,
+            policy: Policy::All,
+            deadline: Duration::from_secs(15),
+            connect_timeout: Duration::from_secs(1),
+            pool: PoolConfig::default(),
+            max_response_head: 32 * 1024,
+            max_response_body: 1024 * 1024,
+        }
+    }
+
+    /// Checks that the settings make sense together.
+    ///
+    /// # Errors
+    ///
+    /// No upstream, a width of 0, a quorum of 0 or above the width, a zero
+    /// deadline or connect timeout.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.upstreams.is_empty() {
+            return Err(ConfigError("at least one upstream is needed"));
+        }
+        if self.width == 0 {
+            return Err(ConfigError("width must be at least 1"));
+        }
+        if let Policy::Quorum(k) = self.policy {
+            if k == 0 || k > self.width {
+                return Err(ConfigError("quorum:K needs 1 <= K <= width"));
+            }
+        }
+        if self.deadline.is_zero() || self.connect_timeout.is_zero() {
+            return Err(ConfigError(
+                "deadline and connect timeout must be above zero",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A setting of [`Config`] or a [`Policy`] string is invalid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConfigError(&'static str);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}

@@ -1,0 +1,90 @@
+//! Per-core free lists of request scratch: byte buffers and bump arenas.
+//!
+//! A core serves many requests concurrently (one task per connection), so
+//! a single per-core buffer would not do; instead each request takes what
+//! it needs from a free list and gives it back when it ends. After warm-up
+//! the lists hold as many items as the core's peak concurrency needed, and
+//! a request allocates nothing.
+
+use std::cell::RefCell;
+use std::ops::Deref;
+
+use bumpalo::Bump;
+
+/// Most buffers kept on a free list; beyond it, released buffers are freed.
+const MAX_FREE_BUFS: usize = 4096;
+/// A buffer that grew past this (a large upstream body) is freed rather
+/// than kept, so one big response does not pin memory forever.
+const MAX_KEPT_CAPACITY: usize = 256 * 1024;
+/// Most arenas kept (one per concurrent request at the peak).
+const MAX_FREE_ARENAS: usize = 1024;
+
+/// Reused `Vec<u8>`s for sub-request and response bytes.
+#[derive(Debug, Default)]
+pub(crate) struct BufPool {
+    free: RefCell<Vec<Vec<u8>>>,
+}
+
+impl BufPool {
+    /// An empty buffer, with the capacity it had when it was released.
+    pub(crate) fn take(&self) -> Vec<u8> {
+        self.free.borrow_mut().pop().unwrap_or_default()
+    }
+
+    /// Gives `buf` back for the next request.
+    pub(crate) fn put(&self, mut buf: Vec<u8>) {
+        if buf.capacity() > MAX_KEPT_CAPACITY {
+            return;
+        }
+        let mut free = self.free.borrow_mut();
+        if free.len() < MAX_FREE_BUFS {
+            buf.clear();
+            free.push(buf);
+        }
+    }
+}
+
+/// Reused bump arenas, one per request in flight, for the branch futures.
+#[derive(Debug, Default)]
+pub(crate) struct ArenaPool {
+    free: RefCell<Vec<Bump>>,
+}
+
+impl ArenaPool {
+    /// An arena for one request; reset and returned when the lease drops
+    /// (also when the request's future is dropped mid-way).
+    pub(crate) fn take(&self) -> ArenaLease<'_> {
+        let bump = self.free.borrow_mut().pop().unwrap_or_default();
+        ArenaLease { pool: self, bump }
+    }
+}
+
+/// An arena lent by [`ArenaPool::take`].
+#[derive(Debug)]
+pub(crate) struct ArenaLease<'p> {
+    pool: &'p ArenaPool,
+    bump: Bump,
+}
+
+impl Deref for ArenaLease<'_> {
+    type Target = Bump;
+
+    fn deref(&self) -> &Bump {
+        &self.bump
+    }
+}
+
+impl Drop for ArenaLease<'_> {
+    fn drop(&mut self) {
+        // Everything allocated in the arena borrowed the lease, so those
+        // borrows (and the values, dropped in place) ended before this
+        // runs. `Bump::new` allocates nothing until first used.
+        let mut bump = std::mem::take(&mut self.bump);
+        // Keeps the largest chunk for the next request.
+        bump.reset();
+        let mut free = self.pool.free.borrow_mut();
+        if free.len() < MAX_FREE_ARENAS {
+            free.push(bump);
+        }
+    }
+}

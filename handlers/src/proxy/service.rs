@@ -1,0 +1,336 @@
+//! [`FanOut`]: the fan-out proxy as an HTTP [`Service`].
+
+use std::cell::Cell;
+use std::io;
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use percore::net::TcpStream;
+use percore::time::now;
+
+use super::client::{exchange, write_request, write_shared, Failure, ResponseLimits};
+use super::combine::{write_entry, write_failure, Entry};
+use super::join::{Branches, Slot, Verdict};
+use super::scratch::{ArenaPool, BufPool};
+use super::stats::{bump, LocalStats};
+use super::upstream::Upstream;
+use super::{Config, ConfigError, ProxyStats};
+use crate::http::{BodyKind, Request, Response, Service};
+
+/// The fan-out proxy: answers each request by sending [`Config::width`]
+/// concurrent sub-requests to the upstreams and joining their answers
+/// under [`Config::policy`] (see the [module docs](super)).
+///
+/// Make one per core (wrapped in an [`HttpHandler`](crate::http::HttpHandler))
+/// in the server's factory: it holds that core's connection pools, scratch
+/// and counters, with no locks.
+#[derive(Debug)]
+pub struct FanOut {
+    config: Config,
+    upstreams: Vec<Upstream>,
+    /// The upstream the next request's first branch goes to.
+    next: Cell<usize>,
+    limits: ResponseLimits,
+    stats: LocalStats,
+    bufs: BufPool,
+    arenas: ArenaPool,
+}
+
+/// A successful branch.
+#[derive(Debug)]
+struct Reply {
+    upstream: usize,
+    status: u16,
+    latency: Duration,
+    buf: Vec<u8>,
+    body: Range<usize>,
+}
+
+/// A failed branch.
+#[derive(Debug, Clone, Copy)]
+struct BranchError {
+    upstream: usize,
+    failure: Failure,
+}
+
+/// What one sub-request is about, shared by all branches of a request.
+#[derive(Debug, Clone, Copy)]
+struct Job<'a> {
+    method: &'a str,
+    target: &'a str,
+    /// Everything after the `Host` line (see [`write_shared`]).
+    shared: &'a [u8],
+    /// RFC 9110 §9.2.2: may be retried (FAULTS F1, F5).
+    idempotent: bool,
+    /// A HEAD: the response has no body whatever it says.
+    head_only: bool,
+    started: Instant,
+}
+
+impl FanOut {
+    /// A proxy for `config`, for one core.
+    ///
+    /// # Errors
+    ///
+    /// When [`Config::validate`] fails.
+    pub fn new(config: Config) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let upstreams = config
+            .upstreams
+            .iter()
+            .map(|&addr| Upstream::new(addr, config.pool))
+            .collect();
+        let limits = ResponseLimits {
+            max_head: config.max_response_head,
+            max_body: config.max_response_body,
+        };
+        Ok(Self {
+            config,
+            upstreams,
+            next: Cell::new(0),
+            limits,
+            stats: LocalStats::default(),
+            bufs: BufPool::default(),
+            arenas: ArenaPool::default(),
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// This core's counters now.
+    pub fn stats(&self) -> ProxyStats {
+        self.stats.snapshot()
+    }
+
+    /// One branch: a sub-request to upstream `index`, with at most one
+    /// retry (see the module docs). Returns its buffer to the pool on
+    /// failure; on success the reply carries it.
+    async fn branch(&self, mut index: usize, job: Job<'_>) -> Result<Reply, BranchError> {
+        let mut buf = self.bufs.take();
+        let mut retried = false;
+        let mut fresh_only = false;
+        loop {
+            let upstream = &self.upstreams[index % self.upstreams.len()];
+            let pooled = if fresh_only {
+                None
+            } else {
+                upstream.pool.checkout(now())
+            };
+            let reused = pooled.is_some();
+            let conn = match pooled {
+                Some(conn) => {
+                    bump(&self.stats.reuses);
+                    conn
+                }
+                None => match self.connect(upstream).await {
+                    Ok(conn) => conn,
+                    Err(failure) => {
+                        bump(&self.stats.errors_connect);
+                        // Nothing was sent: an idempotent request may go to
+                        // the next upstream instead (FAULTS F1).
+                        if job.idempotent && !retried && self.upstreams.len() > 1 {
+                            retried = true;
+                            bump(&self.stats.retries);
+                            index = (index + 1) % self.upstreams.len();
+                            continue;
+                        }
+                        self.bufs.put(buf);
+                        return Err(BranchError {
+                            upstream: index,
+                            failure,
+                        });
+                    }
+                },
+            };
+            bump(&self.stats.sub_requests);
+            buf.clear();
+            write_request(
+                &mut buf,
+                job.method,
+                job.target,
+                &upstream.host_line,
+                job.shared,
+            );
+            let (result, returned) = exchange(&conn, buf, self.limits, job.head_only).await;
+            buf = returned;
+            match result {
+                Ok(answer) => {
+                    if answer.reusable {
+                        upstream.pool.release(conn, now());
+                    }
+                    return Ok(Reply {
+                        upstream: index,
+                        status: answer.status,
+                        latency: now().saturating_duration_since(job.started),
+                        buf,
+                        body: answer.body,
+                    });
+                }
+                Err(e) => {
+                    // Never pooled again: its state is unknown.
+                    drop(conn);
+                    // The keep-alive race (FAULTS F5): a reused connection
+                    // that the upstream had closed fails before any byte of
+                    // a response; the upstream cannot have acted on it.
+                    if reused && !e.response_started && job.idempotent && !retried {
+                        retried = true;
+                        fresh_only = true;
+                        bump(&self.stats.retries);
+                        continue;
+                    }
+                    bump(&self.stats.errors_exchange);
+                    self.bufs.put(buf);
+                    return Err(BranchError {
+                        upstream: index,
+                        failure: e.failure,
+                    });
+                }
+            }
+        }
+    }
+
+    async fn connect(&self, upstream: &Upstream) -> Result<TcpStream, Failure> {
+        bump(&self.stats.connects);
+        match percore::time::timeout(
+            self.config.connect_timeout,
+            TcpStream::connect(upstream.addr),
+        )
+        .await
+        {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(Failure::Connect(e.kind())),
+            Err(_) => Err(Failure::ConnectTimeout),
+        }
+    }
+
+    fn upstream_name(&self, index: usize) -> &str {
+        &self.upstreams[index % self.upstreams.len()].name
+    }
+}
+
+impl Service for FanOut {
+    async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+        bump(&self.stats.requests);
+        let method = req.method();
+        let has_body = req.body_kind() != BodyKind::None;
+        let headers = req.headers();
+        let client = req.peer_addr().ok().map(|a| a.ip());
+        let mut shared = self.bufs.take();
+        {
+            let body: &[u8] = if has_body { req.body().await? } else { &[] };
+            write_shared(&mut shared, headers, client, body, has_body);
+        }
+        let started = now();
+        let job = Job {
+            method,
+            target: req.path(),
+            shared: &shared,
+            idempotent: matches!(
+                method,
+                "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
+            ),
+            head_only: method == "HEAD",
+            started,
+        };
+        let width = self.config.width;
+        let first = self.next.get();
+        self.next.set((first + width) % self.upstreams.len());
+
+        let arena = self.arenas.take();
+        // SAFETY: `branches` is a local declared after `arena`, so it is
+        // dropped first, and it is never forgotten.
+        let mut branches =
+            unsafe { Branches::new_in(&arena, width, |i| self.branch(first + i, job)) };
+        let verdict = branches
+            .join(self.config.policy, started + self.config.deadline)
+            .await;
+
+        match verdict {
+            Verdict::Met => {
+                let cancelled = branches.cancel_running();
+                self.stats
+                    .cancelled
+                    .set(self.stats.cancelled.get() + cancelled as u64);
+                res.header("Content-Type", b"application/json")?;
+                res.set_status(200);
+                let out = res.body_mut();
+                out.push(b'[');
+                // Several branches may have finished in the same turn: the
+                // answer holds exactly as many as the policy asked for.
+                let mut wanted = self.config.policy.needed(width);
+                let mut first_entry = true;
+                for i in 0..width {
+                    if let Some(Ok(reply)) = branches.take(i) {
+                        if wanted == 0 {
+                            self.bufs.put(reply.buf);
+                            continue;
+                        }
+                        wanted -= 1;
+                        let entry = Entry {
+                            upstream: self.upstream_name(reply.upstream),
+                            status: reply.status,
+                            latency: reply.latency,
+                            body: reply.buf.get(reply.body.clone()).unwrap_or_default(),
+                        };
+                        write_entry(out, &entry, first_entry);
+                        first_entry = false;
+                        self.bufs.put(reply.buf);
+                    }
+                }
+                out.push(b']');
+            }
+            Verdict::Failed | Verdict::Deadline => {
+                bump(&self.stats.failed);
+                let timed_out = verdict == Verdict::Deadline;
+                let mut status = 504;
+                res.header("Content-Type", b"text/plain; charset=utf-8")?;
+                let out = res.body_mut();
+                for (i, slot) in branches.slots().iter().enumerate() {
+                    match slot {
+                        Slot::Done(Err(e)) => {
+                            if e.failure.status() == 502 && !timed_out {
+                                status = 502;
+                            }
+                            write_failure(out, self.upstream_name(e.upstream), &e.failure);
+                        }
+                        Slot::Running(_) if timed_out => {
+                            bump(&self.stats.deadline);
+                            write_failure(out, self.upstream_name(first + i), &Failure::Deadline);
+                        }
+                        _ => {}
+                    }
+                }
+                if !timed_out && status == 504 && out.is_empty() {
+                    status = 502;
+                }
+                let cancelled = branches.cancel_running();
+                if !timed_out {
+                    self.stats
+                        .cancelled
+                        .set(self.stats.cancelled.get() + cancelled as u64);
+                }
+                for i in 0..width {
+                    if let Some(Ok(reply)) = branches.take(i) {
+                        self.bufs.put(reply.buf);
+                    }
+                }
+                res.set_status(status);
+            }
+        }
+        drop(branches);
+        self.bufs.put(shared);
+        Ok(())
+    }
+}
+
+impl Drop for FanOut {
+    fn drop(&mut self) {
+        let stats = self.stats.snapshot();
+        if stats.requests > 0 {
+            tracing::info!("fanout {stats}");
+        }
+    }
+}

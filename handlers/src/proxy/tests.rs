@@ -1,0 +1,156 @@
+//! Unit tests of the proxy's pure parts: response parsing (split at every
+//! byte), request serialisation, JSON escaping and config parsing.
+
+use super::client::{write_request, write_shared, Failure, ResponseLimits, ResponseParser};
+use super::combine::write_json_string;
+use super::{Config, Policy};
+
+const LIMITS: ResponseLimits = ResponseLimits {
+    max_head: 1024,
+    max_body: 4096,
+};
+
+/// Feeds `wire` split at `split`, then ends the stream when `eof`.
+fn parse_split(wire: &[u8], split: usize, eof: bool) -> Result<(u16, Vec<u8>, bool), Failure> {
+    let mut parser = ResponseParser::new(LIMITS, false);
+    let mut buf = Vec::new();
+    for part in [&wire[..split], &wire[split..]] {
+        buf.extend_from_slice(part);
+        if let Some(a) = parser.feed(&mut buf, false)? {
+            return Ok((a.status, buf[a.body].to_vec(), a.reusable));
+        }
+    }
+    if eof {
+        if let Some(a) = parser.feed(&mut buf, true)? {
+            return Ok((a.status, buf[a.body].to_vec(), a.reusable));
+        }
+    }
+    Err(Failure::Bad("incomplete"))
+}
+
+/// (wire bytes, end of stream after them, status, body, reusable).
+type Case = (&'static [u8], bool, u16, &'static [u8], bool);
+
+/// Every split of every framing gives the same answer.
+#[test]
+fn shotgun_framings() {
+    let cases: [Case; 5] = [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", false, 200, b"hello", true),
+        (
+            b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n3;x=1\r\nabc\r\n2\r\nde\r\n0\r\nT: v\r\n\r\n",
+            false,
+            201,
+            b"abcde",
+            true,
+        ),
+        (b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close", true, 200, b"until close", false),
+        (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n", false, 204, b"", true),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nhi", false, 200, b"hi", false),
+    ];
+    for (wire, eof, status, body, reusable) in cases {
+        for split in 0..=wire.len() {
+            let got = parse_split(wire, split, eof);
+            assert_eq!(
+                got,
+                Ok((status, body.to_vec(), reusable)),
+                "{:?} split at {split}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+    }
+}
+
+/// Bad responses fail with a reason; a short one is truncated; bytes past
+/// the response make the connection unusable.
+#[test]
+fn bad_responses() {
+    let bad: [&[u8]; 8] = [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+        b"SSH-2.0-OpenSSH_9.2\r\n\r\n",
+        b"HTTP/1.1 2000 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 101 Switching\r\n\r\n",
+    ];
+    for wire in bad {
+        let got = parse_split(wire, wire.len(), true);
+        assert!(
+            matches!(got, Err(Failure::Bad(_))),
+            "{:?}: {got:?}",
+            String::from_utf8_lossy(wire)
+        );
+    }
+    let big = format!("HTTP/1.1 200 OK\r\nX: {}\r\n\r\n", "a".repeat(2000));
+    assert_eq!(
+        parse_split(big.as_bytes(), 10, false),
+        Err(Failure::Bad("response head over the limit"))
+    );
+    let long = b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n";
+    assert!(matches!(parse_split(long, 5, false), Err(Failure::Bad(_))));
+    let short = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhal";
+    assert_eq!(parse_split(short, 3, true), Err(Failure::Truncated));
+    assert_eq!(parse_split(b"", 0, true), Err(Failure::Closed));
+    let extra = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhiEXTRA";
+    assert_eq!(
+        parse_split(extra, extra.len(), false),
+        Ok((200, b"hi".to_vec(), false))
+    );
+}
+
+/// The forwarded request: CRLF only, hop-by-hop fields (and those named in
+/// `Connection`) dropped, `Via`/`X-Forwarded-For` appended, re-framed.
+#[test]
+fn request_bytes() {
+    let mut storage = [httparse::EMPTY_HEADER; 16];
+    let mut req = httparse::Request::new(&mut storage);
+    let raw = b"POST /p HTTP/1.1\nHost: client\nConnection: close, X-Foo\nX-Foo: secret\nKeep-Alive: 5\nTE: trailers\nUpgrade: h2c\nTransfer-Encoding: chunked\nX-Forwarded-For: 10.0.0.1\nAccept: */*\n\n";
+    let httparse::Status::Complete(_) = req.parse(raw).expect("parse") else {
+        panic!("partial")
+    };
+    let mut shared = Vec::new();
+    write_shared(
+        &mut shared,
+        req.headers,
+        Some([127, 0, 0, 1].into()),
+        b"body",
+        true,
+    );
+    let mut out = Vec::new();
+    write_request(&mut out, "POST", "/p", b"Host: up:1\r\n", &shared);
+    let text = String::from_utf8(out).expect("ascii");
+    assert_eq!(
+        text,
+        "POST /p HTTP/1.1\r\nHost: up:1\r\nAccept: */*\r\nVia: 1.1 percore\r\n\
+         X-Forwarded-For: 10.0.0.1, 127.0.0.1\r\nContent-Length: 4\r\n\r\nbody"
+    );
+}
+
+#[test]
+fn json_strings() {
+    let mut out = Vec::new();
+    write_json_string(&mut out, b"a\"b\\c\n\x01\xffz\xc3\xa9");
+    assert_eq!(
+        String::from_utf8(out).expect("utf-8"),
+        "\"a\\\"b\\\\c\\n\\u0001\u{fffd}z\u{e9}\""
+    );
+}
+
+#[test]
+fn policies_and_config() {
+    assert_eq!("all".parse(), Ok(Policy::All));
+    assert_eq!("first".parse(), Ok(Policy::First));
+    assert_eq!("quorum:2".parse(), Ok(Policy::Quorum(2)));
+    for bad in ["quorum:0", "quorum:", "quorum:x", "most", ""] {
+        assert!(bad.parse::<Policy>().is_err(), "{bad}");
+    }
+    let mut c = Config::new(vec!["127.0.0.1:1".parse().expect("addr")]);
+    assert!(c.validate().is_ok());
+    c.policy = Policy::Quorum(2);
+    assert!(c.validate().is_err(), "quorum above width");
+    c.width = 2;
+    assert!(c.validate().is_ok());
+    c.upstreams.clear();
+    assert!(c.validate().is_err());
+}

@@ -1,0 +1,120 @@
+//! One upstream as a core sees it: its address, and its keep-alive pool.
+//!
+//! The pool is per core and per upstream (no locks, no sharing): a stack of
+//! idle connections, reused last-in first-out so that the few connections
+//! a core needs stay warm and the surplus ages out at the bottom. It is
+//! bounded by [`PoolConfig::max_idle`] and every connection in it has read
+//! a complete response and nothing more: a connection whose exchange
+//! failed, was cancelled, or ended with `Connection: close` or a
+//! close-delimited body is dropped, never pooled.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use percore::net::TcpStream;
+
+use super::PoolConfig;
+
+/// An upstream server and this core's idle connections to it.
+#[derive(Debug)]
+pub(crate) struct Upstream {
+    pub(crate) addr: SocketAddr,
+    /// `addr` as text, for the combined body and error messages.
+    pub(crate) name: String,
+    /// `Host: addr\r\n`, written into every sub-request to this upstream.
+    pub(crate) host_line: Vec<u8>,
+    pub(crate) pool: Pool,
+}
+
+impl Upstream {
+    pub(crate) fn new(addr: SocketAddr, config: PoolConfig) -> Self {
+        let name = addr.to_string();
+        let host_line = format!("Host: {name}\r\n").into_bytes();
+        Self {
+            addr,
+            name,
+            host_line,
+            pool: Pool::new(config),
+        }
+    }
+}
+
+/// A bounded LIFO stack of idle keep-alive connections.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    idle: RefCell<Vec<Idle>>,
+    config: PoolConfig,
+}
+
+#[derive(Debug)]
+struct Idle {
+    conn: TcpStream,
+    /// When it was released, on the core's clock.
+    since: Instant,
+}
+
+impl Pool {
+    fn new(config: PoolConfig) -> Self {
+        Self {
+            idle: RefCell::new(Vec::with_capacity(config.max_idle)),
+            config,
+        }
+    }
+
+    /// The most recently released connection that is still usable, if any.
+    ///
+    /// Connections idle for longer than the idle timeout are closed, and so
+    /// are connections the upstream has already closed or sent unsolicited
+    /// bytes on (found by polling a read once, without waiting). This
+    /// narrows the keep-alive race of FAULTS F5 to a close that is still in
+    /// flight; the exchange's retry rule covers the rest.
+    pub(crate) fn checkout(&self, now: Instant) -> Option<TcpStream> {
+        let mut idle = self.idle.borrow_mut();
+        while let Some(top) = idle.pop() {
+            if now.saturating_duration_since(top.since) >= self.config.idle_timeout {
+                // LIFO: everything below is older still.
+                idle.clear();
+                return None;
+            }
+            if still_open(&top.conn) {
+                return Some(top.conn);
+            }
+        }
+        None
+    }
+
+    /// Returns a connection that has read exactly one complete response.
+    /// Closes it instead when the pool is full or the server is stopping.
+    pub(crate) fn release(&self, conn: TcpStream, now: Instant) {
+        if percore::is_shutting_down() {
+            return;
+        }
+        let mut idle = self.idle.borrow_mut();
+        // Age out the oldest (at the bottom) so a pool that only ever sees
+        // the top of its stack does not keep stale sockets open.
+        if idle
+            .first()
+            .is_some_and(|o| now.saturating_duration_since(o.since) >= self.config.idle_timeout)
+        {
+            idle.retain(|c| now.saturating_duration_since(c.since) < self.config.idle_timeout);
+        }
+        if idle.len() < self.config.max_idle {
+            idle.push(Idle { conn, since: now });
+        }
+    }
+}
+
+/// Whether an idle connection has nothing to say: a read polled once is
+/// still pending. End of stream, an error, or bytes the upstream was never
+/// asked for all mean the connection must not be reused.
+fn still_open(conn: &TcpStream) -> bool {
+    let mut read = conn.read();
+    let mut cx = Context::from_waker(Waker::noop());
+    // Reads are cancel-safe (the receive belongs to the stream), so polling
+    // once and dropping the future loses nothing.
+    matches!(Pin::new(&mut read).poll(&mut cx), Poll::Pending)
+}

@@ -1,0 +1,156 @@
+//! Zero heap allocations per request in steady state, on both backends.
+//!
+//! A counting global allocator counts only on the server's core thread
+//! (marked by the handler factory, which runs there) and only inside the
+//! measured window, after a warm-up that lets every per-connection buffer
+//! reach its working size. The window covers over 10,000 keep-alive
+//! requests of every shape the echo serves: GET, HEAD, POST with small and
+//! multi-read bodies, chunked POST, 405, and pipelined batches.
+//!
+//! On failure the sizes of the first allocations are printed; set
+//! `PERCORE_ALLOC_TRAP=1` to abort at the first one and read its backtrace
+//! in a debugger.
+
+#[macro_use]
+#[path = "support/http.rs"]
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use common::*;
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static TRAP: AtomicBool = AtomicBool::new(false);
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+static SIZES: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
+
+thread_local! {
+    /// Set on the server's core thread.
+    static TRACKED: Cell<bool> = const { Cell::new(false) };
+}
+
+impl Counting {
+    fn record(size: usize) {
+        if !COUNTING.load(Ordering::Relaxed) || !TRACKED.try_with(Cell::get).unwrap_or(false) {
+            return;
+        }
+        if TRAP.load(Ordering::Relaxed) {
+            std::process::abort();
+        }
+        let n = ALLOCS.fetch_add(1, Ordering::Relaxed) as usize;
+        if let Some(slot) = SIZES.get(n) {
+            slot.store(size, Ordering::Relaxed);
+        }
+    }
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// counting touches only atomics and a const-initialised thread-local with
+// no destructor, neither of which allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        Self::record(layout.size());
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        Self::record(layout.size());
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        Self::record(new_size);
+        // SAFETY: forwarded with the caller's arguments.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's arguments.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// The two backends' tests must not count each other's server.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One round of every request shape; returns how many requests it made.
+fn round(c: &mut Client, big: &[u8], batch: &[u8]) -> usize {
+    let mut n = 0;
+    for _ in 0..20 {
+        assert_eq!(c.roundtrip(&get("/")).body, HELLO);
+        n += 1;
+    }
+    c.send(b"HEAD / HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(c.response_to(true).status, 200);
+    for _ in 0..10 {
+        assert_eq!(
+            c.roundtrip(&post(
+                "/",
+                "text/plain",
+                b"0123456789abcdef0123456789abcdef"
+            ))
+            .status,
+            200
+        );
+    }
+    let chunked = b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+    assert_eq!(c.roundtrip(chunked).body, b"hello world");
+    assert_eq!(
+        c.roundtrip(b"DELETE / HTTP/1.1\r\nHost: t\r\n\r\n").status,
+        405
+    );
+    assert_eq!(c.roundtrip(&post("/big", "a/b", big)).body.len(), big.len());
+    c.send(batch);
+    for _ in 0..10 {
+        assert_eq!(c.response().status, 200);
+    }
+    n + 1 + 10 + 1 + 1 + 1 + 10
+}
+
+http_tests! {
+    /// Over 10,000 keep-alive requests after warm-up: zero allocations on
+    /// the server's core thread.
+    fn zero_allocations_per_request(backend) {
+        let _serial = serial();
+        TRAP.store(std::env::var_os("PERCORE_ALLOC_TRAP").is_some(), Ordering::Relaxed);
+        let mut config = Config::default();
+        config.max_requests = u32::MAX;
+        let server = TestServer::start(backend, config, || {
+            TRACKED.with(|t| t.set(true));
+            HttpEcho
+        });
+        let big = vec![b'b'; 40 * 1024];
+        let batch: Vec<u8> = (0..10).flat_map(|_| get("/p")).collect();
+        let mut c = Client::connect(server.addr);
+        for _ in 0..100 {
+            round(&mut c, &big, &batch);
+        }
+
+        ALLOCS.store(0, Ordering::Relaxed);
+        COUNTING.store(true, Ordering::SeqCst);
+        let mut requests = 0;
+        while requests < 10_000 {
+            requests += round(&mut c, &big, &batch);
+        }
+        COUNTING.store(false, Ordering::SeqCst);
+
+        let allocs = ALLOCS.load(Ordering::Relaxed);
+        let sizes: Vec<usize> = SIZES.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+        println!("{backend}: {allocs} allocations over {requests} requests (first sizes {sizes:?})");
+        assert_eq!(allocs, 0, "allocations on the core thread over {requests} requests; first sizes {sizes:?}");
+        drop(c);
+    }
+}

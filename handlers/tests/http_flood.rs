@@ -1,0 +1,126 @@
+//! Memory and connection floods, on both backends: FAULTS A3 (oversized
+//! heads keep per-connection memory at the head limit) and B5 (thousands
+//! of idle connections; the server keeps serving and accepting).
+//!
+//! Both measure the process's peak RSS (`VmHWM`, reset through
+//! `/proc/self/clear_refs`), so the tests of this file run one at a time.
+
+#[macro_use]
+#[path = "support/http.rs"]
+mod common;
+
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A `/proc/self/status` field in KiB.
+fn status_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    status
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(field)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("{field} in /proc/self/status"))
+}
+
+/// Resets the peak RSS to the current RSS; returns the current RSS (KiB).
+fn reset_peak() -> u64 {
+    std::fs::write("/proc/self/clear_refs", "5").expect("reset VmHWM");
+    status_kib("VmRSS:")
+}
+
+http_tests! {
+    /// A3: 64 clients each send 2 MiB of header fields. Every one gets
+    /// 431 and the close, and the process's peak RSS grows by far less than
+    /// the 128 MiB a server that buffered the heads would need.
+    fn a03_oversized_heads_keep_memory_bounded(backend) {
+        let _serial = serial();
+        let server = TestServer::echo(backend);
+        let line = format!("X-Filler: {}\r\n", "f".repeat(100));
+        let mut head = b"GET / HTTP/1.1\r\nHost: t\r\n".to_vec();
+        while head.len() < 2 << 20 {
+            head.extend_from_slice(line.as_bytes());
+        }
+        let head = Arc::new(head);
+        let before = reset_peak();
+        let clients: Vec<_> = (0..64)
+            .map(|_| {
+                let head = head.clone();
+                let addr = server.addr;
+                thread::spawn(move || {
+                    let mut c = Client::connect(addr);
+                    // The server answers after 32 KiB and then discards the
+                    // rest while it lingers; the write may still fail if
+                    // the linger ended first.
+                    let _ = c.try_send(&head);
+                    let _ = c.stream.shutdown(std::net::Shutdown::Write);
+                    let r = c.response();
+                    assert_eq!(r.status, 431);
+                    assert!(r.closes());
+                })
+            })
+            .collect();
+        for client in clients {
+            client.join().expect("client thread");
+        }
+        let grew = status_kib("VmHWM:").saturating_sub(before);
+        println!("{backend}: peak RSS grew by {grew} KiB for 64 x 2 MiB heads");
+        assert!(grew < 48 * 1024, "peak RSS grew by {grew} KiB");
+        assert_eq!(one(server.addr, &get("/")).body, HELLO);
+    }
+
+    /// B5: 4000 idle connections. Existing and new connections are still
+    /// served promptly, accepting goes on, and the server's memory per idle
+    /// connection stays small.
+    fn b5_connection_flood(backend) {
+        let _serial = serial();
+        const IDLE: usize = 4000;
+        let server = TestServer::echo(backend);
+        let mut early = Client::connect(server.addr);
+        assert_eq!(early.roundtrip(&get("/")).status, 200);
+
+        let before = reset_peak();
+        let idle: Vec<std::net::TcpStream> = (0..IDLE)
+            .map(|i| {
+                std::net::TcpStream::connect(server.addr)
+                    .unwrap_or_else(|e| panic!("connection {i}: {e}"))
+            })
+            .collect();
+        wait_until(Duration::from_secs(10), "every idle connection accepted", || {
+            server.stats().active as usize > IDLE
+        });
+        let grew = status_kib("VmHWM:").saturating_sub(before);
+        let per_conn = grew * 1024 / IDLE as u64;
+        println!("{backend}: {per_conn} bytes of peak RSS per idle connection");
+        assert!(per_conn < 32 * 1024, "{per_conn} bytes per idle connection");
+
+        let t = Instant::now();
+        assert_eq!(early.roundtrip(&get("/")).body, HELLO);
+        assert_eq!(one(server.addr, &get("/new")).body, HELLO);
+        assert!(t.elapsed() < Duration::from_secs(1), "served in {:?}", t.elapsed());
+        assert!(server.stats().accepted as usize >= IDLE + 2);
+
+        // The idle connections are still open and usable, too.
+        let mut last = idle.last().expect("connections").try_clone().expect("clone");
+        last.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+        last.write_all(&get("/last")).expect("send");
+        let mut buf = [0u8; 256];
+        let n = last.read(&mut buf).expect("response");
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200 OK\r\n"));
+        drop(idle);
+    }
+}

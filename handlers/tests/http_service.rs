@@ -1,0 +1,196 @@
+//! The `Service` API beyond what `HttpEcho` uses, on both backends:
+//! streamed responses (chunked, HTTP/1.0 until close, HEAD), streamed
+//! request bodies, errors from the service, header checks, status rules,
+//! and earlier pipelined answers sent before the server waits for a body.
+
+#[macro_use]
+#[path = "support/http.rs"]
+mod common;
+
+use std::io;
+
+use common::*;
+use percore_handlers::http::HttpError;
+
+/// Routes by path to the behaviours under test.
+struct Api;
+
+impl Service for Api {
+    async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+        match req.path() {
+            // Three pieces, flushed one by one.
+            "/stream" => {
+                res.header("Content-Type", b"text/plain")?;
+                for piece in [&b"one,"[..], b"two,", b"three"] {
+                    res.write(piece);
+                    res.flush().await?;
+                }
+            }
+            // Flushes, then fails: the client must see an incomplete body.
+            "/stream-fail" => {
+                res.write(b"partial");
+                res.flush().await?;
+                return Err(io::Error::other("backend went away"));
+            }
+            // Echoes the body piece by piece as it arrives, streaming.
+            "/chunks" => {
+                let mut pieces = 0u32;
+                while let Some(piece) = req.chunk().await? {
+                    pieces += 1;
+                    res.write(piece);
+                    res.flush().await?;
+                }
+                res.header("X-Pieces", pieces.to_string().as_bytes())
+                    .expect_err("headers are fixed once the head is out");
+            }
+            // Reads one piece, then the rest with `body`.
+            "/chunk-then-body" => {
+                let first = req.chunk().await?.map(<[u8]>::to_vec).unwrap_or_default();
+                let rest = req.body().await?.to_vec();
+                res.write(format!("{}|{}", first.len(), rest.len()).as_bytes());
+            }
+            "/fail" => return Err(io::Error::other("service failure")),
+            "/teapot" => {
+                return Err(HttpError {
+                    status: 418,
+                    reason: "short and stout",
+                }
+                .into())
+            }
+            "/headers" => {
+                assert!(res.header("X-Bad", b"a\r\nSet-Cookie: x").is_err());
+                assert!(res.header("Bad Name", b"v").is_err());
+                assert!(res.header("Content-Length", b"0").is_err());
+                assert!(res.header("connection", b"close").is_err());
+                res.header("X-Good", b"yes")?;
+                res.write(b"ok");
+            }
+            "/no-content" => {
+                res.set_status(204);
+                res.write(b"dropped");
+            }
+            "/interim" => res.set_status(101),
+            _ => res.send(200, None, b"default")?,
+        }
+        Ok(())
+    }
+}
+
+fn api(backend: Backend) -> TestServer {
+    TestServer::start(backend, Config::default(), || Api)
+}
+
+http_tests! {
+    /// A flushed response is chunked for HTTP/1.1, and the connection
+    /// stays usable after it.
+    fn streamed_response_is_chunked(backend) {
+        let server = api(backend);
+        let mut c = Client::connect(server.addr);
+        let r = c.roundtrip(&get("/stream"));
+        assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+        assert_eq!(r.header("content-type"), Some("text/plain"));
+        assert_eq!(r.body, b"one,two,three");
+        assert!(!r.closes());
+        assert_eq!(c.roundtrip(&get("/")).body, b"default");
+    }
+
+    /// HTTP/1.0 has no chunked coding: the body runs until the close.
+    fn streamed_response_to_http_1_0_ends_with_the_close(backend) {
+        let server = api(backend);
+        let mut c = Client::connect(server.addr);
+        let r = c.roundtrip(b"GET /stream HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        assert!(r.closes());
+        assert_eq!(r.header("content-length"), None);
+        assert_eq!(r.body, b"one,two,three");
+    }
+
+    /// HEAD of a streamed response: the head only, connection kept.
+    fn streamed_head_sends_no_body(backend) {
+        let server = api(backend);
+        let mut c = Client::connect(server.addr);
+        c.send(b"HEAD /stream HTTP/1.1\r\nHost: t\r\n\r\n");
+        let r = c.response_to(true);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+        assert_eq!(c.roundtrip(&get("/")).body, b"default");
+    }
+
+    /// An error after the head went out aborts: the client sees a chunked
+    /// body without its last chunk, then the close.
+    fn error_after_flush_aborts(backend) {
+        let server = api(backend);
+        let got = exchange(server.addr, &get("/stream-fail"));
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text:?}");
+        assert!(text.ends_with("7\r\npartial\r\n"), "no last chunk: {text:?}");
+    }
+
+    /// `chunk()` streams a request body as it arrives, here echoed back
+    /// as a streamed response; the body spans many reads.
+    fn request_body_streamed_with_chunk(backend) {
+        let server = api(backend);
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+        let mut c = Client::connect(server.addr);
+        let r = c.roundtrip(&post("/chunks", "a/b", &data));
+        assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+        assert!(r.body == data, "{} bytes back", r.body.len());
+        // Chunked in, chunked out.
+        let r = c.roundtrip(
+            b"POST /chunks HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+        );
+        assert_eq!(r.body, b"abcde");
+    }
+
+    /// `body()` after `chunk()` returns what `chunk()` had not.
+    fn body_after_chunk_returns_the_rest(backend) {
+        let server = api(backend);
+        let r = one(
+            server.addr,
+            b"POST /chunk-then-body HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n",
+        );
+        assert_eq!(r.body, b"3|4");
+    }
+
+    /// A service error is a 500 (or the status of an `HttpError`), with
+    /// `Connection: close`.
+    fn service_errors(backend) {
+        let server = api(backend);
+        expect_error(server.addr, &get("/fail"), 500);
+        expect_error(server.addr, &get("/teapot"), 418);
+    }
+
+    /// Header values that could split the response, non-token names and
+    /// framing headers are refused; valid ones are sent.
+    fn response_headers_are_checked(backend) {
+        let server = api(backend);
+        let r = one(server.addr, &get("/headers"));
+        assert_eq!(r.status, 200, "the asserts in the service held");
+        assert_eq!(r.header("x-good"), Some("yes"));
+        assert_eq!(r.header("x-bad"), None);
+        assert_eq!(r.body, b"ok");
+    }
+
+    /// 204 carries no body and no Content-Length; a 1xx status from the
+    /// service is a 500.
+    fn status_rules(backend) {
+        let server = api(backend);
+        let mut c = Client::connect(server.addr);
+        let r = c.roundtrip(&get("/no-content"));
+        assert_eq!(r.status, 204);
+        assert_eq!(r.header("content-length"), None);
+        assert_eq!(c.roundtrip(&get("/")).body, b"default", "no stray body bytes");
+        assert_eq!(c.roundtrip(&get("/interim")).status, 500);
+    }
+
+    /// Answers already made are sent before the server waits for a body:
+    /// a pipelined GET is answered while the POST after it lacks its body.
+    fn earlier_answers_go_out_before_waiting_for_a_body(backend) {
+        let server = TestServer::echo(backend);
+        let mut c = Client::connect(server.addr);
+        c.send(&get("/first"));
+        c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nab");
+        assert_eq!(c.response().body, HELLO, "answered before the body is complete");
+        c.send(b"cd");
+        assert_eq!(c.response().body, b"abcd");
+    }
+}

@@ -1,0 +1,83 @@
+//! FAULTS B6: clients that reset mid-response. This test binary restores
+//! the default `SIGPIPE` disposition (terminate) before any server runs,
+//! as a C host embedding percore might, so a single send without
+//! `MSG_NOSIGNAL` to a reset peer would kill the process and fail the run.
+//! Its own file: the disposition is process-wide.
+
+#[macro_use]
+#[path = "support/http.rs"]
+mod common;
+
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use common::*;
+
+fn default_sigpipe() {
+    // SAFETY: setting a signal's disposition to SIG_DFL has no memory
+    // effects; `signal` is async-signal-safe and the handler is not Rust.
+    let previous = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    assert_ne!(previous, libc::SIG_ERR, "signal(SIGPIPE, SIG_DFL)");
+}
+
+/// Closes `c` with a reset (`SO_LINGER` 0) instead of a FIN.
+fn reset(c: Client) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket fd and a pointer to a live `linger` of the
+    // size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            c.stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "setsockopt(SO_LINGER)");
+    drop(c);
+}
+
+http_tests! {
+    /// B6: 20 clients reset while a 4 MiB response is being written, and
+    /// 20 right after sending a request. No SIGPIPE; the errors are
+    /// counted; the server keeps serving and every receive buffer and
+    /// operation comes back.
+    fn b6_reset_mid_response(backend) {
+        default_sigpipe();
+        let mut config = Config::default();
+        config.limits.max_body = 8 << 20;
+        let server = TestServer::echo_with(backend, config);
+        let body = vec![b'r'; 4 << 20];
+        let request = post("/", "a/b", &body);
+        for _ in 0..20 {
+            let mut c = Client::connect(server.addr);
+            c.send(&request);
+            let mut first = [0u8; 1024];
+            let n = c.stream.read(&mut first).expect("start of the response");
+            assert!(first[..n].starts_with(b"HTTP/1.1 200 OK"));
+            reset(c);
+        }
+        for _ in 0..20 {
+            let mut c = Client::connect(server.addr);
+            c.send(&get("/"));
+            reset(c);
+        }
+        wait_until(Duration::from_secs(5), "every connection to end", || {
+            server.stats().active == 0
+        });
+        assert_eq!(one(server.addr, &get("/")).body, HELLO);
+        wait_until(Duration::from_secs(5), "buffers and operations back", || {
+            let s = server.stats();
+            s.ring_buffers_out == 0 && s.in_flight <= 2
+        });
+        let stats = server.stats();
+        println!("{backend}: {stats}");
+        assert!(stats.errors_io >= 1, "the resets surfaced as I/O errors");
+        assert_eq!(stats.panics, 0);
+    }
+}

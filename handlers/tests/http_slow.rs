@@ -1,0 +1,215 @@
+//! FAULTS.md section B (slow and abusive clients) and the graceful stop,
+//! on both backends, with timeouts shortened to fractions of a second
+//! (`short_config`). B5 is in `http_flood.rs`, B6 in `http_sigpipe.rs`.
+
+#[macro_use]
+#[path = "support/http.rs"]
+mod common;
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Writes `bytes` one at a time, `gap` apart, from another thread, until
+/// done or the server closes.
+fn trickle(client: &Client, bytes: &'static [u8], gap: Duration) -> thread::JoinHandle<()> {
+    let mut stream = client.stream.try_clone().expect("clone the socket");
+    thread::spawn(move || {
+        for b in bytes {
+            if stream.write_all(std::slice::from_ref(b)).is_err() {
+                return;
+            }
+            thread::sleep(gap);
+        }
+    })
+}
+
+http_tests! {
+    /// B1: slowloris. A head sent one byte per 100 ms never lets a
+    /// per-read timer fire; the head deadline is total: 408 + close at
+    /// about 800 ms.
+    fn b1_slowloris_gets_408_at_the_head_deadline(backend) {
+        let server = TestServer::echo_with(backend, short_config());
+        let mut c = Client::connect(server.addr);
+        let started = Instant::now();
+        let writer = trickle(&c, b"GET / HTTP/1.1\r\nHost: t\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", Duration::from_millis(100));
+        let r = c.response();
+        let elapsed = started.elapsed();
+        assert_eq!(r.status, 408);
+        assert!(r.closes());
+        assert!(
+            elapsed >= Duration::from_millis(700) && elapsed < Duration::from_millis(2500),
+            "408 after {elapsed:?}"
+        );
+        c.expect_eof();
+        writer.join().expect("writer");
+    }
+
+    /// B2: an idle keep-alive connection is closed at the idle timeout
+    /// without a byte (no 408); so is a new connection that never speaks.
+    fn b2_idle_connections_close_silently(backend) {
+        let server = TestServer::echo_with(backend, short_config());
+        let mut c = Client::connect(server.addr);
+        assert_eq!(c.roundtrip(&get("/")).status, 200);
+        let idle = c.expect_eof();
+        assert!(idle >= Duration::from_millis(400) && idle < Duration::from_millis(2500), "{idle:?}");
+
+        let mut silent = Client::connect(server.addr);
+        let waited = silent.expect_eof();
+        assert!(waited >= Duration::from_millis(600) && waited < Duration::from_millis(2500), "{waited:?}");
+    }
+
+    /// B3: slow body (R.U.D.Y.). One body byte per 100 ms: 408 + close at
+    /// the body deadline, while another connection is served promptly.
+    fn b3_slow_body_gets_408_and_others_are_served(backend) {
+        let server = TestServer::echo_with(backend, short_config());
+        let mut slow = Client::connect(server.addr);
+        slow.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n");
+        let started = Instant::now();
+        let writer = trickle(&slow, &[b'x'; 100], Duration::from_millis(100));
+        let mut other = Client::connect(server.addr);
+        for _ in 0..5 {
+            let t = Instant::now();
+            assert_eq!(other.roundtrip(&get("/")).body, HELLO);
+            assert!(t.elapsed() < Duration::from_millis(500), "{:?}", t.elapsed());
+            thread::sleep(Duration::from_millis(50));
+        }
+        let r = slow.response();
+        let elapsed = started.elapsed();
+        assert_eq!(r.status, 408);
+        assert!(r.closes());
+        assert!(elapsed >= Duration::from_millis(700) && elapsed < Duration::from_millis(2500), "{elapsed:?}");
+        slow.expect_eof();
+        writer.join().expect("writer");
+    }
+
+    /// B4: a client that never reads a large echo: the server's writes
+    /// stall on the full socket buffers and the write timeout resets the
+    /// connection; the response never arrives whole, and the reset frees
+    /// the queued output at once (reading what is left takes no time).
+    fn b4_slow_reader_is_closed_at_the_write_timeout(backend) {
+        let mut config = short_config();
+        config.limits.max_body = 16 << 20;
+        let server = TestServer::echo_with(backend, config);
+        let mut c = Client::connect(server.addr);
+        set_rcvbuf(&c, 4096);
+        let body = vec![b'z'; 8 << 20];
+        c.send(&post("/", "a/b", &body));
+        // The server read the body and is stuck writing 8 MiB to a client
+        // that reads nothing: it must give up on its own.
+        let stats_wait = Instant::now();
+        wait_until(Duration::from_secs(5), "the server to close the stalled connection", || {
+            server.stats().active == 0
+        });
+        assert!(stats_wait.elapsed() >= Duration::from_millis(300), "{:?}", stats_wait.elapsed());
+        // The close is a reset: the kernel dropped the unsent output
+        // instead of trickling it out to the slow reader.
+        let t = Instant::now();
+        let got = c.read_to_end();
+        assert!(got.len() < body.len(), "the response was cut short, got {} bytes", got.len());
+        assert!(t.elapsed() < Duration::from_secs(2), "no trickle after the close: {:?}", t.elapsed());
+        assert_eq!(one(server.addr, &get("/")).body, HELLO);
+    }
+
+    /// B7: a full request then `shutdown(SHUT_WR)`: still answered (all
+    /// pipelined requests), then closed.
+    fn b7_half_close_after_requests(backend) {
+        let server = TestServer::echo(backend);
+        let mut c = Client::connect(server.addr);
+        c.send(&get("/1"));
+        c.send(&post("/2", "t/x", b"two"));
+        c.shutdown_write();
+        assert_eq!(c.response().body, HELLO);
+        assert_eq!(c.response().body, b"two");
+        c.expect_eof();
+    }
+
+    /// B8: the 1000th response on a connection carries `Connection: close`
+    /// and the server closes after it; a 1001st request gets nothing.
+    fn b8_request_cap(backend) {
+        let mut config = Config::default();
+        config.linger_timeout = Duration::from_millis(300);
+        let server = TestServer::echo_with(backend, config);
+        let mut c = Client::connect(server.addr);
+        for i in 1..=1000 {
+            let r = c.roundtrip(&get("/"));
+            assert_eq!(r.status, 200);
+            assert_eq!(r.closes(), i == 1000, "request {i}");
+        }
+        let _ = c.try_send(&get("/1001"));
+        c.expect_eof();
+        assert_eq!(server.stats().requests, 1000);
+    }
+
+    /// Timeouts of `Duration::MAX` mean "never", not an overflow panic in
+    /// the deadline arithmetic.
+    fn unbounded_timeouts_do_not_overflow(backend) {
+        let mut config = Config::default();
+        config.head_timeout = Duration::MAX;
+        config.body_timeout = Duration::MAX;
+        config.idle_timeout = Duration::MAX;
+        config.write_timeout = Duration::MAX;
+        config.linger_timeout = Duration::MAX;
+        config.max_age = Duration::MAX;
+        let server = TestServer::echo_with(backend, config);
+        let mut c = Client::connect(server.addr);
+        c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nab");
+        thread::sleep(Duration::from_millis(20));
+        c.send(b"cd");
+        assert_eq!(c.response().body, b"abcd");
+        assert_eq!(c.roundtrip(&get("/")).body, HELLO);
+        assert_eq!(server.stats().panics, 0);
+    }
+
+    /// A stopping server closes idle keep-alive connections at once (not
+    /// at the idle timeout or the drain deadline) and stops promptly.
+    fn stop_closes_idle_connections_promptly(backend) {
+        let mut server = TestServer::echo(backend);
+        let mut clients: Vec<Client> = (0..3).map(|_| Client::connect(server.addr)).collect();
+        for c in &mut clients {
+            assert_eq!(c.roundtrip(&get("/")).status, 200);
+        }
+        let took = server.stop_within(Duration::from_secs(5)).expect("the server stopped");
+        assert!(took < Duration::from_millis(1500), "stop took {took:?}");
+        for c in &mut clients {
+            c.expect_eof_within(Duration::from_secs(1));
+        }
+    }
+
+    /// A request in flight when the stop begins is finished and answered
+    /// with `Connection: close`.
+    fn stop_finishes_the_request_in_flight(backend) {
+        let mut server = TestServer::echo(backend);
+        let mut c = Client::connect(server.addr);
+        assert_eq!(c.roundtrip(&get("/warm")).status, 200);
+        c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhello");
+        thread::sleep(Duration::from_millis(50));
+        server.begin_stop();
+        thread::sleep(Duration::from_millis(100));
+        c.send(b"world");
+        let r = c.response();
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"helloworld"[..]));
+        assert!(r.closes(), "answered with Connection: close");
+        c.expect_eof_within(Duration::from_secs(2));
+        assert!(server.stop_within(Duration::from_secs(5)).is_some(), "the server stopped");
+    }
+}
+
+/// Shrinks the client's receive buffer so a large response stalls.
+fn set_rcvbuf(c: &Client, bytes: libc::c_int) {
+    // SAFETY: a valid socket fd and a pointer to a live c_int of the
+    // length given.
+    let rc = unsafe {
+        libc::setsockopt(
+            c.stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "setsockopt(SO_RCVBUF)");
+}

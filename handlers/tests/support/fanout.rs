@@ -1,0 +1,302 @@
+//! Helpers for the fan-out proxy tests: a proxy on a one-core test server,
+//! and scripted fake upstreams on `std::net` threads.
+//!
+//! Included next to `support/http.rs` (as `common`, which owns the
+//! per-backend macro and the HTTP client):
+//! `#[path = "support/fanout.rs"] mod fake;`
+//!
+//! A fake upstream accepts connections on `127.0.0.1:0` and runs its script
+//! on each, on a thread of its own (so a blackhole never blocks the next
+//! connection). It counts accepted connections, records every request's
+//! bytes, and counts connections the proxy closed (seen as end of stream by
+//! [`Conn::wait_close`]).
+#![allow(dead_code, unreachable_pub)] // each test binary uses a subset
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use percore_handlers::proxy::{Config as ProxyConfig, FanOut};
+
+use crate::common::{Backend, Config, TestServer};
+
+/// A fan-out proxy on a one-core test server, with a short deadline
+/// (1 s: fakes are threads on a busy 2-core machine; tests of the
+/// deadline itself set 300 ms) and connect timeout (200 ms), adjusted by
+/// `tweak`.
+pub fn proxy(
+    backend: Backend,
+    upstreams: &[SocketAddr],
+    tweak: impl FnOnce(&mut ProxyConfig),
+) -> TestServer {
+    let mut config = ProxyConfig::new(upstreams.to_vec());
+    config.deadline = Duration::from_secs(1);
+    config.connect_timeout = Duration::from_millis(200);
+    tweak(&mut config);
+    config.validate().expect("valid proxy config");
+    TestServer::start(backend, Config::default(), move || {
+        FanOut::new(config.clone()).expect("validated")
+    })
+}
+
+/// An address nothing listens on: bound, then closed (FAULTS F1).
+pub fn refused_addr() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr")
+}
+
+/// What a fake upstream saw, shared with its threads.
+#[derive(Default)]
+pub struct Seen {
+    pub accepted: AtomicUsize,
+    pub closed_by_peer: AtomicUsize,
+    pub requests: Mutex<Vec<Vec<u8>>>,
+}
+
+/// One accepted connection, as a script sees it.
+pub struct Conn {
+    pub stream: TcpStream,
+    /// Index of this connection among those accepted (0-based).
+    pub index: usize,
+    seen: Arc<Seen>,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    /// Reads one request (head, and a `Content-Length` body) and records
+    /// it; `None` at end of stream or error.
+    pub fn read_request(&mut self) -> Option<Vec<u8>> {
+        loop {
+            if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&self.buf[..end]).to_ascii_lowercase();
+                let len = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                let total = end + 4 + len;
+                if self.buf.len() >= total {
+                    let req: Vec<u8> = self.buf.drain(..total).collect();
+                    self.seen
+                        .requests
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(req.clone());
+                    return Some(req);
+                }
+            }
+            let mut chunk = [0u8; 8192];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => {
+                    self.seen.closed_by_peer.fetch_add(1, Ordering::SeqCst);
+                    return None;
+                }
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Writes `bytes`, ignoring a peer that went away.
+    pub fn send(&mut self, bytes: &[u8]) {
+        let _ = self.stream.write_all(bytes);
+    }
+
+    /// Answers 200 with `body` (keep-alive).
+    pub fn ok(&mut self, body: &[u8]) {
+        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+        self.send(head.as_bytes());
+        self.send(body);
+    }
+
+    /// Waits up to `limit` for the proxy to close the connection; counts it.
+    pub fn wait_close(&mut self, limit: Duration) -> bool {
+        let _ = self.stream.set_read_timeout(Some(limit));
+        let mut chunk = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => {
+                    self.seen.closed_by_peer.fetch_add(1, Ordering::SeqCst);
+                    return true;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => {
+                    self.seen.closed_by_peer.fetch_add(1, Ordering::SeqCst);
+                    return true;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Closes with a reset (`SO_LINGER 0`) instead of a FIN.
+    pub fn reset(self) {
+        set_linger_zero(&self.stream);
+        drop(self.stream);
+    }
+}
+
+/// `SO_LINGER {on, 0}`: `close` sends RST.
+pub fn set_linger_zero(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on an open socket with a correctly sized option.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "SO_LINGER: {}", std::io::Error::last_os_error());
+}
+
+/// A scripted upstream; stops accepting when dropped.
+pub struct Fake {
+    pub addr: SocketAddr,
+    pub seen: Arc<Seen>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Fake {
+    /// Runs `script` on every accepted connection, each on its own thread.
+    /// Connection reads time out after 5 s so no thread outlives a test
+    /// for long.
+    pub fn start(script: impl Fn(Conn) + Send + Sync + 'static) -> Fake {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind fake upstream");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let addr = listener.local_addr().expect("addr");
+        let seen = Arc::new(Seen::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let script = Arc::new(script);
+        let thread = {
+            let (seen, stop) = (seen.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            let index = seen.accepted.fetch_add(1, Ordering::SeqCst);
+                            let _ = stream.set_nonblocking(false);
+                            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                            let _ = stream.set_nodelay(true);
+                            let conn = Conn {
+                                stream,
+                                index,
+                                seen: seen.clone(),
+                                buf: Vec::new(),
+                            };
+                            let script = script.clone();
+                            std::thread::spawn(move || script(conn));
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                    }
+                }
+            })
+        };
+        Fake {
+            addr,
+            seen,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn accepted(&self) -> usize {
+        self.seen.accepted.load(Ordering::SeqCst)
+    }
+
+    pub fn closed_by_peer(&self) -> usize {
+        self.seen.closed_by_peer.load(Ordering::SeqCst)
+    }
+
+    pub fn requests(&self) -> Vec<Vec<u8>> {
+        self.seen
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Waits until `check` holds (polling), up to `limit`; returns whether it did.
+pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The entries of a combined body: (upstream, status, body) per element.
+/// A tiny reader for exactly the format the proxy writes.
+pub fn entries(body: &[u8]) -> Vec<(String, u16, String)> {
+    let text = std::str::from_utf8(body).expect("UTF-8 JSON");
+    assert!(
+        text.starts_with('[') && text.ends_with(']'),
+        "not an array: {text}"
+    );
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("{\"upstream\":\"") {
+        rest = &rest[i + 13..];
+        let (upstream, r) = rest.split_once('"').expect("upstream");
+        let r = r.strip_prefix(",\"status\":").expect("status");
+        let (status, r) = r.split_once(',').expect("status end");
+        let r = r.split_once(",\"body\":\"").expect("body").1;
+        // The body string ends at the first unescaped quote.
+        let mut body = String::new();
+        let mut chars = r.char_indices();
+        let mut end = r.len();
+        while let Some((j, c)) = chars.next() {
+            match c {
+                '\\' => {
+                    if let Some((_, e)) = chars.next() {
+                        body.push(match e {
+                            'n' => '\n',
+                            'r' => '\r',
+                            't' => '\t',
+                            other => other,
+                        });
+                    }
+                }
+                '"' => {
+                    end = j;
+                    break;
+                }
+                c => body.push(c),
+            }
+        }
+        out.push((
+            upstream.to_owned(),
+            status.parse().expect("status code"),
+            body,
+        ));
+        rest = &r[end..];
+    }
+    out
+}
