@@ -68,5 +68,5 @@ pub use handler::{Connection, Handler};
 pub use runtime::{
     block_on, core_count, core_index, count_requests, current_backend, is_shutting_down,
     shutdown_signal, spawn_local, submit_to, CoreContext, Server, ServerBuilder, ServerHandle,
-    StatsReader, StatsSnapshot, Stopper, SubmitError,
+    ShutdownSignal, StatsReader, StatsSnapshot, Stopper, SubmitError,
 };

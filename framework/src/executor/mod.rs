@@ -5,6 +5,7 @@
 //! is caught, counted, and ends only that task: one bad connection must not
 //! take down the other connections of its core.
 
+pub(crate) mod budget;
 mod join;
 pub(crate) mod task;
 
@@ -141,6 +142,7 @@ impl Executor {
             (future, waker, slot.header.clone())
         };
         header.state.start_poll();
+        budget::reset();
         let mut cx = Context::from_waker(&waker);
         let result = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
         match result {

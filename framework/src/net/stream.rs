@@ -26,6 +26,8 @@ pub struct TcpStream {
     fd: Rc<OwnedFd>,
     io: SocketIo,
     ring_dry: std::cell::Cell<bool>,
+    /// The peer's address, looked up once (a syscall) on first use.
+    peer: std::cell::Cell<Option<SocketAddr>>,
 }
 
 impl TcpStream {
@@ -37,6 +39,7 @@ impl TcpStream {
             fd,
             io,
             ring_dry: std::cell::Cell::new(false),
+            peer: std::cell::Cell::new(None),
         })
     }
 
@@ -120,9 +123,14 @@ impl TcpStream {
         Ok(())
     }
 
-    /// The remote address.
+    /// The remote address (looked up once, then cached).
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        sys::peer_addr(self.fd.as_raw_fd())
+        if let Some(addr) = self.peer.get() {
+            return Ok(addr);
+        }
+        let addr = sys::peer_addr(self.fd.as_raw_fd())?;
+        self.peer.set(Some(addr));
+        Ok(addr)
     }
 
     /// The local address.

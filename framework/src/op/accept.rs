@@ -24,6 +24,9 @@ pub(crate) fn poll_accept(
     io: &SocketIo,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<OwnedFd>> {
+    if crate::executor::budget::poll_proceed(cx).is_pending() {
+        return Poll::Pending;
+    }
     context::with_core(|core| match (&mut *core.driver.borrow_mut(), io) {
         (Driver::Uring(d), SocketIo::Uring { standing }) => loop {
             match standing.get() {

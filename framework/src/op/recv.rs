@@ -28,6 +28,9 @@ pub(crate) fn poll_recv(
     ring_dry: &std::cell::Cell<bool>,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<Option<RecvBuf>>> {
+    if crate::executor::budget::poll_proceed(cx).is_pending() {
+        return Poll::Pending;
+    }
     context::with_core(|core| {
         let mut driver = core.driver.borrow_mut();
         let result = match (&mut *driver, io) {

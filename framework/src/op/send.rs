@@ -47,6 +47,9 @@ impl<B: IoBuf> Future for Send<'_, B> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        if this.key.is_none() && crate::executor::budget::poll_proceed(cx).is_pending() {
+            return Poll::Pending;
+        }
         let Some(buf) = this.buf.as_ref() else {
             panic!("Send polled after completion")
         };

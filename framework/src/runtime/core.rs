@@ -24,6 +24,7 @@ use crate::driver::uring::Retained;
 use crate::driver::{epoll, uring, Backend, Driver};
 use crate::executor::task::TaskKey;
 use crate::executor::{Executor, JoinError};
+use crate::slab::Slab;
 use crate::time::wheel::Wheel;
 
 /// The core's notion of time: read once per loop turn.
@@ -77,7 +78,9 @@ pub(crate) struct Core {
     pub(crate) clock: Clock,
     pub(crate) pool: Rc<HeapPool>,
     pub(crate) fixed: Option<Rc<FixedPool>>,
-    shutdown_waiters: RefCell<Vec<Waker>>,
+    /// Wakers of pending `shutdown_signal()` futures; each removes its
+    /// own entry when dropped, so the set is bounded by live futures.
+    shutdown_waiters: RefCell<Slab<Waker>>,
     shutdown_seen: Cell<bool>,
     incoming: RefCell<VecDeque<TaskKey>>,
     messages: RefCell<VecDeque<Message>>,
@@ -126,7 +129,7 @@ impl Core {
             clock: Clock::new(),
             pool: Rc::new(HeapPool::new(config.bufs.size, config.pool_keep)),
             fixed,
-            shutdown_waiters: RefCell::new(Vec::new()),
+            shutdown_waiters: RefCell::new(Slab::with_capacity(16)),
             shutdown_seen: Cell::new(false),
             incoming: RefCell::new(VecDeque::with_capacity(64)),
             messages: RefCell::new(VecDeque::new()),
@@ -250,22 +253,33 @@ impl Core {
     fn check_shutdown(&self) {
         if !self.shutdown_seen.get() && self.shared.shutdown.is_triggered() {
             self.shutdown_seen.set(true);
-            for waker in self.shutdown_waiters.borrow_mut().drain(..) {
-                waker.wake();
+            let waiters = self.shutdown_waiters.borrow();
+            for key in waiters.keys() {
+                if let Some(waker) = waiters.get(key) {
+                    waker.wake_by_ref();
+                }
             }
         }
     }
 
-    /// Registers interest in the server's stop; `true` if it already began.
-    pub(crate) fn poll_shutdown(&self, waker: &Waker) -> bool {
+    /// Registers (or refreshes, under `key`) interest in the server's
+    /// stop; `true` if it already began.
+    pub(crate) fn poll_shutdown(&self, key: &mut Option<usize>, waker: &Waker) -> bool {
         if self.shutdown_seen.get() {
             return true;
         }
         let mut waiters = self.shutdown_waiters.borrow_mut();
-        if !waiters.iter().any(|w| w.will_wake(waker)) {
-            waiters.push(waker.clone());
+        match key.and_then(|k| waiters.get_mut(k)) {
+            Some(w) if w.will_wake(waker) => {}
+            Some(w) => *w = waker.clone(),
+            None => *key = Some(waiters.insert(waker.clone())),
         }
         false
+    }
+
+    /// Forgets a `shutdown_signal()` future's waker.
+    pub(crate) fn drop_shutdown_waiter(&self, key: usize) {
+        self.shutdown_waiters.borrow_mut().remove(key);
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {

@@ -13,7 +13,7 @@ pub(crate) mod shared;
 mod signal;
 pub(crate) mod stats;
 
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::task::Poll;
@@ -43,20 +43,45 @@ where
 }
 
 /// Completes when the server this core belongs to begins its graceful stop.
-/// Handlers use it to finish keep-alive connections early.
+/// Handlers use it to finish keep-alive connections early. Cheap to create
+/// and drop per connection.
 ///
 /// # Panics
 ///
 /// When polled outside a percore core thread.
-pub async fn shutdown_signal() {
-    poll_fn(|cx| {
-        if context::with_core(|core| core.poll_shutdown(cx.waker())) {
+pub fn shutdown_signal() -> ShutdownSignal {
+    ShutdownSignal { key: None }
+}
+
+/// The future of [`shutdown_signal`].
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct ShutdownSignal {
+    key: Option<usize>,
+}
+
+impl Future for ShutdownSignal {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        if context::with_core(|core| core.poll_shutdown(&mut this.key, cx.waker())) {
+            if let Some(key) = this.key.take() {
+                context::try_with_core(|core| core.drop_shutdown_waiter(key));
+            }
             Poll::Ready(())
         } else {
             Poll::Pending
         }
-    })
-    .await;
+    }
+}
+
+impl Drop for ShutdownSignal {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            context::try_with_core(|core| core.drop_shutdown_waiter(key));
+        }
+    }
 }
 
 /// Whether this core's server is stopping (cheap; for a check per request).

@@ -96,15 +96,24 @@ pub fn require(backend: Backend) -> Option<Backend> {
 
 /// Why io_uring cannot be used in this process, if it cannot: a
 /// `block_on` core is built with the real ring the servers use.
+///
+/// The probe runs on a thread of its own: after a thread's ring is torn
+/// down, the kernel's deferred clean-up can interrupt one later blocking
+/// syscall of that thread with `EINTR`, which would surprise a test's
+/// blocking client reads.
 pub fn uring_unavailable() -> Option<String> {
     static REASON: OnceLock<Option<String>> = OnceLock::new();
     REASON
         .get_or_init(|| {
-            match percore::block_on(Backend::Uring, async { percore::current_backend() }) {
-                Ok(Backend::Uring) => None,
-                Ok(other) => Some(format!("the runtime chose {other}")),
-                Err(e) => Some(e.to_string()),
-            }
+            std::thread::spawn(|| {
+                match percore::block_on(Backend::Uring, async { percore::current_backend() }) {
+                    Ok(Backend::Uring) => None,
+                    Ok(other) => Some(format!("the runtime chose {other}")),
+                    Err(e) => Some(e.to_string()),
+                }
+            })
+            .join()
+            .unwrap_or_else(|_| Some("the io_uring probe panicked".to_owned()))
         })
         .clone()
 }

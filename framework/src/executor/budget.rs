@@ -1,0 +1,37 @@
+//! Cooperative yielding: a cap on the I/O one task poll may complete.
+//!
+//! An operation whose I/O is always ready (a client that pipelines without
+//! pause, on epoll, where a speculative `recv` keeps succeeding) never
+//! returns `Pending` on its own, so its task would keep the core from every
+//! other task. Each I/O poll spends one unit; with none left, the operation
+//! wakes its task and returns `Pending`, which sends the task to the back
+//! of the run queue. The executor refills the budget before every poll.
+
+use std::cell::Cell;
+use std::task::{Context, Poll};
+
+/// I/O polls one task poll may make before it must yield.
+const TASK_BUDGET: u32 = 128;
+
+thread_local! {
+    static BUDGET: Cell<u32> = const { Cell::new(TASK_BUDGET) };
+}
+
+/// Refills the budget for the next task poll.
+pub(crate) fn reset() {
+    BUDGET.with(|b| b.set(TASK_BUDGET));
+}
+
+/// Spends one unit; `Pending` (with the task re-woken) when none is left.
+pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
+    BUDGET.with(|b| {
+        let left = b.get();
+        if left == 0 {
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        } else {
+            b.set(left - 1);
+            Poll::Ready(())
+        }
+    })
+}
