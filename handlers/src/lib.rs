@@ -1,6 +1,11 @@
 //! The handlers that ship with percore: raw TCP echo, HTTP/1.1, and the
 //! fan-out proxy.
-#![warn(missing_docs, missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unreachable_pub,
+    rust_2018_idioms
+)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod echo;
