@@ -42,6 +42,8 @@ pub struct Mode {
     pub open_loop_conns: usize,
     /// Whether the HTTP connection sweep (1/10/100/1000) runs.
     pub sweep: bool,
+    /// Widths of the `fan_out/fork_join` workloads.
+    pub fan_out_widths: Vec<usize>,
 }
 
 impl Mode {
@@ -56,6 +58,7 @@ impl Mode {
             open_loop_rates: vec![10_000.0],
             open_loop_conns: 16,
             sweep: false,
+            fan_out_widths: vec![1, 4, 16],
         }
     }
 
@@ -70,13 +73,14 @@ impl Mode {
             open_loop_rates: vec![10_000.0, 40_000.0],
             open_loop_conns: 32,
             sweep: true,
+            fan_out_widths: vec![1, 4, 16, 64],
         }
     }
 
     /// One line for the report.
     pub fn describe(&self) -> String {
         format!(
-            "{}: {} warm-up + {} measured rounds, {} ms per iteration, open loop {} ms at {} req/s over {} connections{}",
+            "{}: {} warm-up + {} measured rounds, {} ms per iteration, open loop {} ms at {} req/s over {} connections{}, fan-out widths {}",
             if self.quick { "quick" } else { "full" },
             self.warmup,
             self.iterations,
@@ -88,7 +92,12 @@ impl Mode {
                 .collect::<Vec<_>>()
                 .join("/"),
             self.open_loop_conns,
-            if self.sweep { ", HTTP connection sweep" } else { "" }
+            if self.sweep { ", HTTP connection sweep" } else { "" },
+            self.fan_out_widths
+                .iter()
+                .map(|w| w.to_string())
+                .collect::<Vec<_>>()
+                .join("/")
         )
     }
 }
@@ -307,8 +316,35 @@ pub fn jobs(mode: &Mode) -> Vec<Job> {
             target_rate: Some(rate),
         });
     }
+    for &width in &mode.fan_out_widths {
+        v.push(Job {
+            category: "fan_out",
+            workload: format!("fork_join/{width}"),
+            service: Service::FanOut { width },
+            run: Box::new(move |a, p| client::fan_out_single(a, width, w, p)),
+            metrics: one("req/s", Better::Higher, ops_per_s),
+            target_rate: None,
+        });
+    }
+    let (parents, width) = CONCURRENT_PARENTS;
+    v.push(Job {
+        category: "fan_out",
+        workload: "concurrent_parents".to_string(),
+        service: Service::FanOut { width },
+        run: Box::new(move |a, p| client::fan_out_concurrent(a, parents, width, w, p)),
+        metrics: one("req/s", Better::Higher, ops_per_s),
+        target_rate: None,
+    });
     v
 }
+
+/// `fan_out/concurrent_parents`: client connections, and the width of each
+/// of their fan-outs.
+pub const CONCURRENT_PARENTS: (usize, usize) = (16, 4);
+
+/// How many `HttpEcho` upstreams the fan-out proxies send to (widths above
+/// it send several sub-requests to each, round-robin).
+pub const FAN_OUT_UPSTREAMS: usize = 4;
 
 /// Where the runner prints: `out` for results and skip lines (stdout),
 /// `progress` for progress (stderr).
@@ -352,40 +388,74 @@ pub fn run(
     let total = jobs.len();
     let mut done = 0usize;
     let mut claimed: Vec<u32> = Vec::new();
-    for service in [Service::Echo, Service::Http] {
-        let js: Vec<&Job> = jobs.iter().filter(|j| j.service == service).collect();
+    for group in 0..=2u8 {
+        let js: Vec<&Job> = jobs.iter().filter(|j| j.service.group() == group).collect();
         if js.is_empty() {
             continue;
         }
+        let mut services: Vec<Service> = Vec::new();
+        for j in &js {
+            if !services.contains(&j.service) {
+                services.push(j.service);
+            }
+        }
         let mut servers: Vec<RunningServer> = Vec::new();
         placement.unpin();
-        for &e in executors {
-            match server::start(e, service, &placement.server_cpus, &claimed) {
-                Ok(s) => {
-                    if s.tids().is_empty() {
-                        note(
-                            &mut outcome,
-                            console,
-                            format!(
-                                "warning: {} {} server: no thread named {}* found; server CPU not reported",
-                                e.name(),
-                                service.name(),
-                                e.thread_prefix()
-                            ),
-                        );
-                    }
-                    claimed.extend_from_slice(s.tids());
-                    servers.push(s);
+        let mut upstreams: Option<Upstreams> = None;
+        if group == 2 {
+            match Upstreams::start(placement, &mut claimed) {
+                Ok(u) => {
+                    note(&mut outcome, console, u.describe());
+                    upstreams = Some(u);
                 }
-                Err(why) => note(
-                    &mut outcome,
-                    console,
-                    format!(
-                        "skipped: {} ({} workloads): {why}",
-                        e.name(),
-                        service.name()
+                Err(why) => {
+                    note(
+                        &mut outcome,
+                        console,
+                        format!("skipped: fan-out workloads: {why}"),
+                    );
+                    done += js.len();
+                    continue;
+                }
+            }
+        }
+        let upstream_addrs: Vec<SocketAddr> =
+            upstreams.as_ref().map(|u| u.addrs()).unwrap_or_default();
+        for &e in executors {
+            for &service in &services {
+                match server::start(
+                    e,
+                    service,
+                    &placement.server_cpus,
+                    &claimed,
+                    &upstream_addrs,
+                ) {
+                    Ok(s) => {
+                        if s.tids().is_empty() {
+                            note(
+                                &mut outcome,
+                                console,
+                                format!(
+                                    "warning: {} {} server: no thread named {}* found; server CPU not reported",
+                                    e.name(),
+                                    service.name(),
+                                    e.thread_prefix()
+                                ),
+                            );
+                        }
+                        claimed.extend_from_slice(s.tids());
+                        servers.push(s);
+                    }
+                    Err(why) => note(
+                        &mut outcome,
+                        console,
+                        format!(
+                            "skipped: {} ({} workloads): {why}",
+                            e.name(),
+                            service.name()
+                        ),
                     ),
-                ),
+                }
             }
         }
         if !placement.pin_client() {
@@ -400,6 +470,7 @@ pub fn run(
             let t0 = Instant::now();
             let mut cells: Vec<Cell<'_>> = servers
                 .iter()
+                .filter(|s| s.service == job.service)
                 .map(|s| Cell {
                     server: s,
                     samples: Vec::new(),
@@ -443,7 +514,7 @@ pub fn run(
             ));
         }
         for s in servers {
-            let name = s.executor.name();
+            let (name, service) = (s.executor.name(), s.service);
             if let Err(e) = s.stop(STOP_LIMIT) {
                 note(
                     &mut outcome,
@@ -455,8 +526,73 @@ pub fn run(
                 );
             }
         }
+        if let Some(u) = upstreams {
+            u.stop();
+        }
     }
     outcome
+}
+
+/// The fan-out upstreams, or why there are none.
+#[cfg(feature = "percore")]
+struct Upstreams(crate::percore_servers::Upstreams, usize);
+
+#[cfg(feature = "percore")]
+impl Upstreams {
+    /// Starts them on the client's CPU (the proxies' CPU holds the proxy
+    /// alone) and adds their threads to `claimed`.
+    fn start(placement: &Placement, claimed: &mut Vec<u32>) -> Result<Upstreams, String> {
+        let cpu = placement
+            .client_cpu
+            .or(placement.server_cpus.first().copied())
+            .unwrap_or(0);
+        let percore_thread = |n: &str| Executor::Uring.owns_thread(n);
+        let before = crate::sys::threads_matching(&percore_thread).unwrap_or_default();
+        let u = crate::percore_servers::Upstreams::start(FAN_OUT_UPSTREAMS, cpu)
+            .map_err(|e| format!("the HttpEcho upstreams did not start: {e}"))?;
+        let tids = crate::sys::threads_matching(&percore_thread).unwrap_or_default();
+        claimed.extend(tids.into_iter().filter(|t| !before.contains(t)));
+        Ok(Upstreams(u, cpu))
+    }
+
+    fn addrs(&self) -> Vec<SocketAddr> {
+        self.0.addrs.clone()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "fan-out upstreams: {} percore HttpEcho servers ({} backend) on CPU {} with the client; \
+             server CPU counts the proxy's threads only",
+            self.0.addrs.len(),
+            self.0.backend,
+            self.1
+        )
+    }
+
+    fn stop(self) {
+        self.0.stop();
+    }
+}
+
+/// Without percore there are no upstreams: fan-out is skipped.
+#[cfg(not(feature = "percore"))]
+struct Upstreams;
+
+#[cfg(not(feature = "percore"))]
+impl Upstreams {
+    fn start(_placement: &Placement, _claimed: &mut Vec<u32>) -> Result<Upstreams, String> {
+        Err("built without the `percore` feature (the upstreams are percore servers)".to_string())
+    }
+
+    fn addrs(&self) -> Vec<SocketAddr> {
+        Vec::new()
+    }
+
+    fn describe(&self) -> String {
+        String::new()
+    }
+
+    fn stop(self) {}
 }
 
 fn check_open_loop(job: &Job, cells: &[Cell<'_>], mode: &Mode, note: &mut dyn FnMut(String)) {
@@ -562,6 +698,9 @@ mod tests {
                 "http_server/concurrent/32",
                 "accept_churn/burst/100",
                 "open_loop/http/10k_rps",
+                "fan_out/fork_join/1",
+                "fan_out/fork_join/16",
+                "fan_out/concurrent_parents",
             ] {
                 assert!(ids.iter().any(|i| i == want), "missing {want}");
             }
@@ -569,6 +708,7 @@ mod tests {
                 ids.iter().any(|i| i == "http_server/connections/1000"),
                 mode.sweep
             );
+            assert_eq!(ids.iter().any(|i| i == "fan_out/fork_join/64"), !mode.quick);
         }
     }
 

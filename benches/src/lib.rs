@@ -28,4 +28,5 @@ pub mod report;
 pub mod server;
 pub mod stats;
 pub mod sys;
+pub mod tokio_fanout;
 pub mod tokio_servers;

@@ -1,6 +1,8 @@
 //! Adapter from the harness to percore: starts a percore server on the
-//! io_uring or epoll backend with the shipped echo handler or the HTTP
-//! handler serving `HttpEcho` (GET answers the 20-byte JSON body).
+//! io_uring or epoll backend with the shipped echo handler, the HTTP
+//! handler serving `HttpEcho` (GET answers the 20-byte JSON body), or the
+//! HTTP handler serving the fan-out proxy (`FanOut`, policy `all`); and
+//! starts the `HttpEcho` upstreams the fan-out workloads send to.
 //!
 //! What it measures: nothing by itself; the percore servers are measured
 //! exactly like the tokio baselines (same clients, same CPUs). What it does
@@ -31,6 +33,15 @@ impl ServerControl for PercoreServer {
     }
 }
 
+/// Keep-alive without a request cap, like the tokio baselines (the
+/// default closes a connection after 1000 requests, nginx-style, which the
+/// closed-loop clients would report as a failure).
+fn http_config() -> percore_handlers::http::Config {
+    let mut config = percore_handlers::http::Config::default();
+    config.max_requests = u32::MAX;
+    config
+}
+
 /// How long a stopping server lets connections finish (the harness closes
 /// all of its connections before it stops a server).
 const DRAIN: Duration = Duration::from_secs(1);
@@ -41,6 +52,7 @@ pub fn start(
     executor: Executor,
     service: Service,
     cpus: &[usize],
+    upstreams: &[SocketAddr],
 ) -> Result<Box<dyn ServerControl>, Unavailable> {
     let backend = match executor {
         Executor::Uring => percore::Backend::Uring,
@@ -64,17 +76,28 @@ pub fn start(
         .drain_timeout(DRAIN);
     let started = match service {
         Service::Echo => builder.start(|_ctx: &percore::CoreContext| percore_handlers::echo::Echo),
-        // Keep-alive without a request cap, like the tokio baselines (the
-        // default closes a connection after 1000 requests, nginx-style,
-        // which the closed-loop clients would report as a failure).
         Service::Http => builder.start(|_ctx: &percore::CoreContext| {
-            let mut config = percore_handlers::http::Config::default();
-            config.max_requests = u32::MAX;
             percore_handlers::http::HttpHandler::with_config(
                 percore_handlers::http::HttpEcho,
-                config,
+                http_config(),
             )
         }),
+        // The proxy with its defaults (policy `all`, 15 s deadline, pool
+        // of 1024 idle connections per upstream), as the `fanout` binary
+        // runs it with `--width`.
+        Service::FanOut { width } => {
+            let mut config = percore_handlers::proxy::Config::new(upstreams.to_vec());
+            config.width = width;
+            config
+                .validate()
+                .map_err(|e| Unavailable(format!("fan-out config: {e}")))?;
+            builder.start(move |_ctx: &percore::CoreContext| {
+                percore_handlers::http::HttpHandler::with_config(
+                    percore_handlers::proxy::FanOut::new(config.clone()).expect("validated above"),
+                    http_config(),
+                )
+            })
+        }
     };
     let handle = started.map_err(|e| {
         Unavailable(format!(
@@ -96,4 +119,71 @@ pub fn start(
         addr: handle.local_addr(),
         handle,
     }))
+}
+
+/// The fan-out upstreams: `count` percore `HttpEcho` servers, one core
+/// each, on `cpu` (the client's CPU, so that the proxy's CPU holds the
+/// proxy alone), io_uring backend or epoll where io_uring is unavailable.
+/// Their keep-alive idle timeout is an hour, so that pooled connections of
+/// a proxy waiting for its next workload are not closed under it.
+pub struct Upstreams {
+    servers: Vec<percore::ServerHandle>,
+    /// Their addresses.
+    pub addrs: Vec<SocketAddr>,
+    /// The backend they run.
+    pub backend: percore::Backend,
+}
+
+impl Upstreams {
+    /// Starts them (see [`Upstreams`]).
+    pub fn start(count: usize, cpu: usize) -> io::Result<Upstreams> {
+        let mut ups = Upstreams {
+            servers: Vec::new(),
+            addrs: Vec::new(),
+            backend: percore::Backend::Uring,
+        };
+        for _ in 0..count {
+            let handle = match Self::start_one(ups.backend, cpu) {
+                Ok(h) => h,
+                Err(_) if ups.servers.is_empty() && ups.backend == percore::Backend::Uring => {
+                    ups.backend = percore::Backend::Epoll;
+                    Self::start_one(ups.backend, cpu)?
+                }
+                Err(e) => {
+                    ups.stop();
+                    return Err(e);
+                }
+            };
+            ups.backend = handle.backend();
+            ups.addrs.push(handle.local_addr());
+            ups.servers.push(handle);
+        }
+        Ok(ups)
+    }
+
+    fn start_one(backend: percore::Backend, cpu: usize) -> io::Result<percore::ServerHandle> {
+        percore::Server::builder()
+            .address(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .cores([cpu])
+            .backend(backend)
+            .drain_timeout(DRAIN)
+            .start(|_ctx: &percore::CoreContext| {
+                let mut config = http_config();
+                config.idle_timeout = Duration::from_secs(3600);
+                percore_handlers::http::HttpHandler::with_config(
+                    percore_handlers::http::HttpEcho,
+                    config,
+                )
+            })
+    }
+
+    /// Stops them and waits for their threads.
+    pub fn stop(self) {
+        for h in &self.servers {
+            h.shutdown();
+        }
+        for h in self.servers {
+            let _ = h.join();
+        }
+    }
 }

@@ -89,6 +89,13 @@ pub enum Service {
     Echo,
     /// Answers every keep-alive GET with the fixed 20-byte JSON body.
     Http,
+    /// The fan-out proxy (policy `all`): every GET becomes `width`
+    /// concurrent GETs to the in-process upstreams, answered with their
+    /// joined JSON array.
+    FanOut {
+        /// Sub-requests per request.
+        width: usize,
+    },
 }
 
 impl Service {
@@ -97,6 +104,17 @@ impl Service {
         match self {
             Service::Echo => "echo",
             Service::Http => "http",
+            Service::FanOut { .. } => "fan-out",
+        }
+    }
+
+    /// The services whose servers run together (all fan-out widths share
+    /// the upstreams): `0` echo, `1` HTTP, `2` fan-out.
+    pub fn group(self) -> u8 {
+        match self {
+            Service::Echo => 0,
+            Service::Http => 1,
+            Service::FanOut { .. } => 2,
         }
     }
 }
@@ -170,24 +188,36 @@ impl RunningServer {
     }
 }
 
-/// Starts `executor` serving `service` on `cpus`. Servers must be started
-/// one at a time: the threads that appear with the executor's name prefix
-/// and are not in `claimed` are attributed to this server (two percore
-/// servers share the prefix `percore-`).
+/// Starts `executor` serving `service` on `cpus` (a fan-out proxy sends to
+/// `upstreams`). Servers must be started one at a time: the threads that
+/// appear with the executor's name prefix and are not in `claimed` are
+/// attributed to this server (two percore servers share the prefix
+/// `percore-`). A percore server's threads must also carry one of its own
+/// CPUs in their names (`percore-<cpu>`), so percore servers on other CPUs
+/// (the fan-out upstreams) are never counted, even if they start late.
 pub fn start(
     executor: Executor,
     service: Service,
     cpus: &[usize],
     claimed: &[u32],
+    upstreams: &[SocketAddr],
 ) -> Result<RunningServer, Unavailable> {
-    let owned = |name: &str| executor.owns_thread(name);
+    let owned = |name: &str| {
+        executor.owns_thread(name)
+            && (!executor.is_ours()
+                || cpus.is_empty()
+                || name
+                    .strip_prefix(executor.thread_prefix())
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .is_some_and(|n| cpus.contains(&n)))
+    };
     let before = sys::threads_matching(&owned).unwrap_or_default();
     let control: Box<dyn ServerControl> = match executor {
-        Executor::TokioCt => crate::tokio_servers::start_ct(service, cpus)
+        Executor::TokioCt => crate::tokio_servers::start_ct(service, cpus, upstreams)
             .map_err(|e| Unavailable(format!("tokio-ct failed to start: {e}")))?,
-        Executor::TokioMt => crate::tokio_servers::start_mt(service, cpus)
+        Executor::TokioMt => crate::tokio_servers::start_mt(service, cpus, upstreams)
             .map_err(|e| Unavailable(format!("tokio-mt failed to start: {e}")))?,
-        Executor::Uring | Executor::Epoll => start_percore(executor, service, cpus)?,
+        Executor::Uring | Executor::Epoll => start_percore(executor, service, cpus, upstreams)?,
     };
     // Threads may name themselves a moment after start() returns.
     let deadline = Instant::now() + Duration::from_millis(500);
@@ -215,8 +245,9 @@ fn start_percore(
     executor: Executor,
     service: Service,
     cpus: &[usize],
+    upstreams: &[SocketAddr],
 ) -> Result<Box<dyn ServerControl>, Unavailable> {
-    crate::percore_servers::start(executor, service, cpus)
+    crate::percore_servers::start(executor, service, cpus, upstreams)
 }
 
 #[cfg(not(feature = "percore"))]
@@ -224,6 +255,7 @@ fn start_percore(
     _executor: Executor,
     _service: Service,
     _cpus: &[usize],
+    _upstreams: &[SocketAddr],
 ) -> Result<Box<dyn ServerControl>, Unavailable> {
     Err(Unavailable(
         "built without the `percore` feature".to_string(),

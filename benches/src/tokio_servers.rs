@@ -16,7 +16,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use crate::http;
 use crate::server::{ServerControl, Service};
 use crate::sys;
+use crate::tokio_fanout;
 
 const LOOPBACK_ANY_PORT: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
     std::net::Ipv4Addr::LOCALHOST,
@@ -44,7 +45,25 @@ fn listener(addr: SocketAddr) -> io::Result<TcpListener> {
     s.listen(BACKLOG)
 }
 
-async fn accept_loop(listener: TcpListener, service: Service, mut stop: watch::Receiver<bool>) {
+/// What the accepted connections get.
+#[derive(Clone)]
+enum Work {
+    Plain(Service),
+    FanOut(Arc<tokio_fanout::Spec>),
+}
+
+impl Work {
+    fn of(service: Service, upstreams: &[SocketAddr]) -> io::Result<Work> {
+        Ok(match service {
+            Service::FanOut { width } => {
+                Work::FanOut(Arc::new(tokio_fanout::Spec::new(upstreams, width)?))
+            }
+            other => Work::Plain(other),
+        })
+    }
+}
+
+async fn accept_loop(listener: TcpListener, work: Work, mut stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             biased;
@@ -53,7 +72,18 @@ async fn accept_loop(listener: TcpListener, service: Service, mut stop: watch::R
                 Ok((stream, _)) => {
                     // Failing to set NODELAY would only skew latency; keep serving.
                     let _ = stream.set_nodelay(true);
-                    tokio::spawn(serve(service, stream));
+                    match &work {
+                        Work::Plain(service) => {
+                            tokio::spawn(serve(*service, stream));
+                        }
+                        Work::FanOut(spec) => {
+                            let spec = spec.clone();
+                            tokio::spawn(async move {
+                                // I/O errors just end the connection.
+                                let _ = tokio_fanout::serve(stream, spec).await;
+                            });
+                        }
+                    }
                 }
                 // EMFILE and friends: back off instead of spinning.
                 Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
@@ -72,6 +102,7 @@ async fn serve(service: Service, stream: TcpStream) {
     let _ = match service {
         Service::Echo => echo(stream).await,
         Service::Http => http_conn(stream).await,
+        Service::FanOut { .. } => Ok(()), // served by `tokio_fanout`
     };
 }
 
@@ -138,8 +169,13 @@ impl ServerControl for CtServer {
 
 /// Starts one current_thread runtime per CPU in `cpus` (one if empty), on
 /// threads named `tokio-ct-<n>`, each with its own listener on one shared
-/// loopback port.
-pub fn start_ct(service: Service, cpus: &[usize]) -> io::Result<Box<dyn ServerControl>> {
+/// loopback port. A fan-out server sends to `upstreams`.
+pub fn start_ct(
+    service: Service,
+    cpus: &[usize],
+    upstreams: &[SocketAddr],
+) -> io::Result<Box<dyn ServerControl>> {
+    let work = Work::of(service, upstreams)?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let slots: Vec<Option<usize>> = if cpus.is_empty() {
         vec![None]
@@ -155,6 +191,7 @@ pub fn start_ct(service: Service, cpus: &[usize]) -> io::Result<Box<dyn ServerCo
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<SocketAddr>>();
         let bind_to = server.addr;
         let stop = stop_rx.clone();
+        let work = work.clone();
         let t = std::thread::Builder::new()
             .name(format!("tokio-ct-{n}"))
             .spawn(move || {
@@ -182,7 +219,7 @@ pub fn start_ct(service: Service, cpus: &[usize]) -> io::Result<Box<dyn ServerCo
                             return;
                         }
                     };
-                    accept_loop(l, service, stop).await;
+                    accept_loop(l, work, stop).await;
                 });
             })?;
         server.threads.push(t);
@@ -220,8 +257,14 @@ impl ServerControl for MtServer {
 }
 
 /// Starts tokio's multi-thread runtime with one worker per CPU in `cpus`
-/// (threads named `tokio-mt`, confined to `cpus`) and one listener.
-pub fn start_mt(service: Service, cpus: &[usize]) -> io::Result<Box<dyn ServerControl>> {
+/// (threads named `tokio-mt`, confined to `cpus`) and one listener. A
+/// fan-out server sends to `upstreams` (one connection pool per worker).
+pub fn start_mt(
+    service: Service,
+    cpus: &[usize],
+    upstreams: &[SocketAddr],
+) -> io::Result<Box<dyn ServerControl>> {
+    let work = Work::of(service, upstreams)?;
     let pin: Vec<usize> = cpus.to_vec();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cpus.len().max(1))
@@ -234,7 +277,7 @@ pub fn start_mt(service: Service, cpus: &[usize]) -> io::Result<Box<dyn ServerCo
     let l = rt.block_on(async { listener(LOOPBACK_ANY_PORT) })?;
     let addr = l.local_addr()?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    rt.spawn(accept_loop(l, service, stop_rx));
+    rt.spawn(accept_loop(l, work, stop_rx));
     Ok(Box::new(MtServer {
         addr,
         stop: stop_tx,

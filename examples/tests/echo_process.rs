@@ -300,7 +300,7 @@ fn c2_memlock_too_low_for_registered_buffers() {
         "--backend",
         "uring",
         "--cores",
-        "0",
+        &server_cpu().to_string(),
     ])
     .env("RUST_LOG", "info")
     .env("PERCORE_FAULT", "register_buffers=ENOMEM")
@@ -369,7 +369,7 @@ fn c1_fd_exhaustion_does_not_spin_and_recovers() {
             "--host",
             "127.0.0.1",
             "--cores",
-            "0",
+            &server_cpu().to_string(),
             "--stats",
         ])
         .args(["--backend", backend])
@@ -462,7 +462,14 @@ fn idle_connections_cost_little_memory() {
         if require(backend.parse().expect("backend")).is_none() {
             continue;
         }
-        let child = serve(echo_cmd(&["--backend", backend, "--cores", "0", "--max-connections", "20000"]));
+        let child = serve(echo_cmd(&[
+            "--backend",
+            backend,
+            "--cores",
+            &server_cpu().to_string(),
+            "--max-connections",
+            "20000",
+        ]));
         let addr = child.addr;
         let pid = child.pid().to_string();
         for _ in 0..10 {
@@ -480,7 +487,8 @@ fn idle_connections_cost_little_memory() {
         }
         for c in &mut conns {
             let mut b = [0u8; 1];
-            c.read_exact(&mut b).expect("echo of an idle connection's byte");
+            c.read_exact(&mut b)
+                .expect("echo of an idle connection's byte");
         }
         let rss_after = vm_rss_kib(&pid);
         let per_conn = (rss_after.saturating_sub(rss_before) * 1024) as f64 / CONNS as f64;
@@ -491,7 +499,10 @@ fn idle_connections_cost_little_memory() {
         ping(addr);
         // No receive buffer per idle connection: 16 KiB each would be
         // 160 MiB; the task, socket state and slab slots are far less.
-        assert!(per_conn < 4096.0, "{backend}: {per_conn:.0} bytes of RSS per idle connection");
+        assert!(
+            per_conn < 4096.0,
+            "{backend}: {per_conn:.0} bytes of RSS per idle connection"
+        );
         drop(conns);
         stop(child, Duration::from_secs(15));
     }

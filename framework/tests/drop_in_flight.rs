@@ -190,7 +190,7 @@ backend_tests! {
         let dropped = STREAMS_DROPPED.load(Relaxed) - before;
         println!("{backend}: {dropped} connections dropped with data pending; {}", stats[0]);
         assert!(dropped >= 250, "only {dropped} connections were dropped with data");
-        let fds = wait_until(Duration::from_secs(5), "fds back to the baseline", fd_count, |&n| n <= fds_before);
+        let fds = settle_fds(fds_before, Duration::from_secs(5));
         assert_eq!(fds, fds_before, "fd leak: {:?}", fd_table());
         ping(addr);
         server.shutdown();

@@ -168,7 +168,7 @@ backend_tests! {
             drop(listener);
         })
         .expect("block_on");
-        let fds = wait_until(Duration::from_secs(5), "fds back to the baseline", fd_count, |&n| n <= fds_before);
+        let fds = settle_fds(fds_before, Duration::from_secs(5));
         assert_eq!(fds, fds_before, "fd leak: {:?}", fd_table());
     }
 }

@@ -19,7 +19,7 @@ const BATCH: usize = 32;
 
 /// Opens batches of connections, sends a message on each, then reads each
 /// echo, until a connection is refused. Counts `[echoed, lost, refused]`:
-/// lost = reset or closed before the echo. Fails on anything else (a hang
+/// lost = reset (at connect or later) or closed before the echo. Fails on anything else (a hang
 /// is a read timeout).
 fn flood(addr: SocketAddr) -> [u32; 3] {
     let mut outcomes = [0u32; 3];
@@ -41,6 +41,8 @@ fn flood(addr: SocketAddr) -> [u32; 3] {
                     outcomes[2] += 1;
                     break;
                 }
+                // The handshake was answered, then the listener closed.
+                Err(e) if gone(&e) => outcomes[1] += 1,
                 Err(e) => panic!("connect: {e}"),
             }
         }

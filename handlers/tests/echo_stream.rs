@@ -131,7 +131,7 @@ backend_tests! {
             sum(s, |c| c.active) == 0 && sum(s, |c| c.ring_buffers_out) == 0 && sum(s, |c| c.in_flight) == idle_in_flight
         });
         assert_eq!(sum(&stats, |c| c.accepted), 301 + 6);
-        let fds = wait_until(Duration::from_secs(5), "fds back to the baseline", fd_count, |&n| n <= fds_before);
+        let fds = settle_fds(fds_before, Duration::from_secs(5));
         assert_eq!(fds, fds_before, "fd leak: {:?}", fd_table());
         ping(addr);
         server.shutdown();
@@ -305,9 +305,10 @@ fn degraded_suite(fault: &str, log_mark: &str) {
         !stdout.contains("skipped:"),
         "suite skipped under the fault:\n{stdout}"
     );
+    let passed = stdout.matches("\ntest uring::").count();
     assert!(
-        stdout.contains("test result: ok. 4 passed"),
-        "expected the 4 uring tests to pass:\n{stdout}"
+        passed >= 4 && stdout.contains("test result: ok."),
+        "expected every uring:: test to run and pass:\n{stdout}"
     );
 
     let messages = 500u64;

@@ -188,7 +188,9 @@ struct Report<'a> {
 impl Drop for Report<'_> {
     fn drop(&mut self) {
         let n = self.runs.load(Relaxed);
-        let bound = self.bound.map_or_else(|| "none".to_owned(), |b| b.to_string());
+        let bound = self
+            .bound
+            .map_or_else(|| "none".to_owned(), |b| b.to_string());
         let elapsed = self.start.elapsed();
         if std::thread::panicking() {
             println!(

@@ -44,7 +44,11 @@ fn send_all(core: &Core<u32>, items: impl IntoIterator<Item = u32>) -> (Vec<u32>
 /// Asserts that `got` holds each of `0..n` per sender exactly once and in
 /// each sender's order (`sender * 10 + seq`).
 fn assert_exactly_once_in_order(got: &[u32], senders: u32, per_sender: u32) {
-    assert_eq!(got.len() as u32, senders * per_sender, "lost or duplicated: {got:?}");
+    assert_eq!(
+        got.len() as u32,
+        senders * per_sender,
+        "lost or duplicated: {got:?}"
+    );
     for s in 0..senders {
         let mine: Vec<u32> = got.iter().copied().filter(|x| x / 10 == s).collect();
         let want: Vec<u32> = (0..per_sender).map(|i| s * 10 + i).collect();
@@ -159,6 +163,10 @@ fn close_hands_back_everything() {
         let mut all: Vec<u32> = drained.iter().chain(leftover.iter()).copied().collect();
         let accepted = all.len();
         all.extend(&refused);
-        assert_eq!(all, [0, 1, 2], "lost, duplicated or reordered (accepted {accepted})");
+        assert_eq!(
+            all,
+            [0, 1, 2],
+            "lost, duplicated or reordered (accepted {accepted})"
+        );
     });
 }

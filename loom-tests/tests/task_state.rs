@@ -54,7 +54,10 @@ fn wake_races_completion() {
             thread::spawn(move || {
                 let after_close = closed.load(Ordering::Acquire);
                 let enqueued = wake_remote(&header, &core);
-                assert!(!(after_close && enqueued), "a wake after close enqueued the task");
+                assert!(
+                    !(after_close && enqueued),
+                    "a wake after close enqueued the task"
+                );
                 enqueued
             })
         };
@@ -152,8 +155,12 @@ fn many_wakes_one_edge() {
         let enqueues = std::sync::Arc::new(Oracle::new(0));
         let wakers: Vec<_> = (0..THREADS)
             .map(|_| {
-                let (core, header, events, enqueues) =
-                    (core.clone(), header.clone(), events.clone(), enqueues.clone());
+                let (core, header, events, enqueues) = (
+                    core.clone(),
+                    header.clone(),
+                    events.clone(),
+                    enqueues.clone(),
+                );
                 thread::spawn(move || {
                     for _ in 0..WAKES {
                         events.fetch_add(1, Ordering::Release);

@@ -16,6 +16,8 @@ const LEVELS: usize = 6;
 const SLOT_BITS: u32 = 6;
 const SLOTS: usize = 1 << SLOT_BITS;
 const MAX_SPAN: u64 = 1 << (SLOT_BITS as usize * LEVELS);
+/// Keys each slot has room for before it must grow.
+const SLOT_CAPACITY: usize = 4;
 
 /// Names one armed timer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,10 +45,16 @@ impl Wheel {
     pub(crate) fn new() -> Self {
         Wheel {
             entries: Slab::with_capacity(256),
-            levels: std::array::from_fn(|_| std::array::from_fn(|_| Vec::new())),
+            // Every slot starts with room for a few keys, so the first timer
+            // to land in a never-used slot does not allocate (6 × 64 × 4 keys
+            // = 12 KiB per core). Slot vectors only trade places with
+            // `scratch` afterwards, so capacity is never lost.
+            levels: std::array::from_fn(|_| {
+                std::array::from_fn(|_| Vec::with_capacity(SLOT_CAPACITY))
+            }),
             occupied: [0; LEVELS],
             elapsed: 0,
-            scratch: Vec::new(),
+            scratch: Vec::with_capacity(SLOT_CAPACITY),
         }
     }
 

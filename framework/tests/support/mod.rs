@@ -256,6 +256,19 @@ pub fn fd_count() -> usize {
         .count()
 }
 
+/// Waits up to `limit` for the fd count to drop to `baseline`; returns
+/// the last count (the caller asserts, with [`fd_table`] in the message).
+pub fn settle_fds(baseline: usize, limit: Duration) -> usize {
+    let deadline = Instant::now() + limit;
+    loop {
+        let n = fd_count();
+        if n <= baseline || Instant::now() >= deadline {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// The open fds of this process, as `fd -> target`, for leak messages.
 pub fn fd_table() -> Vec<String> {
     let mut out: Vec<String> = std::fs::read_dir("/proc/self/fd")
@@ -292,6 +305,23 @@ pub fn cpu_ticks(path: &str) -> u64 {
     let rest = &stat[stat.rfind(')').expect("stat has a command name") + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime")
+}
+
+/// CPU ticks (10 ms) used so far by the core thread pinned to `cpu` (the
+/// thread named `percore-<cpu>`) of a server in this process.
+pub fn core_thread_ticks(cpu: usize) -> u64 {
+    let name = format!("percore-{cpu}");
+    let task = std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .flatten()
+        .find(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .unwrap_or_default()
+                .trim()
+                == name
+        })
+        .unwrap_or_else(|| panic!("no thread named {name}"));
+    cpu_ticks(&format!("self/task/{}", task.file_name().to_string_lossy()))
 }
 
 /// A small, fast, seedable generator (xorshift64*): no dependency, and the

@@ -1,0 +1,592 @@
+//! The tokio fan-out baseline: an HTTP/1.1 front that does what
+//! `percore_handlers::proxy::FanOut` does with policy `all`, on tokio.
+//!
+//! Per client request (parsed with httparse, as hyper does) it writes the
+//! shared part of the sub-request once (end-to-end fields, `Via`,
+//! `X-Forwarded-For`), then sends `width` GET sub-requests, round-robin
+//! over the upstreams, over keep-alive connections taken from a per-thread
+//! pool (a `RefCell` in a thread-local: one pool per core for tokio-ct, per
+//! worker for tokio-mt), runs them concurrently inside the connection's own
+//! task with a hand-rolled join (one poll-based state machine per branch,
+//! no task and no boxed future per branch), under a 15 s deadline like the
+//! proxy's default. Each upstream response is parsed with httparse and
+//! framed by `Content-Length`. When every branch has answered, it answers
+//! 200 with the same JSON array as the proxy (`upstream`, `status`,
+//! `latency_ms`, `body` as an escaped JSON string); any failure answers 502.
+//!
+//! What it measures: nothing by itself; it is the comparison point for the
+//! `fan_out` workloads. Steady state allocates nothing per request: the
+//! branch states and their buffers belong to the client connection and are
+//! reused, the pooled connections go back to the pool. What it does not
+//! do, where the proxy does more (so the comparison, if anything, favours
+//! tokio): request bodies (a request with a body gets 501), chunked
+//! upstream responses, retries, connect timeouts, idle ageing of the pool,
+//! the `Date` header and the other policies. A pooled connection is checked
+//! before reuse with one non-blocking `try_read` (free while tokio's cached
+//! readiness says "not readable"), as the proxy checks its own.
+
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
+use std::io::{self, Write as _};
+use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+
+/// The proxy's default deadline for a whole fan-out.
+pub const DEADLINE: Duration = Duration::from_secs(15);
+/// Most idle connections kept per upstream per thread (the proxy's default).
+const MAX_IDLE: usize = 1024;
+/// Initial size of a branch's response buffer (grows up to `MAX_RESPONSE`).
+const RESPONSE_BUF: usize = 4 * 1024;
+/// Largest upstream response accepted.
+const MAX_RESPONSE: usize = 1024 * 1024;
+/// Client request buffer.
+const REQUEST_BUF: usize = 8 * 1024;
+/// Header fields parsed per request or response.
+const MAX_HEADERS: usize = 32;
+
+/// Request fields never forwarded as received (the proxy's list).
+const NOT_FORWARDED: [&str; 13] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "expect",
+    "proxy-authorization",
+    "via",
+    "x-forwarded-for",
+];
+
+/// What one fan-out server does: where to send, and how many.
+#[derive(Debug)]
+pub struct Spec {
+    upstreams: Vec<Upstream>,
+    width: usize,
+}
+
+#[derive(Debug)]
+struct Upstream {
+    addr: SocketAddr,
+    name: String,
+    host_line: Vec<u8>,
+}
+
+impl Spec {
+    /// `width` sub-requests per request over `upstreams` (at least one).
+    pub fn new(upstreams: &[SocketAddr], width: usize) -> io::Result<Spec> {
+        if upstreams.is_empty() || width == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "fan-out needs an upstream and a width of at least 1",
+            ));
+        }
+        Ok(Spec {
+            upstreams: upstreams
+                .iter()
+                .map(|&addr| Upstream {
+                    addr,
+                    name: addr.to_string(),
+                    host_line: format!("Host: {addr}\r\n").into_bytes(),
+                })
+                .collect(),
+            width,
+        })
+    }
+}
+
+/// This thread's idle connections, per upstream address, and where the
+/// next request's first branch goes.
+struct Core {
+    pools: RefCell<Vec<(SocketAddr, Vec<TcpStream>)>>,
+    next: Cell<usize>,
+}
+
+thread_local! {
+    static CORE: Core = const {
+        Core {
+            pools: RefCell::new(Vec::new()),
+            next: Cell::new(0),
+        }
+    };
+}
+
+/// A live idle connection to `addr` from this thread's pool, if any.
+fn checkout(addr: SocketAddr) -> Option<TcpStream> {
+    CORE.with(|core| {
+        let mut pools = core.pools.borrow_mut();
+        let (_, idle) = pools.iter_mut().find(|(a, _)| *a == addr)?;
+        while let Some(conn) = idle.pop() {
+            let mut probe = [0u8; 1];
+            // WouldBlock: nothing to say, reusable. End of stream, bytes
+            // never asked for or an error: close it.
+            if matches!(conn.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            {
+                return Some(conn);
+            }
+        }
+        None
+    })
+}
+
+/// Gives a connection that read exactly one complete response back.
+fn release(addr: SocketAddr, conn: TcpStream) {
+    CORE.with(|core| {
+        let mut pools = core.pools.borrow_mut();
+        let i = match pools.iter().position(|(a, _)| *a == addr) {
+            Some(i) => i,
+            None => {
+                pools.push((addr, Vec::with_capacity(64)));
+                pools.len() - 1
+            }
+        };
+        let idle = &mut pools[i].1;
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
+        }
+    });
+}
+
+/// Where a branch is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Writing,
+    Reading,
+    Done,
+    Failed(&'static str),
+}
+
+/// One sub-request; its buffers are reused by the next request of the
+/// same client connection.
+struct Branch {
+    upstream: usize,
+    conn: Option<TcpStream>,
+    req: Vec<u8>,
+    written: usize,
+    resp: Vec<u8>,
+    filled: usize,
+    phase: Phase,
+    status: u16,
+    body: Range<usize>,
+    reusable: bool,
+    latency: Duration,
+}
+
+impl Branch {
+    fn new() -> Branch {
+        Branch {
+            upstream: 0,
+            conn: None,
+            req: Vec::with_capacity(256),
+            written: 0,
+            resp: vec![0; RESPONSE_BUF],
+            filled: 0,
+            phase: Phase::Done,
+            status: 0,
+            body: 0..0,
+            reusable: false,
+            latency: Duration::ZERO,
+        }
+    }
+
+    /// Drives the exchange as far as it goes without waiting.
+    fn poll(&mut self, cx: &mut Context<'_>, started: Instant) -> Poll<()> {
+        if matches!(self.phase, Phase::Done | Phase::Failed(_)) {
+            return Poll::Ready(());
+        }
+        loop {
+            let Some(conn) = self.conn.as_mut() else {
+                self.phase = Phase::Failed("no connection");
+                return Poll::Ready(());
+            };
+            match self.phase {
+                Phase::Done | Phase::Failed(_) => return Poll::Ready(()),
+                Phase::Writing => {
+                    match Pin::new(&mut *conn).poll_write(cx, &self.req[self.written..]) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                            self.phase = Phase::Failed("send failed")
+                        }
+                        Poll::Ready(Ok(n)) => {
+                            self.written += n;
+                            if self.written == self.req.len() {
+                                self.phase = Phase::Reading;
+                            }
+                        }
+                    }
+                }
+                Phase::Reading => {
+                    if self.filled == self.resp.len() {
+                        if self.resp.len() >= MAX_RESPONSE {
+                            self.phase = Phase::Failed("response too large");
+                            continue;
+                        }
+                        self.resp.resize(self.resp.len() * 2, 0);
+                    }
+                    let mut rb = ReadBuf::new(&mut self.resp[self.filled..]);
+                    match Pin::new(&mut *conn).poll_read(cx, &mut rb) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Err(_)) => self.phase = Phase::Failed("receive failed"),
+                        Poll::Ready(Ok(())) => {
+                            let n = rb.filled().len();
+                            if n == 0 {
+                                self.phase = Phase::Failed("closed before a whole response");
+                                continue;
+                            }
+                            self.filled += n;
+                            self.parse(started);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Frames the response read so far (status line, fields,
+    /// `Content-Length` body).
+    fn parse(&mut self, started: Instant) {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut r = httparse::Response::new(&mut headers);
+        let head = match r.parse(&self.resp[..self.filled]) {
+            Ok(httparse::Status::Partial) => return,
+            Ok(httparse::Status::Complete(n)) => n,
+            Err(_) => {
+                self.phase = Phase::Failed("malformed response");
+                return;
+            }
+        };
+        let mut length = None;
+        let mut close = r.version != Some(1);
+        for h in r.headers.iter() {
+            if h.name.eq_ignore_ascii_case("content-length") {
+                length = std::str::from_utf8(h.value)
+                    .ok()
+                    .and_then(|v| v.trim().parse::<usize>().ok());
+            } else if h.name.eq_ignore_ascii_case("connection") {
+                close |= h
+                    .value
+                    .split(|&b| b == b',')
+                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
+            }
+        }
+        let Some(len) = length else {
+            self.phase = Phase::Failed("no Content-Length");
+            return;
+        };
+        if self.filled >= head + len {
+            self.status = r.code.unwrap_or(0);
+            self.body = head..head + len;
+            self.reusable = !close && self.filled == head + len;
+            self.latency = started.elapsed();
+            self.phase = Phase::Done;
+        }
+    }
+}
+
+/// Serves one client connection until it closes.
+pub async fn serve(mut s: TcpStream, spec: Arc<Spec>) -> io::Result<()> {
+    let peer = s.peer_addr().ok().map(|a| a.ip());
+    let mut inb = vec![0u8; REQUEST_BUF];
+    let mut filled = 0usize;
+    let mut shared: Vec<u8> = Vec::with_capacity(256);
+    let mut body: Vec<u8> = Vec::with_capacity(256 * spec.width);
+    let mut out: Vec<u8> = Vec::with_capacity(256 * spec.width + 128);
+    let mut branches: Vec<Branch> = (0..spec.width).map(|_| Branch::new()).collect();
+    loop {
+        // One request head (our clients do not pipeline, but a second head
+        // already in the buffer is served next without reading).
+        let used = loop {
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut req = httparse::Request::new(&mut headers);
+            match req.parse(&inb[..filled]) {
+                Ok(httparse::Status::Complete(used)) => {
+                    let method = req.method.unwrap_or("GET");
+                    let target = req.path.unwrap_or("/");
+                    let has_body = req.headers.iter().any(|h| {
+                        (h.name.eq_ignore_ascii_case("content-length")
+                            && h.value.trim_ascii() != b"0")
+                            || h.name.eq_ignore_ascii_case("transfer-encoding")
+                    });
+                    if has_body {
+                        s.write_all(b"HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                            .await?;
+                        return Ok(());
+                    }
+                    shared.clear();
+                    write_shared(&mut shared, req.headers, peer);
+                    let first = CORE.with(|c| {
+                        let first = c.next.get();
+                        c.next.set((first + spec.width) % spec.upstreams.len());
+                        first
+                    });
+                    for (i, b) in branches.iter_mut().enumerate() {
+                        let up = (first + i) % spec.upstreams.len();
+                        b.upstream = up;
+                        b.req.clear();
+                        b.req.extend_from_slice(method.as_bytes());
+                        b.req.push(b' ');
+                        b.req.extend_from_slice(target.as_bytes());
+                        b.req.extend_from_slice(b" HTTP/1.1\r\n");
+                        b.req.extend_from_slice(&spec.upstreams[up].host_line);
+                        b.req.extend_from_slice(&shared);
+                    }
+                    break used;
+                }
+                Ok(httparse::Status::Partial) => {}
+                Err(_) => {
+                    s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                        .await?;
+                    return Ok(());
+                }
+            }
+            if filled == inb.len() {
+                return Ok(()); // head larger than the buffer: not our workload
+            }
+            let n = s.read(&mut inb[filled..]).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            filled += n;
+        };
+        inb.copy_within(used..filled, 0);
+        filled -= used;
+
+        let ok = fan_out(&spec, &mut branches).await;
+        out.clear();
+        if ok {
+            body.clear();
+            body.push(b'[');
+            for (i, b) in branches.iter().enumerate() {
+                if i > 0 {
+                    body.push(b',');
+                }
+                write_entry(
+                    &mut body,
+                    &spec.upstreams[b.upstream].name,
+                    b.status,
+                    b.latency,
+                    &b.resp[b.body.clone()],
+                );
+            }
+            body.push(b']');
+            let _ = write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            out.extend_from_slice(&body);
+        } else {
+            body.clear();
+            for b in branches.iter() {
+                let why = match b.phase {
+                    Phase::Failed(why) => why,
+                    Phase::Done => continue,
+                    _ => "no answer before the deadline",
+                };
+                let _ = writeln!(body, "upstream {}: {why}", spec.upstreams[b.upstream].name);
+            }
+            let _ = write!(
+                out,
+                "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            out.extend_from_slice(&body);
+        }
+        // Connections go back to the pool only after a whole response.
+        for b in branches.iter_mut() {
+            if let Some(conn) = b.conn.take() {
+                if b.phase == Phase::Done && b.reusable {
+                    release(spec.upstreams[b.upstream].addr, conn);
+                }
+            }
+        }
+        s.write_all(&out).await?;
+    }
+}
+
+/// Runs every branch (already holding its request bytes) to its end;
+/// `true` when all answered.
+async fn fan_out(spec: &Spec, branches: &mut [Branch]) -> bool {
+    let started = Instant::now();
+    for b in branches.iter_mut() {
+        let addr = spec.upstreams[b.upstream].addr;
+        b.written = 0;
+        b.filled = 0;
+        b.phase = Phase::Writing;
+        b.conn = match checkout(addr) {
+            Some(c) => Some(c),
+            // Only while the pool fills up (connects run one after the
+            // other; steady state never gets here).
+            None => match TcpStream::connect(addr).await {
+                Ok(c) => {
+                    let _ = c.set_nodelay(true);
+                    Some(c)
+                }
+                Err(_) => {
+                    b.phase = Phase::Failed("connect failed");
+                    None
+                }
+            },
+        };
+    }
+    let join = poll_fn(|cx| {
+        let mut pending = false;
+        for b in branches.iter_mut() {
+            match b.poll(cx, started) {
+                Poll::Pending => pending = true,
+                // Policy `all` fails fast, as the proxy does.
+                Poll::Ready(()) if b.phase != Phase::Done => return Poll::Ready(false),
+                Poll::Ready(()) => {}
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(true)
+        }
+    });
+    tokio::time::timeout(DEADLINE, join).await.unwrap_or(false)
+}
+
+/// What every branch of a request shares after its `Host` line.
+fn write_shared(out: &mut Vec<u8>, headers: &[httparse::Header<'_>], client: Option<IpAddr>) {
+    let mut via: Option<&[u8]> = None;
+    let mut forwarded: Option<&[u8]> = None;
+    for h in headers {
+        if h.name.eq_ignore_ascii_case("via") {
+            via = Some(h.value);
+        } else if h.name.eq_ignore_ascii_case("x-forwarded-for") {
+            forwarded = Some(h.value);
+        }
+        if NOT_FORWARDED.iter().any(|n| h.name.eq_ignore_ascii_case(n))
+            || named_in_connection(headers, h.name)
+        {
+            continue;
+        }
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"Via: ");
+    if let Some(v) = via {
+        out.extend_from_slice(v);
+        out.extend_from_slice(b", ");
+    }
+    out.extend_from_slice(b"1.1 percore\r\n");
+    if let Some(ip) = client {
+        out.extend_from_slice(b"X-Forwarded-For: ");
+        if let Some(v) = forwarded {
+            out.extend_from_slice(v);
+            out.extend_from_slice(b", ");
+        }
+        let _ = write!(out, "{ip}\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Whether a `Connection` field of `headers` lists `name`.
+fn named_in_connection(headers: &[httparse::Header<'_>], name: &str) -> bool {
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+        .any(|h| {
+            h.value
+                .split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(name.as_bytes()))
+        })
+}
+
+/// One array element, in the proxy's format.
+fn write_entry(out: &mut Vec<u8>, upstream: &str, status: u16, latency: Duration, body: &[u8]) {
+    out.extend_from_slice(b"{\"upstream\":");
+    write_json_string(out, upstream.as_bytes());
+    let micros = latency.as_micros();
+    let _ = write!(
+        out,
+        ",\"status\":{status},\"latency_ms\":{}.{:03},\"body\":",
+        micros / 1000,
+        micros % 1000
+    );
+    write_json_string(out, body);
+    out.push(b'}');
+}
+
+/// `bytes` as a JSON string; invalid UTF-8 becomes U+FFFD.
+fn write_json_string(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
+    for chunk in bytes.utf8_chunks() {
+        for &b in chunk.valid().as_bytes() {
+            match b {
+                b'"' => out.extend_from_slice(b"\\\""),
+                b'\\' => out.extend_from_slice(b"\\\\"),
+                b'\n' => out.extend_from_slice(b"\\n"),
+                b'\r' => out.extend_from_slice(b"\\r"),
+                b'\t' => out.extend_from_slice(b"\\t"),
+                0..=0x1f => {
+                    let _ = write!(out, "\\u{b:04x}");
+                }
+                _ => out.push(b),
+            }
+        }
+        if !chunk.invalid().is_empty() {
+            out.extend_from_slice("\u{fffd}".as_bytes());
+        }
+    }
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_match_the_proxy_format() {
+        let mut out = Vec::new();
+        write_entry(
+            &mut out,
+            "127.0.0.1:8080",
+            200,
+            Duration::from_micros(412),
+            br#"{"message":"Hello!"}"#,
+        );
+        assert_eq!(
+            out,
+            br#"{"upstream":"127.0.0.1:8080","status":200,"latency_ms":0.412,"body":"{\"message\":\"Hello!\"}"}"#
+        );
+    }
+
+    #[test]
+    fn shared_part_drops_hop_by_hop_fields() {
+        let headers = [
+            httparse::Header {
+                name: "Host",
+                value: b"x",
+            },
+            httparse::Header {
+                name: "Accept",
+                value: b"*/*",
+            },
+            httparse::Header {
+                name: "Connection",
+                value: b"keep-alive",
+            },
+        ];
+        let mut out = Vec::new();
+        write_shared(&mut out, &headers, Some([127, 0, 0, 1].into()));
+        assert_eq!(
+            out,
+            b"Accept: */*\r\nVia: 1.1 percore\r\nX-Forwarded-For: 127.0.0.1\r\n\r\n"
+        );
+    }
+}

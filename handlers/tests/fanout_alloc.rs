@@ -1,0 +1,181 @@
+//! Zero heap allocations per request in the fan-out proxy's steady state,
+//! on both backends.
+//!
+//! One proxy (width 4, policy `all`) in front of three in-process
+//! `HttpEcho` upstreams, all on one-core test servers. A counting global
+//! allocator counts only on the proxy's core thread (marked by the proxy's
+//! factory, which runs there; the upstreams' threads are not marked) and
+//! only inside the measured window, after a warm-up that fills the
+//! per-core connection pools, buffer free lists and arenas. The window
+//! covers 6,000 keep-alive GETs, each fanned out to four sub-requests
+//! round-robin over the three upstreams (so one upstream takes two of a
+//! request's branches, and which one rotates from request to request).
+//!
+//! Known failure (open, in the framework): about one run in two sees one
+//! 32-byte allocation on the proxy's core, at
+//! `framework/src/time/wheel.rs:156` (`bucket.push(key)` in `Wheel::place`,
+//! the first push into a timing-wheel slot whose `Vec` has never been used),
+//! reached from the proxy's per-request deadline (`timeout_at` in
+//! `handlers/src/proxy/join.rs:110`). The 15 s deadline lands in a level-2
+//! slot (4.096 s wide), so a fresh slot is first used every 4 s until the
+//! wheel has gone round once (64 slots, about 4.4 min). It is not per
+//! request, but it is an allocation in steady state; the fix belongs in
+//! `Wheel::new` (give every slot a small capacity up front).
+//!
+//! On failure the sizes of the first allocations are printed; set
+//! `PERCORE_ALLOC_TRAP=1` to abort at the first one and read its backtrace
+//! in a debugger.
+
+#[macro_use]
+#[path = "support/http.rs"]
+mod common;
+#[path = "support/fanout.rs"]
+mod fake;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use common::*;
+use fake::entries;
+use percore_handlers::proxy::{Config as ProxyConfig, FanOut};
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static TRAP: AtomicBool = AtomicBool::new(false);
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+static SIZES: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
+
+thread_local! {
+    /// Set on the proxy's core thread.
+    static TRACKED: Cell<bool> = const { Cell::new(false) };
+}
+
+impl Counting {
+    fn record(size: usize) {
+        if !COUNTING.load(Ordering::Relaxed) || !TRACKED.try_with(Cell::get).unwrap_or(false) {
+            return;
+        }
+        if TRAP.load(Ordering::Relaxed) {
+            std::process::abort();
+        }
+        let n = ALLOCS.fetch_add(1, Ordering::Relaxed) as usize;
+        if let Some(slot) = SIZES.get(n) {
+            slot.store(size, Ordering::Relaxed);
+        }
+    }
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// counting touches only atomics and a const-initialised thread-local with
+// no destructor, neither of which allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        Self::record(layout.size());
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        Self::record(layout.size());
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        Self::record(new_size);
+        // SAFETY: forwarded with the caller's arguments.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's arguments.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// The two backends' tests must not count each other's proxy.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sub-requests per request.
+const WIDTH: usize = 4;
+/// Requests before counting starts.
+const WARM_UP: usize = 500;
+/// Requests counted.
+const MEASURED: usize = 6_000;
+
+/// Keep-alive without a request cap (the default closes a connection after
+/// 1000 requests, which would make the proxy reconnect to its upstreams).
+fn uncapped() -> Config {
+    let mut c = Config::default();
+    c.max_requests = u32::MAX;
+    c
+}
+
+/// One GET through the proxy: 200 with one entry per branch, each the
+/// upstream's JSON.
+fn request(c: &mut Client) {
+    let r = c.roundtrip(&get("/search?q=alloc"));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let e = entries(&r.body);
+    assert_eq!(e.len(), WIDTH);
+    assert!(e
+        .iter()
+        .all(|(_, status, body)| *status == 200 && body.as_bytes() == HELLO));
+}
+
+http_tests! {
+    /// 6,000 keep-alive requests at width 4 after warm-up: zero
+    /// allocations on the proxy's core thread.
+    fn zero_allocations_per_request(backend) {
+        let _serial = serial();
+        TRAP.store(std::env::var_os("PERCORE_ALLOC_TRAP").is_some(), Ordering::Relaxed);
+        let upstreams: Vec<TestServer> =
+            (0..3).map(|_| TestServer::echo_with(backend, uncapped())).collect();
+        let addrs: Vec<_> = upstreams.iter().map(|s| s.addr).collect();
+        let mut config = ProxyConfig::new(addrs);
+        config.width = WIDTH;
+        config.validate().expect("valid proxy config");
+        let proxy = TestServer::start(backend, uncapped(), move || {
+            TRACKED.with(|t| t.set(true));
+            FanOut::new(config.clone()).expect("validated")
+        });
+        let mut c = Client::connect(proxy.addr);
+        for _ in 0..WARM_UP {
+            request(&mut c);
+        }
+
+        ALLOCS.store(0, Ordering::Relaxed);
+        for slot in &SIZES {
+            slot.store(0, Ordering::Relaxed);
+        }
+        COUNTING.store(true, Ordering::SeqCst);
+        for _ in 0..MEASURED {
+            request(&mut c);
+        }
+        COUNTING.store(false, Ordering::SeqCst);
+
+        let allocs = ALLOCS.load(Ordering::Relaxed);
+        let sizes: Vec<usize> = SIZES.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+        println!(
+            "{backend}: {allocs} allocations on the proxy's core over {MEASURED} requests \
+             ({} sub-requests; first sizes {sizes:?})",
+            MEASURED * WIDTH
+        );
+        assert_eq!(
+            allocs, 0,
+            "allocations on the proxy's core thread over {MEASURED} requests; first sizes {sizes:?}"
+        );
+        drop(c);
+        drop(proxy);
+        drop(upstreams);
+    }
+}
