@@ -37,6 +37,10 @@ pub type Connection = TcpStream;
 ///         Ok(())
 ///     }
 /// }
+///
+/// fn main() -> std::io::Result<()> {
+///     percore::Server::builder().serve(|_core| Echo)
+/// }
 /// ```
 pub trait Handler: 'static {
     /// Serves one accepted connection on this core until it ends.

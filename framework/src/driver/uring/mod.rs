@@ -201,7 +201,9 @@ impl Driver {
             .buf_group(0)
             .build()
             .user_data(PROBE_TOKEN);
-        self.push_sqe(&sqe);
+        if self.push_sqe(&sqe).is_err() {
+            return false;
+        }
         let mut result = None;
         for _ in 0..3 {
             if self
@@ -243,8 +245,13 @@ impl Driver {
         self.ops.len()
     }
 
-    fn push_sqe(&mut self, sqe: &squeue::Entry) {
-        loop {
+    /// Puts `sqe` on the SQ, submitting (and reaping, should the kernel
+    /// refuse more work until completions are read) when it is full.
+    /// Returns the errno when the SQE could not be queued at all.
+    fn push_sqe(&mut self, sqe: &squeue::Entry) -> Result<(), i32> {
+        const ATTEMPTS: usize = 8;
+        let mut last_error = libc::EBUSY;
+        for _ in 0..ATTEMPTS {
             // SAFETY: every pointer in an SQE built by percore refers to
             // memory owned by the operation's slot (`Retained`), by the
             // polling future (which hands it to the slot if dropped early),
@@ -252,16 +259,20 @@ impl Driver {
             let pushed = unsafe { self.ring.submission().push(sqe) };
             if pushed.is_ok() {
                 self.stats.submissions.add(1);
-                return;
+                return Ok(());
             }
-            // The SQ is full: submit now (an extra enter, counted).
+            // The SQ is full: submit now (an extra enter, counted), then
+            // reap, so a kernel that wants its completions read first
+            // (EBUSY) gets them read.
             self.stats.enters.add(1);
             if let Err(e) = self.enter.enter(&mut self.ring, false, None) {
                 tracing::error!(error = %e, "io_uring_enter failed while the SQ was full");
                 self.stats.errors_driver.add(1);
-                return;
+                last_error = e.raw_os_error().unwrap_or(libc::EIO);
             }
+            self.reap();
         }
+        Err(last_error)
     }
 
     /// Queues an operation; it is submitted at the next `park` (or sooner if
@@ -288,7 +299,18 @@ impl Driver {
             state,
             retained,
         }));
-        self.push_sqe(&sqe.user_data(key.0 as u64));
+        if let Err(errno) = self.push_sqe(&sqe.user_data(key.0 as u64)) {
+            // The kernel never saw it: complete it with the error, so its
+            // future ends instead of waiting for a completion that cannot
+            // come.
+            self.dispatch(
+                key.0 as u64,
+                Cqe {
+                    res: -errno,
+                    flags: 0,
+                },
+            );
+        }
         key
     }
 
@@ -415,7 +437,12 @@ impl Driver {
         let sqe = opcode::AsyncCancel::new(key.0 as u64)
             .build()
             .user_data(CANCEL_TOKEN);
-        self.push_sqe(&sqe);
+        if self.push_sqe(&sqe).is_err() {
+            tracing::warn!(
+                key = key.0,
+                "could not queue a cancellation; the operation runs to completion"
+            );
+        }
     }
 
     /// Gives back what an orphaned completion carried: a buffer from the
@@ -442,8 +469,7 @@ impl Driver {
         )
         .build()
         .user_data(WAKE_TOKEN);
-        self.wake_armed = true;
-        self.push_sqe(&sqe);
+        self.wake_armed = self.push_sqe(&sqe).is_ok();
     }
 
     /// One loop turn's trip to the kernel: submit, and wait for a completion
@@ -583,7 +609,9 @@ impl Driver {
             let sqe = opcode::AsyncCancel::new(WAKE_TOKEN)
                 .build()
                 .user_data(CANCEL_TOKEN);
-            self.push_sqe(&sqe);
+            if self.push_sqe(&sqe).is_err() {
+                tracing::warn!("could not cancel the wake-up read at teardown");
+            }
         }
         while !self.ops.is_empty() || self.wake_armed {
             let now = Instant::now();
