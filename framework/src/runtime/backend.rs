@@ -73,12 +73,26 @@ pub(crate) fn resolve(requested: Backend, config: &CoreConfig) -> io::Result<Bac
     }
 }
 
+/// Builds and drops a ring of the real size.
+///
+/// On a thread of its own: the kernel's deferred clean-up of a torn-down
+/// ring can interrupt one later blocking syscall of the thread that made it
+/// with `EINTR`, and the caller's thread (an application's main thread, a
+/// test) should not inherit that.
 fn probe(config: &CoreConfig) -> io::Result<()> {
     if let Some(e) = fault::setup_error() {
         return Err(e);
     }
-    let mut builder =
-        io_uring::IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder();
-    builder.setup_cqsize(config.ring.cq_entries.max(config.ring.entries * 2));
-    builder.build(config.ring.entries).map(drop)
+    let entries = config.ring.entries;
+    let cq_entries = config.ring.cq_entries.max(entries * 2);
+    std::thread::Builder::new()
+        .name("percore-probe".into())
+        .spawn(move || {
+            let mut builder =
+                io_uring::IoUring::<io_uring::squeue::Entry, io_uring::cqueue::Entry>::builder();
+            builder.setup_cqsize(cq_entries);
+            builder.build(entries).map(drop)
+        })?
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the io_uring probe thread panicked")))
 }

@@ -111,6 +111,11 @@ pub fn current_backend() -> Backend {
 /// Runs `future` to completion on a core built on the current thread (not
 /// pinned, no listener): for clients, tools and tests.
 ///
+/// On io_uring, the kernel's clean-up of the core's ring after this returns
+/// may interrupt one later blocking syscall of this thread (`EINTR`); code
+/// that does blocking I/O with timeouts afterwards should retry on
+/// `ErrorKind::Interrupted`, or call `block_on` from a thread of its own.
+///
 /// # Errors
 ///
 /// When the backend cannot be set up (see [`Backend`]), or the future

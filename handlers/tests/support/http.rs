@@ -75,12 +75,18 @@ pub fn require(backend: Backend) -> Option<Backend> {
     }
     if backend == Backend::Uring {
         static REASON: OnceLock<Option<String>> = OnceLock::new();
+        // On a thread of its own, so the ring's teardown cannot interrupt a
+        // later blocking read of the test thread with EINTR.
         let reason = REASON.get_or_init(|| {
-            match percore::block_on(Backend::Uring, async { percore::current_backend() }) {
-                Ok(Backend::Uring) => None,
-                Ok(other) => Some(format!("the runtime chose {other}")),
-                Err(e) => Some(e.to_string()),
-            }
+            std::thread::spawn(|| {
+                match percore::block_on(Backend::Uring, async { percore::current_backend() }) {
+                    Ok(Backend::Uring) => None,
+                    Ok(other) => Some(format!("the runtime chose {other}")),
+                    Err(e) => Some(e.to_string()),
+                }
+            })
+            .join()
+            .unwrap_or_else(|_| Some("the io_uring probe panicked".to_owned()))
         });
         if let Some(reason) = reason {
             println!("skipped: io_uring unavailable: {reason}");
