@@ -100,8 +100,7 @@ pub fn parse_common(
 }
 
 /// The usage text of the common options.
-pub const COMMON_USAGE: &str = "\
-  --port N              TCP port (0 picks a free one)
+pub const COMMON_USAGE: &str = "  --port N              TCP port (0 picks a free one)
   --host ADDR           address to bind (default 0.0.0.0)
   --cores LIST          CPUs to run on, e.g. 0 or 0,1 or 0-3 (default: all)
   --backend B           uring, epoll or auto (default auto; PERCORE_BACKEND overrides)

@@ -4,7 +4,8 @@
 //! ```text
 //! fanout --upstream 127.0.0.1:8080 [--upstream HOST:PORT ...] [--width K]
 //!        [--policy all|first|quorum:K] [--timeout-ms 15000]
-//!        [--connect-timeout-ms 1000] [--port 8081] [--cores 0] [--backend auto] [--stats]
+//!        [--connect-timeout-ms 1000] [--max-pending 1024] [--eject-after 5]
+//!        [--eject-ms 30000] [--port 8081] [--cores 0] [--backend auto] [--stats]
 //! ```
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -20,15 +21,22 @@ const OWN_FLAGS: &[&str] = &[
     "--policy",
     "--timeout-ms",
     "--connect-timeout-ms",
+    "--max-pending",
+    "--eject-after",
+    "--eject-ms",
 ];
 
-const USAGE: &str = "\
-  --upstream HOST:PORT  an upstream HTTP/1.1 server (repeat for more; at least one)
+const USAGE: &str = "  --upstream HOST:PORT  an upstream HTTP/1.1 server (repeat for more; at least one)
   --width K             sub-requests per request, round-robin over the upstreams
                         (default: one per upstream)
   --policy P            all (default), first, or quorum:K
   --timeout-ms N        deadline of the whole fan-out (default 15000) -> 504
-  --connect-timeout-ms N  deadline of one upstream connect (default 1000)";
+  --connect-timeout-ms N  deadline of one upstream connect (default 1000)
+  --max-pending N       fan-outs in flight per core; more get 503 at once (default 1024)
+  --eject-after N       eject an upstream after N failures in a row: 5xx, connect
+                        or connection failure (default 5; 0 turns ejection off)
+  --eject-ms N          first ejection time, x n for the n-th in a row, at most
+                        10x (default 30000); at most 10% of upstreams (>= 1) ejected";
 
 /// The proxy settings from this binary's own flags.
 fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
@@ -58,6 +66,19 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
             "--connect-timeout-ms" => {
                 config.connect_timeout = Duration::from_millis(number(flag, value)?);
             }
+            "--max-pending" => {
+                config.max_pending = usize::try_from(number(flag, value)?)
+                    .map_err(|_| format!("{flag}: too large"))?;
+            }
+            "--eject-after" => {
+                config.ejection.consecutive_failures = u32::try_from(number(flag, value)?)
+                    .map_err(|_| format!("{flag}: too large"))?;
+            }
+            "--eject-ms" => {
+                let base = Duration::from_millis(number(flag, value)?);
+                config.ejection.base_time = base;
+                config.ejection.max_time = base.saturating_mul(10);
+            }
             _ => {}
         }
     }
@@ -82,12 +103,16 @@ fn main() {
     };
     init_logging();
     tracing::info!(
-        "fanout: {} upstreams, width {}, policy {}, deadline {:?}, connect timeout {:?}",
+        "fanout: {} upstreams, width {}, policy {}, deadline {:?}, connect timeout {:?}, \
+         max pending {}, eject after {} failures for {:?}",
         config.upstreams.len(),
         config.width,
         config.policy,
         config.deadline,
-        config.connect_timeout
+        config.connect_timeout,
+        config.max_pending,
+        config.ejection.consecutive_failures,
+        config.ejection.base_time
     );
     let result = run("fanout", &common, move |_core| {
         // Validated above, so this cannot fail; a core without a proxy

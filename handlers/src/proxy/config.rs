@@ -86,8 +86,41 @@ impl Default for PoolConfig {
     }
 }
 
+/// Outlier ejection (FAULTS F8), kept per upstream per core: after
+/// [`consecutive_failures`](Self::consecutive_failures) failures in a row
+/// (5xx answers, connect failures, broken exchanges) an upstream gets no
+/// branches for `base_time × n` (the n-th ejection since its last success),
+/// at most [`max_time`](Self::max_time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EjectionConfig {
+    /// Failures in a row that eject an upstream; 0 turns ejection off.
+    /// Default 5.
+    pub consecutive_failures: u32,
+    /// Length of the first ejection; the n-th in a row lasts n times this.
+    /// Default 30 s.
+    pub base_time: Duration,
+    /// Longest ejection. Default 300 s.
+    pub max_time: Duration,
+    /// Most upstreams ejected at once, in percent of them (rounded down,
+    /// but always at least one may be). Default 10.
+    pub max_percent: u8,
+}
+
+impl Default for EjectionConfig {
+    fn default() -> Self {
+        Self {
+            consecutive_failures: 5,
+            base_time: Duration::from_secs(30),
+            max_time: Duration::from_secs(300),
+            max_percent: 10,
+        }
+    }
+}
+
 /// Settings of a [`FanOut`](super::FanOut). Defaults follow FAULTS.md:
-/// connect timeout 1 s, overall deadline 15 s.
+/// connect timeout 1 s, overall deadline 15 s, ejection after 5 failures
+/// for 30 s (F8), at most 1024 fan-outs pending per core (F9).
 ///
 /// # Examples
 ///
@@ -124,6 +157,11 @@ pub struct Config {
     pub max_response_head: usize,
     /// Largest upstream response body; larger is a 502. Default 1 MiB.
     pub max_response_body: usize,
+    /// Outlier ejection of failing upstreams (FAULTS F8).
+    pub ejection: EjectionConfig,
+    /// Most fanned-out requests in flight per core; more are answered 503
+    /// at once, never queued (FAULTS F9). Default 1024.
+    pub max_pending: usize,
 }
 
 impl Config {
@@ -138,6 +176,8 @@ impl Config {
             pool: PoolConfig::default(),
             max_response_head: 32 * 1024,
             max_response_body: 1024 * 1024,
+            ejection: EjectionConfig::default(),
+            max_pending: 1024,
         }
     }
 
@@ -146,7 +186,8 @@ impl Config {
     /// # Errors
     ///
     /// No upstream, a width of 0, a quorum of 0 or above the width, a zero
-    /// deadline or connect timeout.
+    /// deadline or connect timeout, a `max_pending` of 0, an ejection
+    /// percentage above 100 or a zero ejection time.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.upstreams.is_empty() {
             return Err(ConfigError("at least one upstream is needed"));
@@ -163,6 +204,16 @@ impl Config {
             return Err(ConfigError(
                 "deadline and connect timeout must be above zero",
             ));
+        }
+        if self.max_pending == 0 {
+            return Err(ConfigError("max_pending must be at least 1"));
+        }
+        let ej = &self.ejection;
+        if ej.max_percent > 100 {
+            return Err(ConfigError("ejection max_percent must be at most 100"));
+        }
+        if ej.consecutive_failures > 0 && (ej.base_time.is_zero() || ej.max_time.is_zero()) {
+            return Err(ConfigError("ejection times must be above zero"));
         }
         Ok(())
     }

@@ -41,6 +41,28 @@
 //! A POST (or any non-idempotent method) is never retried: once sent, the
 //! upstream may have acted on it.
 //!
+//! # Outlier ejection and the pending-request breaker
+//!
+//! Each core keeps its own view of each upstream's health (no sharing, so
+//! two cores may disagree for a while). A 5xx answer, a failed connect or a
+//! broken exchange is a failure; any other answer is a success and resets
+//! the count. After [`EjectionConfig::consecutive_failures`] failures in a
+//! row (default 5) the upstream is *ejected*: the round-robin skips it, and
+//! so does the connect retry, for [`EjectionConfig::base_time`] × n
+//! (default 30 s; n-th ejection since its last success, at most
+//! [`EjectionConfig::max_time`], default 300 s). At most
+//! [`EjectionConfig::max_percent`] of the upstreams (default 10 %, but
+//! always at least one) are ejected at once; past that, failing upstreams
+//! stay in. When every upstream is ejected the request is answered 503 at
+//! once, naming each upstream and when it returns (FAULTS F8). Branches cut
+//! off by the deadline or cancelled are not counted either way. A 5xx
+//! answer is still passed on to the client in the combined body.
+//!
+//! At most [`Config::max_pending`] fan-outs (default 1024) are in flight
+//! per core; a request beyond that is answered 503 before its body is
+//! read, never queued (FAULTS F9). [`ProxyStats`] counts ejections, 503s
+//! for all-ejected and breaker rejections.
+//!
 //! # Memory
 //!
 //! Per-request scratch comes from per-core free lists: request and response
@@ -75,7 +97,7 @@ mod service;
 mod stats;
 mod upstream;
 
-pub use config::{Config, ConfigError, Policy, PoolConfig};
+pub use config::{Config, ConfigError, EjectionConfig, Policy, PoolConfig};
 pub use service::FanOut;
 pub use stats::ProxyStats;
 

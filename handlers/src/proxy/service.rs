@@ -1,7 +1,7 @@
 //! [`FanOut`]: the fan-out proxy as an HTTP [`Service`].
 
 use std::cell::Cell;
-use std::io;
+use std::io::{self, Write as _};
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
@@ -28,8 +28,13 @@ use crate::http::{BodyKind, Request, Response, Service};
 pub struct FanOut {
     config: Config,
     upstreams: Vec<Upstream>,
-    /// The upstream the next request's first branch goes to.
+    /// The upstream the next request's first branch goes to, counted
+    /// among the upstreams not ejected.
     next: Cell<usize>,
+    /// Most upstreams ejected at once (FAULTS F8).
+    max_ejected: usize,
+    /// Fanned-out requests in flight on this core (FAULTS F9).
+    pending: Cell<usize>,
     limits: ResponseLimits,
     stats: LocalStats,
     bufs: BufPool,
@@ -84,10 +89,14 @@ impl FanOut {
             max_head: config.max_response_head,
             max_body: config.max_response_body,
         };
+        let max_ejected =
+            (config.upstreams.len() * usize::from(config.ejection.max_percent) / 100).max(1);
         Ok(Self {
             config,
             upstreams,
             next: Cell::new(0),
+            max_ejected,
+            pending: Cell::new(0),
             limits,
             stats: LocalStats::default(),
             bufs: BufPool::default(),
@@ -129,13 +138,16 @@ impl FanOut {
                     Ok(conn) => conn,
                     Err(failure) => {
                         bump(&self.stats.errors_connect);
+                        self.record(index, false);
                         // Nothing was sent: an idempotent request may go to
-                        // the next upstream instead (FAULTS F1).
-                        if job.idempotent && !retried && self.upstreams.len() > 1 {
-                            retried = true;
-                            bump(&self.stats.retries);
-                            index = (index + 1) % self.upstreams.len();
-                            continue;
+                        // the next upstream not ejected instead (FAULTS F1).
+                        if job.idempotent && !retried {
+                            if let Some(next) = self.next_healthy_after(index, now()) {
+                                retried = true;
+                                bump(&self.stats.retries);
+                                index = next;
+                                continue;
+                            }
                         }
                         self.bufs.put(buf);
                         return Err(BranchError {
@@ -158,6 +170,7 @@ impl FanOut {
             buf = returned;
             match result {
                 Ok(answer) => {
+                    self.record(index, answer.status < 500);
                     if answer.reusable {
                         upstream.pool.release(conn, now());
                     }
@@ -182,6 +195,7 @@ impl FanOut {
                         continue;
                     }
                     bump(&self.stats.errors_exchange);
+                    self.record(index, false);
                     self.bufs.put(buf);
                     return Err(BranchError {
                         upstream: index,
@@ -209,11 +223,123 @@ impl FanOut {
     fn upstream_name(&self, index: usize) -> &str {
         &self.upstreams[index % self.upstreams.len()].name
     }
+
+    /// Records the outcome of an exchange with upstream `index` (a 5xx
+    /// answer or a connection failure is a failure), and ejects it after
+    /// too many failures in a row if the cap on ejections allows
+    /// (FAULTS F8). When the cap does not, it stays in and the next failure
+    /// tries again.
+    fn record(&self, index: usize, ok: bool) {
+        let health = &self.upstreams[index % self.upstreams.len()].health;
+        if ok {
+            health.success();
+            return;
+        }
+        if !health.failure(&self.config.ejection) {
+            return;
+        }
+        let at = now();
+        // A branch started before the ejection may still fail: no new one.
+        if health.is_ejected(at) || self.ejected_count(at) >= self.max_ejected {
+            return;
+        }
+        let time = health.eject(&self.config.ejection, at);
+        bump(&self.stats.ejections);
+        tracing::warn!(
+            "fanout: upstream {} ejected for {time:?} after {} failures in a row",
+            self.upstream_name(index),
+            self.config.ejection.consecutive_failures
+        );
+    }
+
+    fn ejected_count(&self, now: Instant) -> usize {
+        self.upstreams
+            .iter()
+            .filter(|u| u.health.is_ejected(now))
+            .count()
+    }
+
+    /// The index of the `k`-th upstream not ejected (`k` < their number).
+    fn nth_healthy(&self, k: usize, now: Instant) -> usize {
+        self.upstreams
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| !u.health.is_ejected(now))
+            .nth(k)
+            .map_or(k % self.upstreams.len(), |(i, _)| i)
+    }
+
+    /// The first upstream after `index` in the ring that is not ejected,
+    /// other than `index` itself.
+    fn next_healthy_after(&self, index: usize, now: Instant) -> Option<usize> {
+        let n = self.upstreams.len();
+        (1..n)
+            .map(|step| (index + step) % n)
+            .find(|&j| !self.upstreams[j].health.is_ejected(now))
+    }
+
+    /// 503 at once: this core already has `max_pending` fan-outs in flight
+    /// (FAULTS F9).
+    fn reject_pending(&self, res: &mut Response<'_>) -> io::Result<()> {
+        bump(&self.stats.rejected_pending);
+        res.header("Content-Type", b"text/plain; charset=utf-8")?;
+        res.set_status(503);
+        let _ = writeln!(
+            res.body_mut(),
+            "too many requests in flight: {} pending on this core (max_pending)",
+            self.config.max_pending
+        );
+        Ok(())
+    }
+
+    /// 503: every upstream is ejected (FAULTS F8); names each and when it
+    /// returns.
+    fn reject_all_ejected(&self, res: &mut Response<'_>, now: Instant) -> io::Result<()> {
+        bump(&self.stats.all_ejected);
+        res.header("Content-Type", b"text/plain; charset=utf-8")?;
+        res.set_status(503);
+        let out = res.body_mut();
+        let _ = writeln!(out, "no upstream available: every upstream is ejected");
+        for u in &self.upstreams {
+            if let Some(until) = u.health.until() {
+                let _ = writeln!(
+                    out,
+                    "upstream {}: ejected after {} failures in a row, back in {} ms",
+                    u.name,
+                    self.config.ejection.consecutive_failures,
+                    until.saturating_duration_since(now).as_millis()
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One fan-out in flight: counted in [`FanOut::pending`] until dropped
+/// (also when the client goes away and the request future is dropped).
+struct PendingGuard<'a>(&'a Cell<usize>);
+
+impl<'a> PendingGuard<'a> {
+    fn new(pending: &'a Cell<usize>) -> Self {
+        pending.set(pending.get() + 1);
+        Self(pending)
+    }
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
 }
 
 impl Service for FanOut {
     async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
-        bump(&self.stats.requests);
+        // The breaker answers before the body is read: no queue, no work
+        // (the HTTP layer discards the unread body).
+        if self.pending.get() >= self.config.max_pending {
+            return self.reject_pending(res);
+        }
+        let _pending = PendingGuard::new(&self.pending);
         let method = req.method();
         let has_body = req.body_kind() != BodyKind::None;
         let headers = req.headers();
@@ -224,6 +350,12 @@ impl Service for FanOut {
             write_shared(&mut shared, headers, client, body, has_body);
         }
         let started = now();
+        let healthy = self.upstreams.len() - self.ejected_count(started);
+        if healthy == 0 {
+            self.bufs.put(shared);
+            return self.reject_all_ejected(res, started);
+        }
+        bump(&self.stats.requests);
         let job = Job {
             method,
             target: req.path(),
@@ -236,14 +368,17 @@ impl Service for FanOut {
             started,
         };
         let width = self.config.width;
-        let first = self.next.get();
-        self.next.set((first + width) % self.upstreams.len());
+        // Round-robin over the upstreams not ejected (FAULTS F8).
+        let first = self.next.get() % healthy;
+        self.next.set((first + width) % healthy);
 
         let arena = self.arenas.take();
+        let targets: &[usize] = arena
+            .alloc_slice_fill_with(width, |i| self.nth_healthy((first + i) % healthy, started));
         // SAFETY: `branches` is a local declared after `arena`, so it is
         // dropped first, and it is never forgotten.
         let mut branches =
-            unsafe { Branches::new_in(&arena, width, |i| self.branch(first + i, job)) };
+            unsafe { Branches::new_in(&arena, width, |i| self.branch(targets[i], job)) };
         let verdict = branches
             .join(self.config.policy, started + self.config.deadline)
             .await;
@@ -298,7 +433,7 @@ impl Service for FanOut {
                         }
                         Slot::Running(_) if timed_out => {
                             bump(&self.stats.deadline);
-                            write_failure(out, self.upstream_name(first + i), &Failure::Deadline);
+                            write_failure(out, self.upstream_name(targets[i]), &Failure::Deadline);
                         }
                         _ => {}
                     }

@@ -30,6 +30,12 @@ pub struct ProxyStats {
     pub deadline: u64,
     /// Branches cancelled because the policy was decided without them.
     pub cancelled: u64,
+    /// Upstreams ejected for failing in a row (FAULTS F8).
+    pub ejections: u64,
+    /// Client requests answered 503 because every upstream was ejected.
+    pub all_ejected: u64,
+    /// Client requests answered 503 by the pending-request breaker (F9).
+    pub rejected_pending: u64,
 }
 
 impl fmt::Display for ProxyStats {
@@ -37,7 +43,8 @@ impl fmt::Display for ProxyStats {
         write!(
             f,
             "requests={} failed={} sub_requests={} connects={} reuses={} retries={} \
-             errors_connect={} errors_exchange={} deadline={} cancelled={}",
+             errors_connect={} errors_exchange={} deadline={} cancelled={} ejections={} \
+             all_ejected={} rejected_pending={}",
             self.requests,
             self.failed,
             self.sub_requests,
@@ -47,7 +54,10 @@ impl fmt::Display for ProxyStats {
             self.errors_connect,
             self.errors_exchange,
             self.deadline,
-            self.cancelled
+            self.cancelled,
+            self.ejections,
+            self.all_ejected,
+            self.rejected_pending
         )
     }
 }
@@ -66,6 +76,9 @@ pub(crate) struct LocalStats {
     pub(crate) errors_exchange: Cell<u64>,
     pub(crate) deadline: Cell<u64>,
     pub(crate) cancelled: Cell<u64>,
+    pub(crate) ejections: Cell<u64>,
+    pub(crate) all_ejected: Cell<u64>,
+    pub(crate) rejected_pending: Cell<u64>,
 }
 
 /// Adds one to a counter.
@@ -86,6 +99,9 @@ impl LocalStats {
             errors_exchange: self.errors_exchange.get(),
             deadline: self.deadline.get(),
             cancelled: self.cancelled.get(),
+            ejections: self.ejections.get(),
+            all_ejected: self.all_ejected.get(),
+            rejected_pending: self.rejected_pending.get(),
         }
     }
 }

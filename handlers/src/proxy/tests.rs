@@ -3,7 +3,8 @@
 
 use super::client::{write_request, write_shared, Failure, ResponseLimits, ResponseParser};
 use super::combine::write_json_string;
-use super::{Config, Policy};
+use super::upstream::Health;
+use super::{Config, EjectionConfig, Policy};
 
 const LIMITS: ResponseLimits = ResponseLimits {
     max_head: 1024,
@@ -153,4 +154,69 @@ fn policies_and_config() {
     assert!(c.validate().is_ok());
     c.upstreams.clear();
     assert!(c.validate().is_err());
+}
+
+/// F8: the n-th ejection in a row lasts n × base, capped; a success resets
+/// the run; every ejection needs a full run of failures.
+#[test]
+fn ejection_times() {
+    use std::time::{Duration, Instant};
+    let mut config = EjectionConfig {
+        consecutive_failures: 3,
+        base_time: Duration::from_secs(30),
+        max_time: Duration::from_secs(75),
+        ..EjectionConfig::default()
+    };
+    let health = Health::default();
+    let t0 = Instant::now();
+    assert!(!health.failure(&config) && !health.failure(&config));
+    assert!(
+        health.failure(&config),
+        "third failure reaches the threshold"
+    );
+    assert_eq!(health.eject(&config, t0), Duration::from_secs(30));
+    assert!(health.is_ejected(t0 + Duration::from_secs(29)));
+    assert!(!health.is_ejected(t0 + Duration::from_secs(30)));
+    assert!(!health.failure(&config), "a new run of failures is needed");
+    assert!(!health.failure(&config) && health.failure(&config));
+    assert_eq!(health.eject(&config, t0), Duration::from_secs(60));
+    for _ in 0..3 {
+        health.failure(&config);
+    }
+    assert_eq!(health.eject(&config, t0), Duration::from_secs(75), "capped");
+    health.success();
+    assert!(!health.failure(&config) && !health.failure(&config) && health.failure(&config));
+    assert_eq!(
+        health.eject(&config, t0),
+        Duration::from_secs(30),
+        "reset by the success"
+    );
+
+    config.consecutive_failures = 0;
+    let off = Health::default();
+    assert!(
+        (0..100).all(|_| !off.failure(&config)),
+        "0 turns ejection off"
+    );
+}
+
+/// F8, F9 settings are validated.
+#[test]
+fn config_faults_validation() {
+    let mut config = Config::new(vec!["127.0.0.1:1".parse().unwrap()]);
+    assert_eq!(config.max_pending, 1024);
+    assert_eq!(config.ejection.consecutive_failures, 5);
+    config.max_pending = 0;
+    assert!(config.validate().is_err());
+    config.max_pending = 8;
+    config.ejection.max_percent = 101;
+    assert!(config.validate().is_err());
+    config.ejection.max_percent = 10;
+    config.ejection.base_time = std::time::Duration::ZERO;
+    assert!(config.validate().is_err());
+    config.ejection.consecutive_failures = 0;
+    assert!(
+        config.validate().is_ok(),
+        "times do not matter when ejection is off"
+    );
 }

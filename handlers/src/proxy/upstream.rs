@@ -1,4 +1,5 @@
-//! One upstream as a core sees it: its address, and its keep-alive pool.
+//! One upstream as a core sees it: its address, its keep-alive pool, and
+//! its health (outlier ejection, FAULTS F8).
 //!
 //! The pool is per core and per upstream (no locks, no sharing): a stack of
 //! idle connections, reused last-in first-out so that the few connections
@@ -8,16 +9,16 @@
 //! failed, was cancelled, or ended with `Connection: close` or a
 //! close-delimited body is dropped, never pooled.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use percore::net::TcpStream;
 
-use super::PoolConfig;
+use super::{EjectionConfig, PoolConfig};
 
 /// An upstream server and this core's idle connections to it.
 #[derive(Debug)]
@@ -28,6 +29,7 @@ pub(crate) struct Upstream {
     /// `Host: addr\r\n`, written into every sub-request to this upstream.
     pub(crate) host_line: Vec<u8>,
     pub(crate) pool: Pool,
+    pub(crate) health: Health,
 }
 
 impl Upstream {
@@ -39,7 +41,59 @@ impl Upstream {
             name,
             host_line,
             pool: Pool::new(config),
+            health: Health::default(),
         }
+    }
+}
+
+/// This core's view of an upstream's health: consecutive failures and
+/// ejection (FAULTS F8). Plain `Cell`s: per core, never shared.
+#[derive(Debug, Default)]
+pub(crate) struct Health {
+    /// Failures since the last success or ejection.
+    failures: Cell<u32>,
+    /// Ejections since the last success (the n of `base_time × n`).
+    ejections: Cell<u32>,
+    /// Ejected until then.
+    until: Cell<Option<Instant>>,
+}
+
+impl Health {
+    /// Whether it is ejected at `now`.
+    pub(crate) fn is_ejected(&self, now: Instant) -> bool {
+        self.until.get().is_some_and(|t| now < t)
+    }
+
+    /// The end of its last ejection, if it was ever ejected.
+    pub(crate) fn until(&self) -> Option<Instant> {
+        self.until.get()
+    }
+
+    /// A success (a non-5xx answer): the counters start again.
+    pub(crate) fn success(&self) {
+        self.failures.set(0);
+        self.ejections.set(0);
+    }
+
+    /// A failure; returns whether it reached the threshold (the caller
+    /// then decides whether the ejection is allowed and calls [`eject`]).
+    ///
+    /// [`eject`]: Self::eject
+    pub(crate) fn failure(&self, config: &EjectionConfig) -> bool {
+        let n = self.failures.get().saturating_add(1);
+        self.failures.set(n);
+        config.consecutive_failures > 0 && n >= config.consecutive_failures
+    }
+
+    /// Ejects until `now + base_time × n` (n-th ejection in a row, capped
+    /// at `max_time`); another full run of failures ejects it again.
+    pub(crate) fn eject(&self, config: &EjectionConfig, now: Instant) -> Duration {
+        let n = self.ejections.get().saturating_add(1);
+        self.ejections.set(n);
+        self.failures.set(0);
+        let time = config.base_time.saturating_mul(n).min(config.max_time);
+        self.until.set(Some(now + time));
+        time
     }
 }
 
