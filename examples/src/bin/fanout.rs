@@ -26,7 +26,8 @@ const OWN_FLAGS: &[&str] = &[
     "--eject-ms",
 ];
 
-const USAGE: &str = "  --upstream HOST:PORT  an upstream HTTP/1.1 server (repeat for more; at least one)
+const USAGE: &str =
+    "  --upstream HOST:PORT  an upstream HTTP/1.1 server (repeat for more; at least one)
   --width K             sub-requests per request, round-robin over the upstreams
                         (default: one per upstream)
   --policy P            all (default), first, or quorum:K
