@@ -497,8 +497,8 @@ fn idle_connections_cost_little_memory() {
             started.elapsed()
         );
         ping(addr);
-        // No receive buffer per idle connection: 16 KiB each would be
-        // 160 MiB; the task, socket state and slab slots are far less.
+        // No receive buffer per idle connection: 32 KiB each would be
+        // 320 MiB; the task, socket state and slab slots are far less.
         assert!(
             per_conn < 4096.0,
             "{backend}: {per_conn:.0} bytes of RSS per idle connection"

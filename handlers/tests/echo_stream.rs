@@ -19,7 +19,7 @@ use support::*;
 const STREAM_CAP: u64 = 16;
 
 /// Provided-ring buffers per core by default (`BufConfig::count`).
-const RING_BUFFERS: u64 = 512;
+const RING_BUFFERS: u64 = 256;
 
 backend_tests! {
     /// 200 connections each send 1 MiB of random bytes in random-sized
@@ -151,7 +151,7 @@ backend_tests! {
         // multishot still holds what the kernel posted before the pause
         // landed: every completion of that loop turn, not just STREAM_CAP
         // (measured: about 70 buffers, 1.1 MiB, per silent client). The
-        // hard bound is the ring itself (512 buffers).
+        // hard bound is the ring itself (256 buffers).
         let mut silent = Vec::new();
         let pushed = stall(addr, &mut silent, 4);
         let stats = server.stats();
