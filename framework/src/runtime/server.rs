@@ -122,6 +122,19 @@ impl ServerBuilder {
         self
     }
 
+    /// Opt-in io_uring wait batching: a core with nothing to run waits up to
+    /// `bound` for 64 completions before it processes any, instead of
+    /// waking on the first. Under load this cuts `io_uring_enter` calls per
+    /// request several-fold (measured with `wrk -c100` on `http_echo`: 0.27
+    /// → 0.05 per request); with few connections it adds up to `bound` of
+    /// latency to each request. Off by default; needs Linux 6.12+
+    /// (`IORING_FEAT_MIN_TIMEOUT`), otherwise a warning and no effect. The
+    /// epoll backend ignores it.
+    pub fn wait_batching(mut self, bound: Option<Duration>) -> Self {
+        self.config.ring.batch_wait_usec = bound.map(|d| d.as_micros().clamp(1, 1_000_000) as u32);
+        self
+    }
+
     /// The listen backlog of each core's socket.
     pub fn backlog(mut self, backlog: i32) -> Self {
         self.backlog = backlog.max(1);

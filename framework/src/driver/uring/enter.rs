@@ -43,11 +43,17 @@ pub(crate) struct Enter {
     registered: bool,
     no_iowait: bool,
     sqpoll: bool,
+    /// Wait batching (`IORING_FEAT_MIN_TIMEOUT`): a wait holds out this
+    /// many µs for [`BATCH_COMPLETIONS`] completions; 0 is off.
+    batch_usec: u32,
 }
+
+/// Completions a batched wait asks for before its time bound.
+const BATCH_COMPLETIONS: u32 = 64;
 
 impl Enter {
     /// Registers the ring fd (saving the kernel an fd lookup per enter).
-    pub(crate) fn new(ring: &IoUring, no_iowait: bool, sqpoll: bool) -> Enter {
+    pub(crate) fn new(ring: &IoUring, no_iowait: bool, sqpoll: bool, batch_usec: u32) -> Enter {
         let mut update = RsrcUpdate {
             offset: u32::MAX,
             resv: 0,
@@ -74,6 +80,7 @@ impl Enter {
             registered,
             no_iowait,
             sqpoll,
+            batch_usec,
         }
     }
 
@@ -123,15 +130,16 @@ impl Enter {
             tv_sec: t.as_secs() as libc::time_t,
             tv_nsec: t.subsec_nanos() as libc::c_long,
         });
+        let batch = wait && self.batch_usec > 0;
         let arg = GetEventsArg {
             sigmask: 0,
             sigmask_sz: 8,
-            min_wait_usec: 0,
+            min_wait_usec: if batch { self.batch_usec } else { 0 },
             ts: ts
                 .as_ref()
                 .map_or(0, |ts| ts as *const libc::timespec as u64),
         };
-        let (arg_ptr, arg_len) = if wait && timeout.is_some() {
+        let (arg_ptr, arg_len) = if wait && (timeout.is_some() || batch) {
             flags |= ENTER_EXT_ARG;
             (
                 &arg as *const GetEventsArg as *const libc::c_void,
@@ -140,7 +148,13 @@ impl Enter {
         } else {
             (std::ptr::null(), 0)
         };
-        let min_complete = u32::from(wait);
+        // Batched: hold out for many completions, but once the time bound
+        // passes the kernel returns with whatever is there (at least one).
+        let min_complete = if batch {
+            BATCH_COMPLETIONS
+        } else {
+            u32::from(wait)
+        };
         // SAFETY: `fd` is this ring's (registered) fd; the argument struct
         // and the timespec it points to live until the call returns.
         let res = unsafe {

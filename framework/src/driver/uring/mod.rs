@@ -90,7 +90,23 @@ impl Driver {
         let (ring, ladder) = setup::build_ring(ring_config)?;
         let params = ring.params();
         let no_iowait = params.is_feature_no_iowait();
-        let enter = enter::Enter::new(&ring, no_iowait, ladder == setup::Ladder::Sqpoll);
+        let batch_usec = match ring_config.batch_wait_usec {
+            Some(usec) if params.is_feature_min_timeout() => usec,
+            Some(_) => {
+                tracing::warn!(
+                    cpu,
+                    "wait batching needs IORING_FEAT_MIN_TIMEOUT (Linux 6.12+); off"
+                );
+                0
+            }
+            None => 0,
+        };
+        let enter = enter::Enter::new(
+            &ring,
+            no_iowait,
+            ladder == setup::Ladder::Sqpoll,
+            batch_usec,
+        );
         // io-wq should stay idle for sockets; cap it so a burst of punted
         // work cannot spawn a thread herd on a 2-core machine.
         let mut workers = [2u32, 2u32];
@@ -120,6 +136,7 @@ impl Driver {
             ext_arg = params.is_feature_ext_arg(),
             nodrop = params.is_feature_nodrop(),
             no_iowait,
+            batch_usec,
             iowq_capped,
             multishot,
             buf_ring = buf_ring.is_some(),
