@@ -224,14 +224,15 @@ impl Core {
             }
         }
         drop(incoming);
-        let mut messages = self.messages.borrow_mut();
-        if self.shared.mailbox.drain_into(&mut messages) > 0 {
-            let batch: Vec<Message> = messages.drain(..).collect();
-            drop(messages);
-            for message in batch {
+        // Run the batch outside the borrow (a message may send messages);
+        // the queue's capacity comes back afterwards, so no allocation.
+        let mut batch = std::mem::take(&mut *self.messages.borrow_mut());
+        if self.shared.mailbox.drain_into(&mut batch) > 0 {
+            while let Some(message) = batch.pop_front() {
                 message();
             }
         }
+        *self.messages.borrow_mut() = batch;
     }
 
     /// Refuses further messages and drops those still queued: each one's

@@ -116,11 +116,10 @@ where
         let (mut ok, mut failed) = (0, 0);
         for slot in self.slots.iter_mut() {
             if let Slot::Running(branch) = slot {
-                // SAFETY: the future is never moved: the slice lives in the
-                // arena and is only reached through `&mut self`; slots are
-                // only overwritten in place (which drops the future in
-                // place); `Drop` drops the rest in place; and `new_in`'s
-                // contract makes sure the memory is not reused before that.
+                // Pinning holds: the slice lives in the arena, is reached only
+                // through `&mut self`, and slots are overwritten or dropped in
+                // place; `new_in`'s contract keeps the memory from reuse.
+                // SAFETY: the future never moves (see above).
                 let branch = unsafe { Pin::new_unchecked(branch) };
                 if let Poll::Ready(out) = branch.poll(cx) {
                     *slot = Slot::Done(out);

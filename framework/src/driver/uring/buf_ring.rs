@@ -164,10 +164,9 @@ impl BufRing {
     }
 
     fn publish(&self) {
-        // SAFETY: the ring's tail lives in entry 0's reserved field, which
-        // `BufRingEntry::tail` locates; it is 2-byte aligned and the kernel
-        // reads it with an acquire load, so a release store publishes the
-        // entries written before it.
+        // The tail lives in entry 0's reserved field (`BufRingEntry::tail`),
+        // 2-byte aligned; the kernel reads it with an acquire load.
+        // SAFETY: valid aligned tail; the release store publishes the entries.
         unsafe {
             let base = self.entries.ptr.as_ptr().cast::<BufRingEntry>();
             let tail = BufRingEntry::tail(base).cast_mut().cast::<AtomicU16>();

@@ -9,8 +9,10 @@
 pub(crate) mod buf_ring;
 mod enter;
 pub(crate) mod fault;
+mod fixed;
 pub(crate) mod ops;
 mod setup;
+mod teardown;
 
 use std::collections::VecDeque;
 use std::io;
@@ -18,7 +20,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
@@ -170,80 +172,6 @@ impl Driver {
         Ok(driver)
     }
 
-    /// Registers the core's write pool and checks, with a one-byte send on a
-    /// socket pair, that this kernel sends from registered buffers. Any
-    /// failure leaves the pool as plain memory.
-    fn register_fixed(&mut self, pool: &crate::buf::fixed::FixedPool) -> bool {
-        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        let iovecs = pool.iovecs();
-        let registered = match fault::register_buffers_error() {
-            Some(e) => Err(e),
-            // SAFETY: the iovecs describe the pool's mapping, which outlives
-            // the ring: the core drops its driver before its last Rc of the
-            // pool (and a ring teardown that leaks operations leaks the pool
-            // too).
-            None => unsafe { self.ring.submitter().register_buffers(&iovecs) },
-        };
-        if let Err(e) = registered {
-            warn_once(&WARNED, || {
-                tracing::warn!(
-                    error = %e,
-                    needed_bytes = pool.bytes(),
-                    "could not register the fixed write buffers (locked-memory limit? raise `ulimit -l` \
-                     or LimitMEMLOCK=); sending from unregistered buffers"
-                )
-            });
-            return false;
-        }
-        self.probe_fixed_send(iovecs[0].iov_base.cast())
-    }
-
-    fn probe_fixed_send(&mut self, first: *const u8) -> bool {
-        let mut fds = [0i32; 2];
-        // SAFETY: `fds` has room for the two descriptors socketpair writes.
-        let ok = unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-                0,
-                fds.as_mut_ptr(),
-            )
-        };
-        if ok != 0 {
-            return false;
-        }
-        let (a, b) = (crate::sys::owned_fd(fds[0]), crate::sys::owned_fd(fds[1]));
-        let sqe = opcode::Send::new(types::Fd(a.as_raw_fd()), first, 1)
-            .ioprio(RECVSEND_FIXED_BUF)
-            .buf_group(0)
-            .build()
-            .user_data(PROBE_TOKEN);
-        if self.push_sqe(&sqe).is_err() {
-            return false;
-        }
-        let mut result = None;
-        for _ in 0..3 {
-            if self
-                .enter
-                .enter(&mut self.ring, true, Some(Duration::from_secs(1)))
-                .is_err()
-            {
-                break;
-            }
-            for cqe in self.ring.completion() {
-                if cqe.user_data() == PROBE_TOKEN {
-                    result = Some(cqe.result());
-                }
-            }
-            if result.is_some() {
-                break;
-            }
-        }
-        drop((a, b));
-        tracing::debug!(?result, "fixed-buffer send probe");
-        result == Some(1)
-    }
-
     /// Whether sends may use registered buffers.
     pub(crate) fn fixed_send(&self) -> bool {
         self.fixed_send
@@ -269,10 +197,10 @@ impl Driver {
         const ATTEMPTS: usize = 8;
         let mut last_error = libc::EBUSY;
         for _ in 0..ATTEMPTS {
-            // SAFETY: every pointer in an SQE built by percore refers to
-            // memory owned by the operation's slot (`Retained`), by the
-            // polling future (which hands it to the slot if dropped early),
-            // or by the driver itself, all of which outlive the operation.
+            // Pointers in percore's SQEs refer to memory owned by the op's slot
+            // (`Retained`), by the polling future (which hands it to the slot
+            // if dropped early), or by the driver.
+            // SAFETY: all of that outlives the operation (see above).
             let pushed = unsafe { self.ring.submission().push(sqe) };
             if pushed.is_ok() {
                 self.stats.submissions.add(1);
@@ -606,65 +534,5 @@ impl Driver {
     /// Hands the resources of finished orphans to the caller to drop.
     pub(crate) fn take_graveyard(&mut self, out: &mut Vec<Retained>) {
         out.append(&mut self.graveyard);
-    }
-
-    /// Core shutdown: cancels every operation still in flight and waits for
-    /// all their completions, so no buffer is freed while the kernel may
-    /// still write to it. Returns the number of operations that did not
-    /// complete by `deadline` (their resources are then leaked, not freed).
-    pub(crate) fn drain(&mut self, deadline: Instant) -> usize {
-        let keys: Vec<usize> = self.ops.keys().collect();
-        for key in keys {
-            if let Some(op) = self.ops.get_mut(key) {
-                if !matches!(op.state, OpState::Orphaned) {
-                    op.state = OpState::Orphaned;
-                }
-            }
-            self.cancel(OpKey(key));
-        }
-        if self.wake_armed {
-            let sqe = opcode::AsyncCancel::new(WAKE_TOKEN)
-                .build()
-                .user_data(CANCEL_TOKEN);
-            if self.push_sqe(&sqe).is_err() {
-                tracing::warn!("could not cancel the wake-up read at teardown");
-            }
-        }
-        while !self.ops.is_empty() || self.wake_armed {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            self.stats.enters.add(1);
-            if let Err(e) = self.enter.enter(
-                &mut self.ring,
-                true,
-                Some(deadline.saturating_duration_since(now)),
-            ) {
-                tracing::error!(error = %e, "io_uring_enter failed while draining");
-                break;
-            }
-            self.reap();
-        }
-        let left = self.ops.len() + usize::from(self.wake_armed);
-        if left > 0 {
-            tracing::error!(
-                left,
-                "operations still in flight at ring teardown; leaking their buffers"
-            );
-            let keys: Vec<usize> = self.ops.keys().collect();
-            for key in keys {
-                if let Some(op) = self.ops.remove(key) {
-                    std::mem::forget(op.retained);
-                }
-            }
-            if self.wake_armed {
-                std::mem::forget(std::mem::replace(&mut self.wake_buf, Box::new(0)));
-            }
-            if let Some(ring) = self.buf_ring.take() {
-                std::mem::forget(ring);
-            }
-        }
-        left
     }
 }

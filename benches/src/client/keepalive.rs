@@ -1,0 +1,314 @@
+//! HTTP keep-alive clients (one connection with blocking std sockets, many
+//! with tokio) and the fan-out variants that check the proxy's combined
+//! answer.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::*;
+use crate::http;
+
+/// `read`, retried on EINTR (std's `read_exact`/`write_all` already do).
+fn read_retrying<R: Read>(s: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match s.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r,
+        }
+    }
+}
+
+/// Reads one framed response into `buf[..*filled]` and removes it.
+fn read_response<R: Read>(s: &mut R, buf: &mut [u8], filled: &mut usize) -> io::Result<usize> {
+    loop {
+        if let Some(len) = http::frame_response(&buf[..*filled])? {
+            buf.copy_within(len..*filled, 0);
+            *filled -= len;
+            return Ok(len);
+        }
+        if *filled == buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "HTTP response too large",
+            ));
+        }
+        let n = read_retrying(s, &mut buf[*filled..])?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "server closed",
+            ));
+        }
+        *filled += n;
+    }
+}
+
+async fn read_response_async(
+    s: &mut tokio::net::TcpStream,
+    buf: &mut [u8],
+    filled: &mut usize,
+) -> io::Result<usize> {
+    loop {
+        if let Some(len) = http::frame_response(&buf[..*filled])? {
+            buf.copy_within(len..*filled, 0);
+            *filled -= len;
+            return Ok(len);
+        }
+        if *filled == buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "HTTP response too large",
+            ));
+        }
+        let n = s.read(&mut buf[*filled..]).await?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "server closed",
+            ));
+        }
+        *filled += n;
+    }
+}
+
+/// Room for one response: a fan-out answer of width 64 is about 6 KiB.
+const RESPONSE_BUF: usize = 64 * 1024;
+
+fn check_body(response: &[u8]) -> io::Result<()> {
+    if response.ends_with(http::BODY) {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "HTTP body is not the expected JSON",
+        ))
+    }
+}
+
+/// One exchange whose response `check` accepts, before the measured window.
+async fn validate_async_with(
+    s: &mut tokio::net::TcpStream,
+    check: &dyn Fn(&[u8]) -> io::Result<()>,
+) -> io::Result<()> {
+    s.write_all(http::REQUEST).await?;
+    let mut buf = vec![0u8; RESPONSE_BUF];
+    let mut filled = 0;
+    loop {
+        let n = tokio::time::timeout(IO_TIMEOUT, s.read(&mut buf[filled..]))
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no HTTP answer"))??;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "server closed",
+            ));
+        }
+        filled += n;
+        if let Some(len) = http::frame_response(&buf[..filled])? {
+            return check(&buf[..len]);
+        }
+        if filled == buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "HTTP response too large",
+            ));
+        }
+    }
+}
+
+/// One exchange that checks the body, before the measured window.
+pub(super) fn http_validate(s: &mut TcpStream) -> io::Result<()> {
+    validate_with(s, &check_body)
+}
+
+/// One exchange whose response `check` accepts, before the measured window.
+fn validate_with(s: &mut TcpStream, check: &dyn Fn(&[u8]) -> io::Result<()>) -> io::Result<()> {
+    s.write_all(http::REQUEST)?;
+    let mut buf = vec![0u8; RESPONSE_BUF];
+    let mut filled = 0;
+    loop {
+        let n = read_retrying(s, &mut buf[filled..])?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "server closed",
+            ));
+        }
+        filled += n;
+        if let Some(len) = http::frame_response(&buf[..filled])? {
+            return check(&buf[..len]);
+        }
+        if filled == buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "HTTP response too large",
+            ));
+        }
+    }
+}
+
+/// Adds how many requests the connection had served to an error.
+fn after_requests(e: io::Error, ops: u64) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!("{e} (after {ops} requests on the connection)"),
+    )
+}
+
+/// Keep-alive GETs on one blocking connection, one at a time. ops = requests.
+pub fn http_single(addr: SocketAddr, window: Duration, probe: &mut Probe<'_>) -> io::Result<Load> {
+    single_loop(addr, &check_body, window, probe)
+}
+
+/// Keep-alive GETs on one blocking connection, one at a time, after one
+/// exchange `check` accepts. ops = requests.
+fn single_loop(
+    addr: SocketAddr,
+    check: &dyn Fn(&[u8]) -> io::Result<()>,
+    window: Duration,
+    probe: &mut Probe<'_>,
+) -> io::Result<Load> {
+    let mut s = connect(addr)?;
+    validate_with(&mut s, check)?;
+    let mut buf = vec![0u8; RESPONSE_BUF];
+    let mut filled = 0;
+    let mut ops = 0u64;
+    probe.start();
+    let deadline = Instant::now() + window;
+    while ops < MAX_OPS {
+        s.write_all(http::REQUEST)
+            .map_err(|e| after_requests(e, ops))?;
+        read_response(&mut s, &mut buf, &mut filled).map_err(|e| after_requests(e, ops))?;
+        ops += 1;
+        if Instant::now() >= deadline {
+            break;
+        }
+    }
+    probe.stop();
+    Ok(Load {
+        ops,
+        ..Load::default()
+    })
+}
+
+/// `conns` keep-alive connections on one tokio current_thread runtime, each
+/// with one request in flight (closed loop). ops = requests.
+pub fn http_concurrent(
+    addr: SocketAddr,
+    conns: usize,
+    window: Duration,
+    probe: &mut Probe<'_>,
+) -> io::Result<Load> {
+    concurrent_loop(addr, conns, &check_body, window, probe)
+}
+
+/// `conns` keep-alive connections on one tokio current_thread runtime, each
+/// validated with `check` and then with one request in flight (closed
+/// loop). ops = requests.
+fn concurrent_loop(
+    addr: SocketAddr,
+    conns: usize,
+    check: &dyn Fn(&[u8]) -> io::Result<()>,
+    window: Duration,
+    probe: &mut Probe<'_>,
+) -> io::Result<Load> {
+    block_on(
+        window + IO_TIMEOUT * 2 + Duration::from_millis(conns as u64 * 5),
+        async {
+            let mut streams = Vec::with_capacity(conns);
+            for _ in 0..conns {
+                let mut s = connect_async(addr).await?;
+                validate_async_with(&mut s, check).await?;
+                streams.push((s, vec![0u8; RESPONSE_BUF]));
+            }
+            probe.start();
+            let deadline = Instant::now() + window;
+            let mut set = tokio::task::JoinSet::new();
+            for (mut s, mut buf) in streams {
+                set.spawn(async move {
+                    let mut filled = 0;
+                    let mut ops = 0u64;
+                    while ops < MAX_OPS {
+                        s.write_all(http::REQUEST)
+                            .await
+                            .map_err(|e| after_requests(e, ops))?;
+                        read_response_async(&mut s, &mut buf, &mut filled)
+                            .await
+                            .map_err(|e| after_requests(e, ops))?;
+                        ops += 1;
+                        if Instant::now() >= deadline {
+                            break;
+                        }
+                    }
+                    Ok::<u64, io::Error>(ops)
+                });
+            }
+            let mut ops = 0;
+            while let Some(r) = set.join_next().await {
+                ops += r.map_err(task_error)??;
+            }
+            probe.stop();
+            Ok(Load {
+                ops,
+                ..Load::default()
+            })
+        },
+    )
+}
+
+// ------------------------------------------------------------ fan-out ----
+
+/// Whether `response` is a fan-out proxy's 200 with a JSON array of
+/// exactly `width` entries, each the upstream's 20-byte JSON body.
+pub fn check_fan_out(response: &[u8], width: usize) -> io::Result<()> {
+    let bad = |why: String| Err(io::Error::new(io::ErrorKind::InvalidData, why));
+    let Some(head) = http::header_end(response) else {
+        return bad("fan-out response without a head".into());
+    };
+    let body = &response[head..];
+    if !(body.starts_with(b"[") && body.ends_with(b"]")) {
+        return bad(format!(
+            "fan-out body is not a JSON array: {:?}",
+            String::from_utf8_lossy(&body[..body.len().min(200)])
+        ));
+    }
+    let count = |needle: &[u8]| body.windows(needle.len()).filter(|w| *w == needle).count();
+    let entries = count(b"{\"upstream\":");
+    let answers = count(br#""status":200,"#);
+    let bodies = count(br#""body":"{\"message\":\"Hello!\"}""#);
+    if entries != width || answers != width || bodies != width {
+        return bad(format!(
+            "fan-out body has {entries} entries, {answers} with status 200, {bodies} with the \
+             upstream body; expected {width}"
+        ));
+    }
+    Ok(())
+}
+
+/// Keep-alive GETs through a fan-out proxy of `width` on one blocking
+/// connection, one at a time; the first answer is checked entry by entry,
+/// later ones for status 200 and framing. ops = front requests.
+pub fn fan_out_single(
+    addr: SocketAddr,
+    width: usize,
+    window: Duration,
+    probe: &mut Probe<'_>,
+) -> io::Result<Load> {
+    single_loop(addr, &|r| check_fan_out(r, width), window, probe)
+}
+
+/// `conns` keep-alive connections to a fan-out proxy of `width`, each with
+/// one request in flight (closed loop), so `conns` fan-outs are in flight
+/// at once. ops = front requests.
+pub fn fan_out_concurrent(
+    addr: SocketAddr,
+    conns: usize,
+    width: usize,
+    window: Duration,
+    probe: &mut Probe<'_>,
+) -> io::Result<Load> {
+    concurrent_loop(addr, conns, &|r| check_fan_out(r, width), window, probe)
+}

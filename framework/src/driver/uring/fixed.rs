@@ -1,0 +1,84 @@
+//! The core's registered write pool, and the start-up probe of whether this
+//! kernel sends from registered buffers.
+
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use io_uring::{opcode, types};
+
+use super::{fault, warn_once, Driver, PROBE_TOKEN, RECVSEND_FIXED_BUF};
+
+impl Driver {
+    /// Registers the core's write pool and checks, with a one-byte send on a
+    /// socket pair, that this kernel sends from registered buffers. Any
+    /// failure leaves the pool as plain memory.
+    pub(super) fn register_fixed(&mut self, pool: &crate::buf::fixed::FixedPool) -> bool {
+        static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        let iovecs = pool.iovecs();
+        let registered = match fault::register_buffers_error() {
+            Some(e) => Err(e),
+            // The core drops its driver before its last Rc of the pool, and a
+            // teardown that leaks operations leaks the pool too.
+            // SAFETY: the iovecs describe the pool's mapping, which outlives the ring.
+            None => unsafe { self.ring.submitter().register_buffers(&iovecs) },
+        };
+        if let Err(e) = registered {
+            warn_once(&WARNED, || {
+                tracing::warn!(
+                    error = %e,
+                    needed_bytes = pool.bytes(),
+                    "could not register the fixed write buffers (locked-memory limit? raise `ulimit -l` \
+                     or LimitMEMLOCK=); sending from unregistered buffers"
+                )
+            });
+            return false;
+        }
+        self.probe_fixed_send(iovecs[0].iov_base.cast())
+    }
+
+    fn probe_fixed_send(&mut self, first: *const u8) -> bool {
+        let mut fds = [0i32; 2];
+        // SAFETY: `fds` has room for the two descriptors socketpair writes.
+        let ok = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        if ok != 0 {
+            return false;
+        }
+        let (a, b) = (crate::sys::owned_fd(fds[0]), crate::sys::owned_fd(fds[1]));
+        let sqe = opcode::Send::new(types::Fd(a.as_raw_fd()), first, 1)
+            .ioprio(RECVSEND_FIXED_BUF)
+            .buf_group(0)
+            .build()
+            .user_data(PROBE_TOKEN);
+        if self.push_sqe(&sqe).is_err() {
+            return false;
+        }
+        let mut result = None;
+        for _ in 0..3 {
+            if self
+                .enter
+                .enter(&mut self.ring, true, Some(Duration::from_secs(1)))
+                .is_err()
+            {
+                break;
+            }
+            for cqe in self.ring.completion() {
+                if cqe.user_data() == PROBE_TOKEN {
+                    result = Some(cqe.result());
+                }
+            }
+            if result.is_some() {
+                break;
+            }
+        }
+        drop((a, b));
+        tracing::debug!(?result, "fixed-buffer send probe");
+        result == Some(1)
+    }
+}

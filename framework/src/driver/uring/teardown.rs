@@ -1,0 +1,70 @@
+//! Ring teardown: cancel everything in flight and wait out its completions
+//! before any buffer the kernel may still touch is freed.
+
+use std::time::Instant;
+
+use io_uring::opcode;
+
+use super::{Driver, OpKey, OpState, CANCEL_TOKEN, WAKE_TOKEN};
+
+impl Driver {
+    /// Core shutdown: cancels every operation still in flight and waits for
+    /// all their completions, so no buffer is freed while the kernel may
+    /// still write to it. Returns the number of operations that did not
+    /// complete by `deadline` (their resources are then leaked, not freed).
+    pub(crate) fn drain(&mut self, deadline: Instant) -> usize {
+        let keys: Vec<usize> = self.ops.keys().collect();
+        for key in keys {
+            if let Some(op) = self.ops.get_mut(key) {
+                if !matches!(op.state, OpState::Orphaned) {
+                    op.state = OpState::Orphaned;
+                }
+            }
+            self.cancel(OpKey(key));
+        }
+        if self.wake_armed {
+            let sqe = opcode::AsyncCancel::new(WAKE_TOKEN)
+                .build()
+                .user_data(CANCEL_TOKEN);
+            if self.push_sqe(&sqe).is_err() {
+                tracing::warn!("could not cancel the wake-up read at teardown");
+            }
+        }
+        while !self.ops.is_empty() || self.wake_armed {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            self.stats.enters.add(1);
+            if let Err(e) = self.enter.enter(
+                &mut self.ring,
+                true,
+                Some(deadline.saturating_duration_since(now)),
+            ) {
+                tracing::error!(error = %e, "io_uring_enter failed while draining");
+                break;
+            }
+            self.reap();
+        }
+        let left = self.ops.len() + usize::from(self.wake_armed);
+        if left > 0 {
+            tracing::error!(
+                left,
+                "operations still in flight at ring teardown; leaking their buffers"
+            );
+            let keys: Vec<usize> = self.ops.keys().collect();
+            for key in keys {
+                if let Some(op) = self.ops.remove(key) {
+                    std::mem::forget(op.retained);
+                }
+            }
+            if self.wake_armed {
+                std::mem::forget(std::mem::replace(&mut self.wake_buf, Box::new(0)));
+            }
+            if let Some(ring) = self.buf_ring.take() {
+                std::mem::forget(ring);
+            }
+        }
+        left
+    }
+}
