@@ -2,25 +2,27 @@
 # benches/wrk.sh — external load on the example HTTP server, the method of
 # BASELINES.md ("HTTP echo, wrk -t2, 10 s x 3 (median)").
 #
-# What it measures: for each backend (uring, epoll) and each server CPU set
-# (one core: CPU 0; two cores: CPUs 0,1), wrk's requests/s and p99 latency
-# (median of RUNS runs) against `target/release/http_echo`, plus server CPU
-# time from /proc/PID/stat during the runs and requests per server CPU-second.
-# wrk is pinned to the CPU the server does not use; with two server cores
-# nothing is pinned (as in BASELINES.md). What it does not: compare with the
-# peer runtimes (BASELINES.md has those numbers; re-measure side by side before
-# claiming a ratio), or run anywhere but 127.0.0.1.
+# What it measures: for each server (percore's http_echo on uring and on
+# epoll, and `tokio_baseline`, the tokio current-thread server of the bench
+# harness) and each server CPU set (one core: CPU 0; two cores: CPUs 0,1),
+# wrk's requests/s and p99 latency (median of RUNS runs, the servers
+# alternated run by run so drift hits them alike), plus server CPU time from
+# /proc/PID/stat during each run and requests per server CPU-second. wrk is
+# pinned to the CPU the server does not use; with two server cores nothing is
+# pinned (as in BASELINES.md). What it does not: run monoio or glommio
+# (BASELINES.md has those numbers), or run anywhere but 127.0.0.1.
 #
 # Usage: benches/wrk.sh            (from anywhere inside the repository)
-# Environment: DURATION=10 RUNS=3 CONNS=1000 THREADS=2 BACKENDS="uring epoll"
-#              CORESETS="0 0,1" PORT=18080 HTTP_ECHO=path/to/http_echo
+# Environment: DURATION=10 RUNS=3 CONNS=1000 THREADS=2
+#              BACKENDS="uring epoll tokio" CORESETS="0 0,1" PORT=18080
+#              HTTP_ECHO=path/to/http_echo TOKIO_BASELINE=path/to/tokio_baseline
 set -euo pipefail
 
 DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
 CONNS=${CONNS:-1000}
 THREADS=${THREADS:-2}
-BACKENDS=${BACKENDS:-"uring epoll"}
+BACKENDS=${BACKENDS:-"uring epoll tokio"}
 CORESETS=${CORESETS:-"0 0,1"}
 PORT=${PORT:-18080}
 
@@ -30,6 +32,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
 case $target in /*) ;; *) target=$root/$target ;; esac
 bin=${HTTP_ECHO:-$target/release/http_echo}
+
+tokio_bin=${TOKIO_BASELINE:-$target/release/tokio_baseline}
+if [[ " $BACKENDS " == *" tokio "* && ! -x $tokio_bin ]]; then
+    die "no tokio baseline server at $tokio_bin.
+  Build it first:  cargo build --release -p percore-benches --bin tokio_baseline"
+fi
 
 if [[ ! -x $bin ]]; then
     die "no HTTP example server at $bin.
@@ -79,6 +87,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Starts the server for one backend: the percore example on uring or epoll,
+# or the tokio current-thread baseline ("tokio").
+start_server() {
+    if [[ $1 == tokio ]]; then
+        "$tokio_bin" --service http --port "$PORT" --cores "$2" >/dev/null 2>&1 &
+    else
+        "$bin" --port "$PORT" --cores "$2" --backend "$1" >/dev/null 2>&1 &
+    fi
+    server_pid=$!
+}
+
 wait_listening() {
     for _ in $(seq 100); do
         kill -0 "$server_pid" 2>/dev/null || return 1
@@ -89,7 +108,7 @@ wait_listening() {
 }
 
 echo "wrk.sh: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $ncpu CPUs, Linux $(uname -r)"
-echo "wrk.sh: wrk -t$THREADS -c$CONNS -d${DURATION}s --latency, median of $RUNS; server $bin"
+echo "wrk.sh: wrk -t$THREADS -c$CONNS -d${DURATION}s --latency, median of $RUNS, backends alternated run by run"
 results=()
 for cores in $CORESETS; do
     ncores=$(tr ',' '\n' <<<"$cores" | wc -l)
@@ -100,36 +119,40 @@ for cores in $CORESETS; do
     done
     if [[ -n $free_cpu ]]; then wrk_cmd=(taskset -c "$free_cpu" wrk); pin="wrk on CPU $free_cpu";
     else wrk_cmd=(wrk); pin="nothing pinned"; fi
-    for backend in $BACKENDS; do
-        "$bin" --port "$PORT" --cores "$cores" --backend "$backend" >/dev/null 2>&1 &
-        server_pid=$!
-        wait_listening || die "http_echo --backend $backend --cores $cores did not start listening on 127.0.0.1:$PORT"
-        # Warm-up, not measured.
-        "${wrk_cmd[@]}" -t"$THREADS" -c"$CONNS" -d2s http://127.0.0.1:"$PORT"/ >/dev/null 2>&1 || true
-        rps=() p99=() kcpu=() util=()
-        for run in $(seq "$RUNS"); do
+    declare -A rps=() p99=() kcpu=() util=()
+    for run in $(seq "$RUNS"); do
+        for backend in $BACKENDS; do
+            start_server "$backend" "$cores"
+            wait_listening || die "$backend server (cores $cores) did not start listening on 127.0.0.1:$PORT"
+            # Warm-up, not measured.
+            "${wrk_cmd[@]}" -t"$THREADS" -c"$CONNS" -d2s http://127.0.0.1:"$PORT"/ >/dev/null 2>&1 || true
             t0=$(cpu_ticks "$server_pid"); s0=$(date +%s.%N)
             out=$("${wrk_cmd[@]}" -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/") \
                 || die "wrk failed against $backend (cores $cores)"
             t1=$(cpu_ticks "$server_pid"); s1=$(date +%s.%N)
+            cleanup
             r=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
             l=$(awk '$1 == "99%" { print $2 }' <<<"$out")
             [[ -n $r && -n $l ]] || die "could not parse wrk output:
 $out"
             grep -q "Non-2xx" <<<"$out" && echo "wrk.sh: warning: non-2xx responses ($backend, cores $cores)" >&2
+            grep -q "Socket errors" <<<"$out" && echo "wrk.sh: warning: $(grep 'Socket errors' <<<"$out") ($backend, cores $cores)" >&2
             cpu_s=$(awk -v a="$t0" -v b="$t1" -v h="$clk" 'BEGIN { printf "%.3f", (b - a) / h }')
-            rps+=("$r"); p99+=("$(to_ms "$l")")
-            kcpu+=("$(awk -v r="$r" -v d="$DURATION" -v c="$cpu_s" 'BEGIN { if (c > 0) printf "%.1f", r * d / c / 1000; else print "nan" }')")
-            util+=("$(awk -v c="$cpu_s" -v a="$s0" -v b="$s1" -v n="$ncores" 'BEGIN { printf "%.0f", 100 * c / (b - a) / n }')")
+            rps[$backend]+="$r "; p99[$backend]+="$(to_ms "$l") "
+            kcpu[$backend]+="$(awk -v r="$r" -v d="$DURATION" -v c="$cpu_s" 'BEGIN { if (c > 0) printf "%.1f", r * d / c / 1000; else print "nan" }') "
+            util[$backend]+="$(awk -v c="$cpu_s" -v a="$s0" -v b="$s1" -v n="$ncores" 'BEGIN { printf "%.0f", 100 * c / (b - a) / n }') "
             echo "  $backend cores=$cores run $run: ${r} req/s, p99 $(to_ms "$l") ms, server CPU ${cpu_s} s" >&2
         done
-        cleanup
-        results+=("$(printf '%-6s %-6s %10.1f %9s %9s %11s   %s' "$backend" "$cores" \
-            "$(awk -v r="$(median "${rps[@]}")" 'BEGIN { print r / 1000 }')" \
-            "$(median "${p99[@]}")" "$(median "${util[@]}")%" "$(median "${kcpu[@]}")" "$pin")")
     done
+    for backend in $BACKENDS; do
+        # shellcheck disable=SC2086 # word splitting of the collected values is intended
+        results+=("$(printf '%-6s %-6s %10.1f %9s %9s %11s   %s' "$backend" "$cores" \
+            "$(awk -v r="$(median ${rps[$backend]})" 'BEGIN { print r / 1000 }')" \
+            "$(median ${p99[$backend]})" "$(median ${util[$backend]})%" "$(median ${kcpu[$backend]})" "$pin")")
+    done
+    unset rps p99 kcpu util
 done
 
 echo
-printf '%-6s %-6s %10s %9s %9s %11s   %s\n' backend cores kRPS "p99 ms" "srv CPU" "kreq/CPU-s" placement
+printf '%-6s %-6s %10s %9s %9s %11s   %s\n' server cores kRPS "p99 ms" "srv CPU" "kreq/CPU-s" placement
 for line in "${results[@]}"; do echo "$line"; done

@@ -175,6 +175,17 @@ pub fn start_ct(
     cpus: &[usize],
     upstreams: &[SocketAddr],
 ) -> io::Result<Box<dyn ServerControl>> {
+    start_ct_at(LOOPBACK_ANY_PORT, service, cpus, upstreams)
+}
+
+/// [`start_ct`] on a chosen address (port 0: any free port, shared by all
+/// the runtimes).
+pub fn start_ct_at(
+    addr: SocketAddr,
+    service: Service,
+    cpus: &[usize],
+    upstreams: &[SocketAddr],
+) -> io::Result<Box<dyn ServerControl>> {
     let work = Work::of(service, upstreams)?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let slots: Vec<Option<usize>> = if cpus.is_empty() {
@@ -183,7 +194,7 @@ pub fn start_ct(
         cpus.iter().copied().map(Some).collect()
     };
     let mut server = CtServer {
-        addr: LOOPBACK_ANY_PORT,
+        addr,
         stop: stop_tx,
         threads: Vec::new(),
     };

@@ -2,7 +2,8 @@
 //! test thread, on both backends: timers never fire early and `timeout`
 //! gives up on time; a read dropped by a timeout loses nothing; `connect`
 //! reports refusals, and one dropped mid-flight leaves no socket behind;
-//! `shutdown_write` gives the peer its end of stream; `block_on` returns
+//! `shutdown_write` gives the peer its end of stream; data and a hang-up
+//! that arrive together are both read; `block_on` returns
 //! even when its future finishes without any I/O.
 
 #[macro_use]
@@ -138,6 +139,39 @@ backend_tests! {
         })
         .expect("block_on");
         server.join().expect("echo thread");
+    }
+
+    /// Data and the peer's end of stream that arrive together, before the
+    /// first read, are both seen: a short read (which on epoll waits for the
+    /// next edge without an `EAGAIN`) must not lose the hang-up already
+    /// reported with the data. Then the same with a pause between them.
+    fn data_with_hang_up_then_end_of_stream(backend) {
+        let listener = StdListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let peer = std::thread::spawn(move || {
+            for pause in [Duration::ZERO, Duration::from_millis(30)] {
+                let (mut s, _) = listener.accept().expect("accept");
+                s.write_all(b"last words").expect("write");
+                std::thread::sleep(pause);
+                s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+                // Hold the socket until the client is done with it.
+                let mut rest = Vec::new();
+                let _ = s.read_to_end(&mut rest);
+            }
+        });
+        percore::block_on(backend, async move {
+            for round in 0..2 {
+                let stream = TcpStream::connect(addr).await.expect("connect");
+                // Let both the bytes and the FIN land before reading.
+                sleep(Duration::from_millis(50)).await;
+                let got = read_exactly(&stream, 10).await.expect("read");
+                assert_eq!(&got, b"last words", "round {round}");
+                let end = timeout(IO_TIMEOUT, stream.read()).await;
+                assert!(matches!(end, Ok(Ok(None))), "round {round}: no end of stream: {end:?}");
+            }
+        })
+        .expect("block_on");
+        peer.join().expect("peer thread");
     }
 
     /// 500 connects dropped at random points of their life: every socket

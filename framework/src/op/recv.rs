@@ -151,6 +151,9 @@ fn poll_epoll(
         // SAFETY: `buf` is a live, writable allocation of `buf.len()` bytes.
         let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
         if n > 0 {
+            if (n as usize) < buf.len() {
+                d.read_drained(source);
+            }
             return Poll::Ready(Ok(Some(RecvBuf::from_pool(pool.clone(), buf, n as usize))));
         }
         pool.put(buf);

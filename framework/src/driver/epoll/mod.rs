@@ -5,7 +5,13 @@
 //! connection costs one `epoll_ctl` in its life. Edge-triggered works
 //! because operations are speculative: a read or write is tried first, and
 //! only an `EAGAIN` clears the readiness bit and parks the task until the
-//! next edge. Level-triggered would wake `epoll_wait` again for every
+//! next edge. A stream read that returns less than it asked for clears the
+//! bit as well: the receive queue was empty when it returned, and anything
+//! that arrives later raises a new edge, so the `EAGAIN` read that would
+//! confirm it is skipped (one syscall less per request-response exchange).
+//! Peer hang-up is kept in a bit of its own that only `EAGAIN` clears, so a
+//! hang-up reported together with the data is not lost by that shortcut.
+//! Level-triggered would wake `epoll_wait` again for every
 //! socket with unread data that a busy task has not got to yet.
 
 use std::io;
@@ -34,6 +40,8 @@ pub(crate) enum Interest {
 
 const READABLE: u8 = 1;
 const WRITABLE: u8 = 2;
+/// The peer hung up (or the socket failed): reads end at once from now on.
+const READ_CLOSED: u8 = 4;
 
 struct Source {
     ready: u8,
@@ -119,7 +127,7 @@ impl Driver {
             return Poll::Ready(());
         };
         let (bit, slot) = match interest {
-            Interest::Read => (READABLE, &mut source.read_waker),
+            Interest::Read => (READABLE | READ_CLOSED, &mut source.read_waker),
             Interest::Write => (WRITABLE, &mut source.write_waker),
         };
         if source.ready & bit != 0 {
@@ -136,9 +144,18 @@ impl Driver {
     pub(crate) fn clear_ready(&mut self, key: SourceKey, interest: Interest) {
         if let Some(source) = self.sources.get_mut(key.0) {
             source.ready &= !match interest {
-                Interest::Read => READABLE,
+                Interest::Read => READABLE | READ_CLOSED,
                 Interest::Write => WRITABLE,
             };
+        }
+    }
+
+    /// A stream read returned less than it asked for: the receive queue was
+    /// empty, so wait for the next edge without confirming with `EAGAIN`.
+    /// A hang-up already seen stays readable (see the module docs).
+    pub(crate) fn read_drained(&mut self, key: SourceKey) {
+        if let Some(source) = self.sources.get_mut(key.0) {
+            source.ready &= !READABLE;
         }
     }
 
@@ -189,6 +206,9 @@ impl Driver {
                 continue;
             };
             let hup = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
+            if bits & (libc::EPOLLRDHUP as u32 | hup) != 0 {
+                source.ready |= READ_CLOSED;
+            }
             if bits & (libc::EPOLLIN as u32 | libc::EPOLLRDHUP as u32 | hup) != 0 {
                 source.ready |= READABLE;
                 if let Some(w) = source.read_waker.take() {
