@@ -25,8 +25,8 @@ use super::response::{effective_status, no_body_status, Streaming};
 use super::service::HttpHandler;
 use super::wire::{after, Waited, Wire, KEEP_CAPACITY};
 use super::{
-    encode_last_chunk, error_response, parse_head, Config, Framing, HttpError, Request, Response,
-    ResponseHead, Service,
+    encode_last_chunk, error_response, header_storage, parse_head, Config, Framing, HttpError,
+    Request, Response, ResponseHead, Service,
 };
 
 /// Header storage per request. [`Limits::max_headers`](super::Limits)
@@ -129,7 +129,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             if bytes.is_empty() {
                 break Next::Read;
             }
-            let mut storage = [httparse::EMPTY_HEADER; HEADER_SLOTS];
+            let mut storage = header_storage::<HEADER_SLOTS>();
             let head = match parse_head(bytes, &mut storage, &config.limits) {
                 Ok(Some(head)) => head,
                 Ok(None) => break Next::Partial,

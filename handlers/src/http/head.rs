@@ -1,8 +1,21 @@
 //! Request-head parsing: request line and field section, with limits and
 //! the framing decision, on top of httparse.
 
+use std::mem::MaybeUninit;
+
 use super::{fields, line, HttpError, Limits};
 use line::RequestLine;
+
+/// Storage for one parsed header field; [`parse_head`] fills only as many
+/// as the request has.
+pub type HeaderSlot<'b> = MaybeUninit<httparse::Header<'b>>;
+
+/// `N` empty header slots for [`parse_head`], on the stack. Left
+/// uninitialised: initialising a hundred 32-byte slots per request would
+/// cost more than parsing a typical head.
+pub const fn header_storage<'b, const N: usize>() -> [HeaderSlot<'b>; N] {
+    [MaybeUninit::uninit(); N]
+}
 
 /// How the body of a request is delimited (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,8 +72,8 @@ impl<'b> RequestHead<'_, 'b> {
 /// too, so a head that can only grow past a limit fails now, with the same
 /// status it would get when complete (a 64 KiB request line without CRLF is
 /// 414, not 431). `headers` is the field storage; at most
-/// [`Limits::max_headers`] of it are used, and `[httparse::EMPTY_HEADER;
-/// 100]` on the stack avoids any allocation.
+/// [`Limits::max_headers`] of it are used, and [`header_storage`]`::<100>()`
+/// on the stack avoids any allocation.
 ///
 /// Bare LF line endings are accepted in the head (RFC 9112 §2.2: "a
 /// recipient MAY recognize a single LF as a line terminator").
@@ -70,7 +83,7 @@ impl<'b> RequestHead<'_, 'b> {
 /// An [`HttpError`] with the status to answer; the connection must close.
 pub fn parse_head<'h, 'b>(
     buf: &'b [u8],
-    headers: &'h mut [httparse::Header<'b>],
+    headers: &'h mut [HeaderSlot<'b>],
     limits: &Limits,
 ) -> Result<Option<RequestHead<'h, 'b>>, HttpError> {
     // The 414 check comes first: it must win over anything httparse would
@@ -82,8 +95,8 @@ pub fn parse_head<'h, 'b>(
     };
 
     let cap = headers.len().min(limits.max_headers);
-    let mut req = httparse::Request::new(&mut headers[..cap]);
-    let head_len = match req.parse(buf) {
+    let mut req = httparse::Request::new(&mut []);
+    let head_len = match req.parse_with_uninit_headers(buf, &mut headers[..cap]) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             if let Some(start) = fields_start {

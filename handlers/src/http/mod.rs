@@ -141,7 +141,7 @@
 //!    framing error the position of the next request is unknown.
 //!
 //! ```ignore
-//! let mut storage = [httparse::EMPTY_HEADER; 100];
+//! let mut storage = http::header_storage::<100>();
 //! match http::parse_head(&inbuf, &mut storage, &limits) {
 //!     Ok(None) => { /* read more */ }
 //!     Ok(Some(head)) => { /* decode body from inbuf[head.head_len..] */ }
@@ -175,7 +175,7 @@ pub use encode::{
     ResponseHead, CONTINUE_100,
 };
 pub use error::HttpError;
-pub use head::{parse_head, BodyKind, RequestHead};
+pub use head::{header_storage, parse_head, BodyKind, HeaderSlot, RequestHead};
 pub use limits::Limits;
 pub use request::Request;
 pub use response::Response;

@@ -19,7 +19,10 @@
 //! On failure (502 or 504, `text/plain`), one line per branch that failed
 //! or was still running at the deadline: `upstream ADDR: REASON`.
 //!
-//! Everything is written straight into the response's reused body buffer.
+//! Everything is written straight into the response's reused body buffer,
+//! after reserving [`entry_bound`] for each entry: the length of an answer
+//! varies with the digits of its latencies, and growing the buffer by a few
+//! bytes on some later request would be an allocation in steady state.
 
 use std::io::Write;
 use std::time::Duration;
@@ -31,6 +34,29 @@ pub(crate) struct Entry<'a> {
     pub(crate) status: u16,
     pub(crate) latency: Duration,
     pub(crate) body: &'a [u8],
+}
+
+/// The most bytes [`write_entry`] can append for an entry with this
+/// upstream name and body: the fixed text with the widest numbers, plus
+/// both strings at their longest escaping.
+pub(crate) fn entry_bound(upstream: &str, body: &[u8]) -> usize {
+    // `,{"upstream":` `,"status":` 65535 `,"latency_ms":` u128 `.999`
+    // `,"body":` `}`, rounded up.
+    const FIXED: usize = 96;
+    FIXED + json_string_bound(upstream.as_bytes()) + json_string_bound(body)
+}
+
+/// The most bytes [`write_json_string`] can append for `bytes`.
+fn json_string_bound(bytes: &[u8]) -> usize {
+    2 + bytes
+        .iter()
+        .map(|&b| match b {
+            0..=0x1f => 6,     // \u00XX
+            b'"' | b'\\' => 2, // \" \\
+            0x80.. => 3,       // at worst each byte becomes U+FFFD
+            _ => 1,
+        })
+        .sum::<usize>()
 }
 
 /// Appends `entry` as an array element (`first`: no leading comma).

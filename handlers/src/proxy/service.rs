@@ -9,7 +9,7 @@ use percore::net::TcpStream;
 use percore::time::now;
 
 use super::client::{exchange, write_request, write_shared, Failure, ResponseLimits};
-use super::combine::{write_entry, write_failure, Entry};
+use super::combine::{entry_bound, write_entry, write_failure, Entry};
 use super::join::{Branches, Slot, Verdict};
 use super::scratch::{ArenaPool, BufPool};
 use super::stats::{bump, LocalStats};
@@ -391,7 +391,19 @@ impl Service for FanOut {
                     .set(self.stats.cancelled.get() + cancelled as u64);
                 res.header("Content-Type", b"application/json")?;
                 res.set_status(200);
+                let bound: usize = branches
+                    .slots()
+                    .iter()
+                    .filter_map(|slot| match slot {
+                        Slot::Done(Ok(reply)) => Some(entry_bound(
+                            self.upstream_name(reply.upstream),
+                            reply.buf.get(reply.body.clone()).unwrap_or_default(),
+                        )),
+                        _ => None,
+                    })
+                    .sum();
                 let out = res.body_mut();
+                out.reserve(bound + 2);
                 out.push(b'[');
                 // Several branches may have finished in the same turn: the
                 // answer holds exactly as many as the policy asked for.

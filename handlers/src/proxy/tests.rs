@@ -2,7 +2,7 @@
 //! byte), request serialisation, JSON escaping and config parsing.
 
 use super::client::{write_request, write_shared, Failure, ResponseLimits, ResponseParser};
-use super::combine::write_json_string;
+use super::combine::{entry_bound, write_entry, write_json_string, Entry};
 use super::upstream::Health;
 use super::{Config, EjectionConfig, Policy};
 
@@ -136,6 +136,47 @@ fn json_strings() {
         String::from_utf8(out).expect("utf-8"),
         "\"a\\\"b\\\\c\\n\\u0001\u{fffd}z\u{e9}\""
     );
+}
+
+/// No entry is ever longer than its bound, whatever its bytes and numbers:
+/// the proxy reserves the bound so that answers never grow the buffer.
+#[test]
+fn entries_fit_their_bound() {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let extremes = [std::time::Duration::MAX, std::time::Duration::ZERO];
+    for round in 0..2000 {
+        let len = (next() % 64) as usize;
+        let body: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        let upstream = if round % 2 == 0 {
+            "127.0.0.1:8080"
+        } else {
+            "[::1]:65535\""
+        };
+        let latency = match round {
+            0 | 1 => extremes[round],
+            _ => std::time::Duration::from_nanos(next()),
+        };
+        let entry = Entry {
+            upstream,
+            status: (next() % 1000) as u16,
+            latency,
+            body: &body,
+        };
+        let mut out = Vec::new();
+        write_entry(&mut out, &entry, false);
+        assert!(
+            out.len() <= entry_bound(upstream, &body),
+            "round {round}: {} bytes over a bound of {}",
+            out.len(),
+            entry_bound(upstream, &body)
+        );
+    }
 }
 
 #[test]

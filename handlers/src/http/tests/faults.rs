@@ -3,7 +3,7 @@
 //! belong to the service layer; here we only check what it relies on.
 
 use super::{request, run, status, Event, Machine};
-use crate::http::{parse_head, BodyDecoder, BodyKind, Limits};
+use crate::http::{header_storage, parse_head, BodyDecoder, BodyKind, Limits};
 
 /// `GET / HTTP/1.1` with `Host: a`, the given extra header lines, and `body`.
 fn with_headers(lines: &str, body: &[u8]) -> Vec<u8> {
@@ -307,7 +307,7 @@ fn a16_pipelining() {
         vec![request("POST", "/", b""), request("GET", "/n", b"")]
     );
     // The head length is exact, so the caller can find the next request.
-    let mut storage = [httparse::EMPTY_HEADER; 16];
+    let mut storage = header_storage::<16>();
     let head = parse_head(three, &mut storage, &Limits::default())
         .expect("valid")
         .expect("complete");
@@ -360,7 +360,7 @@ fn a18_body_over_limit_is_413() {
 #[test]
 fn a19_expect() {
     let limits = Limits::default();
-    let mut storage = [httparse::EMPTY_HEADER; 16];
+    let mut storage = header_storage::<16>();
     let raw = with_headers("Expect: 100-continue\r\nContent-Length: 3\r\n", b"");
     let head = parse_head(&raw, &mut storage, &limits)
         .expect("valid")
@@ -369,7 +369,7 @@ fn a19_expect() {
     assert_eq!(head.body, BodyKind::Length(3));
     assert_eq!(status(&with_headers("Expect: foo\r\n", b"")), 417);
     // Nothing to wait for without a body, and HTTP/1.0 must ignore it.
-    let mut storage = [httparse::EMPTY_HEADER; 16];
+    let mut storage = header_storage::<16>();
     let raw = with_headers("Expect: 100-Continue\r\n", b"");
     let head = parse_head(&raw, &mut storage, &limits)
         .expect("valid")
@@ -388,7 +388,7 @@ fn a19_expect() {
 #[test]
 fn keep_alive_decisions() {
     let ka = |raw: &[u8]| {
-        let mut storage = [httparse::EMPTY_HEADER; 16];
+        let mut storage = header_storage::<16>();
         let head = parse_head(raw, &mut storage, &Limits::default())
             .expect("valid")
             .expect("complete");

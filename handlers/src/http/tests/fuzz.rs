@@ -3,7 +3,7 @@
 //! yield complete requests, "need more", or an error status we expect.
 
 use super::{Event, Machine};
-use crate::http::{parse_head, BodyDecoder, BodyKind, Limits};
+use crate::http::{header_storage, parse_head, BodyDecoder, BodyKind, Limits};
 
 const ITERATIONS: usize = 100_000;
 
@@ -123,7 +123,7 @@ fn tight() -> Limits {
 
 fn check(input: &[u8], limits: Limits, cut: usize) {
     // Direct calls: a head never claims more bytes than it was given.
-    let mut storage = [httparse::EMPTY_HEADER; 100];
+    let mut storage = header_storage::<100>();
     if let Ok(Some(head)) = parse_head(input, &mut storage, &limits) {
         assert!(head.head_len <= input.len());
         if let BodyKind::Length(n) = head.body {

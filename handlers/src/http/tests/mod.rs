@@ -6,7 +6,7 @@ mod faults;
 mod fuzz;
 mod shotgun;
 
-use super::{parse_head, BodyDecoder, Limits};
+use super::{header_storage, parse_head, BodyDecoder, Limits};
 
 /// What the connection loop would do for each request in a byte stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +68,7 @@ impl Machine {
     /// One head or body step; `false` when more input is needed.
     fn step(&mut self) -> bool {
         let Some((event, dec)) = &mut self.body else {
-            let mut storage = [httparse::EMPTY_HEADER; 100];
+            let mut storage = header_storage::<100>();
             return match parse_head(&self.buf, &mut storage, &self.limits) {
                 Ok(None) => false,
                 Ok(Some(head)) => {
