@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# benches/wrk.sh — external load on the example HTTP server, the method of
+# benches/wrk.sh — external load on the example HTTP servers, the method of
 # BASELINES.md ("HTTP echo, wrk -t2, 10 s x 3 (median)").
 #
-# What it measures: for each server (percore's http_echo on uring and on
-# epoll, and `tokio_baseline`, the tokio current-thread server of the bench
-# harness) and each server CPU set (one core: CPU 0; two cores: CPUs 0,1),
-# wrk's requests/s and p99 latency (median of RUNS runs, the servers
-# alternated run by run so drift hits them alike), plus server CPU time from
+# What it measures: for each server (percore on uring and on epoll, and
+# `tokio_baseline`, the tokio current-thread server of the bench harness)
+# and each server CPU set (one core: CPU 0; two cores: CPUs 0,1), wrk's
+# requests/s and p99 latency (median of RUNS runs, the servers alternated
+# run by run so drift hits them alike), plus server CPU time from
 # /proc/PID/stat during each run and requests per server CPU-second. wrk is
 # pinned to the CPU the server does not use; with two server cores nothing is
-# pinned (as in BASELINES.md). What it does not: run monoio or glommio
-# (BASELINES.md has those numbers), or run anywhere but 127.0.0.1.
+# pinned (as in BASELINES.md).
+#
+# SERVICE=http (default) loads `http_echo` (GET, the 20-byte JSON answer).
+# SERVICE=fanout loads the `fanout` proxy instead, once per width in WIDTHS:
+# UPSTREAMS http_echo servers (epoll backend, on wrk's CPU) answer its
+# sub-requests, and the tokio server runs the harness's tokio fan-out to the
+# same upstreams with the same width. What it does not: run monoio or
+# glommio (BASELINES.md has those numbers), or run anywhere but 127.0.0.1.
 #
 # Usage: benches/wrk.sh            (from anywhere inside the repository)
 # Environment: DURATION=10 RUNS=3 CONNS=1000 THREADS=2
 #              BACKENDS="uring epoll tokio" CORESETS="0 0,1" PORT=18080
-#              HTTP_ECHO=path/to/http_echo TOKIO_BASELINE=path/to/tokio_baseline
+#              SERVICE=http|fanout WIDTHS="1 4 16" UPSTREAMS=3
+#              HTTP_ECHO=path/to/http_echo FANOUT=path/to/fanout
+#              TOKIO_BASELINE=path/to/tokio_baseline
 set -euo pipefail
 
 DURATION=${DURATION:-10}
@@ -25,6 +33,14 @@ THREADS=${THREADS:-2}
 BACKENDS=${BACKENDS:-"uring epoll tokio"}
 CORESETS=${CORESETS:-"0 0,1"}
 PORT=${PORT:-18080}
+SERVICE=${SERVICE:-http}
+WIDTHS=${WIDTHS:-"1 4 16"}
+UPSTREAMS=${UPSTREAMS:-3}
+case $SERVICE in
+    http) WIDTHS=- ;;
+    fanout) ;;
+    *) echo "wrk.sh: SERVICE must be http or fanout, not $SERVICE" >&2; exit 1 ;;
+esac
 
 die() { echo "wrk.sh: $*" >&2; exit 1; }
 
@@ -32,6 +48,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
 case $target in /*) ;; *) target=$root/$target ;; esac
 bin=${HTTP_ECHO:-$target/release/http_echo}
+fanout_bin=${FANOUT:-$target/release/fanout}
 
 tokio_bin=${TOKIO_BASELINE:-$target/release/tokio_baseline}
 if [[ " $BACKENDS " == *" tokio "* && ! -x $tokio_bin ]]; then
@@ -44,6 +61,10 @@ if [[ ! -x $bin ]]; then
   Build it first:  cargo build --release --bin http_echo   (in $root)
   or point HTTP_ECHO at the binary. The example takes
   --port P --cores LIST --backend uring|epoll."
+fi
+if [[ $SERVICE == fanout && ! -x $fanout_bin ]]; then
+    die "no fan-out example server at $fanout_bin.
+  Build it first:  cargo build --release --bin fanout   (in $root)"
 fi
 
 if ! command -v wrk >/dev/null 2>&1; then
@@ -75,6 +96,12 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int(
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 server_pid=
+upstream_pids=()
+stop_upstreams() {
+    for pid in "${upstream_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${upstream_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    upstream_pids=()
+}
 cleanup() {
     if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
         # SIGTERM: a background job of a non-interactive shell ignores SIGINT.
@@ -85,30 +112,47 @@ cleanup() {
     fi
     server_pid=
 }
-trap cleanup EXIT
+trap 'cleanup; stop_upstreams' EXIT
 
 # Starts the server for one backend: the percore example on uring or epoll,
-# or the tokio current-thread baseline ("tokio").
+# or the tokio current-thread baseline ("tokio"). Fan-out servers get the
+# upstreams and width $3.
 start_server() {
-    if [[ $1 == tokio ]]; then
-        "$tokio_bin" --service http --port "$PORT" --cores "$2" >/dev/null 2>&1 &
-    else
-        "$bin" --port "$PORT" --cores "$2" --backend "$1" >/dev/null 2>&1 &
-    fi
+    local up=()
+    for p in "${upstream_ports[@]}"; do up+=(--upstream "127.0.0.1:$p"); done
+    case $SERVICE:$1 in
+        http:tokio) "$tokio_bin" --service http --port "$PORT" --cores "$2" ;;
+        http:*) "$bin" --port "$PORT" --cores "$2" --backend "$1" ;;
+        fanout:tokio) "$tokio_bin" --service fanout --port "$PORT" --cores "$2" "${up[@]}" --width "$3" ;;
+        fanout:*) "$fanout_bin" --port "$PORT" --cores "$2" --backend "$1" "${up[@]}" --width "$3" ;;
+    esac >/dev/null 2>&1 &
     server_pid=$!
 }
 
+# Waits until process $1 listens on port $2.
 wait_listening() {
     for _ in $(seq 100); do
-        kill -0 "$server_pid" 2>/dev/null || return 1
-        if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then return 0; fi
+        kill -0 "$1" 2>/dev/null || return 1
+        if (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then return 0; fi
         sleep 0.05
     done
     return 1
 }
 
 echo "wrk.sh: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $ncpu CPUs, Linux $(uname -r)"
-echo "wrk.sh: wrk -t$THREADS -c$CONNS -d${DURATION}s --latency, median of $RUNS, backends alternated run by run"
+echo "wrk.sh: $SERVICE, wrk -t$THREADS -c$CONNS -d${DURATION}s --latency, median of $RUNS, servers alternated run by run"
+upstream_ports=()
+if [[ $SERVICE == fanout ]]; then
+    # The upstreams share the client's CPU (the last one), away from the proxy.
+    for i in $(seq "$UPSTREAMS"); do
+        port=$((PORT + i))
+        taskset -c "$((ncpu - 1))" "$bin" --port "$port" --cores "$((ncpu - 1))" --backend epoll >/dev/null 2>&1 &
+        upstream_pids+=($!)
+        upstream_ports+=("$port")
+        wait_listening "$!" "$port" || die "upstream http_echo did not start listening on 127.0.0.1:$port"
+    done
+    echo "wrk.sh: $UPSTREAMS upstream http_echo servers on CPU $((ncpu - 1)), ports ${upstream_ports[*]}"
+fi
 results=()
 for cores in $CORESETS; do
     ncores=$(tr ',' '\n' <<<"$cores" | wc -l)
@@ -119,40 +163,42 @@ for cores in $CORESETS; do
     done
     if [[ -n $free_cpu ]]; then wrk_cmd=(taskset -c "$free_cpu" wrk); pin="wrk on CPU $free_cpu";
     else wrk_cmd=(wrk); pin="nothing pinned"; fi
-    declare -A rps=() p99=() kcpu=() util=()
-    for run in $(seq "$RUNS"); do
-        for backend in $BACKENDS; do
-            start_server "$backend" "$cores"
-            wait_listening || die "$backend server (cores $cores) did not start listening on 127.0.0.1:$PORT"
-            # Warm-up, not measured.
-            "${wrk_cmd[@]}" -t"$THREADS" -c"$CONNS" -d2s http://127.0.0.1:"$PORT"/ >/dev/null 2>&1 || true
-            t0=$(cpu_ticks "$server_pid"); s0=$(date +%s.%N)
-            out=$("${wrk_cmd[@]}" -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/") \
-                || die "wrk failed against $backend (cores $cores)"
-            t1=$(cpu_ticks "$server_pid"); s1=$(date +%s.%N)
-            cleanup
-            r=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
-            l=$(awk '$1 == "99%" { print $2 }' <<<"$out")
-            [[ -n $r && -n $l ]] || die "could not parse wrk output:
+    for width in $WIDTHS; do
+        declare -A rps=() p99=() kcpu=() util=()
+        for run in $(seq "$RUNS"); do
+            for backend in $BACKENDS; do
+                start_server "$backend" "$cores" "$width"
+                wait_listening "$server_pid" "$PORT" || die "$backend server (cores $cores) did not start listening on 127.0.0.1:$PORT"
+                # Warm-up, not measured.
+                "${wrk_cmd[@]}" -t"$THREADS" -c"$CONNS" -d2s http://127.0.0.1:"$PORT"/ >/dev/null 2>&1 || true
+                t0=$(cpu_ticks "$server_pid"); s0=$(date +%s.%N)
+                out=$("${wrk_cmd[@]}" -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/") \
+                    || die "wrk failed against $backend (cores $cores)"
+                t1=$(cpu_ticks "$server_pid"); s1=$(date +%s.%N)
+                cleanup
+                r=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
+                l=$(awk '$1 == "99%" { print $2 }' <<<"$out")
+                [[ -n $r && -n $l ]] || die "could not parse wrk output:
 $out"
-            grep -q "Non-2xx" <<<"$out" && echo "wrk.sh: warning: non-2xx responses ($backend, cores $cores)" >&2
-            grep -q "Socket errors" <<<"$out" && echo "wrk.sh: warning: $(grep 'Socket errors' <<<"$out") ($backend, cores $cores)" >&2
-            cpu_s=$(awk -v a="$t0" -v b="$t1" -v h="$clk" 'BEGIN { printf "%.3f", (b - a) / h }')
-            rps[$backend]+="$r "; p99[$backend]+="$(to_ms "$l") "
-            kcpu[$backend]+="$(awk -v r="$r" -v d="$DURATION" -v c="$cpu_s" 'BEGIN { if (c > 0) printf "%.1f", r * d / c / 1000; else print "nan" }') "
-            util[$backend]+="$(awk -v c="$cpu_s" -v a="$s0" -v b="$s1" -v n="$ncores" 'BEGIN { printf "%.0f", 100 * c / (b - a) / n }') "
-            echo "  $backend cores=$cores run $run: ${r} req/s, p99 $(to_ms "$l") ms, server CPU ${cpu_s} s" >&2
+                grep -q "Non-2xx" <<<"$out" && echo "wrk.sh: warning: non-2xx responses ($backend, cores $cores)" >&2
+                grep -q "Socket errors" <<<"$out" && echo "wrk.sh: warning: $(grep 'Socket errors' <<<"$out") ($backend, cores $cores)" >&2
+                cpu_s=$(awk -v a="$t0" -v b="$t1" -v h="$clk" 'BEGIN { printf "%.3f", (b - a) / h }')
+                rps[$backend]+="$r "; p99[$backend]+="$(to_ms "$l") "
+                kcpu[$backend]+="$(awk -v r="$r" -v d="$DURATION" -v c="$cpu_s" 'BEGIN { if (c > 0) printf "%.1f", r * d / c / 1000; else print "nan" }') "
+                util[$backend]+="$(awk -v c="$cpu_s" -v a="$s0" -v b="$s1" -v n="$ncores" 'BEGIN { printf "%.0f", 100 * c / (b - a) / n }') "
+                echo "  $backend cores=$cores width=$width run $run: ${r} req/s, p99 $(to_ms "$l") ms, server CPU ${cpu_s} s" >&2
+            done
         done
+        for backend in $BACKENDS; do
+            # shellcheck disable=SC2086 # word splitting of the collected values is intended
+            results+=("$(printf '%-6s %-6s %-5s %10.1f %9s %9s %11s   %s' "$backend" "$cores" "$width" \
+                "$(awk -v r="$(median ${rps[$backend]})" 'BEGIN { print r / 1000 }')" \
+                "$(median ${p99[$backend]})" "$(median ${util[$backend]})%" "$(median ${kcpu[$backend]})" "$pin")")
+        done
+        unset rps p99 kcpu util
     done
-    for backend in $BACKENDS; do
-        # shellcheck disable=SC2086 # word splitting of the collected values is intended
-        results+=("$(printf '%-6s %-6s %10.1f %9s %9s %11s   %s' "$backend" "$cores" \
-            "$(awk -v r="$(median ${rps[$backend]})" 'BEGIN { print r / 1000 }')" \
-            "$(median ${p99[$backend]})" "$(median ${util[$backend]})%" "$(median ${kcpu[$backend]})" "$pin")")
-    done
-    unset rps p99 kcpu util
 done
 
 echo
-printf '%-6s %-6s %10s %9s %9s %11s   %s\n' server cores kRPS "p99 ms" "srv CPU" "kreq/CPU-s" placement
+printf '%-6s %-6s %-5s %10s %9s %9s %11s   %s\n' server cores width kRPS "p99 ms" "srv CPU" "kreq/CPU-s" placement
 for line in "${results[@]}"; do echo "$line"; done

@@ -1,10 +1,10 @@
-//! Opt-in io_uring wait batching (`ServerBuilder::wait_batching`): a parked
-//! core holds out for many completions up to a time bound. It must never
-//! lose or stall a byte: concurrent connections all get every byte back, a
-//! lone ping-pong connection (which can never fill a batch) still gets its
-//! answers within the bound, and under concurrent load the core makes far
-//! fewer `io_uring_enter` calls than messages (without batching it makes
-//! about 0.5–0.7 per message at this load; batched, a few hundredths).
+//! io_uring wait batching (`ServerBuilder::wait_batching`, on by default):
+//! a busy core holds out for many completions up to a time bound. It must
+//! never lose or stall a byte: concurrent connections all get every byte
+//! back, and a lone ping-pong connection gets every answer without a single
+//! batched wait (it never makes a core busy enough). Under concurrent load
+//! the default batches and makes far fewer `io_uring_enter` calls than
+//! messages (a few hundredths per message); turned off, no wait is batched.
 
 #[macro_use]
 mod support;
@@ -14,17 +14,43 @@ use std::time::{Duration, Instant};
 
 use support::*;
 
-const BOUND: Duration = Duration::from_micros(200);
+const CLIENTS: usize = 32;
+const ROUNDS: usize = 500;
+
+/// Runs `CLIENTS` concurrent ping-pong clients, each checking its own
+/// bytes; returns the core's enters (or epoll waits) and batched waits
+/// during the run.
+fn concurrent_enters(server: &percore::ServerHandle) -> (u64, u64) {
+    let addr = server.local_addr();
+    let before = sum(&server.stats(), |c| c.enters);
+    let batched_before = sum(&server.stats(), |c| c.batched_waits);
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|id| {
+            thread::spawn(move || {
+                let mut stream = connect(addr);
+                for round in 0..ROUNDS {
+                    roundtrip(&mut stream, pattern(id * 1000 + round, 64));
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().expect("a client failed");
+    }
+    (
+        sum(&server.stats(), |c| c.enters) - before,
+        sum(&server.stats(), |c| c.batched_waits) - batched_before,
+    )
+}
 
 backend_tests! {
     fn batched_waits_lose_nothing(backend) {
-        let server = start_echo(builder(backend).wait_batching(Some(BOUND)), backend);
-        let addr = server.local_addr();
+        let server = start_echo(builder(backend), backend);
 
         // 1. A lone connection: every round trip completes, each within a
-        //    generous bound (the batch bound is 200 µs; a stall would be
-        //    seconds).
-        let mut lone = connect(addr);
+        //    generous bound (a stall would be seconds).
+        let mut lone = connect(server.local_addr());
+        let batched_before = sum(&server.stats(), |c| c.batched_waits);
         let started = Instant::now();
         for i in 0..200u32 {
             roundtrip(&mut lone, &i.to_le_bytes());
@@ -34,31 +60,32 @@ backend_tests! {
             "200 lone round trips took {:?}",
             started.elapsed()
         );
+        let lone_batched = sum(&server.stats(), |c| c.batched_waits) - batched_before;
+        assert_eq!(lone_batched, 0, "a lone connection made the core batch its waits");
 
-        // 2. Concurrent connections, each checking its own bytes.
-        let before = sum(&server.stats(), |c| c.enters);
-        let clients: Vec<_> = (0..32)
-            .map(|id| {
-                thread::spawn(move || {
-                    let mut stream = connect(addr);
-                    for round in 0..500usize {
-                        roundtrip(&mut stream, pattern(id * 1000 + round, 64));
-                    }
-                })
-            })
-            .collect();
-        for client in clients {
-            client.join().expect("a client failed");
-        }
-        let enters = sum(&server.stats(), |c| c.enters) - before;
-        let messages = 32 * 500;
-        println!("{backend}: {enters} enters/waits for {messages} messages");
+        // 2. Concurrent connections: batching engages.
+        let (enters, batched) = concurrent_enters(&server);
+        let messages = (CLIENTS * ROUNDS) as u64;
+        println!("{backend}: {enters} enters/waits ({batched} batched) for {messages} messages (default)");
         if backend == Backend::Uring {
+            assert!(batched > 0, "no wait was batched under {CLIENTS} busy connections");
             assert!(
                 enters < messages / 4,
                 "batched waits made {enters} io_uring_enter calls for {messages} messages"
             );
+        } else {
+            assert_eq!(batched, 0, "epoll has no batched waits");
         }
+        server.shutdown();
+        server.join().expect("server stopped cleanly");
+    }
+
+    fn batching_can_be_turned_off(backend) {
+        let server = start_echo(builder(backend).wait_batching(None), backend);
+        let (enters, batched) = concurrent_enters(&server);
+        let messages = (CLIENTS * ROUNDS) as u64;
+        println!("{backend}: {enters} enters/waits for {messages} messages (batching off)");
+        assert_eq!(batched, 0, "{batched} waits were batched with batching off");
         server.shutdown();
         server.join().expect("server stopped cleanly");
     }

@@ -56,6 +56,7 @@ pub(crate) struct CoreStats {
     pub(crate) accept_paused: Counter,
     pub(crate) submissions: Counter,
     pub(crate) enters: Counter,
+    pub(crate) batched_waits: Counter,
     pub(crate) syscalls: Counter,
     pub(crate) in_flight: Counter,
     pub(crate) ring_buffers_out: Counter,
@@ -88,6 +89,7 @@ impl CoreStats {
             accept_paused: self.accept_paused.get(),
             submissions: self.submissions.get(),
             enters: self.enters.get(),
+            batched_waits: self.batched_waits.get(),
             syscalls: self.syscalls.get(),
             in_flight: self.in_flight.get(),
             ring_buffers_out: self.ring_buffers_out.get(),
@@ -137,6 +139,9 @@ pub struct StatsSnapshot {
     pub submissions: u64,
     /// `io_uring_enter` or `epoll_wait` calls.
     pub enters: u64,
+    /// Of the enters, waits that held out for a batch of completions (see
+    /// [`ServerBuilder::wait_batching`](crate::ServerBuilder::wait_batching)).
+    pub batched_waits: u64,
     /// Other I/O syscalls made directly (epoll backend).
     pub syscalls: u64,
     /// io_uring operations in flight at the last loop turn.
@@ -153,7 +158,7 @@ impl fmt::Display for StatsSnapshot {
             f,
             "cpu={} backend={} accepted={} active={} requests={} in={} out={} \
              err_accept={} err_fd={} err_io={} panics={} enobufs={} paused={} \
-             sqes={} enters={} syscalls={} inflight={} cpu_ms={}",
+             sqes={} enters={} batched={} syscalls={} inflight={} cpu_ms={}",
             self.cpu,
             self.backend,
             self.accepted,
@@ -169,6 +174,7 @@ impl fmt::Display for StatsSnapshot {
             self.backpressure_pauses,
             self.submissions,
             self.enters,
+            self.batched_waits,
             self.syscalls,
             self.in_flight,
             self.cpu_time.as_millis()

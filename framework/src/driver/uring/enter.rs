@@ -43,8 +43,8 @@ pub(crate) struct Enter {
     registered: bool,
     no_iowait: bool,
     sqpoll: bool,
-    /// Wait batching (`IORING_FEAT_MIN_TIMEOUT`): a wait holds out this
-    /// many µs for [`BATCH_COMPLETIONS`] completions; 0 is off.
+    /// Wait batching (`IORING_FEAT_MIN_TIMEOUT`): a batched wait holds out
+    /// this many µs for [`BATCH_COMPLETIONS`] completions; 0 is off.
     batch_usec: u32,
 }
 
@@ -88,13 +88,20 @@ impl Enter {
         self.registered
     }
 
+    /// Whether batched waits are on (configured and supported).
+    pub(crate) fn batches(&self) -> bool {
+        self.batch_usec > 0
+    }
+
     /// Submits the queued SQEs; waits for one completion when `wait` is
-    /// set, up to `timeout` (forever when `None`). Returns `Ok(false)`
-    /// without a syscall when there was nothing to do.
+    /// set (for a batch, when `batch` is also set and batching is on), up
+    /// to `timeout` (forever when `None`). Returns `Ok(false)` without a
+    /// syscall when there was nothing to do.
     pub(crate) fn enter(
         &self,
         ring: &mut IoUring,
         wait: bool,
+        batch: bool,
         timeout: Option<Duration>,
     ) -> io::Result<bool> {
         let (to_submit, taskrun, overflow, need_wakeup) = {
@@ -130,7 +137,7 @@ impl Enter {
             tv_sec: t.as_secs() as libc::time_t,
             tv_nsec: t.subsec_nanos() as libc::c_long,
         });
-        let batch = wait && self.batch_usec > 0;
+        let batch = wait && batch && self.batch_usec > 0;
         let arg = GetEventsArg {
             sigmask: 0,
             sigmask_sz: 8,

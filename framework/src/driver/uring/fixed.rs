@@ -63,7 +63,7 @@ impl Driver {
         for _ in 0..3 {
             if self
                 .enter
-                .enter(&mut self.ring, true, Some(Duration::from_secs(1)))
+                .enter(&mut self.ring, true, false, Some(Duration::from_secs(1)))
                 .is_err()
             {
                 break;

@@ -48,9 +48,20 @@ pub(crate) struct BufConfig {
     pub(crate) stream_cap: usize,
 }
 
+/// Completions one wake-up must bring before the next wait is batched: a
+/// core this busy has many connections in flight, so holding out briefly
+/// for more costs them little latency and saves most enters; a core serving
+/// a few connections never reaches it and keeps waking on the first.
+const BATCH_ENGAGE: u32 = 32;
+/// Completions a batched wake-up must bring for batching to stay on: lower
+/// than [`BATCH_ENGAGE`] so that a busy core does not flap between modes.
+const BATCH_STAY: u32 = 16;
+
 pub(crate) struct Driver {
     ring: IoUring,
     enter: enter::Enter,
+    /// Whether the next wait is batched (see [`BATCH_ENGAGE`]).
+    batching: bool,
     ops: crate::slab::Slab<Op>,
     buf_ring: Option<Rc<BufRing>>,
     wake_fd: Arc<OwnedFd>,
@@ -95,7 +106,7 @@ impl Driver {
         let batch_usec = match ring_config.batch_wait_usec {
             Some(usec) if params.is_feature_min_timeout() => usec,
             Some(_) => {
-                tracing::warn!(
+                tracing::info!(
                     cpu,
                     "wait batching needs IORING_FEAT_MIN_TIMEOUT (Linux 6.12+); off"
                 );
@@ -148,6 +159,7 @@ impl Driver {
         let mut driver = Driver {
             ring,
             enter,
+            batching: false,
             ops: crate::slab::Slab::with_capacity(1024),
             buf_ring,
             wake_fd,
@@ -210,12 +222,12 @@ impl Driver {
             // reap, so a kernel that wants its completions read first
             // (EBUSY) gets them read.
             self.stats.enters.add(1);
-            if let Err(e) = self.enter.enter(&mut self.ring, false, None) {
+            if let Err(e) = self.enter.enter(&mut self.ring, false, false, None) {
                 tracing::error!(error = %e, "io_uring_enter failed while the SQ was full");
                 self.stats.errors_driver.add(1);
                 last_error = e.raw_os_error().unwrap_or(libc::EIO);
             }
-            self.reap();
+            let _ = self.reap();
         }
         Err(last_error)
     }
@@ -422,8 +434,16 @@ impl Driver {
     pub(crate) fn park(&mut self, timeout: Option<Duration>) {
         self.arm_wake();
         let wait = timeout != Some(Duration::ZERO);
-        match self.enter.enter(&mut self.ring, wait, timeout) {
-            Ok(true) => self.stats.enters.add(1),
+        match self
+            .enter
+            .enter(&mut self.ring, wait, self.batching, timeout)
+        {
+            Ok(true) => {
+                self.stats.enters.add(1);
+                if wait && self.batching && self.enter.batches() {
+                    self.stats.batched_waits.add(1);
+                }
+            }
             Ok(false) => {}
             Err(e) => {
                 self.stats.enters.add(1);
@@ -433,10 +453,21 @@ impl Driver {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        self.reap();
+        let reaped = self.reap();
+        // A zero-timeout poll says nothing about load: keep the last verdict.
+        if wait {
+            let threshold = if self.batching {
+                BATCH_STAY
+            } else {
+                BATCH_ENGAGE
+            };
+            self.batching = reaped >= threshold;
+        }
     }
 
-    fn reap(&mut self) {
+    /// Dispatches every ready completion; returns how many there were.
+    fn reap(&mut self) -> u32 {
+        let mut total = 0;
         loop {
             let mut batch = [(0u64, 0i32, 0u32); 64];
             let mut n = 0;
@@ -453,8 +484,9 @@ impl Driver {
             for &(user_data, res, flags) in &batch[..n] {
                 self.dispatch(user_data, Cqe { res, flags });
             }
+            total += n as u32;
             if n < batch.len() {
-                break;
+                return total;
             }
         }
     }

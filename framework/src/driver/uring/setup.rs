@@ -38,7 +38,8 @@ pub(crate) struct RingConfig {
     pub(crate) entries: u32,
     pub(crate) cq_entries: u32,
     pub(crate) sqpoll_idle_ms: Option<u32>,
-    /// Opt-in wait batching bound in µs (see `ServerBuilder::wait_batching`).
+    /// Wait batching bound in µs, `None` for off (see
+    /// `ServerBuilder::wait_batching`).
     pub(crate) batch_wait_usec: Option<u32>,
 }
 

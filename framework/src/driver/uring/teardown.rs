@@ -39,12 +39,13 @@ impl Driver {
             if let Err(e) = self.enter.enter(
                 &mut self.ring,
                 true,
+                false,
                 Some(deadline.saturating_duration_since(now)),
             ) {
                 tracing::error!(error = %e, "io_uring_enter failed while draining");
                 break;
             }
-            self.reap();
+            let _ = self.reap();
         }
         let left = self.ops.len() + usize::from(self.wake_armed);
         if left > 0 {
