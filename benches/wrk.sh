@@ -116,15 +116,16 @@ trap 'cleanup; stop_upstreams' EXIT
 
 # Starts the server for one backend: the percore example on uring or epoll,
 # or the tokio current-thread baseline ("tokio"). Fan-out servers get the
-# upstreams and width $3.
+# upstreams and width $3. (`exec`: the backgrounded `case` is a subshell,
+# and $server_pid must be the server itself.)
 start_server() {
     local up=()
     for p in "${upstream_ports[@]}"; do up+=(--upstream "127.0.0.1:$p"); done
     case $SERVICE:$1 in
-        http:tokio) "$tokio_bin" --service http --port "$PORT" --cores "$2" ;;
-        http:*) "$bin" --port "$PORT" --cores "$2" --backend "$1" ;;
-        fanout:tokio) "$tokio_bin" --service fanout --port "$PORT" --cores "$2" "${up[@]}" --width "$3" ;;
-        fanout:*) "$fanout_bin" --port "$PORT" --cores "$2" --backend "$1" "${up[@]}" --width "$3" ;;
+        http:tokio) exec "$tokio_bin" --service http --port "$PORT" --cores "$2" ;;
+        http:*) exec "$bin" --port "$PORT" --cores "$2" --backend "$1" ;;
+        fanout:tokio) exec "$tokio_bin" --service fanout --port "$PORT" --cores "$2" "${up[@]}" --width "$3" ;;
+        fanout:*) exec "$fanout_bin" --port "$PORT" --cores "$2" --backend "$1" "${up[@]}" --width "$3" ;;
     esac >/dev/null 2>&1 &
     server_pid=$!
 }
