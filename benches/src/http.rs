@@ -84,18 +84,6 @@ pub fn frame_response(buf: &[u8]) -> Result<Option<usize>, FrameError> {
     Ok((buf.len() >= total).then_some(total))
 }
 
-/// Number of complete requests (`\r\n\r\n`-terminated heads, no bodies) at
-/// the start of `buf`, and the bytes they take.
-pub fn count_requests(buf: &[u8]) -> (usize, usize) {
-    let mut n = 0;
-    let mut used = 0;
-    while let Some(end) = header_end(&buf[used..]) {
-        n += 1;
-        used += end;
-    }
-    (n, used)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,12 +120,5 @@ mod tests {
             frame_response(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"),
             Err(FrameError::NoContentLength)
         );
-    }
-
-    #[test]
-    fn counts_pipelined_requests() {
-        let buf = [REQUEST, REQUEST, &REQUEST[..5]].concat();
-        assert_eq!(count_requests(&buf), (2, 2 * REQUEST.len()));
-        assert_eq!(count_requests(b"GET / HTTP/1.1\r\n"), (0, 0));
     }
 }

@@ -17,6 +17,7 @@
 //! writes the report.
 
 pub mod alloc;
+pub mod baseline_http;
 pub mod cli;
 pub mod client;
 pub mod harness;

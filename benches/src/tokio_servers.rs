@@ -6,9 +6,8 @@
 //! What it measures: nothing by itself; it is the comparison point. The
 //! servers do what BASELINES.md describes for the peers: TCP_NODELAY, the
 //! responses to all requests of one read batched into one write, no
-//! allocation per request (one buffer per connection). What they do not do:
-//! parse HTTP beyond finding `\r\n\r\n` (every request head is answered with
-//! the same 200; request bodies are not supported).
+//! allocation per request (one buffer per connection). The HTTP server does
+//! the work of percore's `http_echo` per request (see `baseline_http`).
 //!
 //! tokio-mt gets as many worker threads as server CPUs and all its threads
 //! are confined to those CPUs: that is what tokio's default worker count
@@ -24,6 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::watch;
 
+use crate::baseline_http::{respond, DateLine, Parsed};
 use crate::http;
 use crate::server::{ServerControl, Service};
 use crate::sys;
@@ -36,6 +36,8 @@ const LOOPBACK_ANY_PORT: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new
 const BACKLOG: u32 = 4096;
 const ECHO_BUF: usize = 64 * 1024;
 const HTTP_BUF: usize = 8 * 1024;
+/// The input buffer doubles for larger requests, up to this.
+const HTTP_MAX_BUF: usize = 1024 * 1024;
 
 fn listener(addr: SocketAddr) -> io::Result<TcpListener> {
     let s = TcpSocket::new_v4()?;
@@ -121,24 +123,35 @@ async fn http_conn(mut s: TcpStream) -> io::Result<()> {
     let mut inb = vec![0u8; HTTP_BUF];
     let mut filled = 0;
     let mut out = Vec::with_capacity(http::RESPONSE.len() * 16);
+    let mut date = DateLine::default();
     loop {
+        if filled == inb.len() {
+            if inb.len() >= HTTP_MAX_BUF {
+                return Ok(()); // a request larger than this: not our workload
+            }
+            inb.resize(inb.len() * 2, 0);
+        }
         let n = s.read(&mut inb[filled..]).await?;
         if n == 0 {
             return Ok(());
         }
         filled += n;
-        let (count, used) = http::count_requests(&inb[..filled]);
-        if count == 0 {
-            if filled == inb.len() {
-                return Ok(()); // head larger than the buffer: not our workload
-            }
-            continue;
-        }
+        date.refresh();
         out.clear();
-        for _ in 0..count {
-            out.extend_from_slice(http::RESPONSE);
+        let mut used = 0;
+        let close = loop {
+            match respond(&inb[used..filled], &mut out, &date) {
+                Parsed::Answered(n) => used += n,
+                Parsed::Partial => break false,
+                Parsed::Bad => break true,
+            }
+        };
+        if !out.is_empty() {
+            s.write_all(&out).await?;
         }
-        s.write_all(&out).await?;
+        if close {
+            return Ok(());
+        }
         inb.copy_within(used..filled, 0);
         filled -= used;
     }

@@ -1,8 +1,8 @@
 //! FAULTS.md section F against the fan-out proxy, on both backends, with
 //! scripted fake upstreams: refused, blackhole, connect hang, reset,
 //! truncated, garbage, oversized head, CL+TE, the keep-alive reuse race,
-//! fail-fast cancellation, outlier ejection, the pending-request breaker,
-//! smuggling and hop-by-hop fields. Every case checks the status and body,
+//! fail-fast cancellation, a slow or refusing mirror, outlier ejection,
+//! the pending-request breaker, smuggling and hop-by-hop fields. Every case checks the status and body,
 //! then that the next request succeeds.
 
 #[macro_use]
@@ -308,6 +308,50 @@ http_tests! {
         assert!(took < Duration::from_millis(1000), "fail-fast, not the deadline: {took:?}");
         assert!(eventually(Duration::from_secs(1), || a.closed_by_peer() == 1 && b.closed_by_peer() == 1),
             "siblings cancelled and their connections closed");
+    }
+
+    /// F7: a shadow (mirror) that takes 2 s per answer delays neither the
+    /// answers nor the next request on the same client connection, and
+    /// still gets its copies, bodies included; a shadow that refuses
+    /// connections changes nothing for the client.
+    fn f7_slow_mirror(backend) {
+        let primary = good();
+        let shadow = Fake::start(|mut c: Conn| {
+            while c.read_request().is_some() {
+                std::thread::sleep(Duration::from_secs(2));
+                c.ok(b"shadow");
+            }
+        });
+        let px = proxy(backend, &[primary.addr], |c| {
+            c.mirror = Some(shadow.addr);
+            c.deadline = Duration::from_secs(3);
+        });
+        let mut client = Client::connect(px.addr);
+        let mut slowest = Duration::ZERO;
+        for i in 0..20 {
+            let req = if i == 0 {
+                post("/m0", "text/plain", b"copy me")
+            } else {
+                get(&format!("/m{i}"))
+            };
+            let started = Instant::now();
+            let r = client.roundtrip(&req);
+            slowest = slowest.max(started.elapsed());
+            assert_eq!(r.status, 200, "request {i}: {}", String::from_utf8_lossy(&r.body));
+            assert_eq!(entries(&r.body)[0].0, primary.addr.to_string());
+        }
+        assert!(slowest < Duration::from_secs(1), "a request waited for the shadow: {slowest:?}");
+        let copied = |path: &[u8]| shadow.requests().iter().any(|r| r.windows(path.len()).any(|w| w == path));
+        assert!(eventually(Duration::from_secs(3), || copied(b"POST /m0 ") && copied(b"\r\n\r\ncopy me")),
+            "the shadow never got the POST with its body");
+        assert!(eventually(Duration::from_secs(3), || copied(b"GET /m1 ")), "the shadow never got a GET");
+
+        let px = proxy(backend, &[primary.addr], |c| c.mirror = Some(refused_addr()));
+        let mut client = Client::connect(px.addr);
+        for i in 0..10 {
+            let r = client.roundtrip(&get("/"));
+            assert_eq!(r.status, 200, "request {i} with a refusing mirror");
+        }
     }
 
     /// Deadline with a policy still met: `quorum:2` of fast, fast, hole.

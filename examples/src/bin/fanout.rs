@@ -5,7 +5,8 @@
 //! fanout --upstream 127.0.0.1:8080 [--upstream HOST:PORT ...] [--width K]
 //!        [--policy all|first|quorum:K] [--timeout-ms 15000]
 //!        [--connect-timeout-ms 1000] [--max-pending 1024] [--eject-after 5]
-//!        [--eject-ms 30000] [--port 8081] [--cores 0] [--backend auto] [--stats]
+//!        [--eject-ms 30000] [--mirror HOST:PORT] [--mirror-max-pending 256]
+//!        [--port 8081] [--cores 0] [--backend auto] [--stats]
 //! ```
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -24,6 +25,8 @@ const OWN_FLAGS: &[&str] = &[
     "--max-pending",
     "--eject-after",
     "--eject-ms",
+    "--mirror",
+    "--mirror-max-pending",
 ];
 
 const USAGE: &str =
@@ -37,19 +40,26 @@ const USAGE: &str =
   --eject-after N       eject an upstream after N failures in a row: 5xx, connect
                         or connection failure (default 5; 0 turns ejection off)
   --eject-ms N          first ejection time, x n for the n-th in a row, at most
-                        10x (default 30000); at most 10% of upstreams (>= 1) ejected";
+                        10x (default 30000); at most 10% of upstreams (>= 1) ejected
+  --mirror HOST:PORT    also send a copy of each request to this shadow upstream;
+                        its answers are discarded, its failures only counted
+  --mirror-max-pending N  mirrored copies waiting or in flight per core; more are
+                        dropped and counted (default 256)";
 
 /// The proxy settings from this binary's own flags.
 fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
-    let mut upstreams: Vec<SocketAddr> = Vec::new();
-    for (flag, value) in flags.iter().filter(|(f, _)| f == "--upstream") {
-        let addr = value
+    let resolve = |flag: &str, value: &str| -> Result<SocketAddr, String> {
+        value
             .to_socket_addrs()
             .map_err(|e| format!("{flag} {value}: {e}"))?
             .next()
-            .ok_or_else(|| format!("{flag} {value}: no address"))?;
-        upstreams.push(addr);
-    }
+            .ok_or_else(|| format!("{flag} {value}: no address"))
+    };
+    let upstreams = flags
+        .iter()
+        .filter(|(f, _)| f == "--upstream")
+        .map(|(flag, value)| resolve(flag, value))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut config = Config::new(upstreams);
     let number = |flag: &str, value: &str| -> Result<u64, String> {
         value
@@ -66,6 +76,11 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
             "--timeout-ms" => config.deadline = Duration::from_millis(number(flag, value)?),
             "--connect-timeout-ms" => {
                 config.connect_timeout = Duration::from_millis(number(flag, value)?);
+            }
+            "--mirror" => config.mirror = Some(resolve(flag, value)?),
+            "--mirror-max-pending" => {
+                config.mirror_max_pending = usize::try_from(number(flag, value)?)
+                    .map_err(|_| format!("{flag}: too large"))?;
             }
             "--max-pending" => {
                 config.max_pending = usize::try_from(number(flag, value)?)
@@ -105,7 +120,7 @@ fn main() {
     init_logging();
     tracing::info!(
         "fanout: {} upstreams, width {}, policy {}, deadline {:?}, connect timeout {:?}, \
-         max pending {}, eject after {} failures for {:?}",
+         max pending {}, eject after {} failures for {:?}, mirror {}",
         config.upstreams.len(),
         config.width,
         config.policy,
@@ -113,7 +128,10 @@ fn main() {
         config.connect_timeout,
         config.max_pending,
         config.ejection.consecutive_failures,
-        config.ejection.base_time
+        config.ejection.base_time,
+        config
+            .mirror
+            .map_or_else(|| "none".to_owned(), |m| m.to_string())
     );
     let result = run("fanout", &common, move |_core| {
         // Validated above, so this cannot fail; a core without a proxy

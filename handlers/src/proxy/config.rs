@@ -162,6 +162,14 @@ pub struct Config {
     /// Most fanned-out requests in flight per core; more are answered 503
     /// at once, never queued (FAULTS F9). Default 1024.
     pub max_pending: usize,
+    /// A shadow upstream that gets a copy of every fanned-out request; its
+    /// answers are read and discarded, its failures only counted, and it
+    /// never delays a client (FAULTS F7; see the [module docs](super)).
+    /// Default none.
+    pub mirror: Option<SocketAddr>,
+    /// Most mirrored copies waiting or in flight per core; more are
+    /// dropped (and counted). Default 256.
+    pub mirror_max_pending: usize,
 }
 
 impl Config {
@@ -178,6 +186,8 @@ impl Config {
             max_response_body: 1024 * 1024,
             ejection: EjectionConfig::default(),
             max_pending: 1024,
+            mirror: None,
+            mirror_max_pending: 256,
         }
     }
 
@@ -186,7 +196,8 @@ impl Config {
     /// # Errors
     ///
     /// No upstream, a width of 0, a quorum of 0 or above the width, a zero
-    /// deadline or connect timeout, a `max_pending` of 0, an ejection
+    /// deadline or connect timeout, a `max_pending` (or, with a mirror,
+    /// `mirror_max_pending`) of 0, an ejection
     /// percentage above 100 or a zero ejection time.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.upstreams.is_empty() {
@@ -207,6 +218,9 @@ impl Config {
         }
         if self.max_pending == 0 {
             return Err(ConfigError("max_pending must be at least 1"));
+        }
+        if self.mirror.is_some() && self.mirror_max_pending == 0 {
+            return Err(ConfigError("mirror_max_pending must be at least 1"));
         }
         let ej = &self.ejection;
         if ej.max_percent > 100 {

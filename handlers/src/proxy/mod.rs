@@ -63,6 +63,15 @@
 //! read, never queued (FAULTS F9). [`ProxyStats`] counts ejections, 503s
 //! for all-ejected and breaker rejections.
 //!
+//! # Mirroring
+//!
+//! With [`Config::mirror`] set, a copy of every fanned-out request also goes
+//! to a shadow upstream (FAULTS F7), queued for a few worker tasks per core
+//! so that the client's answer, and its next request on the connection,
+//! never wait for the shadow; the shadow's answers are discarded and its
+//! failures only counted. At most [`Config::mirror_max_pending`] copies
+//! are pending per core; more are dropped and counted.
+//!
 //! # Memory
 //!
 //! Per-request scratch comes from per-core free lists: request and response
@@ -92,6 +101,7 @@ mod client;
 mod combine;
 mod config;
 mod join;
+mod mirror;
 mod scratch;
 mod service;
 mod stats;

@@ -3,6 +3,7 @@
 use std::cell::Cell;
 use std::io::{self, Write as _};
 use std::ops::Range;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use percore::net::TcpStream;
@@ -11,6 +12,7 @@ use percore::time::now;
 use super::client::{exchange, write_request, write_shared, Failure, ResponseLimits};
 use super::combine::{entry_bound, write_entry, write_failure, Entry};
 use super::join::{Branches, Slot, Verdict};
+use super::mirror::{Mirror, MirrorSettings};
 use super::scratch::{ArenaPool, BufPool};
 use super::stats::{bump, LocalStats};
 use super::upstream::Upstream;
@@ -39,6 +41,7 @@ pub struct FanOut {
     stats: LocalStats,
     bufs: BufPool,
     arenas: ArenaPool,
+    mirror: Option<Rc<Mirror>>,
 }
 
 /// A successful branch.
@@ -91,6 +94,16 @@ impl FanOut {
         };
         let max_ejected =
             (config.upstreams.len() * usize::from(config.ejection.max_percent) / 100).max(1);
+        let mirror = config.mirror.map(|addr| {
+            Rc::new(Mirror::new(MirrorSettings {
+                addr,
+                pool: config.pool,
+                max_pending: config.mirror_max_pending,
+                limits,
+                connect_timeout: config.connect_timeout,
+                deadline: config.deadline,
+            }))
+        });
         Ok(Self {
             config,
             upstreams,
@@ -101,6 +114,7 @@ impl FanOut {
             stats: LocalStats::default(),
             bufs: BufPool::default(),
             arenas: ArenaPool::default(),
+            mirror,
         })
     }
 
@@ -111,7 +125,13 @@ impl FanOut {
 
     /// This core's counters now.
     pub fn stats(&self) -> ProxyStats {
-        self.stats.snapshot()
+        let mut stats = self.stats.snapshot();
+        if let Some(m) = &self.mirror {
+            stats.mirrored = m.mirrored.get();
+            stats.mirror_failed = m.failed.get();
+            stats.mirror_dropped = m.dropped.get();
+        }
+        stats
     }
 
     /// One branch: a sub-request to upstream `index`, with at most one
@@ -356,6 +376,9 @@ impl Service for FanOut {
             return self.reject_all_ejected(res, started);
         }
         bump(&self.stats.requests);
+        if let Some(mirror) = &self.mirror {
+            mirror.submit(method, req.path(), &shared);
+        }
         let job = Job {
             method,
             target: req.path(),
@@ -475,7 +498,7 @@ impl Service for FanOut {
 
 impl Drop for FanOut {
     fn drop(&mut self) {
-        let stats = self.stats.snapshot();
+        let stats = self.stats();
         if stats.requests > 0 {
             tracing::info!("fanout {stats}");
         }

@@ -36,6 +36,13 @@ pub struct ProxyStats {
     pub all_ejected: u64,
     /// Client requests answered 503 by the pending-request breaker (F9).
     pub rejected_pending: u64,
+    /// Copies the mirror (F7) sent and got an answer below 500 for.
+    pub mirrored: u64,
+    /// Copies the mirror sent that failed: no connection, a broken
+    /// exchange, a 5xx answer, or no answer by the deadline.
+    pub mirror_failed: u64,
+    /// Copies not sent because `mirror_max_pending` were pending.
+    pub mirror_dropped: u64,
 }
 
 impl fmt::Display for ProxyStats {
@@ -44,7 +51,8 @@ impl fmt::Display for ProxyStats {
             f,
             "requests={} failed={} sub_requests={} connects={} reuses={} retries={} \
              errors_connect={} errors_exchange={} deadline={} cancelled={} ejections={} \
-             all_ejected={} rejected_pending={}",
+             all_ejected={} rejected_pending={} mirrored={} mirror_failed={} \
+             mirror_dropped={}",
             self.requests,
             self.failed,
             self.sub_requests,
@@ -57,7 +65,10 @@ impl fmt::Display for ProxyStats {
             self.cancelled,
             self.ejections,
             self.all_ejected,
-            self.rejected_pending
+            self.rejected_pending,
+            self.mirrored,
+            self.mirror_failed,
+            self.mirror_dropped
         )
     }
 }
@@ -102,6 +113,9 @@ impl LocalStats {
             ejections: self.ejections.get(),
             all_ejected: self.all_ejected.get(),
             rejected_pending: self.rejected_pending.get(),
+            mirrored: 0,
+            mirror_failed: 0,
+            mirror_dropped: 0,
         }
     }
 }

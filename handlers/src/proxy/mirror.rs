@@ -1,0 +1,176 @@
+//! Mirroring (shadow traffic, FAULTS F7): a copy of every fanned-out
+//! request goes to a shadow upstream, whose answer is read in full and
+//! thrown away.
+//!
+//! The copy never holds up the client. The request's task only serialises
+//! it into a reused buffer and queues it; a few worker tasks per core
+//! ([`WORKERS`]) send the queued copies over their own keep-alive pool and
+//! read the answers. So a slow shadow delays neither the primary answer nor
+//! the next request on the same client connection (the nginx `mirror`
+//! pitfall), and its failures are only counted: `mirrored`,
+//! `mirror_failed` and `mirror_dropped` in [`ProxyStats`](super::ProxyStats).
+//! At most [`Config::mirror_max_pending`](super::Config) copies wait or
+//! are in flight per core; beyond that a copy is dropped, never queued
+//! without bound. Each shadow exchange has the proxy's connect timeout and
+//! deadline. In steady state nothing is allocated: buffers and workers are
+//! reused.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use percore::net::TcpStream;
+use percore::time::{now, timeout};
+
+use super::client::{exchange, write_request, ResponseLimits};
+use super::scratch::BufPool;
+use super::stats::bump;
+use super::upstream::Upstream;
+use super::PoolConfig;
+
+/// Shadow exchanges in flight at once per core.
+pub(crate) const WORKERS: usize = 8;
+
+/// One queued copy: the serialised request and whether it is a HEAD.
+type Copy = (Vec<u8>, bool);
+
+/// A core's mirror: the shadow upstream, the queue of copies and the
+/// workers that send them.
+#[derive(Debug)]
+pub(crate) struct Mirror {
+    upstream: Upstream,
+    queue: RefCell<VecDeque<Copy>>,
+    /// Workers waiting for a copy.
+    idle: RefCell<Vec<Waker>>,
+    workers: Cell<usize>,
+    /// Copies queued or in flight.
+    pending: Cell<usize>,
+    max_pending: usize,
+    limits: ResponseLimits,
+    connect_timeout: Duration,
+    deadline: Duration,
+    bufs: BufPool,
+    pub(crate) mirrored: Cell<u64>,
+    pub(crate) failed: Cell<u64>,
+    pub(crate) dropped: Cell<u64>,
+}
+
+/// What a [`Mirror`] is built from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MirrorSettings {
+    pub(crate) addr: SocketAddr,
+    pub(crate) pool: PoolConfig,
+    pub(crate) max_pending: usize,
+    pub(crate) limits: ResponseLimits,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) deadline: Duration,
+}
+
+impl Mirror {
+    pub(crate) fn new(s: MirrorSettings) -> Self {
+        Self {
+            upstream: Upstream::new(s.addr, s.pool),
+            queue: RefCell::new(VecDeque::with_capacity(s.max_pending)),
+            idle: RefCell::new(Vec::with_capacity(WORKERS)),
+            workers: Cell::new(0),
+            pending: Cell::new(0),
+            max_pending: s.max_pending,
+            limits: s.limits,
+            connect_timeout: s.connect_timeout,
+            deadline: s.deadline,
+            bufs: BufPool::default(),
+            mirrored: Cell::new(0),
+            failed: Cell::new(0),
+            dropped: Cell::new(0),
+        }
+    }
+
+    /// Queues a copy of a request (`shared` as for the branches), or drops
+    /// it when [`Mirror::max_pending`] copies are already pending. Returns
+    /// at once: the copy is sent by a worker.
+    pub(crate) fn submit(self: &Rc<Self>, method: &str, target: &str, shared: &[u8]) {
+        if self.pending.get() >= self.max_pending {
+            bump(&self.dropped);
+            return;
+        }
+        self.pending.set(self.pending.get() + 1);
+        let mut buf = self.bufs.take();
+        write_request(&mut buf, method, target, &self.upstream.host_line, shared);
+        self.queue.borrow_mut().push_back((buf, method == "HEAD"));
+        // Take the waker out before waking: no borrow is held while the
+        // executor queues the worker.
+        let idle = self.idle.borrow_mut().pop();
+        match idle {
+            Some(worker) => worker.wake(),
+            None if self.workers.get() < WORKERS => {
+                self.workers.set(self.workers.get() + 1);
+                let mirror = self.clone();
+                // Detached: it lives as long as the core.
+                drop(percore::spawn_local(async move { mirror.work().await }));
+            }
+            // Every worker is busy: one takes the copy when it is done.
+            None => {}
+        }
+    }
+
+    /// A worker: sends queued copies one after another, forever.
+    async fn work(&self) {
+        loop {
+            let (buf, head_only) = self.next_copy().await;
+            let ok = matches!(
+                timeout(self.deadline, self.send(buf, head_only)).await,
+                Ok(true)
+            );
+            bump(if ok { &self.mirrored } else { &self.failed });
+            self.pending.set(self.pending.get() - 1);
+        }
+    }
+
+    async fn next_copy(&self) -> Copy {
+        poll_fn(|cx| match self.queue.borrow_mut().pop_front() {
+            Some(copy) => Poll::Ready(copy),
+            None => {
+                let mut idle = self.idle.borrow_mut();
+                if !idle.iter().any(|w| w.will_wake(cx.waker())) {
+                    idle.push(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    /// One shadow exchange; whether the shadow answered below 500. The
+    /// connection goes back to the pool only after a complete answer (a
+    /// timed-out exchange drops it with the future).
+    async fn send(&self, buf: Vec<u8>, head_only: bool) -> bool {
+        let pooled = self.upstream.pool.checkout(now());
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => {
+                match timeout(self.connect_timeout, TcpStream::connect(self.upstream.addr)).await {
+                    Ok(Ok(conn)) => conn,
+                    _ => {
+                        self.bufs.put(buf);
+                        return false;
+                    }
+                }
+            }
+        };
+        let (result, buf) = exchange(&conn, buf, self.limits, head_only).await;
+        self.bufs.put(buf);
+        match result {
+            Ok(answer) => {
+                if answer.reusable {
+                    self.upstream.pool.release(conn, now());
+                }
+                answer.status < 500
+            }
+            Err(_) => false,
+        }
+    }
+}
