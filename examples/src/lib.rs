@@ -25,7 +25,7 @@ pub struct CommonArgs {
     pub max_connections: usize,
     /// Graceful-stop drain deadline.
     pub drain: Duration,
-    /// io_uring wait batching bound on busy cores (`--wait-batch-us`, 0 = off).
+    /// Opt-in io_uring wait batching bound on busy cores (`--wait-batch-us`).
     pub wait_batch: Option<Duration>,
 }
 
@@ -48,7 +48,7 @@ pub fn parse_common(
         stats: false,
         max_connections: 10_000,
         drain: Duration::from_secs(10),
-        wait_batch: Some(Duration::from_micros(100)),
+        wait_batch: None,
     };
     let mut rest = Vec::new();
     let mut args = args.into_iter();
@@ -116,7 +116,8 @@ pub const COMMON_USAGE: &str = "  --port N              TCP port (0 picks a free
   --max-connections N   open connections per core before accept pauses (default 10000)
   --drain-ms N          graceful-stop drain deadline in ms (default 10000)
   --wait-batch-us N     io_uring: a busy core waits up to N µs for a batch of
-                        completions (fewer syscalls under load; default 100, 0 = off)
+                        completions (fewer syscalls with many connections, slower with
+                        a few dozen busy ones; default 0 = off)
   --stats               print a line of counters per core every second
   RUST_LOG=debug        more logging";
 

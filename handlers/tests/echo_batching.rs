@@ -1,10 +1,10 @@
-//! io_uring wait batching (`ServerBuilder::wait_batching`, on by default):
-//! a busy core holds out for many completions up to a time bound. It must
-//! never lose or stall a byte: concurrent connections all get every byte
-//! back, and a lone ping-pong connection gets every answer without a single
+//! Opt-in io_uring wait batching (`ServerBuilder::wait_batching`): a busy
+//! core holds out for many completions up to a time bound. It must never
+//! lose or stall a byte: concurrent connections all get every byte back,
+//! and a lone ping-pong connection gets every answer without a single
 //! batched wait (it never makes a core busy enough). Under concurrent load
-//! the default batches and makes far fewer `io_uring_enter` calls than
-//! messages (a few hundredths per message); turned off, no wait is batched.
+//! batching engages and makes far fewer `io_uring_enter` calls than
+//! messages; by default no wait is ever batched.
 
 #[macro_use]
 mod support;
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use support::*;
 
+const BOUND: Duration = Duration::from_micros(200);
 const CLIENTS: usize = 32;
 const ROUNDS: usize = 500;
 
@@ -45,10 +46,11 @@ fn concurrent_enters(server: &percore::ServerHandle) -> (u64, u64) {
 
 backend_tests! {
     fn batched_waits_lose_nothing(backend) {
-        let server = start_echo(builder(backend), backend);
+        let server = start_echo(builder(backend).wait_batching(Some(BOUND)), backend);
 
         // 1. A lone connection: every round trip completes, each within a
-        //    generous bound (a stall would be seconds).
+        //    generous bound (a stall would be seconds), and no wait is
+        //    batched.
         let mut lone = connect(server.local_addr());
         let batched_before = sum(&server.stats(), |c| c.batched_waits);
         let started = Instant::now();
@@ -66,7 +68,7 @@ backend_tests! {
         // 2. Concurrent connections: batching engages.
         let (enters, batched) = concurrent_enters(&server);
         let messages = (CLIENTS * ROUNDS) as u64;
-        println!("{backend}: {enters} enters/waits ({batched} batched) for {messages} messages (default)");
+        println!("{backend}: {enters} enters/waits ({batched} batched) for {messages} messages (batching on)");
         if backend == Backend::Uring {
             assert!(batched > 0, "no wait was batched under {CLIENTS} busy connections");
             assert!(
@@ -80,12 +82,12 @@ backend_tests! {
         server.join().expect("server stopped cleanly");
     }
 
-    fn batching_can_be_turned_off(backend) {
-        let server = start_echo(builder(backend).wait_batching(None), backend);
+    fn no_batching_by_default(backend) {
+        let server = start_echo(builder(backend), backend);
         let (enters, batched) = concurrent_enters(&server);
         let messages = (CLIENTS * ROUNDS) as u64;
-        println!("{backend}: {enters} enters/waits for {messages} messages (batching off)");
-        assert_eq!(batched, 0, "{batched} waits were batched with batching off");
+        println!("{backend}: {enters} enters/waits for {messages} messages (default)");
+        assert_eq!(batched, 0, "{batched} waits were batched by default");
         server.shutdown();
         server.join().expect("server stopped cleanly");
     }

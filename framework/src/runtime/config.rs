@@ -22,8 +22,8 @@ impl Default for CoreConfig {
                 entries: 1024,
                 cq_entries: 4096,
                 sqpoll_idle_ms: None,
-                // Engages only on a busy core (see `ServerBuilder::wait_batching`).
-                batch_wait_usec: Some(100),
+                // Off: see `ServerBuilder::wait_batching` for why.
+                batch_wait_usec: None,
             },
             // 256 × 32 KiB = 8 MiB of receive buffers per core, none of it
             // locked memory: buffer rings are not charged to RLIMIT_MEMLOCK.

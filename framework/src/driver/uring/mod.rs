@@ -106,7 +106,7 @@ impl Driver {
         let batch_usec = match ring_config.batch_wait_usec {
             Some(usec) if params.is_feature_min_timeout() => usec,
             Some(_) => {
-                tracing::info!(
+                tracing::warn!(
                     cpu,
                     "wait batching needs IORING_FEAT_MIN_TIMEOUT (Linux 6.12+); off"
                 );
