@@ -36,14 +36,14 @@ use super::PoolConfig;
 pub(crate) const WORKERS: usize = 8;
 
 /// One queued copy: the serialised request and whether it is a HEAD.
-type Copy = (Vec<u8>, bool);
+type QueuedCopy = (Vec<u8>, bool);
 
 /// A core's mirror: the shadow upstream, the queue of copies and the
 /// workers that send them.
 #[derive(Debug)]
 pub(crate) struct Mirror {
     upstream: Upstream,
-    queue: RefCell<VecDeque<Copy>>,
+    queue: RefCell<VecDeque<QueuedCopy>>,
     /// Workers waiting for a copy.
     idle: RefCell<Vec<Waker>>,
     workers: Cell<usize>,
@@ -130,7 +130,7 @@ impl Mirror {
         }
     }
 
-    async fn next_copy(&self) -> Copy {
+    async fn next_copy(&self) -> QueuedCopy {
         poll_fn(|cx| match self.queue.borrow_mut().pop_front() {
             Some(copy) => Poll::Ready(copy),
             None => {
