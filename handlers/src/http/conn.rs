@@ -37,6 +37,11 @@ const HEADER_SLOTS: usize = 100;
 /// which bounds the output of a connection that pipelines many requests.
 const OUT_HIGH_WATER: usize = 32 * 1024;
 
+/// Room reserved for a response's status line and the framing fields
+/// percore adds (`Date`, `Content-Length` or `Transfer-Encoding`,
+/// `Connection`), on top of the service's own fields.
+const HEAD_RESERVE: usize = 128;
+
 /// Lingering is cut to this while the server stops: the answer is already
 /// out, and a stopping server should not wait on slow clients.
 const STOP_LINGER: Duration = Duration::from_millis(500);
@@ -286,6 +291,14 @@ fn complete<S>(
             let send_body = !res.head_only && !bodyless;
             let encoded = h.date.with(|d| {
                 wire.with_out(|out| {
+                    // Grow with headroom: a response a few bytes longer than
+                    // any before it (a number with one more digit) must not
+                    // grow the buffer again, an allocation in steady state.
+                    let want =
+                        HEAD_RESERVE + headers.len() + if send_body { body.len() } else { 0 };
+                    if out.capacity() - out.len() < want {
+                        out.reserve(want + want / 4);
+                    }
                     head.encode_raw(d, headers, out)?;
                     if send_body {
                         out.extend_from_slice(body);

@@ -1,7 +1,9 @@
 //! A counting global allocator for the zero-allocation tests: it counts
 //! only on threads that set [`TRACKED`] (a server's core thread) and only
-//! while [`COUNTING`] is on, remembering the first sizes; [`TRAP`] aborts at
-//! the first counted allocation, for a debugger's backtrace.
+//! while [`COUNTING`] is on, remembering the first sizes; [`TRAP`]
+//! (`PERCORE_ALLOC_TRAP=1`) prints the backtrace of the first counted
+//! allocation and aborts (counting is switched off first, so printing it
+//! does not recurse).
 
 #![allow(dead_code)] // each test binary uses part of it
 
@@ -28,6 +30,11 @@ impl Counting {
             return;
         }
         if TRAP.load(Ordering::Relaxed) {
+            COUNTING.store(false, Ordering::SeqCst);
+            eprintln!(
+                "ALLOC {size}\n{}",
+                std::backtrace::Backtrace::force_capture()
+            );
             std::process::abort();
         }
         let n = ALLOCS.fetch_add(1, Ordering::Relaxed) as usize;
