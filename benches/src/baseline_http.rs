@@ -13,6 +13,7 @@
 //! limits and timeouts (the percore server has them all; they cost it
 //! little per request, but more than nothing).
 
+use std::io::Write as _;
 use std::mem::MaybeUninit;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -62,32 +63,23 @@ impl DateLine {
             return;
         }
         self.secs = secs;
-        const DAYS: [&[u8; 3]; 7] = [b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed"];
-        const MONTHS: [&[u8; 3]; 12] = [
-            b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
-            b"Dec",
+        const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+        const MONTHS: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
         ];
         let days = secs / 86_400;
         let (y, m, d) = crate::sys::civil_from_days(days as i64);
         let rem = secs % 86_400;
-        let two = |v: u64| [b'0' + (v / 10) as u8, b'0' + (v % 10) as u8];
-        let mut l = Vec::with_capacity(37);
-        l.extend_from_slice(b"Date: ");
-        l.extend_from_slice(DAYS[(days % 7) as usize]);
-        l.extend_from_slice(b", ");
-        l.extend_from_slice(&two(u64::from(d)));
-        l.push(b' ');
-        l.extend_from_slice(MONTHS[(m - 1) as usize]);
-        l.push(b' ');
-        l.extend_from_slice(format!("{y:04}").as_bytes());
-        l.push(b' ');
-        l.extend_from_slice(&two(rem / 3600));
-        l.push(b':');
-        l.extend_from_slice(&two(rem / 60 % 60));
-        l.push(b':');
-        l.extend_from_slice(&two(rem % 60));
-        l.extend_from_slice(b" GMT\r\n");
-        self.line.copy_from_slice(&l);
+        // Writing into the fixed array cannot fail for years 0..=9999.
+        let _ = write!(
+            &mut self.line[..],
+            "Date: {}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT\r\n",
+            DAYS[(days % 7) as usize],
+            MONTHS[(m - 1) as usize],
+            rem / 3600,
+            rem / 60 % 60,
+            rem % 60
+        );
     }
 
     /// The current line.
