@@ -13,32 +13,25 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 
 pub use join::{JoinError, JoinHandle};
-use task::{TaskHeader, TaskKey};
+use task::{Runnable, Task, TaskKey};
 
 use crate::runtime::shared::CoreShared;
 use crate::slab::Slab;
 
-type LocalFuture = Pin<Box<dyn Future<Output = ()>>>;
-
 struct TaskSlot {
-    generation: u32,
-    /// `None` while the task is being polled.
-    future: Option<LocalFuture>,
-    waker: Option<Waker>,
-    header: Arc<TaskHeader>,
+    task: Arc<dyn Runnable>,
     /// Reports the task's end without output to its join handle.
     cancel: Box<dyn Fn(JoinError)>,
 }
 
 pub(crate) struct Executor {
     tasks: RefCell<Slab<TaskSlot>>,
-    queue: RefCell<VecDeque<TaskKey>>,
+    queue: RefCell<VecDeque<Arc<dyn Runnable>>>,
     next_generation: std::cell::Cell<u32>,
     panics: std::cell::Cell<u64>,
 }
@@ -81,25 +74,28 @@ impl Executor {
             index: tasks.vacant_key() as u32,
             generation,
         };
-        let header = Arc::new(TaskHeader {
-            key,
-            state: crate::sync::TaskState::new_scheduled(),
-            owner: owner.clone(),
-        });
-        let waker = Waker::from(header.clone());
+        let task: Arc<dyn Runnable> = Task::new(key, owner.clone(), wrapped);
         tasks.insert(TaskSlot {
-            generation,
-            future: Some(Box::pin(wrapped)),
-            waker: Some(waker),
-            header,
+            task: task.clone(),
             cancel,
         });
-        self.queue.borrow_mut().push_back(key);
+        self.queue.borrow_mut().push_back(task);
         JoinHandle { shared }
     }
 
-    pub(crate) fn schedule(&self, key: TaskKey) {
-        self.queue.borrow_mut().push_back(key);
+    /// Queues a task woken on its own core.
+    pub(crate) fn schedule(&self, task: Arc<dyn Runnable>) {
+        self.queue.borrow_mut().push_back(task);
+    }
+
+    /// Queues the task `key` names, woken from another thread, if it still
+    /// exists.
+    pub(crate) fn schedule_remote(&self, key: TaskKey) {
+        let task = match self.tasks.borrow().get(key.index as usize) {
+            Some(slot) if slot.task.header().key == key => slot.task.clone(),
+            _ => return,
+        };
+        self.schedule(task);
     }
 
     pub(crate) fn has_ready(&self) -> bool {
@@ -114,67 +110,49 @@ impl Executor {
     pub(crate) fn run_ready(&self) -> usize {
         let mut ran = 0;
         while ran < POLL_BUDGET {
-            let Some(key) = self.queue.borrow_mut().pop_front() else {
+            let Some(task) = self.queue.borrow_mut().pop_front() else {
                 break;
             };
-            if self.poll_task(key) {
-                ran += 1;
-            }
+            self.poll_task(task);
+            ran += 1;
         }
         ran
     }
 
-    fn poll_task(&self, key: TaskKey) -> bool {
-        let (mut future, waker) = {
-            let mut tasks = self.tasks.borrow_mut();
-            let Some(slot) = tasks.get_mut(key.index as usize) else {
-                return false;
-            };
-            if slot.generation != key.generation {
-                return false;
-            }
-            let Some(future) = slot.future.take() else {
-                return false;
-            };
-            let Some(waker) = slot.waker.take() else {
-                unreachable!("a task's waker is only taken while it is polled")
-            };
-            // Here rather than after the borrow ends: the header is not
-            // cloned (two atomic operations on a cold line) just for this.
-            slot.header.state.start_poll();
-            (future, waker)
-        };
+    fn poll_task(&self, task: Arc<dyn Runnable>) {
+        let key = task.header().key;
+        task.header().state.start_poll();
         budget::reset();
-        let mut cx = Context::from_waker(&waker);
-        let result = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+        // The queue's reference goes into the poll (it becomes the waker).
+        let result = catch_unwind(AssertUnwindSafe(|| task.poll()));
         match result {
-            Ok(Poll::Pending) => {
-                let mut tasks = self.tasks.borrow_mut();
-                if let Some(slot) = tasks.get_mut(key.index as usize) {
-                    slot.future = Some(future);
-                    slot.waker = Some(waker);
-                }
-            }
-            Ok(Poll::Ready(())) => self.finish(key, false, future),
+            Ok(Poll::Pending) => {}
+            Ok(Poll::Ready(())) => self.finish(key, false),
             Err(_) => {
                 self.panics.set(self.panics.get() + 1);
                 tracing::error!("task panicked; its connection is closed and the core goes on");
-                self.finish(key, true, future);
+                self.finish(key, true);
             }
         }
-        true
     }
 
-    fn finish(&self, key: TaskKey, panicked: bool, future: LocalFuture) {
-        let slot = self.tasks.borrow_mut().remove(key.index as usize);
-        // Drop the future outside the slab borrow: its destructors may
-        // spawn, wake or cancel I/O.
-        drop(future);
-        if let Some(slot) = slot {
-            slot.header.state.close();
-            if panicked {
-                (slot.cancel)(JoinError::Panicked);
+    fn finish(&self, key: TaskKey, panicked: bool) {
+        let slot = {
+            let mut tasks = self.tasks.borrow_mut();
+            match tasks.get(key.index as usize) {
+                Some(slot) if slot.task.header().key == key => tasks.remove(key.index as usize),
+                _ => None,
             }
+        };
+        let Some(slot) = slot else {
+            return;
+        };
+        slot.task.header().state.close();
+        // Outside the slab borrow: its destructors may spawn, wake or
+        // cancel I/O.
+        slot.task.drop_future();
+        if panicked {
+            (slot.cancel)(JoinError::Panicked);
         }
     }
 
@@ -188,13 +166,22 @@ impl Executor {
             }
             for index in keys {
                 let slot = self.tasks.borrow_mut().remove(index);
-                if let Some(mut slot) = slot {
-                    slot.header.state.close();
-                    drop(slot.future.take());
+                if let Some(slot) = slot {
+                    slot.task.header().state.close();
+                    slot.task.drop_future();
                     (slot.cancel)(JoinError::Cancelled);
                 }
             }
         }
         self.queue.borrow_mut().clear();
+    }
+}
+
+impl Drop for Executor {
+    /// Futures are dropped here, on their own thread, even when the core
+    /// did not shut down in order: a waker held elsewhere may outlive the
+    /// executor, and must not be the one to drop a `!Send` future.
+    fn drop(&mut self) {
+        self.cancel_all();
     }
 }

@@ -1,13 +1,26 @@
-//! A task's identity and its waker.
+//! A task: its scheduling header and its future in one allocation.
 //!
-//! The future itself never leaves its core: it sits in the executor's slab.
-//! What a [`Waker`] carries is a [`TaskHeader`]: the slab key, the
-//! scheduling flag and the owner core's inbox. Waking on the owner thread
-//! pushes the key onto the local run queue (no lock); waking from any other
-//! thread goes through the owner's inbox and unparks the core.
+//! The allocation is an `Arc` because wakers may travel to other threads,
+//! but those threads only ever touch the [`TaskHeader`]: the scheduled
+//! flag, the key and the owner core's inbox. The future never leaves its
+//! core: only the owner's executor polls it or drops it, and it drops it
+//! (in place) before it lets go of the task, so whichever thread frees the
+//! allocation last frees no future.
+//!
+//! Why one allocation: a wake-up and the poll that follows then touch the
+//! same few cache lines. With a thousand connections per core, a header,
+//! a slab slot and a boxed future kept apart each cost a cache miss per
+//! poll.
+//!
+//! Waking on the owner thread queues the task itself on the local run queue
+//! (no lock); waking from any other thread queues its key in the owner's
+//! inbox and unparks the core.
 
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Wake;
+use std::task::{Context, Poll, Wake, Waker};
 
 use crate::runtime::context;
 use crate::runtime::shared::CoreShared;
@@ -21,24 +34,110 @@ pub(crate) struct TaskKey {
     pub(crate) generation: u32,
 }
 
+/// What any thread may touch.
 pub(crate) struct TaskHeader {
     pub(crate) key: TaskKey,
     pub(crate) state: TaskState,
     pub(crate) owner: Arc<CoreShared>,
 }
 
-impl Wake for TaskHeader {
+pub(crate) struct Task<F> {
+    header: TaskHeader,
+    /// `None` once the task finished or was cancelled. Owner core only.
+    future: RefCell<Option<F>>,
+}
+
+// SAFETY: a `Task` is shared across threads only through its wakers, and
+// `Wake` touches nothing but the header (an atomic flag, a `Copy` key and an
+// `Arc` of thread-safe core state). The `RefCell` and the future in it are
+// reached only through `Runnable`, whose methods only the owner core's
+// executor calls: the executor is neither `Send` nor `Sync`, so it and the
+// `Arc<dyn Runnable>` handles it keeps stay on that thread. The executor
+// drops every future on that thread (task end, `cancel_all`, its own
+// `Drop`), so the last `Arc` dropped elsewhere finds `None` and drops no
+// `!Send` value.
+unsafe impl<F> Send for Task<F> {}
+// SAFETY: as above: other threads get `&Task` only to wake it.
+unsafe impl<F> Sync for Task<F> {}
+
+impl<F: Future<Output = ()> + 'static> Task<F> {
+    pub(crate) fn new(key: TaskKey, owner: Arc<CoreShared>, future: F) -> Arc<Task<F>> {
+        Arc::new(Task {
+            header: TaskHeader {
+                key,
+                state: TaskState::new_scheduled(),
+                owner,
+            },
+            future: RefCell::new(Some(future)),
+        })
+    }
+}
+
+/// The executor's view of a task, whatever its future's type.
+///
+/// Owner core only (see the `Send` proof above).
+pub(crate) trait Runnable {
+    fn header(&self) -> &TaskHeader;
+
+    /// Polls the future once with a waker of this task; `Ready` once it
+    /// has finished (or was already gone).
+    fn poll(self: Arc<Self>) -> Poll<()>;
+
+    /// Drops the future in place, if it is still there.
+    fn drop_future(&self);
+}
+
+impl<F: Future<Output = ()> + 'static> Runnable for Task<F> {
+    fn header(&self) -> &TaskHeader {
+        &self.header
+    }
+
+    fn poll(self: Arc<Self>) -> Poll<()> {
+        let task: *const Task<F> = Arc::as_ptr(&self);
+        // The run queue's reference becomes the waker's: no count changes.
+        let waker = Waker::from(self);
+        // SAFETY: `waker` owns a strong reference to the task until the end
+        // of this function, so the pointee outlives `task`.
+        let task = unsafe { &*task };
+        // A poll re-entering its own task cannot happen (the executor does
+        // not nest polls); were it to, the inner call finds the cell busy.
+        let Ok(mut slot) = task.future.try_borrow_mut() else {
+            return Poll::Pending;
+        };
+        let Some(future) = slot.as_mut() else {
+            return Poll::Ready(());
+        };
+        // SAFETY: the future lives inside the task's `Arc` allocation,
+        // which never moves, and it leaves it only by being dropped in place
+        // (`drop_future` assigns `None`): it is pinned for its whole life.
+        let future = unsafe { Pin::new_unchecked(future) };
+        future.poll(&mut Context::from_waker(&waker))
+    }
+
+    fn drop_future(&self) {
+        if let Ok(mut slot) = self.future.try_borrow_mut() {
+            *slot = None;
+        }
+    }
+}
+
+impl<F: Future<Output = ()> + 'static> Wake for Task<F> {
     fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
+        if !self.header.state.wake() {
+            return;
+        }
+        if let Err(task) = context::schedule_local(self.header.owner.id, self) {
+            let header = task.header();
+            header.owner.wake_remote(header.key);
+        }
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if !self.state.wake() {
+        if !self.header.state.wake() {
             return;
         }
-        if context::schedule_local(self.owner.id, self.key) {
-            return;
+        if context::schedule_local(self.header.owner.id, self.clone()).is_err() {
+            self.header.owner.wake_remote(self.header.key);
         }
-        self.owner.wake_remote(self.key);
     }
 }

@@ -5,10 +5,9 @@ use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::rc::Rc;
 
 use super::TcpStream;
-use crate::op::{self, SocketIo};
+use crate::op::{self, SharedFd, SocketIo};
 use crate::sys;
 
 /// A listening socket served by one core.
@@ -16,7 +15,7 @@ use crate::sys;
 /// The server binds one per core on the same port with `SO_REUSEPORT`, so
 /// the kernel spreads connections over cores with no shared accept queue.
 pub struct TcpListener {
-    fd: Rc<OwnedFd>,
+    fd: SharedFd,
     io: SocketIo,
     local_addr: SocketAddr,
 }
@@ -61,7 +60,7 @@ impl TcpListener {
     /// Adopts an already listening socket on this core.
     pub(crate) fn from_socket(fd: OwnedFd) -> io::Result<TcpListener> {
         let local_addr = sys::local_addr(fd.as_raw_fd())?;
-        let fd = Rc::new(fd);
+        let fd = SharedFd::new(fd);
         let io = op::register(&fd)?;
         Ok(TcpListener { fd, io, local_addr })
     }
@@ -94,7 +93,7 @@ impl AsRawFd for TcpListener {
 
 impl Drop for TcpListener {
     fn drop(&mut self) {
-        op::deregister(&self.io);
+        op::deregister(&self.fd, &self.io);
     }
 }
 

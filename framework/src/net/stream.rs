@@ -6,11 +6,10 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use crate::buf::{BufResult, IoBuf, RecvBuf};
-use crate::op::{self, SocketIo};
+use crate::op::{self, SharedFd, SocketIo};
 use crate::sys;
 
 /// A TCP connection owned by one core.
@@ -23,7 +22,7 @@ use crate::sys;
 /// cancels what is in flight and closes the socket once the kernel is done
 /// with it. A `TcpStream` cannot leave its core (it is `!Send`).
 pub struct TcpStream {
-    fd: Rc<OwnedFd>,
+    fd: SharedFd,
     io: SocketIo,
     ring_dry: std::cell::Cell<bool>,
     /// The peer's address, looked up once (a syscall) on first use.
@@ -33,7 +32,7 @@ pub struct TcpStream {
 impl TcpStream {
     /// Wraps an accepted or connected socket; registers it with this core.
     pub(crate) fn from_fd(fd: OwnedFd) -> io::Result<TcpStream> {
-        let fd = Rc::new(fd);
+        let fd = SharedFd::new(fd);
         let io = op::register(&fd)?;
         Ok(TcpStream {
             fd,
@@ -150,7 +149,7 @@ impl AsRawFd for TcpStream {
 
 impl Drop for TcpStream {
     fn drop(&mut self) {
-        op::deregister(&self.io);
+        op::deregister(&self.fd, &self.io);
     }
 }
 

@@ -6,12 +6,11 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use io_uring::{opcode, types};
 
-use super::{cqe_result, SocketIo, Standing};
+use super::{cqe_result, SharedFd, SocketIo, Standing};
 use crate::driver::epoll::Interest;
 use crate::driver::uring::{OpKind, Retained};
 use crate::driver::Driver;
@@ -20,7 +19,7 @@ use crate::sys;
 
 /// Polls for the next accepted socket (non-blocking, close-on-exec).
 pub(crate) fn poll_accept(
-    fd: &Rc<OwnedFd>,
+    fd: &SharedFd,
     io: &SocketIo,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<OwnedFd>> {
@@ -40,7 +39,7 @@ pub(crate) fn poll_accept(
                             sqe,
                             OpKind::Accept,
                             true,
-                            Retained::Fd(fd.clone()),
+                            Retained::Fd(fd.retain()),
                         ))
                     } else {
                         let sqe = opcode::Accept::new(
@@ -54,7 +53,7 @@ pub(crate) fn poll_accept(
                             sqe,
                             OpKind::Accept,
                             false,
-                            Retained::Fd(fd.clone()),
+                            Retained::Fd(fd.retain()),
                         ))
                     };
                     standing.set(key);

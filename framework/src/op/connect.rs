@@ -3,14 +3,13 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use io_uring::{opcode, types};
 
-use super::{cqe_result, SocketIo};
+use super::{cqe_result, SharedFd, SocketIo};
 use crate::driver::epoll::Interest;
 use crate::driver::uring::{OpKey, OpKind, Retained};
 use crate::driver::Driver;
@@ -19,7 +18,7 @@ use crate::sys::{self, RawAddr};
 
 /// Connects `fd` (already registered as `io`) to `addr`.
 pub(crate) struct Connect<'a> {
-    fd: &'a Rc<OwnedFd>,
+    fd: &'a SharedFd,
     io: &'a SocketIo,
     addr: SocketAddr,
     key: Option<OpKey>,
@@ -27,7 +26,7 @@ pub(crate) struct Connect<'a> {
 }
 
 impl<'a> Connect<'a> {
-    pub(crate) fn new(fd: &'a Rc<OwnedFd>, io: &'a SocketIo, addr: SocketAddr) -> Self {
+    pub(crate) fn new(fd: &'a SharedFd, io: &'a SocketIo, addr: SocketAddr) -> Self {
         Connect {
             fd,
             io,
@@ -57,7 +56,7 @@ impl Future for Connect<'_> {
                         sqe,
                         OpKind::Connect,
                         false,
-                        Retained::Connect(this.fd.clone(), addr),
+                        Retained::Connect(this.fd.retain(), addr),
                     )
                 });
                 match d.poll_op(key, cx) {

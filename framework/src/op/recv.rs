@@ -7,13 +7,13 @@
 //! after it. epoll: a non-blocking `recv` into a pool buffer.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use io_uring::{cqueue, opcode, types};
 
-use super::{cqe_result, SocketIo, Standing};
+use super::{cqe_result, SharedFd, SocketIo, Standing};
 use crate::buf::RecvBuf;
 use crate::driver::epoll::Interest;
 use crate::driver::uring::buf_ring::BUF_GROUP;
@@ -23,7 +23,7 @@ use crate::runtime::context;
 
 /// Polls the next received bytes: `Some(buf)`, or `None` at end of stream.
 pub(crate) fn poll_recv(
-    fd: &Rc<OwnedFd>,
+    fd: &SharedFd,
     io: &SocketIo,
     ring_dry: &std::cell::Cell<bool>,
     cx: &mut Context<'_>,
@@ -53,7 +53,7 @@ pub(crate) fn poll_recv(
 
 fn poll_uring(
     d: &mut crate::driver::uring::Driver,
-    fd: &Rc<OwnedFd>,
+    fd: &SharedFd,
     standing: &std::cell::Cell<Standing>,
     ring_dry: &std::cell::Cell<bool>,
     pool: &Rc<crate::buf::pool::HeapPool>,
@@ -64,7 +64,7 @@ fn poll_uring(
             Standing::Idle => {
                 let key = if d.multishot() && !ring_dry.get() {
                     let sqe = opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BUF_GROUP).build();
-                    Standing::Multishot(d.push(sqe, OpKind::Recv, true, Retained::Fd(fd.clone())))
+                    Standing::Multishot(d.push(sqe, OpKind::Recv, true, Retained::Fd(fd.retain())))
                 } else {
                     ring_dry.set(false);
                     let mut buf = pool.get();
@@ -78,7 +78,7 @@ fn poll_uring(
                         sqe,
                         OpKind::Recv,
                         false,
-                        Retained::PoolBuf(fd.clone(), buf),
+                        Retained::PoolBuf(fd.retain(), buf),
                     ))
                 };
                 standing.set(key);
@@ -137,7 +137,7 @@ fn poll_uring(
 
 fn poll_epoll(
     d: &mut crate::driver::epoll::Driver,
-    fd: &Rc<OwnedFd>,
+    fd: &SharedFd,
     source: crate::driver::epoll::SourceKey,
     pool: &Rc<crate::buf::pool::HeapPool>,
     cx: &mut Context<'_>,

@@ -7,14 +7,13 @@
 
 use std::future::Future;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use io_uring::{opcode, types};
 
-use super::{cqe_result, SocketIo};
+use super::{cqe_result, SharedFd, SocketIo};
 use crate::buf::{BufResult, IoBuf};
 use crate::driver::epoll::Interest;
 use crate::driver::uring::{OpKey, OpKind, Retained, RECVSEND_FIXED_BUF};
@@ -23,7 +22,7 @@ use crate::runtime::context;
 
 /// Sends the bytes of `buf` from `offset` on; resolves to the count sent.
 pub(crate) struct Send<'a, B: IoBuf> {
-    fd: &'a Rc<OwnedFd>,
+    fd: &'a SharedFd,
     io: &'a SocketIo,
     buf: Option<B>,
     offset: usize,
@@ -31,7 +30,7 @@ pub(crate) struct Send<'a, B: IoBuf> {
 }
 
 impl<'a, B: IoBuf> Send<'a, B> {
-    pub(crate) fn new(fd: &'a Rc<OwnedFd>, io: &'a SocketIo, buf: B, offset: usize) -> Self {
+    pub(crate) fn new(fd: &'a SharedFd, io: &'a SocketIo, buf: B, offset: usize) -> Self {
         Send {
             fd,
             io,
@@ -67,7 +66,13 @@ impl<B: IoBuf> Future for Send<'_, B> {
                             send = send.ioprio(RECVSEND_FIXED_BUF).buf_group(index);
                         }
                         let sqe = send.build();
-                        d.push(sqe, OpKind::Send, false, Retained::Fd(this.fd.clone()))
+                        // No reference to the descriptor rides along: while
+                        // this future lives it borrows the stream, its `Drop`
+                        // hands one to the slot, and a stream dropped with
+                        // the operation still unsubmitted keeps its socket
+                        // open past the submission (`op::deregister`); once
+                        // submitted, the kernel holds the file itself.
+                        d.push(sqe, OpKind::Send, false, Retained::None)
                     });
                     match d.poll_op(key, cx) {
                         Poll::Pending => Poll::Pending,
@@ -123,7 +128,7 @@ impl<B: IoBuf> Drop for Send<'_, B> {
         let (Some(key), Some(buf)) = (self.key.take(), self.buf.take()) else {
             return;
         };
-        let extra = Retained::Buffer(self.fd.clone(), Box::new(buf));
+        let extra = Retained::Buffer(self.fd.retain(), Box::new(buf));
         let leftover = context::try_with_core(|core| match &mut *core.driver.borrow_mut() {
             Driver::Uring(d) => d.release(key, extra),
             Driver::Epoll(_) => None,

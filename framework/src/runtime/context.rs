@@ -2,9 +2,10 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use super::core::Core;
-use crate::executor::task::TaskKey;
+use crate::executor::task::Runnable;
 
 thread_local! {
     static CURRENT: RefCell<Option<Rc<Core>>> = const { RefCell::new(None) };
@@ -65,11 +66,20 @@ pub(crate) fn try_with_core<R>(f: impl FnOnce(&Core) -> R) -> Option<R> {
         .flatten()
 }
 
-/// Queues task `key` locally if this thread runs core `owner`; returns
-/// `false` when the wake must go through the owner's remote queue.
-pub(crate) fn schedule_local(owner: usize, key: TaskKey) -> bool {
+/// Queues `task` locally if this thread runs core `owner`; hands it back
+/// when the wake must go through the owner's remote queue.
+pub(crate) fn schedule_local(
+    owner: usize,
+    task: Arc<dyn Runnable>,
+) -> Result<(), Arc<dyn Runnable>> {
     if CURRENT_ID.try_with(|c| c.get()).unwrap_or(usize::MAX) != owner {
-        return false;
+        return Err(task);
     }
-    try_with_core(|core| core.executor.schedule(key)).is_some()
+    let mut task = Some(task);
+    try_with_core(|core| {
+        if let Some(task) = task.take() {
+            core.executor.schedule(task);
+        }
+    });
+    task.map_or(Ok(()), Err)
 }

@@ -220,7 +220,7 @@ impl Core {
         let mut incoming = self.incoming.borrow_mut();
         if self.shared.wakes.drain_into(&mut incoming) > 0 {
             for key in incoming.drain(..) {
-                self.executor.schedule(key);
+                self.executor.schedule_remote(key);
             }
         }
         drop(incoming);

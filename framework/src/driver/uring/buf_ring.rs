@@ -54,11 +54,19 @@ impl Drop for Mapping {
     }
 }
 
+/// Extra bytes between consecutive buffers. Buffers a power-of-two size
+/// apart all start in the same cache set, so the few lines a small request
+/// occupies at each buffer's start would evict each other; one line more
+/// per buffer spreads the starts over the sets.
+const STAGGER: usize = 64;
+
 pub(crate) struct BufRing {
     entries: Mapping,
     buffers: Mapping,
     count: u16,
     buf_size: usize,
+    /// Distance between the starts of consecutive buffers.
+    stride: usize,
     /// Our copy of the ring's tail (the kernel only reads it).
     tail: Cell<u16>,
     /// Buffers currently outside the ring: in completions or leases.
@@ -79,12 +87,14 @@ impl BufRing {
             ));
         }
         let entries = Mapping::new(count as usize * std::mem::size_of::<BufRingEntry>())?;
-        let buffers = Mapping::new(count as usize * buf_size)?;
+        let stride = buf_size + STAGGER;
+        let buffers = Mapping::new(count as usize * stride)?;
         let this = BufRing {
             entries,
             buffers,
             count,
             buf_size,
+            stride,
             tail: Cell::new(0),
             leased: Cell::new(count as usize),
         };
@@ -129,7 +139,7 @@ impl BufRing {
         // were written by the kernel; the mapping outlives `&self`.
         unsafe {
             std::slice::from_raw_parts(
-                self.buffers.ptr.as_ptr().add(bid as usize * self.buf_size),
+                self.buffers.ptr.as_ptr().add(bid as usize * self.stride),
                 len,
             )
         }
@@ -138,7 +148,7 @@ impl BufRing {
     /// The start of buffer `bid`, for sending it without a copy.
     pub(crate) fn buf_ptr(&self, bid: u16) -> *const u8 {
         // SAFETY: `bid < count`, so the offset stays inside the mapping.
-        unsafe { self.buffers.ptr.as_ptr().add(bid as usize * self.buf_size) }
+        unsafe { self.buffers.ptr.as_ptr().add(bid as usize * self.stride) }
     }
 
     /// Gives buffer `bid` back to the kernel.

@@ -564,6 +564,14 @@ impl Driver {
     }
 
     /// Hands the resources of finished orphans to the caller to drop.
+    /// Keeps `fd` open until the SQEs queued so far have been submitted
+    /// (the graveyard is emptied after the next wait, which submits them).
+    pub(crate) fn keep_open_until_submitted(&mut self, fd: Rc<OwnedFd>) {
+        if !self.ring.submission().is_empty() {
+            self.graveyard.push(Retained::Fd(fd));
+        }
+    }
+
     pub(crate) fn take_graveyard(&mut self, out: &mut Vec<Retained>) {
         out.append(&mut self.graveyard);
     }
