@@ -41,6 +41,10 @@ pub(crate) struct TaskHeader {
     pub(crate) owner: Arc<CoreShared>,
 }
 
+/// `repr(C)`: the header, the cell's borrow flag and the start of the
+/// future stay together at the front, next to the `Arc`'s counts, rather
+/// than wherever field reordering puts a future of several KiB.
+#[repr(C)]
 pub(crate) struct Task<F> {
     header: TaskHeader,
     /// `None` once the task finished or was cancelled. Owner core only.
