@@ -48,8 +48,15 @@ pub(crate) struct Enter {
     batch_usec: u32,
 }
 
-/// Completions a batched wait asks for before its time bound.
+/// Completions a batched wait asks for before its time bound, and a busy
+/// core's waits without a time bound ask for before they return.
 const BATCH_COMPLETIONS: u32 = 64;
+
+/// A zero timeout, for waits that must not block.
+const NO_WAIT: libc::timespec = libc::timespec {
+    tv_sec: 0,
+    tv_nsec: 0,
+};
 
 impl Enter {
     /// Registers the ring fd (saving the kernel an fd lookup per enter).
@@ -94,14 +101,21 @@ impl Enter {
     }
 
     /// Submits the queued SQEs; waits for one completion when `wait` is
-    /// set (for a batch, when `batch` is also set and batching is on), up
-    /// to `timeout` (forever when `None`). Returns `Ok(false)` without a
-    /// syscall when there was nothing to do.
+    /// set, up to `timeout` (forever when `None`). Returns `Ok(false)`
+    /// without a syscall when there was nothing to do.
+    ///
+    /// `busy` says the last wake-up brought many completions. With wait
+    /// batching on, the wait then holds out for a batch. Without it, the
+    /// wait asks for a batch but with a zero timeout: the kernel runs the
+    /// receive completions that are already due (deferred task work) up to
+    /// the batch size before returning, rather than its default of about 20
+    /// per enter, and never blocks; a busy core that finds nothing due gets
+    /// `ETIME` at once and its next wait is an ordinary one.
     pub(crate) fn enter(
         &self,
         ring: &mut IoUring,
         wait: bool,
-        batch: bool,
+        busy: bool,
         timeout: Option<Duration>,
     ) -> io::Result<bool> {
         let (to_submit, taskrun, overflow, need_wakeup) = {
@@ -133,11 +147,16 @@ impl Enter {
         if wait && self.no_iowait {
             flags |= ENTER_NO_IOWAIT;
         }
-        let ts = timeout.map(|t| libc::timespec {
-            tv_sec: t.as_secs() as libc::time_t,
-            tv_nsec: t.subsec_nanos() as libc::c_long,
-        });
-        let batch = wait && batch && self.batch_usec > 0;
+        let batch = wait && busy && self.batch_usec > 0;
+        let drain = wait && busy && self.batch_usec == 0;
+        let ts = if drain {
+            Some(NO_WAIT)
+        } else {
+            timeout.map(|t| libc::timespec {
+                tv_sec: t.as_secs() as libc::time_t,
+                tv_nsec: t.subsec_nanos() as libc::c_long,
+            })
+        };
         let arg = GetEventsArg {
             sigmask: 0,
             sigmask_sz: 8,
@@ -146,7 +165,7 @@ impl Enter {
                 .as_ref()
                 .map_or(0, |ts| ts as *const libc::timespec as u64),
         };
-        let (arg_ptr, arg_len) = if wait && (timeout.is_some() || batch) {
+        let (arg_ptr, arg_len) = if wait && (ts.is_some() || batch) {
             flags |= ENTER_EXT_ARG;
             (
                 &arg as *const GetEventsArg as *const libc::c_void,
@@ -157,7 +176,7 @@ impl Enter {
         };
         // Batched: hold out for many completions, but once the time bound
         // passes the kernel returns with whatever is there (at least one).
-        let min_complete = if batch {
+        let min_complete = if batch || drain {
             BATCH_COMPLETIONS
         } else {
             u32::from(wait)

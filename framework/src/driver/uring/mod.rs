@@ -60,8 +60,9 @@ const BATCH_STAY: u32 = 16;
 pub(crate) struct Driver {
     ring: IoUring,
     enter: enter::Enter,
-    /// Whether the next wait is batched (see [`BATCH_ENGAGE`]).
-    batching: bool,
+    /// Whether the last wake-up brought many completions (see
+    /// [`BATCH_ENGAGE`]): the next wait asks for a batch.
+    busy: bool,
     ops: crate::slab::Slab<Op>,
     buf_ring: Option<Rc<BufRing>>,
     wake_fd: Arc<OwnedFd>,
@@ -159,7 +160,7 @@ impl Driver {
         let mut driver = Driver {
             ring,
             enter,
-            batching: false,
+            busy: false,
             ops: crate::slab::Slab::with_capacity(1024),
             buf_ring,
             wake_fd,
@@ -434,13 +435,10 @@ impl Driver {
     pub(crate) fn park(&mut self, timeout: Option<Duration>) {
         self.arm_wake();
         let wait = timeout != Some(Duration::ZERO);
-        match self
-            .enter
-            .enter(&mut self.ring, wait, self.batching, timeout)
-        {
+        match self.enter.enter(&mut self.ring, wait, self.busy, timeout) {
             Ok(true) => {
                 self.stats.enters.add(1);
-                if wait && self.batching && self.enter.batches() {
+                if wait && self.busy && self.enter.batches() {
                     self.stats.batched_waits.add(1);
                 }
             }
@@ -456,12 +454,8 @@ impl Driver {
         let reaped = self.reap();
         // A zero-timeout poll says nothing about load: keep the last verdict.
         if wait {
-            let threshold = if self.batching {
-                BATCH_STAY
-            } else {
-                BATCH_ENGAGE
-            };
-            self.batching = reaped >= threshold;
+            let threshold = if self.busy { BATCH_STAY } else { BATCH_ENGAGE };
+            self.busy = reaped >= threshold;
         }
     }
 
