@@ -9,7 +9,7 @@ pub(crate) mod wheel;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::runtime::context;
@@ -22,6 +22,10 @@ use wheel::TimerKey;
 pub struct Sleep {
     deadline: Instant,
     key: Option<TimerKey>,
+    /// The waker the armed timer holds, kept here too: a poll by the same
+    /// task before the deadline then answers without touching the wheel,
+    /// whose entry (one per connection) is a cache miss on a busy core.
+    armed_for: Option<Waker>,
 }
 
 /// Waits until `duration` has passed.
@@ -42,6 +46,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
         deadline,
         key: None,
+        armed_for: None,
     }
 }
 
@@ -78,8 +83,9 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let deadline = self.deadline;
-        match self.key {
+        let this = &mut *self;
+        let deadline = this.deadline;
+        match this.key {
             None => {
                 let key = context::with_core(|core| {
                     if core.clock.now() >= deadline {
@@ -91,17 +97,32 @@ impl Future for Sleep {
                 match key {
                     None => Poll::Ready(()),
                     Some(key) => {
-                        self.key = Some(key);
+                        this.key = Some(key);
+                        this.armed_for = Some(cx.waker().clone());
                         Poll::Pending
                     }
                 }
             }
             Some(key) => context::with_core(|core| {
+                // A timer fires only once the core's clock has reached its
+                // deadline (ticks round the deadline up), so before it this
+                // one cannot have fired; if the wheel already holds this
+                // waker, there is nothing to do.
+                let same_waker = this
+                    .armed_for
+                    .as_ref()
+                    .is_some_and(|w| w.will_wake(cx.waker()));
+                if same_waker && core.clock.now() < deadline {
+                    return Poll::Pending;
+                }
                 let mut timers = core.timers.borrow_mut();
                 if timers.has_fired(key) {
                     Poll::Ready(())
                 } else {
                     timers.set_waker(key, cx.waker());
+                    if !same_waker {
+                        this.armed_for = Some(cx.waker().clone());
+                    }
                     Poll::Pending
                 }
             }),

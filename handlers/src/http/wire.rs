@@ -221,6 +221,7 @@ impl StopWatch {
         StopSlot {
             watch: self.clone(),
             index,
+            registered: RefCell::new(None),
         }
     }
 }
@@ -230,6 +231,10 @@ impl StopWatch {
 pub(crate) struct StopSlot {
     watch: Rc<StopWatch>,
     index: usize,
+    /// The waker last put in the slot, kept here too: a poll by the same
+    /// task then leaves the per-core slot table alone (its line is a cache
+    /// miss per request when a core serves many connections).
+    registered: RefCell<Option<Waker>>,
 }
 
 impl StopSlot {
@@ -238,12 +243,14 @@ impl StopSlot {
         if self.watch.stopping.get() {
             return true;
         }
+        let mut registered = self.registered.borrow_mut();
+        if registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            return false;
+        }
         let mut slots = self.watch.slots.borrow_mut();
         if let Some(slot) = slots.wakers.get_mut(self.index) {
-            match slot {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                _ => *slot = Some(cx.waker().clone()),
-            }
+            *slot = Some(cx.waker().clone());
+            *registered = Some(cx.waker().clone());
         }
         false
     }

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# benches/duel.sh — two HTTP servers measured at the same time, on the same
+# CPU, so that the machine's drift hits both alike.
+#
+# Why: on a shared 2-vCPU VM the same server's requests per CPU-second move
+# by 10–30 % between runs minutes apart, more than most differences worth
+# measuring. Here both servers are pinned to CPU 0 and loaded at once, each
+# by its own `wrk -t1 -cCONNS` on CPU 1, and each one's requests per
+# CPU-second (CPU time from /proc/PID/stat) is divided by the other's. The
+# ratio of one run repeats within about 1 % where sequential runs scatter by
+# 10 %. What it does not measure: either server alone at full load (each gets
+# about half of the client's capacity, and they share CPU 0's caches), or
+# latency. Use benches/wrk.sh for those.
+#
+# Usage: benches/duel.sh "LABEL_A:COMMAND_A" "LABEL_B:COMMAND_B"
+#   Each command is a server binary with its arguments, without --port and
+#   --cores (added here: ports PORT and PORT+1, CPU 0), e.g.
+#   benches/duel.sh "uring:target/release/http_echo --backend uring" \
+#                   "tokio:target/release/tokio_baseline --service http"
+# Environment: CONNS=1000 RUNS=3 DURATION=10 PORT=18090
+set -euo pipefail
+
+CONNS=${CONNS:-1000}
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-10}
+PORT=${PORT:-18090}
+
+die() { echo "duel.sh: $*" >&2; exit 1; }
+[[ $# -eq 2 && $1 == *:* && $2 == *:* ]] || die 'usage: duel.sh "LABEL_A:COMMAND_A" "LABEL_B:COMMAND_B"'
+command -v wrk >/dev/null 2>&1 || die "wrk is not installed (apt-get install -y wrk)"
+command -v taskset >/dev/null 2>&1 || die "taskset (util-linux) is required"
+[[ $(nproc) -ge 2 ]] || die "needs two CPUs: the servers share CPU 0, the clients use CPU 1"
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+labels=("${1%%:*}" "${2%%:*}")
+commands=("${1#*:}" "${2#*:}")
+pids=()
+stop_servers() {
+    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    pids=()
+}
+trap stop_servers EXIT
+
+wait_listening() {
+    for _ in $(seq 100); do
+        kill -0 "$1" 2>/dev/null || return 1
+        if (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then return 0; fi
+        sleep 0.05
+    done
+    return 1
+}
+
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+echo "duel.sh: ${labels[0]} vs ${labels[1]}, both on CPU 0, wrk -t1 -c$CONNS -d${DURATION}s each on CPU 1, $RUNS runs"
+ratios=()
+for run in $(seq "$RUNS"); do
+    for i in 0 1; do
+        # shellcheck disable=SC2086 # the command's own arguments split on purpose
+        taskset -c 0 ${commands[$i]} --port $((PORT + i)) --cores 0 >/dev/null 2>&1 &
+        pids+=($!)
+        wait_listening "${pids[$i]}" $((PORT + i)) || die "${labels[$i]} did not start listening on 127.0.0.1:$((PORT + i))"
+    done
+    # Warm-up, not measured.
+    clients=()
+    for i in 0 1; do
+        taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$((PORT + i))/" >/dev/null 2>&1 &
+        clients+=($!)
+    done
+    wait "${clients[@]}" || true
+    t0=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
+    clients=()
+    for i in 0 1; do
+        taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$((PORT + i))/" >"/tmp/duel.$$.$i" 2>&1 &
+        clients+=($!)
+    done
+    for pid in "${clients[@]}"; do wait "$pid" || die "wrk failed"; done
+    t1=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
+    stop_servers
+    per_cpu=()
+    for i in 0 1; do
+        out=$(cat "/tmp/duel.$$.$i"); rm -f "/tmp/duel.$$.$i"
+        r=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
+        [[ -n $r ]] || die "could not parse wrk output:
+$out"
+        grep -qE "Non-2xx|Socket errors" <<<"$out" && echo "duel.sh: warning: ${labels[$i]}: $(grep -E 'Non-2xx|Socket errors' <<<"$out")" >&2
+        per_cpu+=("$(awk -v r="$r" -v d="$DURATION" -v a="${t0[$i]}" -v b="${t1[$i]}" -v h="$(getconf CLK_TCK)" \
+            'BEGIN { printf "%.0f", r * d / ((b - a) / h) }')")
+        printf '  run %d: %-8s %9.0f req/s %9s req per CPU-s\n' "$run" "${labels[$i]}" "$r" "${per_cpu[$i]}" >&2
+    done
+    ratios+=("$(awk -v a="${per_cpu[0]}" -v b="${per_cpu[1]}" 'BEGIN { printf "%.3f", a / b }')")
+done
+median=$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+echo "${labels[0]} ÷ ${labels[1]} (requests per server CPU-second): runs ${ratios[*]}, median $median"
