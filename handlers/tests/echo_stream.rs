@@ -14,10 +14,6 @@ use std::time::{Duration, Instant};
 
 use support::*;
 
-/// Receive buffers the framework lets one multishot receive queue before
-/// it pauses it (`BufConfig::stream_cap`); a bound, not a tuning knob.
-const STREAM_CAP: u64 = 16;
-
 /// Provided-ring buffers per core by default (`BufConfig::count`).
 const RING_BUFFERS: u64 = 256;
 
@@ -149,9 +145,11 @@ backend_tests! {
         // Phase 1: a few silent clients. The server must stop reading them
         // (`stall` fails if it keeps taking bytes). On io_uring a paused
         // multishot still holds what the kernel posted before the pause
-        // landed: every completion of that loop turn, not just STREAM_CAP
-        // (measured: about 70 buffers, 1.1 MiB, per silent client). The
-        // hard bound is the ring itself (256 buffers).
+        // landed, so the count depends on timing: measured from 15 to 70
+        // buffers per silent client on average (below the 16 a multishot
+        // queues before it is paused, `BufConfig::stream_cap`, in one CI
+        // run). Each holds at least the buffer its stalled echo is sending;
+        // the hard bound is the ring itself (256 buffers).
         let mut silent = Vec::new();
         let pushed = stall(addr, &mut silent, 4);
         let stats = server.stats();
@@ -165,7 +163,7 @@ backend_tests! {
         assert!(held <= RING_BUFFERS, "4 silent clients hold {held} ring buffers");
         if backend == Backend::Uring && !degraded() {
             assert!(sum(&stats, |c| c.backpressure_pauses) >= 4, "not every silent client's receive was paused");
-            assert!(held >= 4 * STREAM_CAP, "silent clients hold only {held} buffers: were they read at all?");
+            assert!(held >= 4, "silent clients hold only {held} buffers: were they read at all?");
         }
         ping_promptly(addr);
         // Phase 2: enough silent clients to take every ring buffer. The
