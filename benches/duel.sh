@@ -26,6 +26,8 @@ DURATION=${DURATION:-10}
 PORT=${PORT:-18090}
 
 die() { echo "duel.sh: $*" >&2; exit 1; }
+# shellcheck source=benches/load_common.sh
+. "$(dirname "$0")/load_common.sh"
 [[ $# -eq 2 && $1 == *:* && $2 == *:* ]] || die 'usage: duel.sh "LABEL_A:COMMAND_A" "LABEL_B:COMMAND_B"'
 command -v wrk >/dev/null 2>&1 || die "wrk is not installed (apt-get install -y wrk)"
 command -v taskset >/dev/null 2>&1 || die "taskset (util-linux) is required"
@@ -41,17 +43,6 @@ stop_servers() {
     pids=()
 }
 trap stop_servers EXIT
-
-wait_listening() {
-    for _ in $(seq 100); do
-        kill -0 "$1" 2>/dev/null || return 1
-        if (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then return 0; fi
-        sleep 0.05
-    done
-    return 1
-}
-
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 echo "duel.sh: ${labels[0]} vs ${labels[1]}, both on CPU 0, wrk -t1 -c$CONNS -d${DURATION}s each on CPU 1, $RUNS runs"
 ratios=()
@@ -91,5 +82,5 @@ $out"
     done
     ratios+=("$(awk -v a="${per_cpu[0]}" -v b="${per_cpu[1]}" 'BEGIN { printf "%.3f", a / b }')")
 done
-median=$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+median=$(median "${ratios[@]}")
 echo "${labels[0]} ÷ ${labels[1]} (requests per server CPU-second): runs ${ratios[*]}, median $median"

@@ -45,6 +45,8 @@ esac
 die() { echo "wrk.sh: $*" >&2; exit 1; }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=benches/load_common.sh
+. "$root/benches/load_common.sh"
 target=${CARGO_TARGET_DIR:-$root/target}
 case $target in /*) ;; *) target=$root/$target ;; esac
 bin=${HTTP_ECHO:-$target/release/http_echo}
@@ -91,9 +93,6 @@ to_ms() {
         printf "%.2f", n }'
 }
 
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 server_pid=
 upstream_pids=()
@@ -128,16 +127,6 @@ start_server() {
         fanout:*) exec "$fanout_bin" --port "$PORT" --cores "$2" --backend "$1" "${up[@]}" --width "$3" ;;
     esac >/dev/null 2>&1 &
     server_pid=$!
-}
-
-# Waits until process $1 listens on port $2.
-wait_listening() {
-    for _ in $(seq 100); do
-        kill -0 "$1" 2>/dev/null || return 1
-        if (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then return 0; fi
-        sleep 0.05
-    done
-    return 1
 }
 
 echo "wrk.sh: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $ncpu CPUs, Linux $(uname -r)"

@@ -31,6 +31,14 @@ usage: cargo bench -p percore-benches -- [--quick] [--exec LIST] [FILTER...]
   FILTER        run only workloads whose `category/workload` contains it
 ";
 
+/// Parses a `--cores` value of the baseline servers: `0,1` (comma-separated
+/// CPU numbers).
+pub fn parse_cpu_list(list: &str) -> Result<Vec<usize>, String> {
+    list.split(',')
+        .map(|c| c.trim().parse().map_err(|e| format!("--cores {c:?}: {e}")))
+        .collect()
+}
+
 /// Parses the arguments after the program name.
 pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Args, String> {
     let mut a = Args {
@@ -104,6 +112,13 @@ mod tests {
         assert!(p(&["--exec", "nope"]).is_err());
         assert!(p(&["--exec"]).is_err());
         assert!(p(&["--nocapture"]).is_err());
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0"), Ok(vec![0]));
+        assert_eq!(parse_cpu_list("0, 1"), Ok(vec![0, 1]));
+        assert!(parse_cpu_list("0,x").is_err());
     }
 
     #[test]

@@ -17,6 +17,7 @@ use std::process::ExitCode;
 
 use percore::{Backend, Connection, Handler};
 use percore_benches::baseline_http::{respond, DateLine, Parsed};
+use percore_benches::cli::parse_cpu_list;
 
 /// The largest incomplete request kept between reads, as the tokio
 /// baseline's: a longer one is not this workload, and closes.
@@ -87,12 +88,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         let mut value = || args.next().ok_or(format!("{flag} needs a value"));
         match flag.as_str() {
             "--port" => o.port = value()?.parse().map_err(|e| format!("--port: {e}"))?,
-            "--cores" => {
-                o.cores = value()?
-                    .split(',')
-                    .map(|c| c.trim().parse().map_err(|e| format!("--cores {c:?}: {e}")))
-                    .collect::<Result<_, _>>()?
-            }
+            "--cores" => o.cores = parse_cpu_list(&value()?)?,
             "--backend" => o.backend = value()?.parse().map_err(|e| format!("--backend: {e}"))?,
             other => return Err(format!("unknown argument {other:?}")),
         }

@@ -10,6 +10,7 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
+use percore_benches::cli::parse_cpu_list;
 use percore_benches::server::Service;
 use percore_benches::tokio_servers;
 
@@ -34,12 +35,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         match flag.as_str() {
             "--service" => service = value()?,
             "--port" => o.port = value()?.parse().map_err(|e| format!("--port: {e}"))?,
-            "--cores" => {
-                o.cores = value()?
-                    .split(',')
-                    .map(|c| c.trim().parse().map_err(|e| format!("--cores {c:?}: {e}")))
-                    .collect::<Result<_, _>>()?
-            }
+            "--cores" => o.cores = parse_cpu_list(&value()?)?,
             "--upstream" => o
                 .upstreams
                 .push(value()?.parse().map_err(|e| format!("--upstream: {e}"))?),

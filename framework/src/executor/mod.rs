@@ -121,7 +121,6 @@ impl Executor {
 
     fn poll_task(&self, task: Arc<dyn Runnable>) {
         let key = task.header().key;
-        task.header().state.start_poll();
         budget::reset();
         // The queue's reference goes into the poll (it becomes the waker).
         let result = catch_unwind(AssertUnwindSafe(|| task.poll()));

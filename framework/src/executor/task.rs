@@ -83,8 +83,8 @@ impl<F: Future<Output = ()> + 'static> Task<F> {
 pub(crate) trait Runnable {
     fn header(&self) -> &TaskHeader;
 
-    /// Polls the future once with a waker of this task; `Ready` once it
-    /// has finished (or was already gone).
+    /// Clears the scheduled flag and polls the future once with a waker of
+    /// this task; `Ready` once it has finished (or was already gone).
     fn poll(self: Arc<Self>) -> Poll<()>;
 
     /// Drops the future in place, if it is still there.
@@ -108,9 +108,12 @@ impl<F: Future<Output = ()> + 'static> Runnable for Task<F> {
         let Ok(mut slot) = task.future.try_borrow_mut() else {
             return Poll::Pending;
         };
+        // A task queued before it finished stays closed: only a live
+        // future re-arms the scheduled flag.
         let Some(future) = slot.as_mut() else {
             return Poll::Ready(());
         };
+        task.header.state.start_poll();
         // SAFETY: the future lives inside the task's `Arc` allocation,
         // which never moves, and it leaves it only by being dropped in place
         // (`drop_future` assigns `None`): it is pinned for its whole life.
