@@ -15,7 +15,7 @@
 //! bare LF, but inside a body that leniency is what smuggling payloads
 //! (HTTP Garden transducer #13) rely on, so a bare LF or CR is a 400 here.
 
-use super::fields::is_tchar;
+use super::chars::is_tchar;
 use super::{Decoded, HttpError, Limits};
 
 /// Most hex digits in a chunk size: 16 fill a `u64` exactly, so the value

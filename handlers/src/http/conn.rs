@@ -89,6 +89,8 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
     let mut res_headers: Vec<u8> = Vec::new();
     let mut res_body: Vec<u8> = Vec::new();
     let mut served: u32 = 0;
+    // The last request starts before this.
+    let retire_at = after(started, config.max_age);
     // A new connection that sends nothing is closed after the head timeout.
     let mut idle_deadline = after(started, config.head_timeout);
     // When the first byte of the incomplete head in `carry` arrived.
@@ -151,7 +153,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             let now = percore::time::now();
             let keep_alive = head.keep_alive
                 && served < config.max_requests
-                && now.saturating_duration_since(started) < config.max_age
+                && now < retire_at
                 && !percore::is_shutting_down();
             let head_len = head.head_len;
             let version = head.version;
@@ -172,7 +174,10 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             let result = h.service.call(&mut req, &mut res).await;
             let drain =
                 result.is_ok() && keep_alive && res.streaming != Some(Streaming::UntilClose);
-            let end = req.body.finish(drain).await;
+            let end = match req.body.end_now() {
+                Some(end) => end,
+                None => req.body.finish(drain).await,
+            };
             let outcome = complete(h, &wire, &mut res, result, &end, keep_alive);
             // `res` and `req` end here, releasing the buffers they borrow.
             shrink(&mut res_body);

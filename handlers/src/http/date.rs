@@ -19,8 +19,13 @@ const LEN: usize = 29;
 pub struct DateCache {
     /// Whole seconds since the epoch of the cached value.
     secs: u64,
-    value: [u8; LEN],
+    /// The whole header line, `Date: ` + value + CRLF: one copy per
+    /// response.
+    line: [u8; LINE_LEN],
 }
+
+const PREFIX: &[u8] = b"Date: ";
+const LINE_LEN: usize = PREFIX.len() + LEN + 2;
 
 impl DateCache {
     /// A cache holding the date of `now`.
@@ -28,7 +33,7 @@ impl DateCache {
         let secs = epoch_secs(now);
         Self {
             secs,
-            value: format(secs),
+            line: line(secs),
         }
     }
 
@@ -40,14 +45,28 @@ impl DateCache {
             return false;
         }
         self.secs = secs;
-        self.value = format(secs);
+        self.line = line(secs);
         true
     }
 
     /// The cached IMF-fixdate, always 29 ASCII bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.value
+        &self.line[PREFIX.len()..PREFIX.len() + LEN]
     }
+
+    /// The `Date` header line: `Date: ` + [`as_bytes`](Self::as_bytes) +
+    /// CRLF.
+    pub(crate) fn line(&self) -> &[u8; LINE_LEN] {
+        &self.line
+    }
+}
+
+fn line(secs: u64) -> [u8; LINE_LEN] {
+    let mut line = [0; LINE_LEN];
+    line[..PREFIX.len()].copy_from_slice(PREFIX);
+    line[PREFIX.len()..PREFIX.len() + LEN].copy_from_slice(&format(secs));
+    line[PREFIX.len() + LEN..].copy_from_slice(b"\r\n");
+    line
 }
 
 /// Seconds since the epoch; a clock set before 1970 reads as the epoch.
@@ -141,6 +160,10 @@ mod tests {
         assert!(!cache.update(at(100) + Duration::from_millis(999)));
         assert!(cache.update(at(101)));
         assert_eq!(cache.as_bytes(), b"Thu, 01 Jan 1970 00:01:41 GMT");
+        assert_eq!(
+            &cache.line()[..],
+            b"Date: Thu, 01 Jan 1970 00:01:41 GMT\r\n"
+        );
         assert!(!cache.update(at(101)));
     }
 

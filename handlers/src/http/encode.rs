@@ -4,7 +4,7 @@
 //! numbers are formatted by hand into a stack array, and every header is a
 //! slice copy.
 
-use super::fields::is_tchar;
+use super::chars::{is_field_value, is_token};
 use super::{DateCache, HttpError};
 
 /// The interim response sent when a client waits on `Expect: 100-continue`
@@ -102,19 +102,19 @@ impl<'a> ResponseHead<'a> {
 
     fn write_head(&self, date: &DateCache, raw: &[u8], out: &mut Vec<u8>) {
         status_line(out, self.status);
-        header(out, b"Date", date.as_bytes());
+        out.extend_from_slice(date.line());
         if let Some(ct) = self.content_type {
             header(out, b"Content-Type", ct);
         }
         match self.framing {
-            Framing::Length(n) => header(out, b"Content-Length", itoa(n, &mut [0; 20])),
-            Framing::Chunked => header(out, b"Transfer-Encoding", b"chunked"),
+            Framing::Length(n) => content_length(out, n),
+            Framing::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
             Framing::Empty => {}
         }
         if !self.keep_alive {
-            header(out, b"Connection", b"close");
+            out.extend_from_slice(CLOSE);
         } else if self.version == 0 {
-            header(out, b"Connection", b"keep-alive");
+            out.extend_from_slice(b"Connection: keep-alive\r\n");
         }
         for (name, value) in self.extra {
             header(out, name.as_bytes(), value);
@@ -123,6 +123,8 @@ impl<'a> ResponseHead<'a> {
         out.extend_from_slice(b"\r\n");
     }
 }
+
+const CLOSE: &[u8] = b"Connection: close\r\n";
 
 /// Appends one chunk of a chunked body. Empty `data` writes nothing, since
 /// a zero-size chunk would end the body.
@@ -158,14 +160,10 @@ pub fn encode_last_chunk(out: &mut Vec<u8>) {
 pub fn error_response(out: &mut Vec<u8>, status: u16, date: &DateCache) {
     let reason = reason_phrase(status).as_bytes();
     status_line(out, status);
-    header(out, b"Date", date.as_bytes());
-    header(out, b"Content-Type", b"text/plain; charset=utf-8");
-    header(
-        out,
-        b"Content-Length",
-        itoa(reason.len() as u64 + 1, &mut [0; 20]),
-    );
-    header(out, b"Connection", b"close");
+    out.extend_from_slice(date.line());
+    out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
+    content_length(out, reason.len() as u64 + 1);
+    out.extend_from_slice(CLOSE);
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(reason);
     out.extend_from_slice(b"\n");
@@ -197,49 +195,71 @@ pub fn method_not_allowed(
     Ok(())
 }
 
-/// The reason phrase for `status`; empty for codes we do not name (the
-/// phrase is optional, RFC 9112 §4).
-pub fn reason_phrase(status: u16) -> &'static str {
-    match status {
-        100 => "Continue",
-        101 => "Switching Protocols",
-        200 => "OK",
-        201 => "Created",
-        202 => "Accepted",
-        204 => "No Content",
-        206 => "Partial Content",
-        301 => "Moved Permanently",
-        302 => "Found",
-        303 => "See Other",
-        304 => "Not Modified",
-        307 => "Temporary Redirect",
-        308 => "Permanent Redirect",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        411 => "Length Required",
-        413 => "Content Too Large",
-        414 => "URI Too Long",
-        415 => "Unsupported Media Type",
-        417 => "Expectation Failed",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        505 => "HTTP Version Not Supported",
-        _ => "",
-    }
+/// Defines [`reason_phrase`] and the whole status lines of the named
+/// statuses from one list, so the two cannot disagree.
+macro_rules! statuses {
+    ($($code:literal $reason:literal,)*) => {
+        /// The reason phrase for `status`; empty for codes we do not name
+        /// (the phrase is optional, RFC 9112 §4).
+        pub fn reason_phrase(status: u16) -> &'static str {
+            match status {
+                $($code => $reason,)*
+                _ => "",
+            }
+        }
+
+        /// `HTTP/1.1 NNN Reason\r\n` for a named status.
+        fn named_status_line(status: u16) -> Option<&'static [u8]> {
+            match status {
+                $($code => Some(concat!("HTTP/1.1 ", $code, " ", $reason, "\r\n").as_bytes()),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+statuses! {
+    100 "Continue",
+    101 "Switching Protocols",
+    200 "OK",
+    201 "Created",
+    202 "Accepted",
+    204 "No Content",
+    206 "Partial Content",
+    301 "Moved Permanently",
+    302 "Found",
+    303 "See Other",
+    304 "Not Modified",
+    307 "Temporary Redirect",
+    308 "Permanent Redirect",
+    400 "Bad Request",
+    401 "Unauthorized",
+    403 "Forbidden",
+    404 "Not Found",
+    405 "Method Not Allowed",
+    408 "Request Timeout",
+    411 "Length Required",
+    413 "Content Too Large",
+    414 "URI Too Long",
+    415 "Unsupported Media Type",
+    417 "Expectation Failed",
+    429 "Too Many Requests",
+    431 "Request Header Fields Too Large",
+    500 "Internal Server Error",
+    501 "Not Implemented",
+    502 "Bad Gateway",
+    503 "Service Unavailable",
+    504 "Gateway Timeout",
+    505 "HTTP Version Not Supported",
 }
 
 /// Writes `HTTP/1.1 NNN Reason\r\n`. We always answer as HTTP/1.1, the
 /// highest version we implement (RFC 9110 §6.2), even to 1.0 clients.
 fn status_line(out: &mut Vec<u8>, status: u16) {
+    if let Some(line) = named_status_line(status) {
+        out.extend_from_slice(line);
+        return;
+    }
     // Clamp to three digits: a status outside 100..=999 is a caller bug,
     // and a malformed status line would be worse than a 500.
     let status = if (100..=999).contains(&status) {
@@ -261,6 +281,12 @@ fn header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+fn content_length(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(b"Content-Length: ");
+    out.extend_from_slice(itoa(n, &mut [0; 20]));
+    out.extend_from_slice(b"\r\n");
+}
+
 /// Formats `n` in decimal into the end of `buf`, returning the digits.
 fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
@@ -273,16 +299,6 @@ fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
         }
     }
     &buf[i..]
-}
-
-fn is_token(s: &[u8]) -> bool {
-    !s.is_empty() && s.iter().all(|&b| is_tchar(b))
-}
-
-/// RFC 9110 §5.5 field-value bytes: VCHAR, SP, HTAB and obs-text.
-fn is_field_value(v: &[u8]) -> bool {
-    v.iter()
-        .all(|&b| matches!(b, b'\t' | 0x20..=0x7e | 0x80..=0xff))
 }
 
 #[cfg(test)]
@@ -348,6 +364,22 @@ mod tests {
             Err(500)
         );
         assert_eq!(out, b"keep");
+    }
+
+    #[test]
+    fn named_status_lines_match_the_reason_phrases() {
+        for status in 100..=999 {
+            if let Some(line) = named_status_line(status) {
+                let expected = format!("HTTP/1.1 {status} {}\r\n", reason_phrase(status));
+                assert_eq!(line, expected.as_bytes());
+            }
+        }
+        let mut out = Vec::new();
+        status_line(&mut out, 299);
+        assert_eq!(out, b"HTTP/1.1 299 \r\n");
+        out.clear();
+        status_line(&mut out, 1000);
+        assert_eq!(out, b"HTTP/1.1 500 Internal Server Error\r\n");
     }
 
     #[test]

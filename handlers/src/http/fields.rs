@@ -5,7 +5,7 @@
 //! rejects instead of guessing, because two parsers that guess differently
 //! are exactly what request smuggling exploits (RFC 9112 §11.2).
 
-use super::{BodyKind, HttpError, Limits};
+use super::{chars, BodyKind, HttpError, Limits};
 
 /// What the fields of a request decide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,41 +32,51 @@ pub(crate) fn decide<'b>(
 
     for h in headers {
         let name = h.name.as_bytes();
-        if name.eq_ignore_ascii_case(b"content-length") {
-            // RFC 9112 §6.3: a list or repeated Content-Length is "an
-            // unrecoverable error"; we refuse even identical duplicates
-            // rather than merge them (nginx does the same).
-            if length.is_some() {
-                return Err(HttpError::bad_request("duplicate Content-Length"));
+        // Dispatch on the length first: most fields are none of these.
+        match name.len() {
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                // RFC 9112 §6.3: a list or repeated Content-Length is "an
+                // unrecoverable error"; we refuse even identical duplicates
+                // rather than merge them (nginx does the same).
+                if length.is_some() {
+                    return Err(HttpError::bad_request("duplicate Content-Length"));
+                }
+                length = Some(parse_length(h.value)?);
             }
-            length = Some(parse_length(h.value)?);
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            // Two TE lines could be read as one list or as two fields; a
-            // proxy and an origin that differ on this disagree on framing.
-            if te.is_some() {
-                return Err(HttpError::bad_request("duplicate Transfer-Encoding"));
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                // Two TE lines could be read as one list or as two fields;
+                // a proxy and an origin that differ on this disagree on
+                // framing.
+                if te.is_some() {
+                    return Err(HttpError::bad_request("duplicate Transfer-Encoding"));
+                }
+                te = Some(h.value);
             }
-            te = Some(h.value);
-        } else if name.eq_ignore_ascii_case(b"host") {
-            hosts += 1;
-            if !h.value.iter().all(|&b| is_host_byte(b)) {
-                return Err(HttpError::bad_request("invalid Host"));
+            4 if name.eq_ignore_ascii_case(b"host") => {
+                hosts += 1;
+                if !chars::is_host(h.value) {
+                    return Err(HttpError::bad_request("invalid Host"));
+                }
             }
-        } else if name.eq_ignore_ascii_case(b"connection") {
-            for token in list(h.value) {
-                close |= token.eq_ignore_ascii_case(b"close");
-                keep_alive_token |= token.eq_ignore_ascii_case(b"keep-alive");
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                for token in list(h.value) {
+                    close |= token.eq_ignore_ascii_case(b"close");
+                    keep_alive_token |= token.eq_ignore_ascii_case(b"keep-alive");
+                }
             }
-        } else if name.eq_ignore_ascii_case(b"expect") {
-            // RFC 9110 §10.1.1: "A server that receives an Expect field
-            // value containing a member other than 100-continue MAY respond
-            // with a 417 (Expectation Failed)". We do, like h2o.
-            if !h.value.eq_ignore_ascii_case(b"100-continue") {
-                return Err(HttpError::expectation("unsupported expectation"));
+            6 if name.eq_ignore_ascii_case(b"expect") => {
+                // RFC 9110 §10.1.1: "A server that receives an Expect field
+                // value containing a member other than 100-continue MAY
+                // respond with a 417 (Expectation Failed)". We do, like h2o.
+                if !h.value.eq_ignore_ascii_case(b"100-continue") {
+                    return Err(HttpError::expectation("unsupported expectation"));
+                }
+                expect_continue = true;
             }
-            expect_continue = true;
-        } else if name.eq_ignore_ascii_case(b"content-type") && content_type.is_none() {
-            content_type = Some(h.value);
+            12 if content_type.is_none() && name.eq_ignore_ascii_case(b"content-type") => {
+                content_type = Some(h.value);
+            }
+            _ => {}
         }
     }
 
@@ -149,7 +159,7 @@ fn transfer_coding(value: &[u8]) -> Result<BodyKind, HttpError> {
     for token in value.split(|&b| b == b',').map(trim_ows) {
         // Empty elements (`,chunked`) and non-tokens (`\xa0chunked`) are
         // not guessed at: another hop might read them differently.
-        if token.is_empty() || !token.iter().all(|&b| is_tchar(b)) {
+        if !chars::is_token(token) {
             return Err(HttpError::bad_request("malformed Transfer-Encoding"));
         }
         if token.eq_ignore_ascii_case(b"chunked") {
@@ -188,15 +198,4 @@ fn trim_ows(mut s: &[u8]) -> &[u8] {
         s = rest;
     }
     s
-}
-
-/// RFC 9110 §5.6.2 `tchar`.
-pub(crate) fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-/// Bytes of `uri-host [ ":" port ]` (RFC 3986 reg-name, IP-literal,
-/// pct-encoded). Anything else, such as NUL, space, `/` or `@`, is invalid.
-fn is_host_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:[]%".contains(&b)
 }

@@ -86,6 +86,53 @@ pub fn parse_head<'h, 'b>(
     headers: &'h mut [HeaderSlot<'b>],
     limits: &Limits,
 ) -> Result<Option<RequestHead<'h, 'b>>, HttpError> {
+    let cap = headers.len().min(limits.max_headers);
+    let mut req = httparse::Request::new(&mut []);
+    let parsed = req.parse_with_uninit_headers(buf, &mut headers[..cap]);
+    let head_len = match parsed {
+        // A complete head no longer than the smallest line or section
+        // limit cannot break any of them: the common case skips the scans.
+        Ok(httparse::Status::Complete(n)) if n <= shortest_limit(limits) => n,
+        _ => match check_limits(buf, parsed, limits)? {
+            Some(n) => n,
+            None => return Ok(None),
+        },
+    };
+
+    let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else {
+        return Err(HttpError::bad_request("incomplete request line"));
+    };
+    let headers: &'h [httparse::Header<'b>] = req.headers;
+    let decision = fields::decide(headers, version, limits)?;
+    Ok(Some(RequestHead {
+        method,
+        path,
+        version,
+        head_len,
+        body: decision.body,
+        keep_alive: decision.keep_alive,
+        expect_continue: decision.expect_continue,
+        content_type: decision.content_type,
+        headers,
+    }))
+}
+
+/// The head length below which no size limit can be exceeded.
+fn shortest_limit(limits: &Limits) -> usize {
+    limits
+        .max_request_line
+        .min(limits.max_field_line)
+        .min(limits.max_header_bytes)
+}
+
+/// Applies the size limits and classifies httparse's verdict on `buf`:
+/// the head length when complete and within limits, `None` when more bytes
+/// are needed.
+fn check_limits(
+    buf: &[u8],
+    parsed: httparse::Result<usize>,
+    limits: &Limits,
+) -> Result<Option<usize>, HttpError> {
     // The 414 check comes first: it must win over anything httparse would
     // say about a line that is too long to look at.
     let request_line = line::request_line(buf, limits)?;
@@ -93,10 +140,7 @@ pub fn parse_head<'h, 'b>(
         RequestLine::Done { next, .. } => Some(next),
         RequestLine::Open => None,
     };
-
-    let cap = headers.len().min(limits.max_headers);
-    let mut req = httparse::Request::new(&mut []);
-    let head_len = match req.parse_with_uninit_headers(buf, &mut headers[..cap]) {
+    let head_len = match parsed {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             if let Some(start) = fields_start {
@@ -115,28 +159,11 @@ pub fn parse_head<'h, 'b>(
         }
         Err(_) => return Err(HttpError::bad_request("malformed header field")),
     };
-
     // httparse only completes after the request line's LF, so the field
     // section is `start..head_len`; `get` keeps a disagreement a 400.
     let fields = fields_start
         .and_then(|start| buf.get(start..head_len))
         .ok_or(HttpError::bad_request("malformed request line"))?;
     line::check_fields(fields, limits)?;
-
-    let (Some(method), Some(path), Some(version)) = (req.method, req.path, req.version) else {
-        return Err(HttpError::bad_request("incomplete request line"));
-    };
-    let headers: &'h [httparse::Header<'b>] = req.headers;
-    let decision = fields::decide(headers, version, limits)?;
-    Ok(Some(RequestHead {
-        method,
-        path,
-        version,
-        head_len,
-        body: decision.body,
-        keep_alive: decision.keep_alive,
-        expect_continue: decision.expect_continue,
-        content_type: decision.content_type,
-        headers,
-    }))
+    Ok(Some(head_len))
 }

@@ -150,6 +150,7 @@
 //! ```
 
 mod body;
+mod chars;
 mod chunked;
 mod config;
 mod conn;

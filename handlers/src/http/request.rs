@@ -349,34 +349,42 @@ impl<'r> BodyReader<'r> {
         io::Error::new(io::ErrorKind::InvalidData, e)
     }
 
+    /// The [`BodyEnd`] when nothing is left to read (no body, the service
+    /// read all of it, or reading failed): the common case, without the
+    /// await of [`finish`](Self::finish).
+    pub(crate) fn end_now(&mut self) -> Option<BodyEnd> {
+        (self.failure.is_some() || self.decoder.is_done()).then(|| self.end(false))
+    }
+
     /// Ends the body after the service returned: with `drain`, reads and
     /// discards what the service left (bounded by the body limit and
     /// deadline) so the connection can serve the next request; without,
     /// leaves it and asks for a close.
-    pub(crate) async fn finish(mut self, drain: bool) -> BodyEnd {
+    pub(crate) async fn finish(&mut self, drain: bool) -> BodyEnd {
         let mut abandoned = false;
-        if self.failure.is_none() && !self.decoder.is_done() {
-            loop {
-                match self.step() {
-                    Ok(Step::Data(..)) => {}
-                    Ok(Step::Done) | Err(_) => break,
-                    // RFC 9110 §10.1.1: a server that answers without
-                    // reading the body of an `Expect: 100-continue` request
-                    // must close (or read it anyway, but the client may
-                    // never send it).
-                    Ok(Step::NeedMore) if !drain || self.expect == Expect::Waiting => {
-                        abandoned = true;
+        loop {
+            match self.step() {
+                Ok(Step::Data(..)) => {}
+                Ok(Step::Done) | Err(_) => break,
+                // RFC 9110 §10.1.1: a server that answers without reading
+                // the body of an `Expect: 100-continue` request must close
+                // (or read it anyway, but the client may never send it).
+                Ok(Step::NeedMore) if !drain || self.expect == Expect::Waiting => {
+                    abandoned = true;
+                    break;
+                }
+                Ok(Step::NeedMore) => {
+                    if self.fill().await.is_err() {
                         break;
-                    }
-                    Ok(Step::NeedMore) => {
-                        if self.fill().await.is_err() {
-                            break;
-                        }
                     }
                 }
             }
         }
-        let lease = match self.lease {
+        self.end(abandoned)
+    }
+
+    fn end(&mut self, abandoned: bool) -> BodyEnd {
+        let lease = match self.lease.take() {
             Some(lease) if self.lease_used < lease.len() => Some((lease, self.lease_used)),
             _ => None,
         };

@@ -5,7 +5,7 @@ use std::io;
 
 use super::service::SharedDate;
 use super::wire::Wire;
-use super::{encode_chunk, Framing, HttpError, ResponseHead};
+use super::{chars, encode_chunk, Framing, HttpError, ResponseHead};
 
 /// The response to one request, filled in by a [`Service`](super::Service).
 ///
@@ -96,23 +96,25 @@ impl<'r> Response<'r> {
     /// (`Content-Length`, `Transfer-Encoding`, `Connection`, `Date`), or
     /// the head was already sent by [`flush`](Self::flush).
     pub fn header(&mut self, name: &str, value: &[u8]) -> Result<(), HttpError> {
-        const OWNED: [&str; 5] = [
-            "content-length",
-            "transfer-encoding",
-            "connection",
-            "date",
-            "keep-alive",
-        ];
+        if is_framing_field(name) {
+            return Err(invalid("framing header is set by the server"));
+        }
+        if !chars::is_token(name.as_bytes()) {
+            return Err(invalid("invalid response header"));
+        }
+        self.field(name.as_bytes(), value)
+    }
+
+    /// Adds a field whose name is known to be a valid, non-framing one.
+    fn field(&mut self, name: &[u8], value: &[u8]) -> Result<(), HttpError> {
         if self.streaming.is_some() {
             return Err(invalid("header after the response head was sent"));
         }
-        if OWNED.iter().any(|o| name.eq_ignore_ascii_case(o)) {
-            return Err(invalid("framing header is set by the server"));
-        }
-        if !valid_name(name.as_bytes()) || !valid_value(value) {
+        if !chars::is_field_value(value) {
             return Err(invalid("invalid response header"));
         }
-        self.headers.extend_from_slice(name.as_bytes());
+        self.headers.reserve(name.len() + value.len() + 4);
+        self.headers.extend_from_slice(name);
         self.headers.extend_from_slice(b": ");
         self.headers.extend_from_slice(value);
         self.headers.extend_from_slice(b"\r\n");
@@ -142,7 +144,7 @@ impl<'r> Response<'r> {
         body: &[u8],
     ) -> Result<(), HttpError> {
         if let Some(ct) = content_type {
-            self.header("Content-Type", ct)?;
+            self.field(b"Content-Type", ct)?;
         }
         self.status = status;
         self.body.clear();
@@ -241,17 +243,13 @@ fn invalid(reason: &'static str) -> HttpError {
     }
 }
 
-/// RFC 9110 §5.6.2 token.
-fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-/// RFC 9110 §5.5 field value: VCHAR, SP, HTAB and obs-text, no CR/LF/NUL.
-fn valid_value(value: &[u8]) -> bool {
-    value
-        .iter()
-        .all(|&b| matches!(b, b'\t' | 0x20..=0x7e | 0x80..=0xff))
+/// The fields the server sets itself (ASCII case-insensitive).
+fn is_framing_field(name: &str) -> bool {
+    match name.len() {
+        4 => name.eq_ignore_ascii_case("date"),
+        10 => name.eq_ignore_ascii_case("connection") || name.eq_ignore_ascii_case("keep-alive"),
+        14 => name.eq_ignore_ascii_case("content-length"),
+        17 => name.eq_ignore_ascii_case("transfer-encoding"),
+        _ => false,
+    }
 }

@@ -1,0 +1,137 @@
+//! Byte classes of the HTTP grammar (RFC 9110 §5), as lookup tables:
+//! every request and response is checked byte by byte, and one indexed
+//! load per byte is the cheapest test there is.
+
+/// Which byte classes a byte belongs to, one bit per class.
+static CLASSES: [u8; 256] = classes();
+
+const TCHAR: u8 = 1;
+const FIELD_VALUE: u8 = 2;
+const HOST: u8 = 4;
+
+const fn classes() -> [u8; 256] {
+    let mut table = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        let mut class = 0;
+        // §5.6.2 tchar.
+        if b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            )
+        {
+            class |= TCHAR;
+        }
+        // §5.5 field-value bytes: VCHAR, SP, HTAB and obs-text; no CR, LF
+        // or other control byte.
+        if matches!(b, b'\t' | 0x20..=0x7e | 0x80..=0xff) {
+            class |= FIELD_VALUE;
+        }
+        // `uri-host [ ":" port ]`: RFC 3986 reg-name, IP-literal and
+        // pct-encoded bytes.
+        if b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b':'
+                    | b'['
+                    | b']'
+                    | b'%'
+            )
+        {
+            class |= HOST;
+        }
+        table[i] = class;
+        i += 1;
+    }
+    table
+}
+
+fn all(bytes: &[u8], class: u8) -> bool {
+    bytes.iter().all(|&b| CLASSES[usize::from(b)] & class != 0)
+}
+
+/// RFC 9110 §5.6.2 `tchar`.
+pub(crate) fn is_tchar(b: u8) -> bool {
+    CLASSES[usize::from(b)] & TCHAR != 0
+}
+
+/// A non-empty token: a valid field name or method.
+pub(crate) fn is_token(bytes: &[u8]) -> bool {
+    !bytes.is_empty() && all(bytes, TCHAR)
+}
+
+/// A valid field value: no CR, LF, NUL or other control byte, so it
+/// cannot split a message.
+pub(crate) fn is_field_value(bytes: &[u8]) -> bool {
+    all(bytes, FIELD_VALUE)
+}
+
+/// A valid `Host` value. Anything else, such as NUL, space, `/` or `@`,
+/// is not.
+pub(crate) fn is_host(bytes: &[u8]) -> bool {
+    all(bytes, HOST)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_match_the_grammar() {
+        let tchar_symbols = b"!#$%&'*+-.^_`|~";
+        let host_symbols = b"-._~!$&'()*+,;=:[]%";
+        for b in 0..=255u8 {
+            assert_eq!(
+                is_tchar(b),
+                b.is_ascii_alphanumeric() || tchar_symbols.contains(&b),
+                "tchar {b:#x}"
+            );
+            assert_eq!(
+                is_field_value(&[b]),
+                b == b'\t' || (0x20..=0x7e).contains(&b) || b >= 0x80,
+                "field value {b:#x}"
+            );
+            assert_eq!(
+                is_host(&[b]),
+                b.is_ascii_alphanumeric() || host_symbols.contains(&b),
+                "host {b:#x}"
+            );
+        }
+        assert!(!is_token(b""));
+        assert!(is_token(b"Content-Type"));
+        assert!(!is_token(b"Content Type"));
+        assert!(is_field_value(b""));
+        assert!(!is_field_value(b"a\r\nb"));
+        assert!(is_host(b"[::1]:8080"));
+        assert!(!is_host(b"a/b"));
+    }
+}
