@@ -255,9 +255,13 @@ impl Branch {
     /// Frames the response read so far (status line, fields,
     /// `Content-Length` body).
     fn parse(&mut self, started: Instant) {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut r = httparse::Response::new(&mut headers);
-        let head = match r.parse(&self.resp[..self.filled]) {
+        let mut headers = [std::mem::MaybeUninit::uninit(); MAX_HEADERS];
+        let mut r = httparse::Response::new(&mut []);
+        let head = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut r,
+            &self.resp[..self.filled],
+            &mut headers,
+        ) {
             Ok(httparse::Status::Partial) => return,
             Ok(httparse::Status::Complete(n)) => n,
             Err(_) => {
@@ -306,9 +310,9 @@ pub async fn serve(mut s: TcpStream, spec: Arc<Spec>) -> io::Result<()> {
         // One request head (our clients do not pipeline, but a second head
         // already in the buffer is served next without reading).
         let used = loop {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut req = httparse::Request::new(&mut headers);
-            match req.parse(&inb[..filled]) {
+            let mut headers = [std::mem::MaybeUninit::uninit(); MAX_HEADERS];
+            let mut req = httparse::Request::new(&mut []);
+            match req.parse_with_uninit_headers(&inb[..filled], &mut headers) {
                 Ok(httparse::Status::Complete(used)) => {
                     let method = req.method.unwrap_or("GET");
                     let target = req.path.unwrap_or("/");
@@ -379,11 +383,11 @@ pub async fn serve(mut s: TcpStream, spec: Arc<Spec>) -> io::Result<()> {
                 );
             }
             body.push(b']');
-            let _ = write!(
-                out,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                body.len()
+            out.extend_from_slice(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ",
             );
+            write_decimal(&mut out, body.len() as u64);
+            out.extend_from_slice(b"\r\n\r\n");
             out.extend_from_slice(&body);
         } else {
             body.clear();
@@ -490,7 +494,8 @@ fn write_shared(out: &mut Vec<u8>, headers: &[httparse::Header<'_>], client: Opt
             out.extend_from_slice(v);
             out.extend_from_slice(b", ");
         }
-        let _ = write!(out, "{ip}\r\n");
+        write_ip(out, ip);
+        out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -511,39 +516,105 @@ fn named_in_connection(headers: &[httparse::Header<'_>], name: &str) -> bool {
 fn write_entry(out: &mut Vec<u8>, upstream: &str, status: u16, latency: Duration, body: &[u8]) {
     out.extend_from_slice(b"{\"upstream\":");
     write_json_string(out, upstream.as_bytes());
-    let micros = latency.as_micros();
-    let _ = write!(
-        out,
-        ",\"status\":{status},\"latency_ms\":{}.{:03},\"body\":",
-        micros / 1000,
-        micros % 1000
-    );
+    out.extend_from_slice(b",\"status\":");
+    write_decimal(out, u64::from(status));
+    let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+    out.extend_from_slice(b",\"latency_ms\":");
+    write_decimal(out, micros / 1000);
+    let frac = micros % 1000;
+    out.extend_from_slice(&[
+        b'.',
+        b'0' + (frac / 100) as u8,
+        b'0' + (frac / 10 % 10) as u8,
+        b'0' + (frac % 10) as u8,
+    ]);
+    out.extend_from_slice(b",\"body\":");
     write_json_string(out, body);
     out.push(b'}');
 }
 
-/// `bytes` as a JSON string; invalid UTF-8 becomes U+FFFD.
-fn write_json_string(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.push(b'"');
-    for chunk in bytes.utf8_chunks() {
-        for &b in chunk.valid().as_bytes() {
-            match b {
-                b'"' => out.extend_from_slice(b"\\\""),
-                b'\\' => out.extend_from_slice(b"\\\\"),
-                b'\n' => out.extend_from_slice(b"\\n"),
-                b'\r' => out.extend_from_slice(b"\\r"),
-                b'\t' => out.extend_from_slice(b"\\t"),
-                0..=0x1f => {
-                    let _ = write!(out, "\\u{b:04x}");
+/// Appends `n` in decimal.
+fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+/// Appends `ip` as text, IPv4 without the formatting machinery.
+fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
                 }
-                _ => out.push(b),
+                write_decimal(out, u64::from(octet));
             }
         }
-        if !chunk.invalid().is_empty() {
-            out.extend_from_slice("\u{fffd}".as_bytes());
+        IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+        }
+    }
+}
+
+/// `bytes` as a JSON string; invalid UTF-8 becomes U+FFFD. ASCII input
+/// (the common case) is escaped in one pass that copies the runs between
+/// escapes whole.
+fn write_json_string(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
+    let start = out.len();
+    let mut run = 0;
+    let mut ascii = true;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b >= 0x80 {
+            ascii = false;
+            break;
+        }
+        if b < 0x20 || b == b'"' || b == b'\\' {
+            out.extend_from_slice(&bytes[run..i]);
+            escape(out, b);
+            run = i + 1;
+        }
+    }
+    if ascii {
+        out.extend_from_slice(&bytes[run..]);
+    } else {
+        out.truncate(start);
+        for chunk in bytes.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                match u8::try_from(c) {
+                    Ok(b) if b < 0x20 || b == b'"' || b == b'\\' => escape(out, b),
+                    _ => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+                }
+            }
+            if !chunk.invalid().is_empty() {
+                out.extend_from_slice("\u{fffd}".as_bytes());
+            }
         }
     }
     out.push(b'"');
+}
+
+/// The JSON escape of a control byte, quote or backslash.
+fn escape(out: &mut Vec<u8>, b: u8) {
+    match b {
+        b'"' => out.extend_from_slice(b"\\\""),
+        b'\\' => out.extend_from_slice(b"\\\\"),
+        b'\n' => out.extend_from_slice(b"\\n"),
+        b'\r' => out.extend_from_slice(b"\\r"),
+        b'\t' => out.extend_from_slice(b"\\t"),
+        _ => {
+            let _ = write!(out, "\\u{b:04x}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use std::ops::Range;
 
 use percore::net::TcpStream;
 
+use super::combine::write_decimal;
 use crate::http::{BodyDecoder, BodyKind, Limits};
 
 /// Most header fields in an upstream response head.
@@ -153,14 +154,33 @@ pub(crate) fn write_shared(
             out.extend_from_slice(v);
             out.extend_from_slice(b", ");
         }
-        // io::Write on a Vec cannot fail.
-        let _ = io::Write::write_fmt(out, format_args!("{ip}\r\n"));
+        write_ip(out, ip);
+        out.extend_from_slice(b"\r\n");
     }
     if has_body || !body.is_empty() {
-        let _ = io::Write::write_fmt(out, format_args!("Content-Length: {}\r\n", body.len()));
+        out.extend_from_slice(b"Content-Length: ");
+        write_decimal(out, body.len() as u64);
+        out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(body);
+}
+
+/// Appends `ip` as text: IPv4 (every request's case on most networks)
+/// without the formatting machinery, IPv6 through it.
+fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                write_decimal(out, u64::from(octet));
+            }
+        }
+        // io::Write on a Vec cannot fail.
+        IpAddr::V6(v6) => drop(io::Write::write_fmt(out, format_args!("{v6}"))),
+    }
 }
 
 /// Writes one whole sub-request: request line, `Host`, the shared part.
@@ -328,9 +348,14 @@ impl ResponseParser {
     /// head after an interim response.
     fn parse_head(&self, buf: &[u8], start: usize) -> Result<Option<State>, Failure> {
         let input = buf.get(start..).unwrap_or_default();
-        let mut storage = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
-        let mut resp = httparse::Response::new(&mut storage);
-        let len = match resp.parse(input) {
+        // Left uninitialised: httparse fills only the fields the head has.
+        let mut storage = [std::mem::MaybeUninit::uninit(); MAX_RESPONSE_HEADERS];
+        let mut resp = httparse::Response::new(&mut []);
+        let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut resp,
+            input,
+            &mut storage,
+        ) {
             Ok(httparse::Status::Partial) => {
                 if input.len() > self.limits.max_head {
                     return Err(Failure::Bad("response head over the limit"));

@@ -24,7 +24,7 @@
 //! varies with the digits of its latencies, and growing the buffer by a few
 //! bytes on some later request would be an allocation in steady state.
 
-use std::io::Write;
+use std::io::Write as _;
 use std::time::Duration;
 
 /// One successful branch, for [`write_entry`].
@@ -50,14 +50,27 @@ pub(crate) fn entry_bound(upstream: &str, body: &[u8]) -> usize {
 fn json_string_bound(bytes: &[u8]) -> usize {
     2 + bytes
         .iter()
-        .map(|&b| match b {
-            0..=0x1f => 6,     // \u00XX
-            b'"' | b'\\' => 2, // \" \\
-            0x80.. => 3,       // at worst each byte becomes U+FFFD
-            _ => 1,
-        })
+        .map(|&b| usize::from(ESCAPED_WIDTH[usize::from(b)]))
         .sum::<usize>()
 }
+
+/// The most bytes one input byte can become in a JSON string: `\u00XX`
+/// for a control byte, `\"` and `\\`, and at worst each byte of
+/// invalid UTF-8 as U+FFFD.
+static ESCAPED_WIDTH: [u8; 256] = {
+    let mut table = [1u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = match b as u8 {
+            0..=0x1f => 6,
+            b'"' | b'\\' => 2,
+            0x80.. => 3,
+            _ => 1,
+        };
+        b += 1;
+    }
+    table
+};
 
 /// Appends `entry` as an array element (`first`: no leading comma).
 pub(crate) fn write_entry(out: &mut Vec<u8>, entry: &Entry<'_>, first: bool) {
@@ -66,42 +79,126 @@ pub(crate) fn write_entry(out: &mut Vec<u8>, entry: &Entry<'_>, first: bool) {
     }
     out.extend_from_slice(b"{\"upstream\":");
     write_json_string(out, entry.upstream.as_bytes());
-    let micros = entry.latency.as_micros();
-    // Writing to a Vec cannot fail.
-    let _ = write!(
-        out,
-        ",\"status\":{},\"latency_ms\":{}.{:03},\"body\":",
-        entry.status,
-        micros / 1000,
-        micros % 1000
-    );
+    out.extend_from_slice(b",\"status\":");
+    write_decimal(out, u64::from(entry.status));
+    let micros = u64::try_from(entry.latency.as_micros()).unwrap_or(u64::MAX);
+    out.extend_from_slice(b",\"latency_ms\":");
+    write_decimal(out, micros / 1000);
+    let frac = micros % 1000;
+    out.extend_from_slice(&[
+        b'.',
+        b'0' + (frac / 100) as u8,
+        b'0' + (frac / 10 % 10) as u8,
+        b'0' + (frac % 10) as u8,
+    ]);
+    out.extend_from_slice(b",\"body\":");
     write_json_string(out, entry.body);
     out.push(b'}');
+}
+
+/// Appends `n` in decimal.
+pub(crate) fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 /// Appends `bytes` as a JSON string (RFC 8259 §7): quotes, backslashes and
 /// control characters escaped, invalid UTF-8 replaced with U+FFFD.
 pub(crate) fn write_json_string(out: &mut Vec<u8>, bytes: &[u8]) {
     out.push(b'"');
-    for chunk in bytes.utf8_chunks() {
-        for &b in chunk.valid().as_bytes() {
-            match b {
-                b'"' => out.extend_from_slice(b"\\\""),
-                b'\\' => out.extend_from_slice(b"\\\\"),
-                b'\n' => out.extend_from_slice(b"\\n"),
-                b'\r' => out.extend_from_slice(b"\\r"),
-                b'\t' => out.extend_from_slice(b"\\t"),
-                0..=0x1f => {
-                    let _ = write!(out, "\\u{b:04x}");
-                }
-                _ => out.push(b),
+    if !escape_ascii(out, bytes) {
+        for chunk in bytes.utf8_chunks() {
+            escape_utf8(out, chunk.valid());
+            if !chunk.invalid().is_empty() {
+                out.extend_from_slice("\u{fffd}".as_bytes());
             }
-        }
-        if !chunk.invalid().is_empty() {
-            out.extend_from_slice("\u{fffd}".as_bytes());
         }
     }
     out.push(b'"');
+}
+
+/// What [`escape_ascii`] does with a byte.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Copy,
+    Escape,
+    NotAscii,
+}
+
+static CLASS: [Class; 256] = {
+    let mut table = [Class::Copy; 256];
+    let mut b = 0;
+    while b < 256 {
+        if b < 0x20 || b == b'"' as usize || b == b'\\' as usize {
+            table[b] = Class::Escape;
+        } else if b >= 0x80 {
+            table[b] = Class::NotAscii;
+        }
+        b += 1;
+    }
+    table
+};
+
+/// Escapes `bytes` if they are all ASCII, copying the runs between escapes
+/// whole; `false` (having written nothing) if they are not.
+fn escape_ascii(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
+    let start = out.len();
+    let mut run = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        match CLASS[usize::from(b)] {
+            Class::Copy => continue,
+            Class::Escape => {
+                out.extend_from_slice(&bytes[run..i]);
+                escape(out, b);
+                run = i + 1;
+            }
+            Class::NotAscii => {
+                out.truncate(start);
+                return false;
+            }
+        }
+    }
+    out.extend_from_slice(&bytes[run..]);
+    true
+}
+
+/// Escapes valid UTF-8 character by character (the rare non-ASCII case).
+fn escape_utf8(out: &mut Vec<u8>, text: &str) {
+    for c in text.chars() {
+        match u8::try_from(c) {
+            Ok(b) if CLASS[usize::from(b)] == Class::Escape => escape(out, b),
+            _ => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+        }
+    }
+}
+
+/// Appends the JSON escape of a control byte, quote or backslash.
+fn escape(out: &mut Vec<u8>, b: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    match b {
+        b'"' => out.extend_from_slice(b"\\\""),
+        b'\\' => out.extend_from_slice(b"\\\\"),
+        b'\n' => out.extend_from_slice(b"\\n"),
+        b'\r' => out.extend_from_slice(b"\\r"),
+        b'\t' => out.extend_from_slice(b"\\t"),
+        _ => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(b >> 4)],
+            HEX[usize::from(b & 0xf)],
+        ]),
+    }
 }
 
 /// Appends the failure line of one branch.

@@ -126,6 +126,23 @@ fn request_bytes() {
         "POST /p HTTP/1.1\r\nHost: up:1\r\nAccept: */*\r\nVia: 1.1 percore\r\n\
          X-Forwarded-For: 10.0.0.1, 127.0.0.1\r\nContent-Length: 4\r\n\r\nbody"
     );
+    // Client addresses are written as `Display` writes them.
+    for ip in [
+        "0.0.0.0",
+        "255.255.255.255",
+        "192.168.10.9",
+        "::1",
+        "2001:db8::ff00:42:8329",
+        "::ffff:10.0.0.1",
+    ] {
+        let ip: std::net::IpAddr = ip.parse().expect("address");
+        let mut shared = Vec::new();
+        write_shared(&mut shared, &[], Some(ip), b"", false);
+        assert_eq!(
+            String::from_utf8(shared).expect("ascii"),
+            format!("Via: 1.1 percore\r\nX-Forwarded-For: {ip}\r\n\r\n")
+        );
+    }
 }
 
 #[test]
@@ -136,6 +153,69 @@ fn json_strings() {
         String::from_utf8(out).expect("utf-8"),
         "\"a\\\"b\\\\c\\n\\u0001\u{fffd}z\u{e9}\""
     );
+}
+
+/// The run-copying escaper writes exactly what escaping byte by byte does,
+/// for valid and invalid UTF-8 alike.
+#[test]
+fn json_strings_match_byte_by_byte_escaping() {
+    fn reference(bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![b'"'];
+        for chunk in bytes.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                match c {
+                    '"' => out.extend_from_slice(b"\\\""),
+                    '\\' => out.extend_from_slice(b"\\\\"),
+                    '\n' => out.extend_from_slice(b"\\n"),
+                    '\r' => out.extend_from_slice(b"\\r"),
+                    '\t' => out.extend_from_slice(b"\\t"),
+                    c if u32::from(c) < 0x20 => {
+                        out.extend_from_slice(format!("\\u{:04x}", u32::from(c)).as_bytes())
+                    }
+                    c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+                }
+            }
+            if !chunk.invalid().is_empty() {
+                out.extend_from_slice("\u{fffd}".as_bytes());
+            }
+        }
+        out.push(b'"');
+        out
+    }
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut cases: Vec<Vec<u8>> = vec![
+        b"".to_vec(),
+        br#"{"message":"Hello!"}"#.to_vec(),
+        b"tab\there\x01\x1f end\\".to_vec(),
+        "caf\u{e9} \u{1f600}".as_bytes().to_vec(),
+        b"bad \xff\xfe utf8 \xe2\x82".to_vec(),
+    ];
+    for _ in 0..2000 {
+        let len = (next() % 48) as usize;
+        // Mostly ASCII with some high bytes, so that both valid multi-byte
+        // sequences and invalid ones occur.
+        cases.push(
+            (0..len)
+                .map(|_| match next() % 8 {
+                    0 => (next() % 0x20) as u8,
+                    1 => 0x80 | (next() % 0x80) as u8,
+                    2 => b'"',
+                    _ => b' ' + (next() % 0x5f) as u8,
+                })
+                .collect(),
+        );
+    }
+    for case in &cases {
+        let mut out = Vec::new();
+        write_json_string(&mut out, case);
+        assert_eq!(out, reference(case), "input {case:?}");
+    }
 }
 
 /// No entry is ever longer than its bound, whatever its bytes and numbers:
