@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# benches/instructions.sh — user-space instructions per request of one
+# server, counted by valgrind's callgrind under a short wrk load.
+#
+# Why: the CPU-time ratios of duel.sh need several runs and still carry
+# about 1 % of noise; an instruction count is exact and repeats run to run,
+# so it shows what a change to per-request code saves (or adds) before a
+# duel says whether that shows in CPU time. It counts user space only (the
+# kernel's TCP work, most of a server's CPU here, is invisible to it) and
+# says nothing about cache misses: a lower count is a hint, a duel is the
+# measurement.
+#
+# Usage: benches/instructions.sh COMMAND [ARGS...]
+#   COMMAND is a server binary with its arguments, without --port and
+#   --cores (added here), e.g.
+#   benches/instructions.sh target/release/http_echo --backend epoll
+# Environment: DURATION=5 CONNS=10 PORT=18190 TOP=25 (functions listed)
+set -euo pipefail
+
+DURATION=${DURATION:-5}
+CONNS=${CONNS:-10}
+PORT=${PORT:-18190}
+TOP=${TOP:-25}
+
+die() { echo "instructions.sh: $*" >&2; exit 1; }
+# shellcheck source=benches/load_common.sh
+. "$(dirname "$0")/load_common.sh"
+[[ $# -ge 1 ]] || die "usage: instructions.sh COMMAND [ARGS...]"
+for tool in valgrind callgrind_annotate callgrind_control wrk; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed (apt-get install -y valgrind wrk)"
+done
+
+out=$(mktemp -d)
+valgrind --tool=callgrind --callgrind-out-file="$out/cg" "$@" --port "$PORT" --cores 0 \
+    >"$out/server.log" 2>&1 &
+server=$!
+trap 'kill -KILL "$server" 2>/dev/null || true; rm -rf "$out"' EXIT
+# Under valgrind a server starts in seconds, not milliseconds.
+for _ in $(seq 300); do
+    wait_listening "$server" "$PORT" && break
+    kill -0 "$server" 2>/dev/null || die "the server exited; its log: $(cat "$out/server.log")"
+done
+wrk -t1 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$PORT/" >"$out/wrk.txt"
+# Dump the counts now rather than at exit: a server under valgrind may not
+# get through its graceful stop (io_uring is not fully emulated).
+callgrind_control --dump "$server" >/dev/null 2>&1
+sleep 1
+kill -KILL "$server" 2>/dev/null || true
+wait "$server" 2>/dev/null || true
+dump=$(ls "$out"/cg.* 2>/dev/null | head -1)
+[[ -n $dump ]] || die "callgrind wrote no dump"
+
+requests=$(awk '/ requests in / { print $1 }' "$out/wrk.txt")
+[[ -n $requests && $requests -gt 0 ]] || die "wrk completed no request: $(cat "$out/wrk.txt")"
+callgrind_annotate --auto=no --threshold=100 "$dump" >"$out/annotated.txt"
+total=$(awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }' "$out/annotated.txt")
+echo "$requests requests, $(awk -v t="$total" -v r="$requests" 'BEGIN { printf "%.0f", t / r }') instructions per request (whole process, user space)"
+echo "top functions, instructions per request (inlined code counts where it was inlined):"
+# Lines look like "12,345 (1.23%)  file:function [object]"; sum by function.
+awk -v r="$requests" '
+    /^ *[0-9,]+ \( *[0-9.]+%\) / && !/PROGRAM TOTALS/ {
+        n = $1; gsub(",", "", n)
+        line = $0; sub(/^ *[0-9,]+ \( *[0-9.]+%\) +/, "", line)
+        sub(/ \[[^]]*\]$/, "", line)
+        fn = line; sub(/^[^:]*:/, "", fn)
+        sum[fn] += n
+    }
+    END { for (f in sum) printf "%9.1f  %s\n", sum[f] / r, f }
+' "$out/annotated.txt" | sort -rn | head -n "$TOP"
