@@ -153,21 +153,25 @@ fn head_lines(out: &mut Vec<u8>, status: &[u8], date: &DateLine, len: usize, cty
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(date.line());
     out.extend_from_slice(b"Content-Length: ");
+    write_decimal(out, len as u64);
+    out.extend_from_slice(b"\r\nContent-Type: ");
+    out.extend_from_slice(ctype);
+    out.extend_from_slice(b"\r\n\r\n");
+}
+
+/// Appends `n` in decimal.
+pub(crate) fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
-    let mut v = len;
     loop {
         i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
             break;
         }
     }
     out.extend_from_slice(&digits[i..]);
-    out.extend_from_slice(b"\r\nContent-Type: ");
-    out.extend_from_slice(ctype);
-    out.extend_from_slice(b"\r\n\r\n");
 }
 
 #[cfg(test)]

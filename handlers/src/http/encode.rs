@@ -268,7 +268,7 @@ fn status_line(out: &mut Vec<u8>, status: u16) {
         500
     };
     out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(itoa(u64::from(status), &mut [0; 20]));
+    write_decimal(out, u64::from(status));
     out.push(b' ');
     out.extend_from_slice(reason_phrase(status).as_bytes());
     out.extend_from_slice(b"\r\n");
@@ -283,22 +283,23 @@ fn header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 
 fn content_length(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(b"Content-Length: ");
-    out.extend_from_slice(itoa(n, &mut [0; 20]));
+    write_decimal(out, n);
     out.extend_from_slice(b"\r\n");
 }
 
-/// Formats `n` in decimal into the end of `buf`, returning the digits.
-fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
+/// Appends `n` in decimal.
+pub(crate) fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
     loop {
         i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
+        digits[i] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    &buf[i..]
+    out.extend_from_slice(&digits[i..]);
 }
 
 #[cfg(test)]

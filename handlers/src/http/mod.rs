@@ -171,6 +171,7 @@ pub use body::{BodyDecoder, Decoded};
 pub use config::Config;
 pub use date::DateCache;
 pub use echo::{HttpEcho, HELLO};
+pub(crate) use encode::write_decimal;
 pub use encode::{
     encode_chunk, encode_last_chunk, error_response, method_not_allowed, reason_phrase, Framing,
     ResponseHead, CONTINUE_100,

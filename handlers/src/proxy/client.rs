@@ -13,8 +13,7 @@ use std::ops::Range;
 
 use percore::net::TcpStream;
 
-use super::combine::write_decimal;
-use crate::http::{BodyDecoder, BodyKind, Limits};
+use crate::http::{write_decimal, BodyDecoder, BodyKind, Limits};
 
 /// Most header fields in an upstream response head.
 const MAX_RESPONSE_HEADERS: usize = 64;

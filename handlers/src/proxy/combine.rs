@@ -27,6 +27,8 @@
 use std::io::Write as _;
 use std::time::Duration;
 
+use crate::http::write_decimal;
+
 /// One successful branch, for [`write_entry`].
 #[derive(Debug)]
 pub(crate) struct Entry<'a> {
@@ -94,21 +96,6 @@ pub(crate) fn write_entry(out: &mut Vec<u8>, entry: &Entry<'_>, first: bool) {
     out.extend_from_slice(b",\"body\":");
     write_json_string(out, entry.body);
     out.push(b'}');
-}
-
-/// Appends `n` in decimal.
-pub(crate) fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
 }
 
 /// Appends `bytes` as a JSON string (RFC 8259 §7): quotes, backslashes and
