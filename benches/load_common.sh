@@ -7,6 +7,9 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int(
 # User + system CPU time of process $1, in clock ticks (/proc/PID/stat).
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
+# User CPU time of process $1, in clock ticks (/proc/PID/stat).
+user_ticks() { awk '{ print $14 }' "/proc/$1/stat"; }
+
 # Waits until process $1 listens on 127.0.0.1 port $2; fails if it exits
 # or five seconds pass.
 wait_listening() {

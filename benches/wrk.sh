@@ -7,9 +7,11 @@
 # and each server CPU set (one core: CPU 0; two cores: CPUs 0,1), wrk's
 # requests/s and p99 latency (median of RUNS runs, the servers alternated
 # run by run so drift hits them alike), plus server CPU time from
-# /proc/PID/stat during each run and requests per server CPU-second. wrk is
-# pinned to the CPU the server does not use; with two server cores nothing is
-# pinned (as in BASELINES.md).
+# /proc/PID/stat during each run, requests per server CPU-second, and the
+# share of that CPU time spent in user space (the rest is the kernel's: TCP,
+# syscalls, wake-ups; no user-space change can save more than the user
+# share). wrk is pinned to the CPU the server does not use; with two server
+# cores nothing is pinned (as in BASELINES.md).
 #
 # SERVICE=http (default) loads `http_echo` (GET, the 20-byte JSON answer).
 # SERVICE=fanout loads the `fanout` proxy instead, once per width in WIDTHS:
@@ -24,6 +26,8 @@
 #              SERVICE=http|fanout WIDTHS="1 4 16" UPSTREAMS=3
 #              HTTP_ECHO=path/to/http_echo FANOUT=path/to/fanout
 #              TOKIO_BASELINE=path/to/tokio_baseline
+#              PERCORE_ARGS="..." (more options for the percore servers, e.g.
+#              "--keepalive-requests 0": the tokio servers have no request cap)
 set -euo pipefail
 
 DURATION=${DURATION:-10}
@@ -36,6 +40,7 @@ PORT=${PORT:-18080}
 SERVICE=${SERVICE:-http}
 WIDTHS=${WIDTHS:-"1 4 16"}
 UPSTREAMS=${UPSTREAMS:-3}
+read -r -a percore_args <<<"${PERCORE_ARGS:-}"
 case $SERVICE in
     http) WIDTHS=- ;;
     fanout) ;;
@@ -122,9 +127,9 @@ start_server() {
     for p in "${upstream_ports[@]}"; do up+=(--upstream "127.0.0.1:$p"); done
     case $SERVICE:$1 in
         http:tokio) exec "$tokio_bin" --service http --port "$PORT" --cores "$2" ;;
-        http:*) exec "$bin" --port "$PORT" --cores "$2" --backend "$1" ;;
+        http:*) exec "$bin" --port "$PORT" --cores "$2" --backend "$1" "${percore_args[@]}" ;;
         fanout:tokio) exec "$tokio_bin" --service fanout --port "$PORT" --cores "$2" "${up[@]}" --width "$3" ;;
-        fanout:*) exec "$fanout_bin" --port "$PORT" --cores "$2" --backend "$1" "${up[@]}" --width "$3" ;;
+        fanout:*) exec "$fanout_bin" --port "$PORT" --cores "$2" --backend "$1" "${up[@]}" --width "$3" "${percore_args[@]}" ;;
     esac >/dev/null 2>&1 &
     server_pid=$!
 }
@@ -154,17 +159,17 @@ for cores in $CORESETS; do
     if [[ -n $free_cpu ]]; then wrk_cmd=(taskset -c "$free_cpu" wrk); pin="wrk on CPU $free_cpu";
     else wrk_cmd=(wrk); pin="nothing pinned"; fi
     for width in $WIDTHS; do
-        declare -A rps=() p99=() kcpu=() util=()
+        declare -A rps=() p99=() kcpu=() util=() ushare=()
         for run in $(seq "$RUNS"); do
             for backend in $BACKENDS; do
                 start_server "$backend" "$cores" "$width"
                 wait_listening "$server_pid" "$PORT" || die "$backend server (cores $cores) did not start listening on 127.0.0.1:$PORT"
                 # Warm-up, not measured.
                 "${wrk_cmd[@]}" -t"$THREADS" -c"$CONNS" -d2s http://127.0.0.1:"$PORT"/ >/dev/null 2>&1 || true
-                t0=$(cpu_ticks "$server_pid"); s0=$(date +%s.%N)
+                t0=$(cpu_ticks "$server_pid"); u0=$(user_ticks "$server_pid"); s0=$(date +%s.%N)
                 out=$("${wrk_cmd[@]}" -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$PORT/") \
                     || die "wrk failed against $backend (cores $cores)"
-                t1=$(cpu_ticks "$server_pid"); s1=$(date +%s.%N)
+                t1=$(cpu_ticks "$server_pid"); u1=$(user_ticks "$server_pid"); s1=$(date +%s.%N)
                 cleanup
                 r=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
                 l=$(awk '$1 == "99%" { print $2 }' <<<"$out")
@@ -175,20 +180,22 @@ $out"
                 cpu_s=$(awk -v a="$t0" -v b="$t1" -v h="$clk" 'BEGIN { printf "%.3f", (b - a) / h }')
                 rps[$backend]+="$r "; p99[$backend]+="$(to_ms "$l") "
                 kcpu[$backend]+="$(awk -v r="$r" -v d="$DURATION" -v c="$cpu_s" 'BEGIN { if (c > 0) printf "%.1f", r * d / c / 1000; else print "nan" }') "
+                ushare[$backend]+="$(awk -v u=$((u1 - u0)) -v t=$((t1 - t0)) 'BEGIN { if (t > 0) printf "%.0f", 100 * u / t; else print "nan" }') "
                 util[$backend]+="$(awk -v c="$cpu_s" -v a="$s0" -v b="$s1" -v n="$ncores" 'BEGIN { printf "%.0f", 100 * c / (b - a) / n }') "
                 echo "  $backend cores=$cores width=$width run $run: ${r} req/s, p99 $(to_ms "$l") ms, server CPU ${cpu_s} s" >&2
             done
         done
         for backend in $BACKENDS; do
             # shellcheck disable=SC2086 # word splitting of the collected values is intended
-            results+=("$(printf '%-6s %-6s %-5s %10.1f %9s %9s %11s   %s' "$backend" "$cores" "$width" \
+            results+=("$(printf '%-6s %-6s %-5s %10.1f %9s %9s %11s %7s   %s' "$backend" "$cores" "$width" \
                 "$(awk -v r="$(median ${rps[$backend]})" 'BEGIN { print r / 1000 }')" \
-                "$(median ${p99[$backend]})" "$(median ${util[$backend]})%" "$(median ${kcpu[$backend]})" "$pin")")
+                "$(median ${p99[$backend]})" "$(median ${util[$backend]})%" "$(median ${kcpu[$backend]})" \
+                "$(median ${ushare[$backend]})%" "$pin")")
         done
-        unset rps p99 kcpu util
+        unset rps p99 kcpu util ushare
     done
 done
 
 echo
-printf '%-6s %-6s %-5s %10s %9s %9s %11s   %s\n' server cores width kRPS "p99 ms" "srv CPU" "kreq/CPU-s" placement
+printf '%-6s %-6s %-5s %10s %9s %9s %11s %7s   %s\n' server cores width kRPS "p99 ms" "srv CPU" "kreq/CPU-s" "user" placement
 for line in "${results[@]}"; do echo "$line"; done

@@ -1,6 +1,7 @@
 //! The command line shared by the example servers (`echo`, `http_echo`,
-//! `fanout`): `--port`, `--cores`, `--backend`, `--stats`, plus options of
-//! their own, and the common start-up (logging, stats line, signals).
+//! `fanout`): `--port`, `--cores`, `--backend`, `--stats`, the HTTP servers'
+//! `--keepalive-requests`, plus options of their own, and the common start-up
+//! (logging, stats line, signals).
 
 use std::io;
 use std::net::SocketAddr;
@@ -120,6 +121,33 @@ pub const COMMON_USAGE: &str = "  --port N              TCP port (0 picks a free
                         a few dozen busy ones; default 0 = off)
   --stats               print a line of counters per core every second
   RUST_LOG=debug        more logging";
+
+/// Flags of the HTTP servers' front side, interpreted by [`http_config`].
+pub const HTTP_FLAGS: &[&str] = &["--keepalive-requests"];
+
+/// The usage text of [`HTTP_FLAGS`].
+pub const HTTP_USAGE: &str =
+    "  --keepalive-requests N  requests served on one connection, the last with
+                        `Connection: close` (default 1000, as nginx; 0 = no limit)";
+
+/// The HTTP layer's settings: the defaults, changed by the [`HTTP_FLAGS`]
+/// among `own` (other flags are left to the caller).
+///
+/// # Errors
+///
+/// A message for the user when a value is not a number.
+pub fn http_config(own: &[(String, String)]) -> Result<percore_handlers::http::Config, String> {
+    let mut config = percore_handlers::http::Config::default();
+    for (flag, value) in own {
+        if flag == "--keepalive-requests" {
+            let n: u32 = value
+                .parse()
+                .map_err(|_| format!("{flag}: expected a number, got {value:?}"))?;
+            config.max_requests = if n == 0 { u32::MAX } else { n };
+        }
+    }
+    Ok(config)
+}
 
 /// Logs to stderr at `info` unless `RUST_LOG` says otherwise.
 pub fn init_logging() {

@@ -6,13 +6,15 @@
 //!        [--policy all|first|quorum:K] [--timeout-ms 15000]
 //!        [--connect-timeout-ms 1000] [--max-pending 1024] [--eject-after 5]
 //!        [--eject-ms 30000] [--mirror HOST:PORT] [--mirror-max-pending 256]
-//!        [--port 8081] [--cores 0] [--backend auto] [--stats]
+//!        [--keepalive-requests 1000] [--port 8081] [--cores 0] [--backend auto] [--stats]
 //! ```
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use percore_examples::{init_logging, parse_common, run, COMMON_USAGE};
+use percore_examples::{
+    http_config, init_logging, parse_common, run, COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
+};
 use percore_handlers::http::HttpHandler;
 use percore_handlers::proxy::{Config, FanOut};
 
@@ -105,15 +107,16 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("fanout: a fan-out HTTP proxy on percore\n\nOptions:\n{USAGE}\n{COMMON_USAGE}");
+        println!("fanout: a fan-out HTTP proxy on percore\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}");
         return;
     }
-    let parsed = parse_common(8081, args, OWN_FLAGS)
-        .and_then(|(common, own)| Ok((common, proxy_config(&own)?)));
-    let (common, config) = match parsed {
+    let flags: Vec<&str> = OWN_FLAGS.iter().chain(HTTP_FLAGS).copied().collect();
+    let parsed = parse_common(8081, args, &flags)
+        .and_then(|(common, own)| Ok((common, proxy_config(&own)?, http_config(&own)?)));
+    let (common, config, http) = match parsed {
         Ok(parsed) => parsed,
         Err(e) => {
-            eprintln!("fanout: {e}\n\nOptions:\n{USAGE}\n{COMMON_USAGE}");
+            eprintln!("fanout: {e}\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}");
             std::process::exit(2);
         }
     };
@@ -136,7 +139,10 @@ fn main() {
     let result = run("fanout", &common, move |_core| {
         // Validated above, so this cannot fail; a core without a proxy
         // would be worse than a clear stop at start-up.
-        HttpHandler::new(FanOut::new(config.clone()).expect("config validated at start-up"))
+        HttpHandler::with_config(
+            FanOut::new(config.clone()).expect("config validated at start-up"),
+            http,
+        )
     });
     if let Err(e) = result {
         eprintln!("fanout: {e}");

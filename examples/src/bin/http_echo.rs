@@ -5,26 +5,35 @@
 //!
 //! ```text
 //! http_echo [--port 8080] [--cores 0,1] [--backend auto] [--stats]
+//!           [--keepalive-requests 1000]
 //! ```
 
-use percore_examples::{init_logging, parse_common, run, COMMON_USAGE};
+use percore_examples::{
+    http_config, init_logging, parse_common, run, COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
+};
 use percore_handlers::http::{HttpEcho, HttpHandler};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("http_echo: an HTTP/1.1 echo server on percore\n\nOptions:\n{COMMON_USAGE}");
+        println!(
+            "http_echo: an HTTP/1.1 echo server on percore\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}"
+        );
         return;
     }
-    let common = match parse_common(8080, args, &[]) {
-        Ok((common, _)) => common,
+    let parsed = parse_common(8080, args, HTTP_FLAGS)
+        .and_then(|(common, own)| Ok((common, http_config(&own)?)));
+    let (common, config) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
-            eprintln!("http_echo: {e}\n\nOptions:\n{COMMON_USAGE}");
+            eprintln!("http_echo: {e}\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}");
             std::process::exit(2);
         }
     };
     init_logging();
-    if let Err(e) = run("http_echo", &common, |_core| HttpHandler::new(HttpEcho)) {
+    if let Err(e) = run("http_echo", &common, move |_core| {
+        HttpHandler::with_config(HttpEcho, config)
+    }) {
         eprintln!("http_echo: {e}");
         std::process::exit(1);
     }

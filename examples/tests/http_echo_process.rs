@@ -1,0 +1,130 @@
+//! The `http_echo` binary as an operator runs it, on both backends:
+//! `--keepalive-requests` sets the per-connection request cap (FAULTS B8;
+//! 0 lifts it), and a bad value is refused before anything starts.
+
+#[path = "../../handlers/tests/support/mod.rs"]
+#[macro_use]
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::Duration;
+
+use support::*;
+
+const HTTP_ECHO: &str = env!("CARGO_BIN_EXE_http_echo");
+
+const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+
+fn http_echo_cmd(args: &[&str]) -> Command {
+    let mut cmd = Command::new(HTTP_ECHO);
+    cmd.args(["--port", "0", "--host", "127.0.0.1", "--cores", "0"])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .env_remove("PERCORE_BACKEND")
+        .env_remove("PERCORE_FAULT");
+    cmd
+}
+
+/// Reads one response to a `GET` (its body has a `Content-Length`) and
+/// returns its head.
+fn read_response(stream: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        let n = stream.read(&mut byte).expect("read a response head");
+        assert!(n == 1, "the connection closed mid-head: {got:?}");
+        got.push(byte[0]);
+    }
+    let head = String::from_utf8(got).expect("an ASCII head");
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no Content-Length in {head:?}"));
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).expect("read the body");
+    assert_eq!(body, br#"{"message":"Hello!"}"#);
+    head
+}
+
+/// Sends `n` requests one at a time on one connection; returns the heads.
+fn requests(stream: &mut TcpStream, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|_| {
+            stream.write_all(GET).expect("send a request");
+            read_response(stream)
+        })
+        .collect()
+}
+
+fn closed(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 1];
+    matches!(stream.read(&mut buf), Ok(0))
+}
+
+#[test]
+fn keepalive_requests_sets_the_cap_and_zero_lifts_it() {
+    let _serial = serial();
+    for backend in ["uring", "epoll"] {
+        if require(backend.parse().expect("backend")).is_none() {
+            continue;
+        }
+        let child = ChildServer::spawn(
+            http_echo_cmd(&["--backend", backend, "--keepalive-requests", "3"]),
+            Duration::from_secs(20),
+        )
+        .unwrap_or_else(|f| panic!("{backend}: http_echo did not start: {f:?}"));
+        let mut stream = TcpStream::connect(child.addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let heads = requests(&mut stream, 3);
+        assert!(
+            heads[..2].iter().all(|h| !h.contains("Connection: close")),
+            "{backend}: closed before the cap: {heads:?}"
+        );
+        assert!(
+            heads[2].contains("Connection: close"),
+            "{backend}: the third response does not close: {}",
+            heads[2]
+        );
+        assert!(closed(&mut stream), "{backend}: still open after the cap");
+        child.signal(libc::SIGTERM);
+        let (status, log) = child.wait(Duration::from_secs(15));
+        assert!(status.success(), "{backend}: {status}\n{log}");
+
+        // Past the default cap of 1000 with the cap lifted.
+        let child = ChildServer::spawn(
+            http_echo_cmd(&["--backend", backend, "--keepalive-requests", "0"]),
+            Duration::from_secs(20),
+        )
+        .unwrap_or_else(|f| panic!("{backend}: http_echo did not start: {f:?}"));
+        let mut stream = TcpStream::connect(child.addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let heads = requests(&mut stream, 1100);
+        assert!(
+            heads.iter().all(|h| !h.contains("Connection: close")),
+            "{backend}: a response closed with the cap lifted"
+        );
+        child.signal(libc::SIGTERM);
+        let (status, log) = child.wait(Duration::from_secs(15));
+        assert!(status.success(), "{backend}: {status}\n{log}");
+    }
+}
+
+#[test]
+fn a_bad_keepalive_requests_value_is_refused() {
+    let out = http_echo_cmd(&["--keepalive-requests", "many"])
+        .output()
+        .expect("run http_echo");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--keepalive-requests: expected a number"),
+        "{stderr}"
+    );
+}
