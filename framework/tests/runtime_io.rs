@@ -9,6 +9,7 @@
 #[macro_use]
 mod support;
 
+use std::future::Future;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::time::{Duration, Instant};
@@ -93,6 +94,38 @@ backend_tests! {
                 let (d, at) = h.await.expect("timer task");
                 assert!(at >= d, "a {d:?} timer fired after {at:?}");
             }
+        })
+        .expect("block_on");
+    }
+
+    /// A sleep that fired and was reset to a later deadline wakes its task
+    /// again at the new one, polled by the same task with the same waker
+    /// (how a connection's one timer follows its moving deadlines).
+    fn a_fired_sleep_reset_later_wakes_again(backend) {
+        percore::block_on(backend, async {
+            let started = Instant::now();
+            let mut sleep = std::pin::pin!(percore::time::sleep(Duration::from_millis(20)));
+            let second = started + Duration::from_millis(120);
+            let mut fired_once = false;
+            let woke = timeout(Duration::from_secs(5), std::future::poll_fn(|cx| {
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return std::task::Poll::Pending;
+                }
+                if fired_once {
+                    return std::task::Poll::Ready(());
+                }
+                fired_once = true;
+                sleep.as_mut().reset(second);
+                // Pending now; only the timer can wake this task again.
+                assert!(sleep.as_mut().poll(cx).is_pending());
+                std::task::Poll::Pending
+            }))
+            .await;
+            assert!(woke.is_ok(), "the reset sleep never woke its task");
+            let took = started.elapsed();
+            assert!(took >= Duration::from_millis(120), "woke after {took:?}");
+            // Not by the 5 s guard's own wake-up, which polls it too.
+            assert!(took < Duration::from_secs(2), "woke only after {took:?}");
         })
         .expect("block_on");
     }

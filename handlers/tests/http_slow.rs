@@ -62,6 +62,33 @@ http_tests! {
         assert!(waited >= Duration::from_millis(600) && waited < Duration::from_millis(2500), "{waited:?}");
     }
 
+    /// B1, B2 with the defaults' order of timeouts (idle longer than the
+    /// head timeout): the connection's one timer fires first at the
+    /// first-request head deadline it was armed with, then must still fire
+    /// at the later deadline of a silent client: the idle close, and a 408
+    /// for a head begun after a pause.
+    fn timeouts_fire_after_the_timer_moved_later(backend) {
+        let mut config = short_config();
+        config.head_timeout = Duration::from_millis(300);
+        config.idle_timeout = Duration::from_millis(1200);
+        let server = TestServer::echo_with(backend, config);
+
+        let mut c = Client::connect(server.addr);
+        assert_eq!(c.roundtrip(&get("/")).status, 200);
+        let idle = c.expect_eof();
+        assert!(idle >= Duration::from_millis(1000) && idle < Duration::from_millis(3500), "{idle:?}");
+
+        let mut c = Client::connect(server.addr);
+        assert_eq!(c.roundtrip(&get("/")).status, 200);
+        thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n");
+        let r = c.response();
+        let elapsed = started.elapsed();
+        assert_eq!(r.status, 408);
+        assert!(elapsed >= Duration::from_millis(250) && elapsed < Duration::from_millis(3000), "408 after {elapsed:?}");
+    }
+
     /// B3: slow body (R.U.D.Y.). One body byte per 100 ms: 408 + close at
     /// the body deadline, while another connection is served promptly.
     fn b3_slow_body_gets_408_and_others_are_served(backend) {

@@ -70,6 +70,9 @@ impl Sleep {
     /// old one had passed.
     pub fn reset(&mut self, deadline: Instant) {
         self.deadline = deadline;
+        // A timer that fired gave its waker away; the next poll must hand
+        // the wheel one again, not trust the one it remembers.
+        self.armed_for = None;
         if let Some(key) = self.key {
             context::with_core(|core| {
                 let tick = core.clock.tick_of(deadline);
