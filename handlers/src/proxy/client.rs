@@ -355,8 +355,11 @@ impl ResponseParser {
             input,
             &mut storage,
         ) {
+            // The limit covers the interim responses before this head too:
+            // an upstream streaming `100 Continue` forever must not grow
+            // the buffer without end.
             Ok(httparse::Status::Partial) => {
-                if input.len() > self.limits.max_head {
+                if buf.len() > self.limits.max_head {
                     return Err(Failure::Bad("response head over the limit"));
                 }
                 return Ok(None);
@@ -367,7 +370,7 @@ impl ResponseParser {
             }
             Err(_) => return Err(Failure::Bad("malformed status line or header")),
         };
-        if len > self.limits.max_head {
+        if start + len > self.limits.max_head {
             return Err(Failure::Bad("response head over the limit"));
         }
         let status = resp.code.unwrap_or(0);

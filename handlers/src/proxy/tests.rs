@@ -88,6 +88,26 @@ fn bad_responses() {
         parse_split(big.as_bytes(), 10, false),
         Err(Failure::Bad("response head over the limit"))
     );
+    // Interim responses count towards the head limit: an endless stream of
+    // them is refused once the heads together pass it.
+    let mut parser = ResponseParser::new(LIMITS, false);
+    let mut buf = Vec::new();
+    let refused = (0..1000).find_map(|_| {
+        buf.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+        parser.feed(&mut buf, false).err()
+    });
+    assert_eq!(refused, Some(Failure::Bad("response head over the limit")));
+    assert!(
+        buf.len() <= LIMITS.max_head + 64,
+        "{} bytes buffered",
+        buf.len()
+    );
+    let mut early_hints = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n".to_vec();
+    early_hints.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    assert_eq!(
+        parse_split(&early_hints, 7, false),
+        Ok((200, b"ok".to_vec(), true))
+    );
     let long = b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n";
     assert!(matches!(parse_split(long, 5, false), Err(Failure::Bad(_))));
     let short = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhal";
