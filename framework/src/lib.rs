@@ -63,6 +63,7 @@ mod sys;
 pub mod time;
 
 pub use driver::{Backend, ParseBackendError};
+pub use executor::budget::unconstrained;
 pub use executor::{JoinError, JoinHandle};
 pub use handler::{Connection, Handler};
 pub use runtime::{

@@ -130,6 +130,46 @@ backend_tests! {
         .expect("block_on");
     }
 
+    /// With the task's I/O budget spent, a read polled once says `Pending`
+    /// without looking; inside `percore::unconstrained` it sees the bytes
+    /// that are there (and the budget is back to spent afterwards).
+    fn unconstrained_polls_past_a_spent_budget(backend) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let peer = std::thread::spawn(move || {
+            let mut conns: Vec<_> = (0..2).map(|_| listener.accept().expect("accept").0).collect();
+            conns[0].write_all(b"a").expect("write");
+            wait.recv().expect("go");
+            conns[0].write_all(b"b").expect("write");
+            // Held open until the test is done with both.
+            let _ = wait.recv();
+        });
+        percore::block_on(backend, async move {
+            let busy = TcpStream::connect(addr).await.expect("connect");
+            let idle = TcpStream::connect(addr).await.expect("connect");
+            assert_eq!(&read_exactly(&busy, 1).await.expect("read")[..], b"a");
+            go.send(()).expect("go");
+            sleep(Duration::from_millis(100)).await;
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            for _ in 0..200 {
+                let _ = std::pin::pin!(idle.read()).as_mut().poll(&mut cx);
+            }
+            let mut read = std::pin::pin!(busy.read());
+            assert!(read.as_mut().poll(&mut cx).is_pending(), "the budget was not spent");
+            let got = percore::unconstrained(|| read.as_mut().poll(&mut cx));
+            match got {
+                std::task::Poll::Ready(Ok(Some(buf))) => assert_eq!(&buf[..], b"b"),
+                other => panic!("unconstrained read: {other:?}"),
+            }
+            let mut again = std::pin::pin!(busy.read());
+            assert!(again.as_mut().poll(&mut cx).is_pending(), "the budget came back unspent");
+            drop(go);
+        })
+        .expect("block_on");
+        peer.join().expect("peer");
+    }
+
     /// A read dropped by a timeout loses nothing: the bytes that arrive
     /// afterwards are read whole and in order by the next read.
     fn timed_out_read_loses_nothing(backend) {

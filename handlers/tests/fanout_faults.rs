@@ -284,6 +284,33 @@ http_tests! {
         assert_eq!(short.accepted(), 2);
     }
 
+    /// F5 at width 100: one request checks out 100 pooled connections in
+    /// one task poll, past the task's I/O budget; each must still be
+    /// checked, so the connections the upstream closed while idle (every
+    /// other one here) are skipped and a POST (never retried) succeeds on
+    /// every branch.
+    fn f5_idle_closes_seen_at_any_width(backend) {
+        let short = Fake::start(|mut c: Conn| {
+            let idle = Duration::from_millis(if c.index % 2 == 1 { 100 } else { 5000 });
+            while c.read_request().is_some() {
+                c.ok(b"ka");
+                c.stream.set_read_timeout(Some(idle)).ok();
+            }
+        });
+        let px = proxy(backend, &[short.addr], |c| {
+            c.width = 100;
+            c.deadline = Duration::from_secs(3);
+        });
+        let mut client = Client::connect(px.addr);
+        assert_eq!(client.roundtrip(&get("/a")).status, 200);
+        let pooled = short.accepted();
+        std::thread::sleep(Duration::from_millis(400));
+        let r = client.roundtrip(&post("/b", "text/plain", b"x"));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(entries(&r.body).len(), 100);
+        assert!(short.accepted() >= pooled + 50, "stale pooled connections were reused");
+    }
+
     /// F6: one of three branches resets (fail-fast under `all`): 502 at the
     /// time of the failure, the slow siblings' connections closed.
     fn f6_fail_fast(backend) {

@@ -35,3 +35,34 @@ pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
         }
     })
 }
+
+/// Runs `f` with no I/O budget: its I/O polls never yield for lack of one.
+/// What the task had left is restored afterwards.
+///
+/// For a poll that must see a socket's state rather than yield, such as
+/// checking, with a single poll, whether an idle pooled connection was
+/// closed by its peer: spent budget would answer `Pending` without looking.
+/// Not for loops of I/O, which is what the budget is for.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn f(conn: percore::net::TcpStream) {
+/// use std::future::Future;
+/// use std::task::{Context, Poll, Waker};
+///
+/// let mut read = std::pin::pin!(conn.read());
+/// let mut cx = Context::from_waker(Waker::noop());
+/// let quiet = percore::unconstrained(|| read.as_mut().poll(&mut cx).is_pending());
+/// # }
+/// ```
+pub fn unconstrained<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(u32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BUDGET.with(|b| b.set(self.0));
+        }
+    }
+    let _restore = Restore(BUDGET.with(|b| b.replace(u32::MAX)));
+    f()
+}
