@@ -131,11 +131,10 @@ http_tests! {
     /// not spin afterwards (CVE-2023-34188 was a busy loop).
     fn a07_content_length_syntax(backend) {
         let server = TestServer::echo(backend);
-        for value in ["+1_0", "0x10", "-48", "", "1Z", "99999999999999999999", "1 0"] {
+        for value in ["+1_0", "0x10", "010", "-48", "", "1Z", "99999999999999999999", "1 0"] {
             only_error(server.addr, &with_headers(&format!("Content-Length: {value}\r\n"), b""), 400);
         }
-        // Leading zeros are digits.
-        let r = one(server.addr, &with_headers("Content-Length: 010\r\n", b"0123456789"));
+        let r = one(server.addr, &with_headers("Content-Length: 10\r\n", b"0123456789"));
         assert_eq!(r.body, b"0123456789");
         let before = server.stats().cpu_time;
         std::thread::sleep(Duration::from_millis(300));

@@ -136,15 +136,27 @@ impl Chunked {
                 None if digits == 0 => return Err(malformed("chunk size is not hex")),
                 None => match b {
                     b'\r' => State::SizeLf { value },
-                    b';' => self.ext_start(value),
-                    b' ' | b'\t' => State::SizeWs { value },
+                    b';' => {
+                        self.ext_len = 0;
+                        State::Ext { value }
+                    }
+                    // The whitespace before `;` is part of the extensions
+                    // (BWS) and counts towards their limit.
+                    b' ' | b'\t' => {
+                        self.ext_len = 0;
+                        self.ext_byte()?;
+                        State::SizeWs { value }
+                    }
                     // `0_2e`, `0x1`, a bare LF, ...
                     _ => return Err(malformed("invalid byte after chunk size")),
                 },
             },
             State::SizeWs { value } => match b {
-                b' ' | b'\t' => State::SizeWs { value },
-                b';' => self.ext_start(value),
+                b' ' | b'\t' => {
+                    self.ext_byte()?;
+                    State::SizeWs { value }
+                }
+                b';' => State::Ext { value },
                 _ => return Err(malformed("invalid byte after chunk size")),
             },
             State::Ext { value } => match b {
@@ -152,10 +164,7 @@ impl Chunked {
                 // chunk-ext is tokens, quoted strings and BWS: visible
                 // ASCII, SP, HTAB, obs-text. A CTL or a bare LF is not.
                 b'\t' | 0x20..=0x7e | 0x80..=0xff => {
-                    self.ext_len += 1;
-                    if self.ext_len > self.max_ext {
-                        return Err(malformed("chunk extensions too long"));
-                    }
+                    self.ext_byte()?;
                     State::Ext { value }
                 }
                 _ => return Err(malformed("invalid byte in chunk extension")),
@@ -189,9 +198,13 @@ impl Chunked {
         Ok(false)
     }
 
-    fn ext_start(&mut self, value: u64) -> State {
-        self.ext_len = 0;
-        State::Ext { value }
+    /// Counts one byte of a size line's extensions against their limit.
+    fn ext_byte(&mut self) -> Result<(), HttpError> {
+        self.ext_len += 1;
+        if self.ext_len > self.max_ext {
+            return Err(malformed("chunk extensions too long"));
+        }
+        Ok(())
     }
 
     /// Trailer fields (RFC 9112 §7.1.2) are parsed as field lines and then

@@ -124,10 +124,12 @@ pub(crate) fn decide<'b>(
 }
 
 /// RFC 9110 §8.6: `Content-Length = 1*DIGIT`. No sign, no hex, no spaces
-/// inside, no list, and no silent wrap-around on overflow.
+/// inside, no list, and no silent wrap-around on overflow. Stricter than
+/// the grammar, leading zeros (`010`) are refused too (FAULTS A7): a hop
+/// that reads them as octal would frame the body differently.
 fn parse_length(value: &[u8]) -> Result<u64, HttpError> {
     let bad = HttpError::bad_request("invalid Content-Length");
-    if value.is_empty() {
+    if value.is_empty() || (value.len() > 1 && value[0] == b'0') {
         return Err(bad);
     }
     let mut n: u64 = 0;
