@@ -47,13 +47,17 @@ pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
 /// # Examples
 ///
 /// ```no_run
-/// # async fn f(conn: percore::net::TcpStream) {
+/// # #[allow(dead_code)]
+/// # async fn f(conn: percore::net::TcpStream) -> Option<percore::net::TcpStream> {
 /// use std::future::Future;
-/// use std::task::{Context, Poll, Waker};
+/// use std::task::{Context, Waker};
 ///
 /// let mut read = std::pin::pin!(conn.read());
 /// let mut cx = Context::from_waker(Waker::noop());
+/// // Nothing to read, no end of stream: the idle connection may be reused.
 /// let quiet = percore::unconstrained(|| read.as_mut().poll(&mut cx).is_pending());
+/// drop(read);
+/// quiet.then_some(conn)
 /// # }
 /// ```
 pub fn unconstrained<R>(f: impl FnOnce() -> R) -> R {
