@@ -64,6 +64,24 @@ fn closed(stream: &mut TcpStream) -> bool {
     matches!(stream.read(&mut buf), Ok(0))
 }
 
+/// Starts `http_echo` on `backend` with `--keepalive-requests cap`, runs
+/// `client` on a connection to it, then stops it with SIGTERM (exit 0).
+fn with_cap(backend: &str, cap: &str, client: impl FnOnce(&mut TcpStream)) {
+    let child = ChildServer::spawn(
+        http_echo_cmd(&["--backend", backend, "--keepalive-requests", cap]),
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|f| panic!("{backend}: http_echo did not start: {f:?}"));
+    let mut stream = TcpStream::connect(child.addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    client(&mut stream);
+    child.signal(libc::SIGTERM);
+    let (status, log) = child.wait(Duration::from_secs(15));
+    assert!(status.success(), "{backend}: {status}\n{log}");
+}
+
 #[test]
 fn keepalive_requests_sets_the_cap_and_zero_lifts_it() {
     let _serial = serial();
@@ -71,48 +89,27 @@ fn keepalive_requests_sets_the_cap_and_zero_lifts_it() {
         if require(backend.parse().expect("backend")).is_none() {
             continue;
         }
-        let child = ChildServer::spawn(
-            http_echo_cmd(&["--backend", backend, "--keepalive-requests", "3"]),
-            Duration::from_secs(20),
-        )
-        .unwrap_or_else(|f| panic!("{backend}: http_echo did not start: {f:?}"));
-        let mut stream = TcpStream::connect(child.addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .expect("timeout");
-        let heads = requests(&mut stream, 3);
-        assert!(
-            heads[..2].iter().all(|h| !h.contains("Connection: close")),
-            "{backend}: closed before the cap: {heads:?}"
-        );
-        assert!(
-            heads[2].contains("Connection: close"),
-            "{backend}: the third response does not close: {}",
-            heads[2]
-        );
-        assert!(closed(&mut stream), "{backend}: still open after the cap");
-        child.signal(libc::SIGTERM);
-        let (status, log) = child.wait(Duration::from_secs(15));
-        assert!(status.success(), "{backend}: {status}\n{log}");
-
+        with_cap(backend, "3", |stream| {
+            let heads = requests(stream, 3);
+            assert!(
+                heads[..2].iter().all(|h| !h.contains("Connection: close")),
+                "{backend}: closed before the cap: {heads:?}"
+            );
+            assert!(
+                heads[2].contains("Connection: close"),
+                "{backend}: the third response does not close: {}",
+                heads[2]
+            );
+            assert!(closed(stream), "{backend}: still open after the cap");
+        });
         // Past the default cap of 1000 with the cap lifted.
-        let child = ChildServer::spawn(
-            http_echo_cmd(&["--backend", backend, "--keepalive-requests", "0"]),
-            Duration::from_secs(20),
-        )
-        .unwrap_or_else(|f| panic!("{backend}: http_echo did not start: {f:?}"));
-        let mut stream = TcpStream::connect(child.addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .expect("timeout");
-        let heads = requests(&mut stream, 1100);
-        assert!(
-            heads.iter().all(|h| !h.contains("Connection: close")),
-            "{backend}: a response closed with the cap lifted"
-        );
-        child.signal(libc::SIGTERM);
-        let (status, log) = child.wait(Duration::from_secs(15));
-        assert!(status.success(), "{backend}: {status}\n{log}");
+        with_cap(backend, "0", |stream| {
+            let heads = requests(stream, 1100);
+            assert!(
+                heads.iter().all(|h| !h.contains("Connection: close")),
+                "{backend}: a response closed with the cap lifted"
+            );
+        });
     }
 }
 
