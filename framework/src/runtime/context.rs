@@ -1,6 +1,6 @@
 //! The current thread's core, for code that runs inside it.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -8,33 +8,49 @@ use super::core::Core;
 use crate::executor::task::Runnable;
 
 thread_local! {
-    static CURRENT: RefCell<Option<Rc<Core>>> = const { RefCell::new(None) };
+    /// This thread's core while an [`EnterGuard`] lives, null otherwise. A
+    /// raw pointer rather than an `Rc` in a `RefCell`: a thread-local with
+    /// no destructor and no borrow flag is one load per access, and I/O,
+    /// timers and wakes reach for the core several times per request.
+    static CURRENT: Cell<*const Core> = const { Cell::new(std::ptr::null()) };
     static CURRENT_ID: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
 /// Makes `core` this thread's core until the guard is dropped.
 pub(crate) fn enter(core: Rc<Core>) -> EnterGuard {
-    let id = core.shared.id;
-    CURRENT.with(|c| {
-        let mut c = c.borrow_mut();
-        assert!(
-            c.is_none(),
-            "a percore core is already running on this thread"
-        );
-        *c = Some(core);
-    });
-    CURRENT_ID.with(|c| c.set(id));
-    EnterGuard(())
+    assert!(
+        CURRENT.get().is_null(),
+        "a percore core is already running on this thread"
+    );
+    CURRENT.set(Rc::as_ptr(&core));
+    CURRENT_ID.set(core.shared.id);
+    EnterGuard { _core: core }
 }
 
-pub(crate) struct EnterGuard(());
+/// Keeps the current core alive; clears it when dropped.
+pub(crate) struct EnterGuard {
+    _core: Rc<Core>,
+}
 
 impl Drop for EnterGuard {
     fn drop(&mut self) {
-        CURRENT_ID.with(|c| c.set(usize::MAX));
-        let core = CURRENT.with(|c| c.borrow_mut().take());
-        drop(core);
+        // Cleared before the guard's `Rc` goes: destructors that run while
+        // the core is freed find no core, as they must.
+        CURRENT_ID.set(usize::MAX);
+        CURRENT.set(std::ptr::null());
     }
+}
+
+/// This thread's core, if one is entered.
+fn current<'a>() -> Option<&'a Core> {
+    let ptr = CURRENT.get();
+    // SAFETY: a non-null pointer was set by `enter` from an `Rc<Core>` that
+    // the live `EnterGuard` owns, and the guard nulls it before releasing
+    // that `Rc`. The guard is `!Send` (it holds an `Rc`) and lives in the
+    // frame that runs the core, below every caller of this function on
+    // this thread, so the `Core` outlives each borrow handed out here
+    // (callers only use it within a closure call, never store it).
+    unsafe { ptr.as_ref() }
 }
 
 /// Runs `f` with this thread's core.
@@ -44,26 +60,17 @@ impl Drop for EnterGuard {
 /// Outside a percore core thread: percore I/O and timers only work on the
 /// core that owns them.
 pub(crate) fn with_core<R>(f: impl FnOnce(&Core) -> R) -> R {
-    CURRENT.with(|c| {
-        let c = c.borrow();
-        let core = c.as_ref().expect(
-            "percore I/O, timers and spawn_local need a percore core thread \
-             (inside a Handler, or percore::block_on)",
-        );
-        f(core)
-    })
+    let core = current().expect(
+        "percore I/O, timers and spawn_local need a percore core thread \
+         (inside a Handler, or percore::block_on)",
+    );
+    f(core)
 }
 
-/// Like [`with_core`], but `None` outside a core (or during thread exit),
-/// for destructors.
+/// Like [`with_core`], but `None` outside a core (or while a core is being
+/// freed), for destructors.
 pub(crate) fn try_with_core<R>(f: impl FnOnce(&Core) -> R) -> Option<R> {
-    CURRENT
-        .try_with(|c| {
-            let c = c.try_borrow().ok()?;
-            c.as_ref().map(|core| f(core))
-        })
-        .ok()
-        .flatten()
+    current().map(f)
 }
 
 /// Queues `task` locally if this thread runs core `owner`; hands it back
@@ -72,7 +79,7 @@ pub(crate) fn schedule_local(
     owner: usize,
     task: Arc<dyn Runnable>,
 ) -> Result<(), Arc<dyn Runnable>> {
-    if CURRENT_ID.try_with(|c| c.get()).unwrap_or(usize::MAX) != owner {
+    if CURRENT_ID.get() != owner {
         return Err(task);
     }
     let mut task = Some(task);

@@ -75,8 +75,24 @@ const fn classes() -> [u8; 256] {
     table
 }
 
+/// Whether every byte is in `class`. The classes of eight bytes at a time
+/// are ANDed without a branch per byte: about half the instructions of a
+/// byte-by-byte `all`, on values checked for every request.
 fn all(bytes: &[u8], class: u8) -> bool {
-    bytes.iter().all(|&b| CLASSES[usize::from(b)] & class != 0)
+    let mut acc = class;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        for &b in chunk {
+            acc &= CLASSES[usize::from(b)];
+        }
+        if acc == 0 {
+            return false;
+        }
+    }
+    for &b in chunks.remainder() {
+        acc &= CLASSES[usize::from(b)];
+    }
+    acc != 0
 }
 
 /// RFC 9110 §5.6.2 `tchar`.
@@ -92,7 +108,23 @@ pub(crate) fn is_token(bytes: &[u8]) -> bool {
 /// A valid field value: no CR, LF, NUL or other control byte, so it
 /// cannot split a message.
 pub(crate) fn is_field_value(bytes: &[u8]) -> bool {
-    all(bytes, FIELD_VALUE)
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        // Eight bytes as one word: the high bit of `below` is set for some
+        // byte exactly when one is under 0x20, that of `del` when one is
+        // 0x7f (the usual find-a-zero-byte arithmetic). Only then, rarely
+        // (a tab is allowed), are the bytes looked at one by one.
+        let x = <[u8; 8]>::try_from(chunk).map_or(0, u64::from_le_bytes);
+        let below = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+        let y = x ^ (ONES * 0x7f);
+        let del = y.wrapping_sub(ONES) & !y & HIGH;
+        if below | del != 0 && !all(chunk, FIELD_VALUE) {
+            return false;
+        }
+    }
+    all(chunks.remainder(), FIELD_VALUE)
 }
 
 /// A valid `Host` value. Anything else, such as NUL, space, `/` or `@`,
@@ -133,5 +165,26 @@ mod tests {
         assert!(!is_field_value(b"a\r\nb"));
         assert!(is_host(b"[::1]:8080"));
         assert!(!is_host(b"a/b"));
+    }
+
+    /// Every byte at every position of a 19-byte value (two words and a
+    /// remainder) gets the verdict a byte-by-byte check gives.
+    #[test]
+    fn word_at_a_time_checks_agree_with_the_bytes() {
+        let checks: [(fn(&[u8]) -> bool, u8); 3] = [
+            (is_token, TCHAR),
+            (is_field_value, FIELD_VALUE),
+            (is_host, HOST),
+        ];
+        for (check, class) in checks {
+            for b in 0..=255u8 {
+                for at in 0..19 {
+                    let mut value = *b"abcdefghij012345678";
+                    value[at] = b;
+                    let expected = CLASSES[usize::from(b)] & class != 0;
+                    assert_eq!(check(&value), expected, "byte {b:#x} at {at}");
+                }
+            }
+        }
     }
 }

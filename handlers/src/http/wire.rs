@@ -94,8 +94,11 @@ impl Wire {
             self.out.set(buf);
             return Ok(());
         }
-        let deadline = after(percore::time::now(), self.write_timeout);
-        match self.wait(self.conn.write_all(buf), deadline, None).await {
+        let write = pin!(self.conn.write_all(buf));
+        // Most sends complete on their first poll: only one that has to
+        // wait reads the clock for its deadline.
+        let deadline = || after(percore::time::now(), self.write_timeout);
+        match self.wait_until(write, deadline, None).await {
             Waited::Done((Ok(()), mut buf)) => {
                 buf.clear();
                 if buf.capacity() > KEEP_CAPACITY {
@@ -138,15 +141,27 @@ impl Wire {
         deadline: Instant,
         stop: Option<&StopSlot>,
     ) -> Waited<F::Output> {
-        let mut fut = pin!(fut);
+        self.wait_until(pin!(fut), || deadline, stop).await
+    }
+
+    /// [`wait`](Self::wait) with the deadline computed only if `fut` does
+    /// not complete on its first poll.
+    async fn wait_until<F: Future + Unpin>(
+        &self,
+        mut fut: F,
+        deadline: impl Fn() -> Instant,
+        stop: Option<&StopSlot>,
+    ) -> Waited<F::Output> {
+        let mut at = None;
         poll_fn(|cx| {
-            if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+            if let Poll::Ready(v) = Pin::new(&mut fut).poll(cx) {
                 return Poll::Ready(Waited::Done(v));
             }
             if stop.is_some_and(|s| s.poll_stopped(cx)) {
                 return Poll::Ready(Waited::Stopped);
             }
-            self.poll_deadline(deadline, cx).map(|()| Waited::TimedOut)
+            let at = *at.get_or_insert_with(&deadline);
+            self.poll_deadline(at, cx).map(|()| Waited::TimedOut)
         })
         .await
     }
