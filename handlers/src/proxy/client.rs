@@ -13,6 +13,7 @@ use std::ops::Range;
 
 use percore::net::TcpStream;
 
+use super::target::OriginForm;
 use crate::http::{write_decimal, BodyDecoder, BodyKind, Limits};
 
 /// Most header fields in an upstream response head.
@@ -186,13 +187,13 @@ fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
 pub(crate) fn write_request(
     out: &mut Vec<u8>,
     method: &str,
-    target: &str,
+    target: OriginForm<'_>,
     host_line: &[u8],
     shared: &[u8],
 ) {
     out.extend_from_slice(method.as_bytes());
     out.push(b' ');
-    out.extend_from_slice(target.as_bytes());
+    target.write_to(out);
     out.extend_from_slice(b" HTTP/1.1\r\n");
     out.extend_from_slice(host_line);
     out.extend_from_slice(shared);

@@ -5,7 +5,12 @@
 //!
 //! # How a request flows
 //!
-//! 1. The [`FanOut`] service reads the client's body (if any) and writes the
+//! 1. The [`FanOut`] service turns the request target into the origin-form
+//!    every sub-request carries ([`target`]): `/path?q` as sent, an
+//!    absolute `http://host/path?q` cut down to `/path?q`, `OPTIONS *` as
+//!    sent. `CONNECT` is answered 501 (the proxy opens no tunnels) and a
+//!    target in no form its method may use 400, both before anything is
+//!    sent. It reads the client's body (if any) and writes the
 //!    parts of the sub-request that every branch shares (end-to-end headers,
 //!    `Via`, `X-Forwarded-For`, a `Content-Length` and the body) once, into
 //!    a per-core scratch buffer. Hop-by-hop fields, and fields named in
@@ -105,6 +110,7 @@ mod mirror;
 mod scratch;
 mod service;
 mod stats;
+mod target;
 mod upstream;
 
 pub use config::{Config, ConfigError, EjectionConfig, Policy, PoolConfig};

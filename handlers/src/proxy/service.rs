@@ -15,6 +15,7 @@ use super::join::{Branches, Slot, Verdict};
 use super::mirror::{Mirror, MirrorSettings};
 use super::scratch::{ArenaPool, BufPool};
 use super::stats::{bump, LocalStats};
+use super::target::{origin_form, OriginForm};
 use super::upstream::Upstream;
 use super::{Config, ConfigError, ProxyStats};
 use crate::http::{BodyKind, Request, Response, Service};
@@ -65,7 +66,7 @@ struct BranchError {
 #[derive(Debug, Clone, Copy)]
 struct Job<'a> {
     method: &'a str,
-    target: &'a str,
+    target: OriginForm<'a>,
     /// Everything after the `Host` line (see [`write_shared`]).
     shared: &'a [u8],
     /// RFC 9110 §9.2.2: may be retried (FAULTS F1, F5).
@@ -354,13 +355,21 @@ impl Drop for PendingGuard<'_> {
 
 impl Service for FanOut {
     async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+        let method = req.method();
+        let target = match origin_form(method, req.path()) {
+            Ok(target) => target,
+            Err(refused) => {
+                tracing::debug!(method, target = req.path(), "fanout: refused: {refused}");
+                // The HTTP layer answers with its status and closes.
+                return Err(refused.into());
+            }
+        };
         // The breaker answers before the body is read: no queue, no work
         // (the HTTP layer discards the unread body).
         if self.pending.get() >= self.config.max_pending {
             return self.reject_pending(res);
         }
         let _pending = PendingGuard::new(&self.pending);
-        let method = req.method();
         let has_body = req.body_kind() != BodyKind::None;
         let headers = req.headers();
         let client = req.peer_addr().ok().map(|a| a.ip());
@@ -377,11 +386,11 @@ impl Service for FanOut {
         }
         bump(&self.stats.requests);
         if let Some(mirror) = &self.mirror {
-            mirror.submit(method, req.path(), &shared);
+            mirror.submit(method, target, &shared);
         }
         let job = Job {
             method,
-            target: req.path(),
+            target,
             shared: &shared,
             idempotent: matches!(
                 method,
