@@ -1,7 +1,8 @@
 //! What the fan-out proxy forwards, seen by a recording fake upstream, on
 //! both backends: the request target in origin-form whatever form the
-//! client used (RFC 9112 §3.2), and `CONNECT` and targets that fit no form
-//! refused by the proxy itself.
+//! client used (RFC 9112 §3.2), `CONNECT` and targets that fit no form
+//! refused by the proxy itself, and every `Via` / `X-Forwarded-For` line
+//! of the client's request kept before the proxy's own element.
 
 #[macro_use]
 #[path = "support/http.rs"]
@@ -82,5 +83,24 @@ http_tests! {
         // The proxy still serves.
         let r = one(px.addr, &get("/after"));
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+
+    /// Several `Via` and `X-Forwarded-For` lines: every value is kept, in
+    /// order, as one list, and the proxy's element comes last.
+    fn repeated_via_and_forwarded_for_kept(backend) {
+        let rec = recorder();
+        let px = proxy(backend, &[rec.addr], |_| {});
+        let r = one(px.addr, b"GET /v HTTP/1.1\r\nHost: a\r\nVia: 1.0 edge\r\n\
+            X-Forwarded-For: 10.0.0.1\r\nVia: 1.1 mid, 1.1 inner\r\nX-Forwarded-For: 10.0.0.2, 10.0.0.3\r\n\
+            X-Forwarded-For: 10.0.0.4\r\n\r\n");
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let head = last_head(&rec);
+        assert!(head.contains("\r\nvia: 1.0 edge, 1.1 mid, 1.1 inner, 1.1 percore\r\n"), "{head}");
+        assert!(
+            head.contains("\r\nx-forwarded-for: 10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4, 127.0.0.1\r\n"),
+            "{head}"
+        );
+        assert_eq!(head.matches("\r\nvia:").count(), 1, "one Via line: {head}");
+        assert_eq!(head.matches("\r\nx-forwarded-for:").count(), 1, "one X-Forwarded-For line: {head}");
     }
 }

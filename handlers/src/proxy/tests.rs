@@ -123,7 +123,8 @@ fn bad_responses() {
 }
 
 /// The forwarded request: CRLF only, hop-by-hop fields (and those named in
-/// `Connection`) dropped, `Via`/`X-Forwarded-For` appended, re-framed.
+/// `Connection`) dropped, `Via`/`X-Forwarded-For` kept and appended to,
+/// re-framed.
 #[test]
 fn request_bytes() {
     let mut storage = [httparse::EMPTY_HEADER; 16];
@@ -148,6 +149,28 @@ fn request_bytes() {
         text,
         "POST /p HTTP/1.1\r\nHost: up:1\r\nAccept: */*\r\nVia: 1.1 percore\r\n\
          X-Forwarded-For: 10.0.0.1, 127.0.0.1\r\nContent-Length: 4\r\n\r\nbody"
+    );
+    // Every line of `Via` and `X-Forwarded-For` is kept, in order, as one
+    // list; empty values add nothing; the proxy's element comes last.
+    let mut storage = [httparse::EMPTY_HEADER; 16];
+    let mut req = httparse::Request::new(&mut storage);
+    let raw = b"GET / HTTP/1.1\r\nHost: h\r\nVia: 1.0 a\r\nX-Forwarded-For: 10.0.0.1\r\n\
+        Via: 1.1 b, 1.1 c\r\nX-Forwarded-For:\r\nX-Forwarded-For: 10.0.0.2, 10.0.0.3\r\n\r\n";
+    let httparse::Status::Complete(_) = req.parse(raw).expect("parse") else {
+        panic!("partial")
+    };
+    let mut shared = Vec::new();
+    write_shared(
+        &mut shared,
+        req.headers,
+        Some([10, 0, 0, 9].into()),
+        b"",
+        false,
+    );
+    assert_eq!(
+        String::from_utf8(shared).expect("ascii"),
+        "Via: 1.0 a, 1.1 b, 1.1 c, 1.1 percore\r\n\
+         X-Forwarded-For: 10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.9\r\n\r\n"
     );
     // Client addresses are written as `Display` writes them.
     for ip in [
