@@ -120,6 +120,37 @@ http_tests! {
         assert_eq!(ok.requests().len(), before, "POST never moved to another upstream");
     }
 
+    /// F1 + F2: a GET whose connect is refused moves to the next upstream,
+    /// which never answers: the 504 names that upstream, the one actually
+    /// used last, not the one tried first. A reset there is a 502 naming
+    /// it the same way.
+    fn retried_branch_names_upstream_used_last(backend) {
+        let dead = refused_addr();
+        let hole = Fake::start(|mut c: Conn| {
+            let _ = c.read_request();
+            c.wait_close(Duration::from_secs(3));
+        });
+        let px = proxy(backend, &[dead, hole.addr], |c| {
+            c.width = 1;
+            c.deadline = Duration::from_millis(300);
+        });
+        let (r, text) = ask(px.addr, &get("/"));
+        assert_eq!(r.status, 504, "{text}");
+        assert_eq!(text, format!("upstream {}: no answer before the deadline\n", hole.addr));
+        assert_eq!(hole.accepted(), 1, "the retry went to the second upstream");
+
+        let rst = Fake::start(|mut c: Conn| {
+            if c.read_request().is_some() {
+                c.reset();
+            }
+        });
+        let px = proxy(backend, &[dead, rst.addr], |c| c.width = 1);
+        let (r, text) = ask(px.addr, &get("/"));
+        assert_eq!(r.status, 502, "{text}");
+        assert!(text.starts_with(&format!("upstream {}: ", rst.addr)), "{text}");
+        assert!(!text.contains(&dead.to_string()), "{text}");
+    }
+
     /// F2: an upstream that reads and never answers: 504 at the deadline,
     /// and its connection is closed, not pooled.
     fn f2_blackhole(backend) {

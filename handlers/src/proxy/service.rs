@@ -135,10 +135,13 @@ impl FanOut {
         stats
     }
 
-    /// One branch: a sub-request to upstream `index`, with at most one
-    /// retry (see the module docs). Returns its buffer to the pool on
-    /// failure; on success the reply carries it.
-    async fn branch(&self, mut index: usize, job: Job<'_>) -> Result<Reply, BranchError> {
+    /// One branch: a sub-request to the upstream `at` holds, with at most
+    /// one retry (see the module docs). A connect retry moves to another
+    /// upstream and says so in `at`, so that a branch still running at the
+    /// deadline is reported against the upstream it is waiting on. Returns
+    /// its buffer to the pool on failure; on success the reply carries it.
+    async fn branch(&self, at: &Cell<usize>, job: Job<'_>) -> Result<Reply, BranchError> {
+        let mut index = at.get();
         let mut buf = self.bufs.take();
         let mut retried = false;
         let mut fresh_only = false;
@@ -167,6 +170,7 @@ impl FanOut {
                                 retried = true;
                                 bump(&self.stats.retries);
                                 index = next;
+                                at.set(next);
                                 continue;
                             }
                         }
@@ -405,12 +409,14 @@ impl Service for FanOut {
         self.next.set((first + width) % healthy);
 
         let arena = self.arenas.take();
-        let targets: &[usize] = arena
-            .alloc_slice_fill_with(width, |i| self.nth_healthy((first + i) % healthy, started));
+        // The upstream each branch is on, updated by its retry.
+        let targets: &[Cell<usize>] = arena.alloc_slice_fill_with(width, |i| {
+            Cell::new(self.nth_healthy((first + i) % healthy, started))
+        });
         // SAFETY: `branches` is a local declared after `arena`, so it is
         // dropped first, and it is never forgotten.
         let mut branches =
-            unsafe { Branches::new_in(&arena, width, |i| self.branch(targets[i], job)) };
+            unsafe { Branches::new_in(&arena, width, |i| self.branch(&targets[i], job)) };
         let verdict = branches
             .join(self.config.policy, started + self.config.deadline)
             .await;
@@ -477,7 +483,8 @@ impl Service for FanOut {
                         }
                         Slot::Running(_) if timed_out => {
                             bump(&self.stats.deadline);
-                            write_failure(out, self.upstream_name(targets[i]), &Failure::Deadline);
+                            let upstream = self.upstream_name(targets[i].get());
+                            write_failure(out, upstream, &Failure::Deadline);
                         }
                         _ => {}
                     }
