@@ -1,7 +1,9 @@
 //! Outlier ejection (FAULTS F8) in the fan-out proxy, on both backends,
 //! with scripted fake upstreams: traffic shifts away from an upstream that
-//! fails in a row and comes back after the ejection time; at most 10 % of
-//! the upstreams (at least one) are ejected at once; 503 when all are.
+//! fails requests in a row and comes back after the ejection time; at most
+//! 10 % of the upstreams (at least one) are ejected at once; 503 when all
+//! are; and a wide request counts once per upstream, however many of its
+//! branches went there.
 
 #[macro_use]
 #[path = "support/http.rs"]
@@ -33,7 +35,7 @@ fn failing() -> Fake {
     })
 }
 
-/// Ejection shortened for the tests: 5 failures in a row eject for
+/// Ejection shortened for the tests: 5 failed requests in a row eject for
 /// 300 ms (×n, at most 2 s); one branch per request.
 fn short_ejection(c: &mut ProxyConfig) {
     c.width = 1;
@@ -111,7 +113,7 @@ http_tests! {
         let (status, text) = one_get(&mut client);
         assert_eq!(status, 503, "{text}");
         assert!(text.contains("every upstream is ejected"), "{text}");
-        assert!(text.contains(&format!("upstream {}: ejected after 5 failures in a row", bad.addr)), "{text}");
+        assert!(text.contains(&format!("upstream {}: ejected after 5 failed requests in a row", bad.addr)), "{text}");
         assert!(started.elapsed() < Duration::from_millis(100), "at once: {:?}", started.elapsed());
         assert_eq!(bad.requests().len(), 5, "nothing sent while ejected");
         std::thread::sleep(Duration::from_millis(350));
@@ -130,5 +132,35 @@ http_tests! {
         let (n1, n2) = (b1.requests().len(), b2.requests().len());
         assert_eq!(n1 + n2, 20);
         assert!(n1.min(n2) == 5 && n1.max(n2) == 15, "one ejected, the other kept: {n1} {n2}");
+    }
+
+    /// F8 at width 16 over two upstreams (8 branches on each per request):
+    /// a request whose 8 branches on one upstream all get a 500 adds one
+    /// failure to its run, not 8, so it takes 5 such requests in a row to
+    /// eject it.
+    fn f8_wide_request_counts_once(backend) {
+        let (bad, ok) = (failing(), good());
+        let px = proxy(backend, &[bad.addr, ok.addr], |c| {
+            short_ejection(c);
+            c.width = 16;
+            // Long enough that the request after the ejection surely
+            // falls inside it on a busy machine.
+            c.ejection.base_time = Duration::from_secs(3);
+            c.ejection.max_time = Duration::from_secs(3);
+        });
+        let mut client = Client::connect(px.addr);
+        let from = |r: &Resp, addr: std::net::SocketAddr| {
+            entries(&r.body).iter().filter(|e| e.0 == addr.to_string()).count()
+        };
+        for i in 1..=5 {
+            let r = client.roundtrip(&get("/"));
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            assert_eq!((from(&r, bad.addr), from(&r, ok.addr)), (8, 8), "request {i}: bad still in");
+        }
+        assert_eq!(bad.requests().len(), 40);
+        let r = client.roundtrip(&get("/"));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!((from(&r, bad.addr), from(&r, ok.addr)), (0, 16), "ejected after the 5th request");
+        assert_eq!(bad.requests().len(), 40, "no traffic while ejected");
     }
 }

@@ -51,8 +51,11 @@
 //! Each core keeps its own view of each upstream's health (no sharing, so
 //! two cores may disagree for a while). A 5xx answer, a failed connect or a
 //! broken exchange is a failure; any other answer is a success and resets
-//! the count. After [`EjectionConfig::consecutive_failures`] failures in a
-//! row (default 5) the upstream is *ejected*: the round-robin skips it, and
+//! the count. Failures count per request: one request adds at most one to
+//! an upstream's run, however many of its branches went there, so a wide
+//! request cannot eject an upstream alone. After
+//! [`EjectionConfig::consecutive_failures`] failed requests in a row
+//! (default 5) the upstream is *ejected*: the round-robin skips it, and
 //! so does the connect retry, for [`EjectionConfig::base_time`] × n
 //! (default 30 s; n-th ejection since its last success, at most
 //! [`EjectionConfig::max_time`], default 300 s). At most

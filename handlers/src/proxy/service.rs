@@ -74,6 +74,10 @@ struct Job<'a> {
     /// A HEAD: the response has no body whatever it says.
     head_only: bool,
     started: Instant,
+    /// Per upstream (indexed like [`FanOut::upstreams`]): whether this
+    /// request has already added a failure to its run (see
+    /// [`FanOut::record`]).
+    counted: &'a [Cell<bool>],
 }
 
 impl FanOut {
@@ -162,7 +166,7 @@ impl FanOut {
                     Ok(conn) => conn,
                     Err(failure) => {
                         bump(&self.stats.errors_connect);
-                        self.record(index, false);
+                        self.record(index, false, job.counted);
                         // Nothing was sent: an idempotent request may go to
                         // the next upstream not ejected instead (FAULTS F1).
                         if job.idempotent && !retried {
@@ -195,7 +199,7 @@ impl FanOut {
             buf = returned;
             match result {
                 Ok(answer) => {
-                    self.record(index, answer.status < 500);
+                    self.record(index, answer.status < 500, job.counted);
                     if answer.reusable {
                         upstream.pool.release(conn, now());
                     }
@@ -220,7 +224,7 @@ impl FanOut {
                         continue;
                     }
                     bump(&self.stats.errors_exchange);
-                    self.record(index, false);
+                    self.record(index, false, job.counted);
                     self.bufs.put(buf);
                     return Err(BranchError {
                         upstream: index,
@@ -250,14 +254,29 @@ impl FanOut {
     }
 
     /// Records the outcome of an exchange with upstream `index` (a 5xx
-    /// answer or a connection failure is a failure), and ejects it after
-    /// too many failures in a row if the cap on ejections allows
-    /// (FAULTS F8). When the cap does not, it stays in and the next failure
-    /// tries again.
-    fn record(&self, index: usize, ok: bool) {
-        let health = &self.upstreams[index % self.upstreams.len()].health;
+    /// answer or a connection failure is a failure) for the request whose
+    /// flags are `counted`, and ejects the upstream after too many failed
+    /// requests in a row if the cap on ejections allows (FAULTS F8). When
+    /// the cap does not, it stays in and the next failure tries again.
+    ///
+    /// A request adds at most one failure to an upstream's run, however
+    /// many of its branches went there. Counted per branch, the threshold
+    /// would depend on the width: at width 16 over two upstreams, one
+    /// request that failed its 8 branches on an upstream would eject it
+    /// alone, where 5 failures in a row are meant to show a pattern.
+    fn record(&self, index: usize, ok: bool, counted: &[Cell<bool>]) {
+        let index = index % self.upstreams.len();
+        let health = &self.upstreams[index].health;
+        let counted = &counted[index];
         if ok {
             health.success();
+            // The run starts again: a later failure of this request is the
+            // first of the new run.
+            counted.set(false);
+            return;
+        }
+        if counted.replace(true) {
+            // This request already counted here.
             return;
         }
         if !health.failure(&self.config.ejection) {
@@ -271,7 +290,7 @@ impl FanOut {
         let time = health.eject(&self.config.ejection, at);
         bump(&self.stats.ejections);
         tracing::warn!(
-            "fanout: upstream {} ejected for {time:?} after {} failures in a row",
+            "fanout: upstream {} ejected for {time:?} after {} failed requests in a row",
             self.upstream_name(index),
             self.config.ejection.consecutive_failures
         );
@@ -329,7 +348,7 @@ impl FanOut {
             if let Some(until) = u.health.until() {
                 let _ = writeln!(
                     out,
-                    "upstream {}: ejected after {} failures in a row, back in {} ms",
+                    "upstream {}: ejected after {} failed requests in a row, back in {} ms",
                     u.name,
                     self.config.ejection.consecutive_failures,
                     until.saturating_duration_since(now).as_millis()
@@ -392,6 +411,9 @@ impl Service for FanOut {
         if let Some(mirror) = &self.mirror {
             mirror.submit(method, target, &shared);
         }
+        let arena = self.arenas.take();
+        let counted: &[Cell<bool>] =
+            arena.alloc_slice_fill_with(self.upstreams.len(), |_| Cell::new(false));
         let job = Job {
             method,
             target,
@@ -402,13 +424,13 @@ impl Service for FanOut {
             ),
             head_only: method == "HEAD",
             started,
+            counted,
         };
         let width = self.config.width;
         // Round-robin over the upstreams not ejected (FAULTS F8).
         let first = self.next.get() % healthy;
         self.next.set((first + width) % healthy);
 
-        let arena = self.arenas.take();
         // The upstream each branch is on, updated by its retry.
         let targets: &[Cell<usize>] = arena.alloc_slice_fill_with(width, |i| {
             Cell::new(self.nth_healthy((first + i) % healthy, started))
