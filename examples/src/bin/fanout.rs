@@ -39,8 +39,9 @@ const USAGE: &str =
   --timeout-ms N        deadline of the whole fan-out (default 15000) -> 504
   --connect-timeout-ms N  deadline of one upstream connect (default 1000)
   --max-pending N       fan-outs in flight per core; more get 503 at once (default 1024)
-  --eject-after N       eject an upstream after N failures in a row: 5xx, connect
-                        or connection failure (default 5; 0 turns ejection off)
+  --eject-after N       eject an upstream after N requests in a row failed on it:
+                        5xx, connect or connection failure, once per request
+                        whatever the width (default 5; 0 turns ejection off)
   --eject-ms N          first ejection time, x n for the n-th in a row, at most
                         10x (default 30000); at most 10% of upstreams (>= 1) ejected
   --mirror HOST:PORT    also send a copy of each request to this shadow upstream;
@@ -123,7 +124,7 @@ fn main() {
     init_logging();
     tracing::info!(
         "fanout: {} upstreams, width {}, policy {}, deadline {:?}, connect timeout {:?}, \
-         max pending {}, eject after {} failures for {:?}, mirror {}",
+         max pending {}, eject after {} failed requests for {:?}, mirror {}",
         config.upstreams.len(),
         config.width,
         config.policy,

@@ -13,6 +13,7 @@ use std::ops::Range;
 
 use percore::net::TcpStream;
 
+use super::target::OriginForm;
 use crate::http::{write_decimal, BodyDecoder, BodyKind, Limits};
 
 /// Most header fields in an upstream response head.
@@ -112,6 +113,10 @@ pub(crate) struct ResponseLimits {
 /// the end-to-end fields, `Via`, `X-Forwarded-For`, the framing and the
 /// body. Every line ends in CRLF whatever the client used (FAULTS A13).
 ///
+/// `Via` and `X-Forwarded-For` are one line each: every value the client
+/// sent for them, in order, then the proxy's own element (`1.1 percore`,
+/// the client's address).
+///
 /// Hop-by-hop fields are dropped, along with every field the client named
 /// in `Connection` (RFC 9110 §7.6.1). The body is re-framed with
 /// `Content-Length` (the HTTP layer has already de-chunked it and rejected
@@ -123,14 +128,7 @@ pub(crate) fn write_shared(
     body: &[u8],
     has_body: bool,
 ) {
-    let mut via: Option<&[u8]> = None;
-    let mut forwarded: Option<&[u8]> = None;
     for h in headers {
-        if h.name.eq_ignore_ascii_case("via") {
-            via = Some(h.value);
-        } else if h.name.eq_ignore_ascii_case("x-forwarded-for") {
-            forwarded = Some(h.value);
-        }
         if NOT_FORWARDED.iter().any(|n| h.name.eq_ignore_ascii_case(n))
             || named_in_connection(headers, h.name)
         {
@@ -142,17 +140,11 @@ pub(crate) fn write_shared(
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"Via: ");
-    if let Some(v) = via {
-        out.extend_from_slice(v);
-        out.extend_from_slice(b", ");
-    }
+    write_list_elements(out, headers, "via");
     out.extend_from_slice(b"1.1 percore\r\n");
     if let Some(ip) = client {
         out.extend_from_slice(b"X-Forwarded-For: ");
-        if let Some(v) = forwarded {
-            out.extend_from_slice(v);
-            out.extend_from_slice(b", ");
-        }
+        write_list_elements(out, headers, "x-forwarded-for");
         write_ip(out, ip);
         out.extend_from_slice(b"\r\n");
     }
@@ -163,6 +155,21 @@ pub(crate) fn write_shared(
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(body);
+}
+
+/// Appends the values of every `name` field of `headers`, in order, each
+/// followed by `, `, so that the proxy's own element can follow. Several
+/// lines of one field are one comma-separated list (RFC 9110 §5.3), and
+/// `Via` (§7.6.3) and `X-Forwarded-For` record every hop before this one:
+/// keeping only one line would drop hops. Empty values add nothing.
+fn write_list_elements(out: &mut Vec<u8>, headers: &[httparse::Header<'_>], name: &str) {
+    for h in headers.iter().filter(|h| h.name.eq_ignore_ascii_case(name)) {
+        let value = h.value.trim_ascii();
+        if !value.is_empty() {
+            out.extend_from_slice(value);
+            out.extend_from_slice(b", ");
+        }
+    }
 }
 
 /// Appends `ip` as text: IPv4 (every request's case on most networks)
@@ -186,13 +193,13 @@ fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
 pub(crate) fn write_request(
     out: &mut Vec<u8>,
     method: &str,
-    target: &str,
+    target: OriginForm<'_>,
     host_line: &[u8],
     shared: &[u8],
 ) {
     out.extend_from_slice(method.as_bytes());
     out.push(b' ');
-    out.extend_from_slice(target.as_bytes());
+    target.write_to(out);
     out.extend_from_slice(b" HTTP/1.1\r\n");
     out.extend_from_slice(host_line);
     out.extend_from_slice(shared);

@@ -17,7 +17,8 @@
 //!   are replaced with U+FFFD, so the document is always valid JSON.
 //!
 //! On failure (502 or 504, `text/plain`), one line per branch that failed
-//! or was still running at the deadline: `upstream ADDR: REASON`.
+//! or was still running at the deadline: `upstream ADDR: REASON`, where
+//! ADDR is, after a connect retry, the upstream the branch moved to.
 //!
 //! Everything is written straight into the response's reused body buffer,
 //! after reserving [`entry_bound`] for each entry: the length of an answer

@@ -87,15 +87,19 @@ impl Default for PoolConfig {
 }
 
 /// Outlier ejection (FAULTS F8), kept per upstream per core: after
-/// [`consecutive_failures`](Self::consecutive_failures) failures in a row
-/// (5xx answers, connect failures, broken exchanges) an upstream gets no
-/// branches for `base_time × n` (the n-th ejection since its last success),
-/// at most [`max_time`](Self::max_time).
+/// [`consecutive_failures`](Self::consecutive_failures) requests in a row
+/// failed on an upstream (a 5xx answer, a connect failure or a broken
+/// exchange) it gets no branches for `base_time × n` (the n-th ejection
+/// since its last success), at most [`max_time`](Self::max_time).
+///
+/// The unit is the request, not the branch: a request whose branches on
+/// one upstream fail several times counts once there, so the threshold
+/// means the same at any [`Config::width`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct EjectionConfig {
-    /// Failures in a row that eject an upstream; 0 turns ejection off.
-    /// Default 5.
+    /// Failed requests in a row (each counted once per upstream) that
+    /// eject an upstream; 0 turns ejection off. Default 5.
     pub consecutive_failures: u32,
     /// Length of the first ejection; the n-th in a row lasts n times this.
     /// Default 30 s.
@@ -119,8 +123,9 @@ impl Default for EjectionConfig {
 }
 
 /// Settings of a [`FanOut`](super::FanOut). Defaults follow FAULTS.md:
-/// connect timeout 1 s, overall deadline 15 s, ejection after 5 failures
-/// for 30 s (F8), at most 1024 fan-outs pending per core (F9).
+/// connect timeout 1 s, overall deadline 15 s, ejection after 5 failed
+/// requests in a row for 30 s (F8), at most 1024 fan-outs pending per core
+/// (F9).
 ///
 /// # Examples
 ///

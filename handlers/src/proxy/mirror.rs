@@ -29,6 +29,7 @@ use percore::time::{now, timeout};
 use super::client::{exchange, write_request, ResponseLimits};
 use super::scratch::BufPool;
 use super::stats::bump;
+use super::target::OriginForm;
 use super::upstream::Upstream;
 use super::PoolConfig;
 
@@ -92,7 +93,7 @@ impl Mirror {
     /// Queues a copy of a request (`shared` as for the branches), or drops
     /// it when [`Mirror::max_pending`] copies are already pending. Returns
     /// at once: the copy is sent by a worker.
-    pub(crate) fn submit(self: &Rc<Self>, method: &str, target: &str, shared: &[u8]) {
+    pub(crate) fn submit(self: &Rc<Self>, method: &str, target: OriginForm<'_>, shared: &[u8]) {
         if self.pending.get() >= self.max_pending {
             bump(&self.dropped);
             return;

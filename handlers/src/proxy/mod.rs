@@ -5,7 +5,12 @@
 //!
 //! # How a request flows
 //!
-//! 1. The [`FanOut`] service reads the client's body (if any) and writes the
+//! 1. The [`FanOut`] service turns the request target into the origin-form
+//!    every sub-request carries ([`target`]): `/path?q` as sent, an
+//!    absolute `http://host/path?q` cut down to `/path?q`, `OPTIONS *` as
+//!    sent. `CONNECT` is answered 501 (the proxy opens no tunnels) and a
+//!    target in no form its method may use 400, both before anything is
+//!    sent. It reads the client's body (if any) and writes the
 //!    parts of the sub-request that every branch shares (end-to-end headers,
 //!    `Via`, `X-Forwarded-For`, a `Content-Length` and the body) once, into
 //!    a per-core scratch buffer. Hop-by-hop fields, and fields named in
@@ -46,8 +51,11 @@
 //! Each core keeps its own view of each upstream's health (no sharing, so
 //! two cores may disagree for a while). A 5xx answer, a failed connect or a
 //! broken exchange is a failure; any other answer is a success and resets
-//! the count. After [`EjectionConfig::consecutive_failures`] failures in a
-//! row (default 5) the upstream is *ejected*: the round-robin skips it, and
+//! the count. Failures count per request: one request adds at most one to
+//! an upstream's run, however many of its branches went there, so a wide
+//! request cannot eject an upstream alone. After
+//! [`EjectionConfig::consecutive_failures`] failed requests in a row
+//! (default 5) the upstream is *ejected*: the round-robin skips it, and
 //! so does the connect retry, for [`EjectionConfig::base_time`] × n
 //! (default 30 s; n-th ejection since its last success, at most
 //! [`EjectionConfig::max_time`], default 300 s). At most
@@ -105,6 +113,7 @@ mod mirror;
 mod scratch;
 mod service;
 mod stats;
+mod target;
 mod upstream;
 
 pub use config::{Config, ConfigError, EjectionConfig, Policy, PoolConfig};

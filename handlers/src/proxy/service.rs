@@ -15,6 +15,7 @@ use super::join::{Branches, Slot, Verdict};
 use super::mirror::{Mirror, MirrorSettings};
 use super::scratch::{ArenaPool, BufPool};
 use super::stats::{bump, LocalStats};
+use super::target::{origin_form, OriginForm};
 use super::upstream::Upstream;
 use super::{Config, ConfigError, ProxyStats};
 use crate::http::{BodyKind, Request, Response, Service};
@@ -65,7 +66,7 @@ struct BranchError {
 #[derive(Debug, Clone, Copy)]
 struct Job<'a> {
     method: &'a str,
-    target: &'a str,
+    target: OriginForm<'a>,
     /// Everything after the `Host` line (see [`write_shared`]).
     shared: &'a [u8],
     /// RFC 9110 §9.2.2: may be retried (FAULTS F1, F5).
@@ -73,6 +74,10 @@ struct Job<'a> {
     /// A HEAD: the response has no body whatever it says.
     head_only: bool,
     started: Instant,
+    /// Per upstream (indexed like [`FanOut::upstreams`]): whether this
+    /// request has already added a failure to its run (see
+    /// [`FanOut::record`]).
+    counted: &'a [Cell<bool>],
 }
 
 impl FanOut {
@@ -134,10 +139,13 @@ impl FanOut {
         stats
     }
 
-    /// One branch: a sub-request to upstream `index`, with at most one
-    /// retry (see the module docs). Returns its buffer to the pool on
-    /// failure; on success the reply carries it.
-    async fn branch(&self, mut index: usize, job: Job<'_>) -> Result<Reply, BranchError> {
+    /// One branch: a sub-request to the upstream `at` holds, with at most
+    /// one retry (see the module docs). A connect retry moves to another
+    /// upstream and says so in `at`, so that a branch still running at the
+    /// deadline is reported against the upstream it is waiting on. Returns
+    /// its buffer to the pool on failure; on success the reply carries it.
+    async fn branch(&self, at: &Cell<usize>, job: Job<'_>) -> Result<Reply, BranchError> {
+        let mut index = at.get();
         let mut buf = self.bufs.take();
         let mut retried = false;
         let mut fresh_only = false;
@@ -158,7 +166,7 @@ impl FanOut {
                     Ok(conn) => conn,
                     Err(failure) => {
                         bump(&self.stats.errors_connect);
-                        self.record(index, false);
+                        self.record(index, false, job.counted);
                         // Nothing was sent: an idempotent request may go to
                         // the next upstream not ejected instead (FAULTS F1).
                         if job.idempotent && !retried {
@@ -166,6 +174,7 @@ impl FanOut {
                                 retried = true;
                                 bump(&self.stats.retries);
                                 index = next;
+                                at.set(next);
                                 continue;
                             }
                         }
@@ -190,7 +199,7 @@ impl FanOut {
             buf = returned;
             match result {
                 Ok(answer) => {
-                    self.record(index, answer.status < 500);
+                    self.record(index, answer.status < 500, job.counted);
                     if answer.reusable {
                         upstream.pool.release(conn, now());
                     }
@@ -215,7 +224,7 @@ impl FanOut {
                         continue;
                     }
                     bump(&self.stats.errors_exchange);
-                    self.record(index, false);
+                    self.record(index, false, job.counted);
                     self.bufs.put(buf);
                     return Err(BranchError {
                         upstream: index,
@@ -245,14 +254,29 @@ impl FanOut {
     }
 
     /// Records the outcome of an exchange with upstream `index` (a 5xx
-    /// answer or a connection failure is a failure), and ejects it after
-    /// too many failures in a row if the cap on ejections allows
-    /// (FAULTS F8). When the cap does not, it stays in and the next failure
-    /// tries again.
-    fn record(&self, index: usize, ok: bool) {
-        let health = &self.upstreams[index % self.upstreams.len()].health;
+    /// answer or a connection failure is a failure) for the request whose
+    /// flags are `counted`, and ejects the upstream after too many failed
+    /// requests in a row if the cap on ejections allows (FAULTS F8). When
+    /// the cap does not, it stays in and the next failure tries again.
+    ///
+    /// A request adds at most one failure to an upstream's run, however
+    /// many of its branches went there. Counted per branch, the threshold
+    /// would depend on the width: at width 16 over two upstreams, one
+    /// request that failed its 8 branches on an upstream would eject it
+    /// alone, where 5 failures in a row are meant to show a pattern.
+    fn record(&self, index: usize, ok: bool, counted: &[Cell<bool>]) {
+        let index = index % self.upstreams.len();
+        let health = &self.upstreams[index].health;
+        let counted = &counted[index];
         if ok {
             health.success();
+            // The run starts again: a later failure of this request is the
+            // first of the new run.
+            counted.set(false);
+            return;
+        }
+        if counted.replace(true) {
+            // This request already counted here.
             return;
         }
         if !health.failure(&self.config.ejection) {
@@ -266,7 +290,7 @@ impl FanOut {
         let time = health.eject(&self.config.ejection, at);
         bump(&self.stats.ejections);
         tracing::warn!(
-            "fanout: upstream {} ejected for {time:?} after {} failures in a row",
+            "fanout: upstream {} ejected for {time:?} after {} failed requests in a row",
             self.upstream_name(index),
             self.config.ejection.consecutive_failures
         );
@@ -324,7 +348,7 @@ impl FanOut {
             if let Some(until) = u.health.until() {
                 let _ = writeln!(
                     out,
-                    "upstream {}: ejected after {} failures in a row, back in {} ms",
+                    "upstream {}: ejected after {} failed requests in a row, back in {} ms",
                     u.name,
                     self.config.ejection.consecutive_failures,
                     until.saturating_duration_since(now).as_millis()
@@ -354,13 +378,21 @@ impl Drop for PendingGuard<'_> {
 
 impl Service for FanOut {
     async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+        let method = req.method();
+        let target = match origin_form(method, req.path()) {
+            Ok(target) => target,
+            Err(refused) => {
+                tracing::debug!(method, target = req.path(), "fanout: refused: {refused}");
+                // The HTTP layer answers with its status and closes.
+                return Err(refused.into());
+            }
+        };
         // The breaker answers before the body is read: no queue, no work
         // (the HTTP layer discards the unread body).
         if self.pending.get() >= self.config.max_pending {
             return self.reject_pending(res);
         }
         let _pending = PendingGuard::new(&self.pending);
-        let method = req.method();
         let has_body = req.body_kind() != BodyKind::None;
         let headers = req.headers();
         let client = req.peer_addr().ok().map(|a| a.ip());
@@ -377,11 +409,14 @@ impl Service for FanOut {
         }
         bump(&self.stats.requests);
         if let Some(mirror) = &self.mirror {
-            mirror.submit(method, req.path(), &shared);
+            mirror.submit(method, target, &shared);
         }
+        let arena = self.arenas.take();
+        let counted: &[Cell<bool>] =
+            arena.alloc_slice_fill_with(self.upstreams.len(), |_| Cell::new(false));
         let job = Job {
             method,
-            target: req.path(),
+            target,
             shared: &shared,
             idempotent: matches!(
                 method,
@@ -389,19 +424,21 @@ impl Service for FanOut {
             ),
             head_only: method == "HEAD",
             started,
+            counted,
         };
         let width = self.config.width;
         // Round-robin over the upstreams not ejected (FAULTS F8).
         let first = self.next.get() % healthy;
         self.next.set((first + width) % healthy);
 
-        let arena = self.arenas.take();
-        let targets: &[usize] = arena
-            .alloc_slice_fill_with(width, |i| self.nth_healthy((first + i) % healthy, started));
+        // The upstream each branch is on, updated by its retry.
+        let targets: &[Cell<usize>] = arena.alloc_slice_fill_with(width, |i| {
+            Cell::new(self.nth_healthy((first + i) % healthy, started))
+        });
         // SAFETY: `branches` is a local declared after `arena`, so it is
         // dropped first, and it is never forgotten.
         let mut branches =
-            unsafe { Branches::new_in(&arena, width, |i| self.branch(targets[i], job)) };
+            unsafe { Branches::new_in(&arena, width, |i| self.branch(&targets[i], job)) };
         let verdict = branches
             .join(self.config.policy, started + self.config.deadline)
             .await;
@@ -468,7 +505,8 @@ impl Service for FanOut {
                         }
                         Slot::Running(_) if timed_out => {
                             bump(&self.stats.deadline);
-                            write_failure(out, self.upstream_name(targets[i]), &Failure::Deadline);
+                            let upstream = self.upstream_name(targets[i].get());
+                            write_failure(out, upstream, &Failure::Deadline);
                         }
                         _ => {}
                     }

@@ -1,8 +1,10 @@
 //! Unit tests of the proxy's pure parts: response parsing (split at every
-//! byte), request serialisation, JSON escaping and config parsing.
+//! byte), request targets, request serialisation, JSON escaping and config
+//! parsing.
 
 use super::client::{write_request, write_shared, Failure, ResponseLimits, ResponseParser};
 use super::combine::{entry_bound, write_entry, write_json_string, Entry};
+use super::target::origin_form;
 use super::upstream::Health;
 use super::{Config, EjectionConfig, Policy};
 
@@ -121,7 +123,8 @@ fn bad_responses() {
 }
 
 /// The forwarded request: CRLF only, hop-by-hop fields (and those named in
-/// `Connection`) dropped, `Via`/`X-Forwarded-For` appended, re-framed.
+/// `Connection`) dropped, `Via`/`X-Forwarded-For` kept and appended to,
+/// re-framed.
 #[test]
 fn request_bytes() {
     let mut storage = [httparse::EMPTY_HEADER; 16];
@@ -139,12 +142,35 @@ fn request_bytes() {
         true,
     );
     let mut out = Vec::new();
-    write_request(&mut out, "POST", "/p", b"Host: up:1\r\n", &shared);
+    let target = origin_form("POST", "/p").expect("origin-form");
+    write_request(&mut out, "POST", target, b"Host: up:1\r\n", &shared);
     let text = String::from_utf8(out).expect("ascii");
     assert_eq!(
         text,
         "POST /p HTTP/1.1\r\nHost: up:1\r\nAccept: */*\r\nVia: 1.1 percore\r\n\
          X-Forwarded-For: 10.0.0.1, 127.0.0.1\r\nContent-Length: 4\r\n\r\nbody"
+    );
+    // Every line of `Via` and `X-Forwarded-For` is kept, in order, as one
+    // list; empty values add nothing; the proxy's element comes last.
+    let mut storage = [httparse::EMPTY_HEADER; 16];
+    let mut req = httparse::Request::new(&mut storage);
+    let raw = b"GET / HTTP/1.1\r\nHost: h\r\nVia: 1.0 a\r\nX-Forwarded-For: 10.0.0.1\r\n\
+        Via: 1.1 b, 1.1 c\r\nX-Forwarded-For:\r\nX-Forwarded-For: 10.0.0.2, 10.0.0.3\r\n\r\n";
+    let httparse::Status::Complete(_) = req.parse(raw).expect("parse") else {
+        panic!("partial")
+    };
+    let mut shared = Vec::new();
+    write_shared(
+        &mut shared,
+        req.headers,
+        Some([10, 0, 0, 9].into()),
+        b"",
+        false,
+    );
+    assert_eq!(
+        String::from_utf8(shared).expect("ascii"),
+        "Via: 1.0 a, 1.1 b, 1.1 c, 1.1 percore\r\n\
+         X-Forwarded-For: 10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.9\r\n\r\n"
     );
     // Client addresses are written as `Display` writes them.
     for ip in [
@@ -161,6 +187,48 @@ fn request_bytes() {
         assert_eq!(
             String::from_utf8(shared).expect("ascii"),
             format!("Via: 1.1 percore\r\nX-Forwarded-For: {ip}\r\n\r\n")
+        );
+    }
+}
+
+/// Every target form (RFC 9112 §3.2): what is forwarded, or the status
+/// the client gets instead.
+#[test]
+fn request_targets() {
+    let cases: [(&str, &str, Result<&str, u16>); 22] = [
+        ("GET", "/", Ok("/")),
+        ("GET", "/a/b?c=d&e=http://f/g", Ok("/a/b?c=d&e=http://f/g")),
+        ("GET", "http://h:8080/p?q", Ok("/p?q")),
+        ("GET", "http://h", Ok("/")),
+        ("GET", "http://h?q=1", Ok("/?q=1")),
+        ("GET", "HtTpS://user:pw@h/x", Ok("/x")),
+        ("GET", "http://[::1]:80/v6", Ok("/v6")),
+        ("GET", "http://h/p#frag", Ok("/p")),
+        ("GET", "http://h#frag", Ok("/")),
+        ("GET", "http://h//double", Ok("//double")),
+        ("OPTIONS", "*", Ok("*")),
+        ("OPTIONS", "http://h:8001", Ok("*")),
+        ("OPTIONS", "http://h:8001?q", Ok("/?q")),
+        ("OPTIONS", "http://h:8001/", Ok("/")),
+        ("CONNECT", "h:443", Err(501)),
+        ("CONNECT", "/", Err(501)),
+        ("GET", "*", Err(400)),
+        ("GET", "h:443", Err(400)),
+        ("GET", "ftp://h/f", Err(400)),
+        ("GET", "http:///p", Err(400)),
+        ("GET", "http://?q", Err(400)),
+        ("GET", "", Err(400)),
+    ];
+    for (method, target, expected) in cases {
+        let got = origin_form(method, target).map(|t| {
+            let mut out = Vec::new();
+            t.write_to(&mut out);
+            String::from_utf8(out).expect("ASCII")
+        });
+        assert_eq!(
+            got.as_deref().map_err(|e| e.status),
+            expected,
+            "{method} {target}"
         );
     }
 }

@@ -47,10 +47,11 @@ impl Upstream {
 }
 
 /// This core's view of an upstream's health: consecutive failures and
-/// ejection (FAULTS F8). Plain `Cell`s: per core, never shared.
+/// ejection (FAULTS F8). Plain `Cell`s: per core, never shared. The caller
+/// reports at most one failure per request (see `FanOut::record`).
 #[derive(Debug, Default)]
 pub(crate) struct Health {
-    /// Failures since the last success or ejection.
+    /// Failed requests since the last success or ejection.
     failures: Cell<u32>,
     /// Ejections since the last success (the n of `base_time × n`).
     ejections: Cell<u32>,
