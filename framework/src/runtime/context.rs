@@ -41,16 +41,17 @@ impl Drop for EnterGuard {
     }
 }
 
-/// This thread's core, if one is entered.
-fn current<'a>() -> Option<&'a Core> {
+/// Runs `f` with this thread's core, if one is entered. The borrow cannot
+/// leave `f`, which is what keeps it shorter than the core's life.
+fn with_current<R>(f: impl FnOnce(Option<&Core>) -> R) -> R {
     let ptr = CURRENT.get();
     // SAFETY: a non-null pointer was set by `enter` from an `Rc<Core>` that
     // the live `EnterGuard` owns, and the guard nulls it before releasing
     // that `Rc`. The guard is `!Send` (it holds an `Rc`) and lives in the
-    // frame that runs the core, below every caller of this function on
-    // this thread, so the `Core` outlives each borrow handed out here
-    // (callers only use it within a closure call, never store it).
-    unsafe { ptr.as_ref() }
+    // frame that runs the core, below this call on this thread's stack, so
+    // the `Core` outlives the call of `f`, the only place the reference is
+    // used.
+    f(unsafe { ptr.as_ref() })
 }
 
 /// Runs `f` with this thread's core.
@@ -60,17 +61,18 @@ fn current<'a>() -> Option<&'a Core> {
 /// Outside a percore core thread: percore I/O and timers only work on the
 /// core that owns them.
 pub(crate) fn with_core<R>(f: impl FnOnce(&Core) -> R) -> R {
-    let core = current().expect(
-        "percore I/O, timers and spawn_local need a percore core thread \
-         (inside a Handler, or percore::block_on)",
-    );
-    f(core)
+    with_current(|core| {
+        f(core.expect(
+            "percore I/O, timers and spawn_local need a percore core thread \
+             (inside a Handler, or percore::block_on)",
+        ))
+    })
 }
 
 /// Like [`with_core`], but `None` outside a core (or while a core is being
 /// freed), for destructors.
 pub(crate) fn try_with_core<R>(f: impl FnOnce(&Core) -> R) -> Option<R> {
-    current().map(f)
+    with_current(|core| core.map(f))
 }
 
 /// Queues `task` locally if this thread runs core `owner`; hands it back

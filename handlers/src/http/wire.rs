@@ -94,11 +94,16 @@ impl Wire {
             self.out.set(buf);
             return Ok(());
         }
-        let write = pin!(self.conn.write_all(buf));
         // Most sends complete on their first poll: only one that has to
         // wait reads the clock for its deadline.
         let deadline = || after(percore::time::now(), self.write_timeout);
-        match self.wait_until(write, deadline, None).await {
+        // The write ends with this block: a timed-out one is dropped
+        // (cancelled) before the linger below is set.
+        let waited = {
+            let write = pin!(self.conn.write_all(buf));
+            self.wait_until(write, deadline, None).await
+        };
+        match waited {
             Waited::Done((Ok(()), mut buf)) => {
                 buf.clear();
                 if buf.capacity() > KEEP_CAPACITY {

@@ -142,10 +142,18 @@ pub(crate) fn write_shared(
     out.extend_from_slice(b"Via: ");
     write_list_elements(out, headers, "via");
     out.extend_from_slice(b"1.1 percore\r\n");
-    if let Some(ip) = client {
-        out.extend_from_slice(b"X-Forwarded-For: ");
-        write_list_elements(out, headers, "x-forwarded-for");
-        write_ip(out, ip);
+    let line = out.len();
+    out.extend_from_slice(b"X-Forwarded-For: ");
+    let list = out.len();
+    write_list_elements(out, headers, "x-forwarded-for");
+    match client {
+        Some(ip) => write_ip(out, ip),
+        // The client's address is unknown (its socket failed to say): the
+        // hops before it still go on, without the trailing ", ".
+        None if out.len() > list => out.truncate(out.len() - 2),
+        None => out.truncate(line),
+    }
+    if out.len() > line {
         out.extend_from_slice(b"\r\n");
     }
     if has_body || !body.is_empty() {
@@ -161,8 +169,14 @@ pub(crate) fn write_shared(
 /// followed by `, `, so that the proxy's own element can follow. Several
 /// lines of one field are one comma-separated list (RFC 9110 §5.3), and
 /// `Via` (§7.6.3) and `X-Forwarded-For` record every hop before this one:
-/// keeping only one line would drop hops. Empty values add nothing.
+/// keeping only one line would drop hops. Empty values add nothing, nor
+/// does a field the client named in `Connection`.
 fn write_list_elements(out: &mut Vec<u8>, headers: &[httparse::Header<'_>], name: &str) {
+    // A field the client named in `Connection` was meant for this hop
+    // only, like the lines dropped above.
+    if named_in_connection(headers, name) {
+        return;
+    }
     for h in headers.iter().filter(|h| h.name.eq_ignore_ascii_case(name)) {
         let value = h.value.trim_ascii();
         if !value.is_empty() {

@@ -74,10 +74,10 @@ struct Job<'a> {
     /// A HEAD: the response has no body whatever it says.
     head_only: bool,
     started: Instant,
-    /// Per upstream (indexed like [`FanOut::upstreams`]): whether this
-    /// request has already added a failure to its run (see
-    /// [`FanOut::record`]).
-    counted: &'a [Cell<bool>],
+    /// Per upstream (indexed like [`FanOut::upstreams`]): the run of
+    /// failures this request has added a failure to, plus one (0: none;
+    /// see [`FanOut::record`]).
+    counted: &'a [Cell<u64>],
 }
 
 impl FanOut {
@@ -264,19 +264,18 @@ impl FanOut {
     /// would depend on the width: at width 16 over two upstreams, one
     /// request that failed its 8 branches on an upstream would eject it
     /// alone, where 5 failures in a row are meant to show a pattern.
-    fn record(&self, index: usize, ok: bool, counted: &[Cell<bool>]) {
+    ///
+    /// Runs are numbered rather than the request's flag cleared on its own
+    /// success, because another request's success (or an ejection) also
+    /// starts a new run, in which this request's next failure counts.
+    fn record(&self, index: usize, ok: bool, counted: &[Cell<u64>]) {
         let index = index % self.upstreams.len();
         let health = &self.upstreams[index].health;
-        let counted = &counted[index];
         if ok {
             health.success();
-            // The run starts again: a later failure of this request is the
-            // first of the new run.
-            counted.set(false);
             return;
         }
-        if counted.replace(true) {
-            // This request already counted here.
+        if !health.first_in_run(&counted[index]) {
             return;
         }
         if !health.failure(&self.config.ejection) {
@@ -412,8 +411,8 @@ impl Service for FanOut {
             mirror.submit(method, target, &shared);
         }
         let arena = self.arenas.take();
-        let counted: &[Cell<bool>] =
-            arena.alloc_slice_fill_with(self.upstreams.len(), |_| Cell::new(false));
+        let counted: &[Cell<u64>] =
+            arena.alloc_slice_fill_with(self.upstreams.len(), |_| Cell::new(0));
         let job = Job {
             method,
             target,

@@ -4,7 +4,7 @@
 //! chooses the upstream itself and writes its own `Host`, so what it
 //! forwards is the origin-form (`/path?query`), whatever form came in:
 //!
-//! - origin-form (`/path?q`) goes as sent;
+//! - origin-form (`/path?q`) goes as sent, less a fragment (`#...`);
 //! - absolute-form (`http://host:port/path?q`, which RFC 9112 §3.2.2 says
 //!   a server MUST accept) is cut down to its path and query, with `/` for
 //!   an empty path (§3.2.1). Forwarded whole, an upstream that honours the
@@ -18,9 +18,10 @@
 //!   whatever its target.
 //!
 //! A target in no form its method may use (`GET host:443`, `GET *`, a
-//! scheme other than `http`/`https`, an `http` URI without a host) is a
-//! 400: a gateway cannot turn it into an origin-form request. The target
-//! is never copied: an [`OriginForm`] borrows the request's bytes.
+//! scheme other than `http`/`https`, an `http` URI without a host or with
+//! userinfo) is a 400: a gateway cannot turn it into an origin-form
+//! request. The target is never copied: an [`OriginForm`] borrows the
+//! request's bytes.
 
 use crate::http::HttpError;
 
@@ -70,7 +71,7 @@ pub(crate) fn origin_form<'a>(method: &str, target: &'a str) -> Result<OriginFor
         return Err(CONNECT_REFUSED);
     }
     if target.starts_with('/') {
-        return Ok(OriginForm::verbatim(target));
+        return Ok(OriginForm::verbatim(without_fragment(target)));
     }
     if target == "*" {
         // RFC 9112 §3.2.4: asterisk-form is only for a server-wide OPTIONS.
@@ -104,12 +105,26 @@ fn path_of_absolute(target: &str) -> Option<&str> {
     }
     // RFC 3986 §3.2: the authority ends at the first `/`, `?` or `#`.
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    // RFC 9110 §4.2.1: an `http` URI with an empty host is invalid.
-    if end == 0 {
+    let authority = &rest[..end];
+    // RFC 9110 §4.2.4: userinfo in an `http` URI is to be treated as an
+    // error (it has been used to disguise the real host from people).
+    if authority.contains('@') {
         return None;
     }
-    // A fragment is the client's own business (RFC 3986 §3.5) and has no
-    // place in a request target.
-    let path = &rest[end..];
-    Some(path.split_once('#').map_or(path, |(before, _)| before))
+    // RFC 9110 §4.2.1: an `http` URI with an empty host is invalid. The
+    // port follows the last `:`, except inside an IPv6 literal.
+    let host = match authority.rfind(':') {
+        Some(colon) if !authority[colon..].contains(']') => &authority[..colon],
+        _ => authority,
+    };
+    if host.is_empty() {
+        return None;
+    }
+    Some(without_fragment(&rest[end..]))
+}
+
+/// `target` up to a `#`: a fragment is the client's own business (RFC 3986
+/// §3.5) and has no place in a request target, in any form.
+fn without_fragment(target: &str) -> &str {
+    target.split_once('#').map_or(target, |(before, _)| before)
 }

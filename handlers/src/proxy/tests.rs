@@ -172,6 +172,41 @@ fn request_bytes() {
         "Via: 1.0 a, 1.1 b, 1.1 c, 1.1 percore\r\n\
          X-Forwarded-For: 10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.9\r\n\r\n"
     );
+    // Without the client's address the earlier hops still go on; with no
+    // earlier hops there is no X-Forwarded-For line at all.
+    let mut shared = Vec::new();
+    write_shared(&mut shared, req.headers, None, b"", false);
+    assert_eq!(
+        String::from_utf8(shared).expect("ascii"),
+        "Via: 1.0 a, 1.1 b, 1.1 c, 1.1 percore\r\n\
+         X-Forwarded-For: 10.0.0.1, 10.0.0.2, 10.0.0.3\r\n\r\n"
+    );
+    let mut shared = Vec::new();
+    write_shared(&mut shared, &req.headers[..1], None, b"", false);
+    assert_eq!(
+        String::from_utf8(shared).expect("ascii"),
+        "Via: 1.1 percore\r\n\r\n"
+    );
+    // Lists the client named in `Connection` were for this hop only.
+    let mut storage = [httparse::EMPTY_HEADER; 8];
+    let mut req = httparse::Request::new(&mut storage);
+    let raw = b"GET / HTTP/1.1\r\nHost: h\r\nConnection: via, X-Forwarded-For\r\n\
+        Via: 1.0 a\r\nX-Forwarded-For: 10.0.0.1\r\n\r\n";
+    let httparse::Status::Complete(_) = req.parse(raw).expect("parse") else {
+        panic!("partial")
+    };
+    let mut shared = Vec::new();
+    write_shared(
+        &mut shared,
+        req.headers,
+        Some([10, 0, 0, 9].into()),
+        b"",
+        false,
+    );
+    assert_eq!(
+        String::from_utf8(shared).expect("ascii"),
+        "Via: 1.1 percore\r\nX-Forwarded-For: 10.0.0.9\r\n\r\n"
+    );
     // Client addresses are written as `Display` writes them.
     for ip in [
         "0.0.0.0",
@@ -195,13 +230,18 @@ fn request_bytes() {
 /// the client gets instead.
 #[test]
 fn request_targets() {
-    let cases: [(&str, &str, Result<&str, u16>); 22] = [
+    let cases: [(&str, &str, Result<&str, u16>); 27] = [
         ("GET", "/", Ok("/")),
         ("GET", "/a/b?c=d&e=http://f/g", Ok("/a/b?c=d&e=http://f/g")),
         ("GET", "http://h:8080/p?q", Ok("/p?q")),
         ("GET", "http://h", Ok("/")),
         ("GET", "http://h?q=1", Ok("/?q=1")),
-        ("GET", "HtTpS://user:pw@h/x", Ok("/x")),
+        ("GET", "HtTpS://h/x", Ok("/x")),
+        ("GET", "http://user:pw@h/x", Err(400)),
+        ("GET", "http://u@/x", Err(400)),
+        ("GET", "http://:80/x", Err(400)),
+        ("GET", "http://[::1]/v6", Ok("/v6")),
+        ("GET", "/p?q#frag", Ok("/p?q")),
         ("GET", "http://[::1]:80/v6", Ok("/v6")),
         ("GET", "http://h/p#frag", Ok("/p")),
         ("GET", "http://h#frag", Ok("/")),
@@ -367,6 +407,26 @@ fn policies_and_config() {
 
 /// F8: the n-th ejection in a row lasts n × base, capped; a success resets
 /// the run; every ejection needs a full run of failures.
+#[test]
+fn a_request_counts_once_per_run() {
+    use std::cell::Cell;
+    use std::time::Instant;
+    let config = EjectionConfig::default();
+    let health = Health::default();
+    let (first, second) = (Cell::new(0), Cell::new(0));
+    assert!(health.first_in_run(&first));
+    assert!(!health.first_in_run(&first), "same request, same run");
+    assert!(health.first_in_run(&second), "another request counts");
+    // Another request's success starts a new run: this request's next
+    // failure is the first of it.
+    health.success();
+    assert!(health.first_in_run(&first));
+    assert!(!health.first_in_run(&first));
+    // So does an ejection.
+    health.eject(&config, Instant::now());
+    assert!(health.first_in_run(&first));
+}
+
 #[test]
 fn ejection_times() {
     use std::time::{Duration, Instant};

@@ -57,6 +57,10 @@ pub(crate) struct Health {
     ejections: Cell<u32>,
     /// Ejected until then.
     until: Cell<Option<Instant>>,
+    /// Which run of failures is current: a success or an ejection starts
+    /// the next. A request notes the run it counted in (see
+    /// `FanOut::record`).
+    run: Cell<u64>,
 }
 
 impl Health {
@@ -74,6 +78,14 @@ impl Health {
     pub(crate) fn success(&self) {
         self.failures.set(0);
         self.ejections.set(0);
+        self.run.set(self.run.get().wrapping_add(1));
+    }
+
+    /// Whether a failure of the request whose mark for this upstream is
+    /// `counted` (0 at first) is its first in the current run; marks it so.
+    pub(crate) fn first_in_run(&self, counted: &Cell<u64>) -> bool {
+        let mark = self.run.get().wrapping_add(1);
+        counted.replace(mark) != mark
     }
 
     /// A failure; returns whether it reached the threshold (the caller
@@ -92,6 +104,7 @@ impl Health {
         let n = self.ejections.get().saturating_add(1);
         self.ejections.set(n);
         self.failures.set(0);
+        self.run.set(self.run.get().wrapping_add(1));
         let time = config.base_time.saturating_mul(n).min(config.max_time);
         self.until.set(Some(now + time));
         time
