@@ -48,7 +48,7 @@ http_tests! {
         let cases = [
             ("GET", "http://example.com:8080/search?q=1&r=http://x/y", "GET /search?q=1&r=http://x/y HTTP/1.1"),
             ("GET", "http://example.com", "GET / HTTP/1.1"),
-            ("GET", "HTTPS://user@example.com?only=query", "GET /?only=query HTTP/1.1"),
+            ("GET", "HTTPS://example.com?only=query#frag", "GET /?only=query HTTP/1.1"),
             ("DELETE", "https://[::1]:443/item/7", "DELETE /item/7 HTTP/1.1"),
             ("OPTIONS", "*", "OPTIONS * HTTP/1.1"),
             ("OPTIONS", "http://example.com:8001", "OPTIONS * HTTP/1.1"),
@@ -75,7 +75,8 @@ http_tests! {
         let px = proxy(backend, &[rec.addr], |_| {});
         expect_error(px.addr, b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n\x16\x03\x01", 501);
         expect_error(px.addr, b"CONNECT /x HTTP/1.1\r\nHost: a\r\n\r\n", 501);
-        for target in ["example.com:443", "*", "ftp://example.com/f", "http:///no-host", "relative/path"] {
+        let bad = ["example.com:443", "*", "ftp://example.com/f", "http:///no-host", "relative/path", "http://user@example.com/x", "http://:80/x"];
+        for target in bad {
             let req = format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n");
             expect_error(px.addr, req.as_bytes(), 400);
         }
