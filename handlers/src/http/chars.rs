@@ -171,7 +171,8 @@ mod tests {
     /// remainder) gets the verdict a byte-by-byte check gives.
     #[test]
     fn word_at_a_time_checks_agree_with_the_bytes() {
-        let checks: [(fn(&[u8]) -> bool, u8); 3] = [
+        type Check = fn(&[u8]) -> bool;
+        let checks: [(Check, u8); 3] = [
             (is_token, TCHAR),
             (is_field_value, FIELD_VALUE),
             (is_host, HOST),
