@@ -255,7 +255,7 @@ impl FanOut {
 
     /// Records the outcome of an exchange with upstream `index` (a 5xx
     /// answer or a connection failure is a failure) for the request whose
-    /// flags are `counted`, and ejects the upstream after too many failed
+    /// run marks are `counted`, and ejects the upstream after too many failed
     /// requests in a row if the cap on ejections allows (FAULTS F8). When
     /// the cap does not, it stays in and the next failure tries again.
     ///
