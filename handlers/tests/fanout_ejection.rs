@@ -17,15 +17,6 @@ use common::*;
 use fake::{entries, proxy, Conn, Fake};
 use percore_handlers::proxy::Config as ProxyConfig;
 
-/// A fake that answers every request on a connection with "ok".
-fn good() -> Fake {
-    Fake::start(|mut c: Conn| {
-        while c.read_request().is_some() {
-            c.ok(b"ok");
-        }
-    })
-}
-
 /// A fake that answers every request with 500.
 fn failing() -> Fake {
     Fake::start(|mut c: Conn| {
@@ -61,7 +52,7 @@ http_tests! {
     /// ejection time, and a second run of failures ejects it for twice as
     /// long.
     fn f8_ejection_shifts_traffic(backend) {
-        let (bad, ok) = (failing(), good());
+        let (bad, ok) = (failing(), Fake::answering_ok());
         let px = proxy(backend, &[bad.addr, ok.addr], short_ejection);
         let mut client = Client::connect(px.addr);
         // Round-robin: the first 10 requests alternate, the 5th to `bad`
@@ -139,7 +130,7 @@ http_tests! {
     /// failure to its run, not 8, so it takes 5 such requests in a row to
     /// eject it.
     fn f8_wide_request_counts_once(backend) {
-        let (bad, ok) = (failing(), good());
+        let (bad, ok) = (failing(), Fake::answering_ok());
         let px = proxy(backend, &[bad.addr, ok.addr], |c| {
             short_ejection(c);
             c.width = 16;

@@ -20,15 +20,6 @@ use common::*;
 use fake::{entries, eventually, proxy, refused_addr, Conn, Fake};
 use percore_handlers::proxy::Policy;
 
-/// A fake that answers every request on a connection with "ok".
-fn good() -> Fake {
-    Fake::start(|mut c: Conn| {
-        while c.read_request().is_some() {
-            c.ok(b"ok");
-        }
-    })
-}
-
 /// Sends `req` through a fresh client; returns the response and its body text.
 fn ask(addr: SocketAddr, req: &[u8]) -> (Resp, String) {
     let r = Client::connect(addr).roundtrip(req);
@@ -105,7 +96,7 @@ http_tests! {
         assert!(text.contains(&format!("upstream {dead}: connect failed: connection refused")), "{text}");
         assert!(started.elapsed() < Duration::from_millis(250), "quick: {:?}", started.elapsed());
 
-        let ok = good();
+        let ok = Fake::answering_ok();
         let px = proxy(backend, &[dead, ok.addr], |c| c.width = 1);
         let (r, text) = ask(px.addr, &get("/"));
         assert_eq!(r.status, 200, "{text}");
@@ -345,7 +336,7 @@ http_tests! {
     /// still gets its copies, bodies included; a shadow that refuses
     /// connections changes nothing for the client.
     fn f7_slow_mirror(backend) {
-        let primary = good();
+        let primary = Fake::answering_ok();
         let shadow = Fake::start(|mut c: Conn| {
             while c.read_request().is_some() {
                 std::thread::sleep(Duration::from_secs(2));
@@ -386,7 +377,7 @@ http_tests! {
 
     /// Deadline with a policy still met: `quorum:2` of fast, fast, hole.
     fn deadline_with_quorum(backend) {
-        let (f1, f2) = (good(), good());
+        let (f1, f2) = (Fake::answering_ok(), Fake::answering_ok());
         let hole = Fake::start(|mut c: Conn| { let _ = c.read_request(); c.wait_close(Duration::from_secs(3)); });
         let px = proxy(backend, &[f1.addr, f2.addr, hole.addr], |c| {
             // Generous: the fakes are threads on a busy 2-core machine.
@@ -464,7 +455,7 @@ http_tests! {
     /// F10 + A13: smuggling payloads are refused by the proxy itself and
     /// never reach the upstream; a bare-LF request is forwarded with CRLF.
     fn f10_smuggling(backend) {
-        let rec = good();
+        let rec = Fake::answering_ok();
         let px = proxy(backend, &[rec.addr], |_| {});
         let payloads: [&[u8]; 5] = [
             b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
@@ -493,7 +484,7 @@ http_tests! {
     /// F11: hop-by-hop fields and those named in `Connection` are stripped;
     /// `Via` and `X-Forwarded-For` are appended.
     fn f11_hop_by_hop(backend) {
-        let rec = good();
+        let rec = Fake::answering_ok();
         let px = proxy(backend, &[rec.addr], |_| {});
         let r = one(px.addr, b"GET /h HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Foo\r\nX-Foo: 1\r\n\
             Keep-Alive: timeout=5\r\nTE: trailers\r\nUpgrade: websocket\r\nProxy-Connection: x\r\n\

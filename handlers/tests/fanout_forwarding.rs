@@ -11,17 +11,7 @@ mod common;
 mod fake;
 
 use common::*;
-use fake::{entries, proxy, Conn, Fake};
-
-/// A fake that answers every request on a connection with "ok" and
-/// records it.
-fn recorder() -> Fake {
-    Fake::start(|mut c: Conn| {
-        while c.read_request().is_some() {
-            c.ok(b"ok");
-        }
-    })
-}
+use fake::{entries, proxy, Fake};
 
 /// The request line of the last request `fake` recorded.
 fn last_request_line(fake: &Fake) -> String {
@@ -42,7 +32,7 @@ http_tests! {
     /// `OPTIONS` for a whole server becomes `OPTIONS *`; origin-form and
     /// `OPTIONS *` go as sent.
     fn absolute_form_forwarded_as_origin_form(backend) {
-        let rec = recorder();
+        let rec = Fake::answering_ok();
         let px = proxy(backend, &[rec.addr], |_| {});
         let mut client = Client::connect(px.addr);
         let cases = [
@@ -71,7 +61,7 @@ http_tests! {
     /// (bytes after it may be tunnel data, never a request); a target in
     /// no form its method may use is a 400. Nothing reaches the upstream.
     fn connect_and_bad_targets_refused(backend) {
-        let rec = recorder();
+        let rec = Fake::answering_ok();
         let px = proxy(backend, &[rec.addr], |_| {});
         expect_error(px.addr, b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n\x16\x03\x01", 501);
         expect_error(px.addr, b"CONNECT /x HTTP/1.1\r\nHost: a\r\n\r\n", 501);
@@ -89,7 +79,7 @@ http_tests! {
     /// Several `Via` and `X-Forwarded-For` lines: every value is kept, in
     /// order, as one list, and the proxy's element comes last.
     fn repeated_via_and_forwarded_for_kept(backend) {
-        let rec = recorder();
+        let rec = Fake::answering_ok();
         let px = proxy(backend, &[rec.addr], |_| {});
         let r = one(px.addr, b"GET /v HTTP/1.1\r\nHost: a\r\nVia: 1.0 edge\r\n\
             X-Forwarded-For: 10.0.0.1\r\nVia: 1.1 mid, 1.1 inner\r\nX-Forwarded-For: 10.0.0.2, 10.0.0.3\r\n\

@@ -42,16 +42,15 @@ impl Drop for EnterGuard {
 }
 
 /// Runs `f` with this thread's core, if one is entered. The borrow cannot
-/// leave `f`, which is what keeps it shorter than the core's life.
+/// leave `f`, which is what keeps it shorter than the core's life: the
+/// `EnterGuard` that owns the core (`!Send`, it holds an `Rc`) lives in the
+/// frame that runs the core, below this call on this thread's stack, and
+/// nulls the pointer before it releases its `Rc`.
 fn with_current<R>(f: impl FnOnce(Option<&Core>) -> R) -> R {
     let ptr = CURRENT.get();
-    // SAFETY: a non-null pointer was set by `enter` from an `Rc<Core>` that
-    // the live `EnterGuard` owns, and the guard nulls it before releasing
-    // that `Rc`. The guard is `!Send` (it holds an `Rc`) and lives in the
-    // frame that runs the core, below this call on this thread's stack, so
-    // the `Core` outlives the call of `f`, the only place the reference is
-    // used.
-    f(unsafe { ptr.as_ref() })
+    // SAFETY: non-null only while the guard owning that `Core` lives (above).
+    let core = unsafe { ptr.as_ref() };
+    f(core)
 }
 
 /// Runs `f` with this thread's core.

@@ -152,59 +152,27 @@ fn request_bytes() {
     );
     // Every line of `Via` and `X-Forwarded-For` is kept, in order, as one
     // list; empty values add nothing; the proxy's element comes last.
-    let mut storage = [httparse::EMPTY_HEADER; 16];
-    let mut req = httparse::Request::new(&mut storage);
-    let raw = b"GET / HTTP/1.1\r\nHost: h\r\nVia: 1.0 a\r\nX-Forwarded-For: 10.0.0.1\r\n\
+    let hops = b"GET / HTTP/1.1\r\nHost: h\r\nVia: 1.0 a\r\nX-Forwarded-For: 10.0.0.1\r\n\
         Via: 1.1 b, 1.1 c\r\nX-Forwarded-For:\r\nX-Forwarded-For: 10.0.0.2, 10.0.0.3\r\n\r\n";
-    let httparse::Status::Complete(_) = req.parse(raw).expect("parse") else {
-        panic!("partial")
-    };
-    let mut shared = Vec::new();
-    write_shared(
-        &mut shared,
-        req.headers,
-        Some([10, 0, 0, 9].into()),
-        b"",
-        false,
-    );
+    let client = Some([10, 0, 0, 9].into());
     assert_eq!(
-        String::from_utf8(shared).expect("ascii"),
+        shared_text(hops, usize::MAX, client),
         "Via: 1.0 a, 1.1 b, 1.1 c, 1.1 percore\r\n\
          X-Forwarded-For: 10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.9\r\n\r\n"
     );
     // Without the client's address the earlier hops still go on; with no
     // earlier hops there is no X-Forwarded-For line at all.
-    let mut shared = Vec::new();
-    write_shared(&mut shared, req.headers, None, b"", false);
     assert_eq!(
-        String::from_utf8(shared).expect("ascii"),
+        shared_text(hops, usize::MAX, None),
         "Via: 1.0 a, 1.1 b, 1.1 c, 1.1 percore\r\n\
          X-Forwarded-For: 10.0.0.1, 10.0.0.2, 10.0.0.3\r\n\r\n"
     );
-    let mut shared = Vec::new();
-    write_shared(&mut shared, &req.headers[..1], None, b"", false);
-    assert_eq!(
-        String::from_utf8(shared).expect("ascii"),
-        "Via: 1.1 percore\r\n\r\n"
-    );
+    assert_eq!(shared_text(hops, 1, None), "Via: 1.1 percore\r\n\r\n");
     // Lists the client named in `Connection` were for this hop only.
-    let mut storage = [httparse::EMPTY_HEADER; 8];
-    let mut req = httparse::Request::new(&mut storage);
-    let raw = b"GET / HTTP/1.1\r\nHost: h\r\nConnection: via, X-Forwarded-For\r\n\
+    let named = b"GET / HTTP/1.1\r\nHost: h\r\nConnection: via, X-Forwarded-For\r\n\
         Via: 1.0 a\r\nX-Forwarded-For: 10.0.0.1\r\n\r\n";
-    let httparse::Status::Complete(_) = req.parse(raw).expect("parse") else {
-        panic!("partial")
-    };
-    let mut shared = Vec::new();
-    write_shared(
-        &mut shared,
-        req.headers,
-        Some([10, 0, 0, 9].into()),
-        b"",
-        false,
-    );
     assert_eq!(
-        String::from_utf8(shared).expect("ascii"),
+        shared_text(named, usize::MAX, client),
         "Via: 1.1 percore\r\nX-Forwarded-For: 10.0.0.9\r\n\r\n"
     );
     // Client addresses are written as `Display` writes them.
@@ -224,6 +192,20 @@ fn request_bytes() {
             format!("Via: 1.1 percore\r\nX-Forwarded-For: {ip}\r\n\r\n")
         );
     }
+}
+
+/// What `write_shared` writes, without a body, for the first `fields`
+/// header fields of the head in `raw` and the client address `client`.
+fn shared_text(raw: &[u8], fields: usize, client: Option<std::net::IpAddr>) -> String {
+    let mut storage = [httparse::EMPTY_HEADER; 16];
+    let mut req = httparse::Request::new(&mut storage);
+    let httparse::Status::Complete(_) = req.parse(raw).expect("parse") else {
+        panic!("partial")
+    };
+    let headers = &req.headers[..fields.min(req.headers.len())];
+    let mut shared = Vec::new();
+    write_shared(&mut shared, headers, client, b"", false);
+    String::from_utf8(shared).expect("ascii")
 }
 
 /// Every target form (RFC 9112 §3.2): what is forwarded, or the status

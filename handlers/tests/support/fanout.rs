@@ -212,6 +212,16 @@ impl Fake {
         }
     }
 
+    /// A fake that answers every request on a connection with "ok" (and,
+    /// like every fake, records it).
+    pub fn answering_ok() -> Fake {
+        Fake::start(|mut c: Conn| {
+            while c.read_request().is_some() {
+                c.ok(b"ok");
+            }
+        })
+    }
+
     pub fn accepted(&self) -> usize {
         self.seen.accepted.load(Ordering::SeqCst)
     }
