@@ -87,10 +87,20 @@ impl<B: IoBuf> Future for Send<'_, B> {
                         break Poll::Pending;
                     }
                     d.count_syscall();
+                    // The raw syscall, not libc's `send`, for the reason
+                    // given at the receive (no cancellation-point wrapper).
                     // SAFETY: `ptr..ptr+len` are initialised bytes of `buf`,
                     // which this future owns for the call's duration.
                     let n = unsafe {
-                        libc::send(this.fd.as_raw_fd(), ptr.cast(), len, libc::MSG_NOSIGNAL)
+                        libc::syscall(
+                            libc::SYS_sendto,
+                            this.fd.as_raw_fd(),
+                            ptr,
+                            len,
+                            libc::MSG_NOSIGNAL,
+                            std::ptr::null::<libc::sockaddr>(),
+                            0 as libc::socklen_t,
+                        )
                     };
                     if n >= 0 {
                         break Poll::Ready(Ok(n as usize));

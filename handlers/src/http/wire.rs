@@ -3,7 +3,7 @@
 //! timer, and the per-core stop notification.
 
 use std::cell::{Cell, RefCell};
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::io;
 use std::pin::{pin, Pin};
 use std::rc::Rc;
@@ -140,35 +140,30 @@ impl Wire {
     /// an older, earlier deadline it is moved to the current one. Keep-alive
     /// deadlines only move forward, so a steady stream of requests never
     /// touches the timer wheel; it fires about once per timeout period.
-    pub(crate) async fn wait<F: Future>(
-        &self,
+    pub(crate) fn wait<'w, F: Future + Unpin>(
+        &'w self,
         fut: F,
         deadline: Instant,
-        stop: Option<&StopSlot>,
-    ) -> Waited<F::Output> {
-        self.wait_until(pin!(fut), || deadline, stop).await
+        stop: Option<&'w StopSlot>,
+    ) -> Wait<'w, F, impl Fn() -> Instant + Unpin> {
+        self.wait_until(fut, move || deadline, stop)
     }
 
     /// [`wait`](Self::wait) with the deadline computed only if `fut` does
     /// not complete on its first poll.
-    async fn wait_until<F: Future + Unpin>(
-        &self,
-        mut fut: F,
-        deadline: impl Fn() -> Instant,
-        stop: Option<&StopSlot>,
-    ) -> Waited<F::Output> {
-        let mut at = None;
-        poll_fn(|cx| {
-            if let Poll::Ready(v) = Pin::new(&mut fut).poll(cx) {
-                return Poll::Ready(Waited::Done(v));
-            }
-            if stop.is_some_and(|s| s.poll_stopped(cx)) {
-                return Poll::Ready(Waited::Stopped);
-            }
-            let at = *at.get_or_insert_with(&deadline);
-            self.poll_deadline(at, cx).map(|()| Waited::TimedOut)
-        })
-        .await
+    fn wait_until<'w, F: Future + Unpin, D: Fn() -> Instant + Unpin>(
+        &'w self,
+        fut: F,
+        deadline: D,
+        stop: Option<&'w StopSlot>,
+    ) -> Wait<'w, F, D> {
+        Wait {
+            wire: self,
+            fut,
+            deadline,
+            at: None,
+            stop,
+        }
     }
 
     fn poll_deadline(&self, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
@@ -187,6 +182,34 @@ impl Wire {
             sleep.reset(deadline);
         }
         Poll::Pending
+    }
+}
+
+/// The future of [`Wire::wait`]: written out by hand rather than as an
+/// `async fn`, because it is polled twice per request and each layer of
+/// generated state machine costs instructions on every poll.
+pub(crate) struct Wait<'w, F, D> {
+    wire: &'w Wire,
+    fut: F,
+    deadline: D,
+    /// The deadline, once computed.
+    at: Option<Instant>,
+    stop: Option<&'w StopSlot>,
+}
+
+impl<F: Future + Unpin, D: Fn() -> Instant + Unpin> Future for Wait<'_, F, D> {
+    type Output = Waited<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Poll::Ready(v) = Pin::new(&mut this.fut).poll(cx) {
+            return Poll::Ready(Waited::Done(v));
+        }
+        if this.stop.is_some_and(|s| s.poll_stopped(cx)) {
+            return Poll::Ready(Waited::Stopped);
+        }
+        let at = *this.at.get_or_insert_with(&this.deadline);
+        this.wire.poll_deadline(at, cx).map(|()| Waited::TimedOut)
     }
 }
 
