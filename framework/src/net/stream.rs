@@ -74,20 +74,13 @@ impl TcpStream {
     ///
     /// The first send error (`EPIPE`, `ECONNRESET`, …; `SIGPIPE` is never
     /// raised), or `WriteZero` if the kernel accepted nothing.
-    pub async fn write_all<B: IoBuf>(&self, buf: B) -> BufResult<(), B> {
-        let len = buf.bytes_init();
-        let mut buf = buf;
-        let mut sent = 0;
-        while sent < len {
-            let (res, back) = op::send::Send::new(&self.fd, &self.io, buf, sent).await;
-            buf = back;
-            match res {
-                Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
-                Ok(n) => sent += n,
-                Err(e) => return (Err(e), buf),
-            }
+    pub fn write_all<B: IoBuf>(&self, buf: B) -> WriteAll<'_, B> {
+        WriteAll {
+            stream: self,
+            len: buf.bytes_init(),
+            send: op::send::Send::new(&self.fd, &self.io, buf, 0),
+            sent: 0,
         }
-        (Ok(()), buf)
     }
 
     /// Shuts down the write side: the peer reads end of stream after the
@@ -174,5 +167,54 @@ impl Future for Read<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let stream = self.stream;
         op::recv::poll_recv(&stream.fd, &stream.io, &stream.ring_dry, cx)
+    }
+}
+
+/// The future of [`TcpStream::write_all`], written out by hand: a server
+/// awaits one per response, and an `async fn` would add a layer of state
+/// machine to every poll.
+#[must_use = "futures do nothing unless polled"]
+pub struct WriteAll<'a, B: IoBuf> {
+    stream: &'a TcpStream,
+    send: op::send::Send<'a, B>,
+    sent: usize,
+    len: usize,
+}
+
+impl<B: IoBuf> Future for WriteAll<'_, B> {
+    type Output = BufResult<(), B>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        loop {
+            if this.sent >= this.len {
+                return match this.send.take_buf() {
+                    Some(buf) => Poll::Ready((Ok(()), buf)),
+                    None => panic!("WriteAll polled after completion"),
+                };
+            }
+            let (res, buf) = std::task::ready!(Pin::new(&mut this.send).poll(cx));
+            match res {
+                Ok(0) => return Poll::Ready((Err(io::ErrorKind::WriteZero.into()), buf)),
+                Ok(n) => {
+                    this.sent += n;
+                    if this.sent >= this.len {
+                        return Poll::Ready((Ok(()), buf));
+                    }
+                    let stream = this.stream;
+                    this.send = op::send::Send::new(&stream.fd, &stream.io, buf, this.sent);
+                }
+                Err(e) => return Poll::Ready((Err(e), buf)),
+            }
+        }
+    }
+}
+
+impl<B: IoBuf> fmt::Debug for WriteAll<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteAll")
+            .field("sent", &self.sent)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
     }
 }

@@ -41,6 +41,17 @@ impl<'a, B: IoBuf> Send<'a, B> {
     }
 }
 
+impl<B: IoBuf> Send<'_, B> {
+    /// The buffer of a send that was never submitted (an empty
+    /// `write_all` completes without one).
+    pub(crate) fn take_buf(&mut self) -> Option<B> {
+        if self.key.is_some() {
+            return None;
+        }
+        self.buf.take()
+    }
+}
+
 impl<B: IoBuf> Future for Send<'_, B> {
     type Output = BufResult<usize, B>;
 
