@@ -3,7 +3,8 @@
 //! gives up on time; a read dropped by a timeout loses nothing; `connect`
 //! reports refusals, and one dropped mid-flight leaves no socket behind;
 //! `shutdown_write` gives the peer its end of stream; data and a hang-up
-//! that arrive together are both read; `block_on` returns
+//! that arrive together are both read; `write_all` resumes after partial
+//! sends and completes an empty write at once; `block_on` returns
 //! even when its future finishes without any I/O.
 
 #[macro_use]
@@ -245,6 +246,43 @@ backend_tests! {
         })
         .expect("block_on");
         peer.join().expect("peer thread");
+    }
+
+    /// One `write_all` far larger than the socket buffers, to a peer that
+    /// starts reading only after the writer must have stalled: the kernel
+    /// takes it in many partial sends, and every byte arrives, in order. An
+    /// empty buffer completes at once and comes back.
+    fn write_all_resumes_after_partial_sends(backend) {
+        const LEN: usize = 24 << 20;
+        let listener = StdListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let reader = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+            // Let the writer fill both socket buffers first.
+            std::thread::sleep(Duration::from_millis(200));
+            let mut got = Vec::with_capacity(LEN);
+            s.read_to_end(&mut got).expect("read");
+            got
+        });
+        let mut sent = vec![0u8; LEN];
+        Rng::new(7).fill(&mut sent);
+        let expected = sent.clone();
+        percore::block_on(backend, async move {
+            let stream = TcpStream::connect(addr).await.expect("connect");
+            let (res, empty) = stream.write_all(Vec::new()).await;
+            res.expect("empty write");
+            assert!(empty.is_empty());
+            let (res, back) = timeout(IO_TIMEOUT, stream.write_all(sent))
+                .await
+                .expect("write_all finished in time");
+            res.expect("write_all");
+            assert_eq!(back.len(), LEN, "the buffer comes back whole");
+        })
+        .expect("block_on");
+        let got = reader.join().expect("reader");
+        assert_eq!(got.len(), LEN);
+        assert!(got == expected, "bytes arrived out of order or changed");
     }
 
     /// 500 connects dropped at random points of their life: every socket
