@@ -9,13 +9,15 @@ use std::time::{Duration, Instant};
 use percore::net::TcpStream;
 use percore::time::now;
 
-use super::client::{exchange, write_request, write_shared, Failure, ResponseLimits};
+use super::client::{
+    exchange, write_request, write_request_line, write_shared, Failure, ResponseLimits,
+};
 use super::combine::{entry_bound, write_entry, write_failure, Entry};
-use super::join::{Branches, Slot, Verdict};
+use super::join::{Branches, Verdict};
 use super::mirror::{Mirror, MirrorSettings};
 use super::scratch::{ArenaPool, BufPool};
 use super::stats::{bump, LocalStats};
-use super::target::{origin_form, OriginForm};
+use super::target::origin_form;
 use super::upstream::Upstream;
 use super::{Config, ConfigError, ProxyStats};
 use crate::http::{BodyKind, Request, Response, Service};
@@ -65,8 +67,8 @@ struct BranchError {
 /// What one sub-request is about, shared by all branches of a request.
 #[derive(Debug, Clone, Copy)]
 struct Job<'a> {
-    method: &'a str,
-    target: OriginForm<'a>,
+    /// The request line, the same for every branch.
+    line: &'a [u8],
     /// Everything after the `Host` line (see [`write_shared`]).
     shared: &'a [u8],
     /// RFC 9110 §9.2.2: may be retried (FAULTS F1, F5).
@@ -188,13 +190,7 @@ impl FanOut {
             };
             bump(&self.stats.sub_requests);
             buf.clear();
-            write_request(
-                &mut buf,
-                job.method,
-                job.target,
-                &upstream.host_line,
-                job.shared,
-            );
+            write_request(&mut buf, job.line, &upstream.host_line, job.shared);
             let (result, returned) = exchange(&conn, buf, self.limits, job.head_only).await;
             buf = returned;
             match result {
@@ -251,6 +247,10 @@ impl FanOut {
 
     fn upstream_name(&self, index: usize) -> &str {
         &self.upstreams[index % self.upstreams.len()].name
+    }
+
+    fn entry_prefix(&self, index: usize) -> &[u8] {
+        &self.upstreams[index % self.upstreams.len()].entry_prefix
     }
 
     /// Records the outcome of an exchange with upstream `index` (a 5xx
@@ -395,7 +395,10 @@ impl Service for FanOut {
         let has_body = req.body_kind() != BodyKind::None;
         let headers = req.headers();
         let client = req.peer_addr().ok().map(|a| a.ip());
+        // The request line first, then the part after `Host`, in one buffer.
         let mut shared = self.bufs.take();
+        write_request_line(&mut shared, method, target);
+        let line_len = shared.len();
         {
             let body: &[u8] = if has_body { req.body().await? } else { &[] };
             write_shared(&mut shared, headers, client, body, has_body);
@@ -407,21 +410,22 @@ impl Service for FanOut {
             return self.reject_all_ejected(res, started);
         }
         bump(&self.stats.requests);
+        let head_only = method == "HEAD";
+        let (line, after_host) = shared.split_at(line_len);
         if let Some(mirror) = &self.mirror {
-            mirror.submit(method, target, &shared);
+            mirror.submit(line, after_host, head_only);
         }
         let arena = self.arenas.take();
         let counted: &[Cell<u64>] =
             arena.alloc_slice_fill_with(self.upstreams.len(), |_| Cell::new(0));
         let job = Job {
-            method,
-            target,
-            shared: &shared,
+            line,
+            shared: after_host,
             idempotent: matches!(
                 method,
                 "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
             ),
-            head_only: method == "HEAD",
+            head_only,
             started,
             counted,
         };
@@ -450,12 +454,10 @@ impl Service for FanOut {
                     .set(self.stats.cancelled.get() + cancelled as u64);
                 res.header("Content-Type", b"application/json")?;
                 res.set_status(200);
-                let bound: usize = branches
-                    .slots()
-                    .iter()
-                    .filter_map(|slot| match slot {
-                        Slot::Done(Ok(reply)) => Some(entry_bound(
-                            self.upstream_name(reply.upstream),
+                let bound: usize = (0..width)
+                    .filter_map(|i| match branches.output(i) {
+                        Some(Ok(reply)) => Some(entry_bound(
+                            self.entry_prefix(reply.upstream),
                             reply.buf.get(reply.body.clone()).unwrap_or_default(),
                         )),
                         _ => None,
@@ -476,7 +478,7 @@ impl Service for FanOut {
                         }
                         wanted -= 1;
                         let entry = Entry {
-                            upstream: self.upstream_name(reply.upstream),
+                            prefix: self.entry_prefix(reply.upstream),
                             status: reply.status,
                             latency: reply.latency,
                             body: reply.buf.get(reply.body.clone()).unwrap_or_default(),
@@ -494,17 +496,17 @@ impl Service for FanOut {
                 let mut status = 504;
                 res.header("Content-Type", b"text/plain; charset=utf-8")?;
                 let out = res.body_mut();
-                for (i, slot) in branches.slots().iter().enumerate() {
-                    match slot {
-                        Slot::Done(Err(e)) => {
+                for (i, target) in targets.iter().enumerate() {
+                    match branches.output(i) {
+                        Some(Err(e)) => {
                             if e.failure.status() == 502 && !timed_out {
                                 status = 502;
                             }
                             write_failure(out, self.upstream_name(e.upstream), &e.failure);
                         }
-                        Slot::Running(_) if timed_out => {
+                        None if timed_out && branches.is_running(i) => {
                             bump(&self.stats.deadline);
-                            let upstream = self.upstream_name(targets[i].get());
+                            let upstream = self.upstream_name(target.get());
                             write_failure(out, upstream, &Failure::Deadline);
                         }
                         _ => {}
