@@ -189,12 +189,26 @@ fn write_list_elements(out: &mut Vec<u8>, headers: &[httparse::Header<'_>], name
 fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
     match ip {
         IpAddr::V4(v4) => {
+            // Formatted on the stack and appended in one copy.
+            let mut text = [0u8; 15];
+            let mut n = 0;
             for (i, octet) in v4.octets().into_iter().enumerate() {
                 if i > 0 {
-                    out.push(b'.');
+                    text[n] = b'.';
+                    n += 1;
                 }
-                write_decimal(out, u64::from(octet));
+                if octet >= 100 {
+                    text[n] = b'0' + octet / 100;
+                    n += 1;
+                }
+                if octet >= 10 {
+                    text[n] = b'0' + octet / 10 % 10;
+                    n += 1;
+                }
+                text[n] = b'0' + octet % 10;
+                n += 1;
             }
+            out.extend_from_slice(&text[..n]);
         }
         // io::Write on a Vec cannot fail.
         IpAddr::V6(v6) => drop(io::Write::write_fmt(out, format_args!("{v6}"))),

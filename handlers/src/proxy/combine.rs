@@ -39,6 +39,9 @@ pub(crate) struct Entry<'a> {
     pub(crate) status: u16,
     pub(crate) latency: Duration,
     pub(crate) body: &'a [u8],
+    /// Its [`entry_bound`], which the caller has already counted to
+    /// reserve room for the whole answer.
+    pub(crate) bound: usize,
 }
 
 /// The start of every entry for `upstream`, up to its status: the same for
@@ -89,7 +92,7 @@ static ESCAPED_WIDTH: [u8; 256] = {
 /// Appends `entry` as an array element (`first`: no leading comma).
 pub(crate) fn write_entry(out: &mut Vec<u8>, entry: &Entry<'_>, first: bool) {
     let start = out.len();
-    out.resize(start + entry_bound(entry.prefix, entry.body), 0);
+    out.resize(start + entry.bound, 0);
     let mut w = Cursor {
         buf: &mut out[start..],
         at: 0,

@@ -115,29 +115,20 @@ pub(crate) fn parse(buf: &[u8]) -> Result<Option<Head>, HeadError> {
         }
     }
     let line = &buf[i..];
-    let prefix = &line[..line.len().min(7)];
-    if prefix != &b"HTTP/1."[..prefix.len()] {
-        return Err(Malformed);
-    }
     // `HTTP/1.x 200` and the byte after it.
-    let Some(&[.., minor, space, d1, d2, d3, after]) = line.get(..13) else {
-        // What follows `HTTP/1.`: the minor version, the space, digits.
-        let got = &line[prefix.len()..];
-        let digits = got.get(2..).unwrap_or_default();
-        let valid = match got {
-            [] => true,
-            [minor, rest @ ..] => {
-                matches!(minor, b'0' | b'1')
-                    && rest.first().is_none_or(|&b| b == b' ')
-                    && digits.iter().all(u8::is_ascii_digit)
-            }
+    let Some(&[v0, v1, v2, v3, v4, v5, v6, v7, space, d1, d2, d3, after]) = line.get(..13) else {
+        return if status_line_prefix_ok(line) {
+            Ok(None)
+        } else {
+            Err(Malformed)
         };
-        return if valid { Ok(None) } else { Err(Malformed) };
     };
-    if !matches!(minor, b'0' | b'1') || space != b' ' {
-        return Err(Malformed);
-    }
-    if ![d1, d2, d3].iter().all(u8::is_ascii_digit) {
+    let minor = match u64::from_le_bytes([v0, v1, v2, v3, v4, v5, v6, v7]) {
+        HTTP_10 => 0,
+        HTTP_11 => 1,
+        _ => return Err(Malformed),
+    };
+    if space != b' ' || ![d1, d2, d3].iter().all(u8::is_ascii_digit) {
         return Err(Malformed);
     }
     let status = u16::from(d1 - b'0') * 100 + u16::from(d2 - b'0') * 10 + u16::from(d3 - b'0');
@@ -162,7 +153,7 @@ pub(crate) fn parse(buf: &[u8]) -> Result<Option<Head>, HeadError> {
             Some(b'\r' | b'\n') => {
                 return Ok(line_end(buf, i)?.map(|len| Head {
                     len,
-                    minor: minor - b'0',
+                    minor,
                     status,
                     fields,
                 }))
@@ -170,9 +161,7 @@ pub(crate) fn parse(buf: &[u8]) -> Result<Option<Head>, HeadError> {
             Some(_) => {}
         }
         let name_start = i;
-        while buf.get(i).is_some_and(|&b| TOKEN[usize::from(b)]) {
-            i += 1;
-        }
+        i = name_end(buf, i);
         match buf.get(i) {
             None => return Ok(None),
             Some(b':') if i > name_start => {}
@@ -197,6 +186,31 @@ pub(crate) fn parse(buf: &[u8]) -> Result<Option<Head>, HeadError> {
     }
 }
 
+const HTTP_10: u64 = u64::from_le_bytes(*b"HTTP/1.0");
+const HTTP_11: u64 = u64::from_le_bytes(*b"HTTP/1.1");
+
+/// Whether `line`, shorter than `HTTP/1.x 200` and the byte after it, may
+/// still become a status line.
+fn status_line_prefix_ok(line: &[u8]) -> bool {
+    let prefix = &line[..line.len().min(7)];
+    if prefix != &b"HTTP/1."[..prefix.len()] {
+        return false;
+    }
+    // What follows `HTTP/1.`: the minor version, the space, digits.
+    match &line[prefix.len()..] {
+        [] => true,
+        [minor, rest @ ..] => {
+            matches!(minor, b'0' | b'1')
+                && rest.first().is_none_or(|&b| b == b' ')
+                && rest
+                    .get(1..)
+                    .unwrap_or_default()
+                    .iter()
+                    .all(u8::is_ascii_digit)
+        }
+    }
+}
+
 /// The index after the line end at `i` (CRLF or LF); `Ok(None)` when the
 /// buffer ends first; an error for any other byte there.
 fn line_end(buf: &[u8], i: usize) -> Result<Option<usize>, HeadError> {
@@ -212,14 +226,54 @@ fn line_end(buf: &[u8], i: usize) -> Result<Option<usize>, HeadError> {
     }
 }
 
+/// The eight bytes at `i`, as a little-endian word, if there are eight.
+fn word_at(buf: &[u8], i: usize) -> Option<u64> {
+    let mut word = [0; 8];
+    word.copy_from_slice(buf.get(i..i + 8)?);
+    Some(u64::from_le_bytes(word))
+}
+
+/// The index of the first byte from `i` on that a field name may not hold
+/// (where a name ends, at its `:`), or the buffer's length. Eight bytes at
+/// a time while they are letters, digits and `-`, as nearly every name's
+/// are; the other `tchar`s are looked up one by one.
+fn name_end(buf: &[u8], mut i: usize) -> usize {
+    while let Some(word) = word_at(buf, i) {
+        let stop = not_alnum_or_dash(word);
+        if stop == 0 {
+            i += 8;
+            continue;
+        }
+        i += (stop.trailing_zeros() / 8) as usize;
+        if !TOKEN[usize::from(buf[i])] {
+            return i;
+        }
+        i += 1;
+    }
+    while buf.get(i).is_some_and(|&b| TOKEN[usize::from(b)]) {
+        i += 1;
+    }
+    i
+}
+
+/// The high bit of each byte of `word` that is not an ASCII letter, digit
+/// or `-`. Exact for every byte: each sum below stays within its byte
+/// (the high bits are cleared first), so nothing carries into the next.
+fn not_alnum_or_dash(word: u64) -> u64 {
+    let low = word & !HIGH;
+    let at_least = |x: u64, c: u8| x + ONES * u64::from(0x80 - c);
+    let digit = at_least(low, b'0') & !at_least(low, b'9' + 1);
+    let folded = low | (ONES * 0x20);
+    let letter = at_least(folded, b'a') & !at_least(folded, b'z' + 1);
+    let dash = !((low ^ (ONES * u64::from(b'-'))) + (ONES * 0x7f));
+    !((digit | letter | dash) & !word) & HIGH
+}
+
 /// The index of the first byte from `i` on that a value may not hold (the
 /// line end, or a bad byte), or the buffer's length. Eight bytes at a
 /// time: values (dates, types, cookies) are most of a head's bytes.
 fn value_end(buf: &[u8], mut i: usize) -> usize {
-    while let Some(chunk) = buf.get(i..i + 8) {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
+    while let Some(word) = word_at(buf, i) {
         // The high bit of each byte below 0x20 or equal to 0x7f. A borrow
         // may flag bytes above the first flagged one wrongly, but the
         // lowest flag is always right, and only it is used.
@@ -243,14 +297,20 @@ fn value_end(buf: &[u8], mut i: usize) -> usize {
 }
 
 impl Fields {
-    /// Notes one field. The names compared are letters and `-`, and `name`
-    /// is a token: setting the 0x20 bit turns an upper-case letter into
-    /// its lower case and leaves `-` as it is, and no other token byte
-    /// becomes a lower-case letter or `-` that way, so the comparison is
-    /// exactly a case-insensitive one.
+    /// Notes one field. The names compared are letters and `-`, at least
+    /// eight bytes long, and `name` is a token: setting the 0x20 bit turns
+    /// an upper-case letter into its lower case and leaves `-` as it is,
+    /// and no other token byte becomes a lower-case letter or `-` that
+    /// way, so comparing words with that bit set in every byte is exactly
+    /// a case-insensitive comparison.
     fn note(&mut self, name: &[u8], value: &[u8]) {
         let is = |lower: &[u8]| {
-            name.len() == lower.len() && name.iter().zip(lower).all(|(&a, &b)| a | 0x20 == b)
+            let n = lower.len();
+            name.len() == n
+                && (0..n.div_ceil(8)).all(|k| {
+                    let at = (k * 8).min(n - 8);
+                    word_at(name, at).map(|w| w | (ONES * 0x20)) == word_at(lower, at)
+                })
         };
         if is(b"content-length") {
             let Some(n) = parse_length(value) else {
@@ -342,6 +402,22 @@ mod tests {
             status: resp.code.unwrap_or(0),
             fields,
         }))
+    }
+
+    /// The word-at-a-time name check flags exactly the bytes that are not
+    /// letters, digits or `-`, whatever their neighbours.
+    #[test]
+    fn name_bytes_word_at_a_time() {
+        for a in 0..=255u8 {
+            for b in 0..=255u8 {
+                let word = u64::from_le_bytes([b'x', a, b, b'-', b'0', a, b'Z', b]);
+                let flags = not_alnum_or_dash(word).to_le_bytes();
+                for (byte, flag) in word.to_le_bytes().into_iter().zip(flags) {
+                    let plain = byte.is_ascii_alphanumeric() || byte == b'-';
+                    assert_eq!(flag == 0x80, !plain, "{a:#x} {b:#x}: byte {byte:#x}");
+                }
+            }
+        }
     }
 
     /// Every prefix of many heads, valid and mutated, gets what httparse

@@ -55,6 +55,9 @@ struct Reply {
     latency: Duration,
     buf: Vec<u8>,
     body: Range<usize>,
+    /// Its [`entry_bound`], counted once: both the reservation and the
+    /// entry need it.
+    bound: usize,
 }
 
 /// A failed branch.
@@ -199,10 +202,12 @@ impl FanOut {
                     if answer.reusable {
                         upstream.pool.release(conn, now());
                     }
+                    let body = buf.get(answer.body.clone()).unwrap_or_default();
                     return Ok(Reply {
                         upstream: index,
                         status: answer.status,
                         latency: now().saturating_duration_since(job.started),
+                        bound: entry_bound(&upstream.entry_prefix, body),
                         buf,
                         body: answer.body,
                     });
@@ -435,8 +440,16 @@ impl Service for FanOut {
         self.next.set((first + width) % healthy);
 
         // The upstream each branch is on, updated by its retry.
+        let all_in = healthy == self.upstreams.len();
         let targets: &[Cell<usize>] = arena.alloc_slice_fill_with(width, |i| {
-            Cell::new(self.nth_healthy((first + i) % healthy, started))
+            let k = (first + i) % healthy;
+            // With none ejected (the usual case) the k-th healthy one is the
+            // k-th: no walk over the upstreams per branch.
+            Cell::new(if all_in {
+                k
+            } else {
+                self.nth_healthy(k, started)
+            })
         });
         // SAFETY: `branches` is a local declared after `arena`, so it is
         // dropped first, and it is never forgotten.
@@ -456,10 +469,7 @@ impl Service for FanOut {
                 res.set_status(200);
                 let bound: usize = (0..width)
                     .filter_map(|i| match branches.output(i) {
-                        Some(Ok(reply)) => Some(entry_bound(
-                            self.entry_prefix(reply.upstream),
-                            reply.buf.get(reply.body.clone()).unwrap_or_default(),
-                        )),
+                        Some(Ok(reply)) => Some(reply.bound),
                         _ => None,
                     })
                     .sum();
@@ -482,6 +492,7 @@ impl Service for FanOut {
                             status: reply.status,
                             latency: reply.latency,
                             body: reply.buf.get(reply.body.clone()).unwrap_or_default(),
+                            bound: reply.bound,
                         };
                         write_entry(out, &entry, first_entry);
                         first_entry = false;

@@ -362,6 +362,7 @@ fn entries_fit_their_bound() {
             status: (next() % 1000) as u16,
             latency,
             body: &body,
+            bound: entry_bound(&prefix, &body),
         };
         let mut out = Vec::new();
         write_entry(&mut out, &entry, false);
@@ -389,6 +390,7 @@ fn entry_text() {
             status,
             latency: std::time::Duration::from_micros(micros),
             body: br#"{"m":"Hi\there"}"#,
+            bound: entry_bound(&prefix, br#"{"m":"Hi\there"}"#),
         };
         write_entry(&mut out, &entry, first);
     }
