@@ -333,6 +333,13 @@ struct Body {
     raw: usize,
 }
 
+/// What a complete head leads to.
+enum Parsed {
+    /// The whole response is in the buffer.
+    Whole(Answer),
+    Next(State),
+}
+
 /// How the head said the body is framed.
 enum Framing {
     Empty,
@@ -363,7 +370,8 @@ impl ResponseParser {
                         }
                         None if eof => return Err(Failure::Truncated),
                         None => return Ok(None),
-                        Some(next) => self.state = next,
+                        Some(Parsed::Whole(answer)) => return Ok(Some(answer)),
+                        Some(Parsed::Next(next)) => self.state = next,
                     }
                 }
                 State::Body(body) => return Self::feed_body(body, buf, eof, self.limits),
@@ -371,9 +379,9 @@ impl ResponseParser {
         }
     }
 
-    /// `Some(state)` once a whole head is in: the body state, or the next
-    /// head after an interim response.
-    fn parse_head(&self, buf: &[u8], start: usize) -> Result<Option<State>, Failure> {
+    /// `Some` once a whole head is in: the whole response, the body state,
+    /// or the next head after an interim response.
+    fn parse_head(&self, buf: &[u8], start: usize) -> Result<Option<Parsed>, Failure> {
         let input = buf.get(start..).unwrap_or_default();
         let head = match head::parse(input) {
             // The limit covers the interim responses before this head too:
@@ -403,10 +411,27 @@ impl ResponseParser {
         }
         if (100..200).contains(&status) {
             // Interim (e.g. 103 Early Hints): the final response follows.
-            return Ok(Some(State::Head { start: at }));
+            return Ok(Some(Parsed::Next(State::Head { start: at })));
         }
         let framing = framing(&head.fields, status, self.head_only)?;
         let mut keep_alive = head.minor == 1 && !head.fields.close;
+        // Most answers come whole in one read: a body of known length that
+        // is all there is taken as it is, without setting up a decoder.
+        let whole = match framing {
+            Framing::Empty => Some(0),
+            Framing::Length(n) => usize::try_from(n)
+                .ok()
+                .filter(|&n| n <= self.limits.max_body && n <= buf.len() - at),
+            Framing::Chunked | Framing::UntilClose => None,
+        };
+        if let Some(n) = whole {
+            return Ok(Some(Parsed::Whole(Answer {
+                status,
+                body: at..at + n,
+                // Bytes after the response were never asked for.
+                reusable: keep_alive && at + n == buf.len(),
+            })));
+        }
         let decoder = match framing {
             Framing::Empty => Some(BodyDecoder::new(BodyKind::None, &self.body_limits())),
             Framing::Length(n) => {
@@ -421,14 +446,14 @@ impl ResponseParser {
                 None
             }
         };
-        Ok(Some(State::Body(Body {
+        Ok(Some(Parsed::Next(State::Body(Body {
             status,
             keep_alive,
             decoder,
             start: at,
             end: at,
             raw: at,
-        })))
+        }))))
     }
 
     fn body_limits(&self) -> Limits {

@@ -204,10 +204,12 @@ impl Cursor<'_> {
             let plain = (special.trailing_zeros() / 8) as usize;
             i += plain;
             self.at += plain;
-            if bytes[i] >= 0x80 {
-                break;
+            match bytes[i] {
+                // The common escapes (JSON bodies are full of quotes) inline.
+                b @ (b'"' | b'\\') => self.put(&[b'\\', b]),
+                0x80.. => break,
+                b => self.escape(b),
             }
-            self.escape(bytes[i]);
             i += 1;
         }
         let rest = &bytes[i..];

@@ -52,7 +52,8 @@ pub struct FanOut {
 struct Reply {
     upstream: usize,
     status: u16,
-    latency: Duration,
+    /// When its response was complete, on the core's clock.
+    done: Instant,
     buf: Vec<u8>,
     body: Range<usize>,
     /// Its [`entry_bound`], counted once: both the reservation and the
@@ -78,7 +79,6 @@ struct Job<'a> {
     idempotent: bool,
     /// A HEAD: the response has no body whatever it says.
     head_only: bool,
-    started: Instant,
     /// Per upstream (indexed like [`FanOut::upstreams`]): the run of
     /// failures this request has added a failure to, plus one (0: none;
     /// see [`FanOut::record`]).
@@ -206,7 +206,7 @@ impl FanOut {
                     return Ok(Reply {
                         upstream: index,
                         status: answer.status,
-                        latency: now().saturating_duration_since(job.started),
+                        done: now(),
                         bound: entry_bound(&upstream.entry_prefix, body),
                         buf,
                         body: answer.body,
@@ -431,7 +431,6 @@ impl Service for FanOut {
                 "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
             ),
             head_only,
-            started,
             counted,
         };
         let width = self.config.width;
@@ -480,6 +479,9 @@ impl Service for FanOut {
                 // answer holds exactly as many as the policy asked for.
                 let mut wanted = self.config.policy.needed(width);
                 let mut first_entry = true;
+                // Branches that finish in the same turn share the clock
+                // reading, and so their latency: computed once.
+                let mut last = (started, Duration::ZERO);
                 for i in 0..width {
                     if let Some(Ok(reply)) = branches.take(i) {
                         if wanted == 0 {
@@ -487,10 +489,13 @@ impl Service for FanOut {
                             continue;
                         }
                         wanted -= 1;
+                        if reply.done != last.0 {
+                            last = (reply.done, reply.done.saturating_duration_since(started));
+                        }
                         let entry = Entry {
                             prefix: self.entry_prefix(reply.upstream),
                             status: reply.status,
-                            latency: reply.latency,
+                            latency: last.1,
                             body: reply.buf.get(reply.body.clone()).unwrap_or_default(),
                             bound: reply.bound,
                         };
