@@ -126,10 +126,14 @@ pub(crate) fn write_shared(
     body: &[u8],
     has_body: bool,
 ) {
+    // Most requests have no `Connection` field, and then no field is named
+    // in one: the lookups per field below are skipped.
+    let connection = headers
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("connection"));
+    let hop_only = |name: &str| connection && named_in_connection(headers, name);
     for h in headers {
-        if NOT_FORWARDED.iter().any(|n| h.name.eq_ignore_ascii_case(n))
-            || named_in_connection(headers, h.name)
-        {
+        if NOT_FORWARDED.iter().any(|n| h.name.eq_ignore_ascii_case(n)) || hop_only(h.name) {
             continue;
         }
         out.extend_from_slice(h.name.as_bytes());
@@ -138,12 +142,16 @@ pub(crate) fn write_shared(
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"Via: ");
-    write_list_elements(out, headers, "via");
+    if !hop_only("via") {
+        write_list_elements(out, headers, "via");
+    }
     out.extend_from_slice(b"1.1 percore\r\n");
     let line = out.len();
     out.extend_from_slice(b"X-Forwarded-For: ");
     let list = out.len();
-    write_list_elements(out, headers, "x-forwarded-for");
+    if !hop_only("x-forwarded-for") {
+        write_list_elements(out, headers, "x-forwarded-for");
+    }
     match client {
         Some(ip) => write_ip(out, ip),
         // The client's address is unknown (its socket failed to say): the
@@ -167,14 +175,10 @@ pub(crate) fn write_shared(
 /// followed by `, `, so that the proxy's own element can follow. Several
 /// lines of one field are one comma-separated list (RFC 9110 §5.3), and
 /// `Via` (§7.6.3) and `X-Forwarded-For` record every hop before this one:
-/// keeping only one line would drop hops. Empty values add nothing, nor
-/// does a field the client named in `Connection`.
+/// keeping only one line would drop hops. Empty values add nothing. (The
+/// caller leaves out a field the client named in `Connection`: it was
+/// meant for this hop only, like the hop-by-hop lines.)
 fn write_list_elements(out: &mut Vec<u8>, headers: &[httparse::Header<'_>], name: &str) {
-    // A field the client named in `Connection` was meant for this hop
-    // only, like the lines dropped above.
-    if named_in_connection(headers, name) {
-        return;
-    }
     for h in headers.iter().filter(|h| h.name.eq_ignore_ascii_case(name)) {
         let value = h.value.trim_ascii();
         if !value.is_empty() {
