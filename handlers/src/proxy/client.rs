@@ -1,7 +1,7 @@
 //! One HTTP/1.1 exchange with an upstream: the sub-request's bytes, and an
-//! incremental parser of the response (httparse for the head, the HTTP
-//! module's [`BodyDecoder`] for `Content-Length` and chunked bodies, or
-//! until end of stream).
+//! incremental parser of the response (the [`head`] scanner for the head,
+//! the HTTP module's [`BodyDecoder`] for `Content-Length` and chunked
+//! bodies, or until end of stream).
 //!
 //! The parser ([`ResponseParser`]) does no I/O, so the unit tests feed it
 //! responses split at every byte; [`exchange`] drives it over a connection.
@@ -13,11 +13,9 @@ use std::ops::Range;
 
 use percore::net::TcpStream;
 
+use super::head::{self, has_token, Fields, HeadError};
 use super::target::OriginForm;
 use crate::http::{write_decimal, BodyDecoder, BodyKind, Limits};
-
-/// Most header fields in an upstream response head.
-const MAX_RESPONSE_HEADERS: usize = 64;
 
 /// Request fields that are about one connection (RFC 9110 §7.6.1), or that
 /// the proxy writes itself, and so are never forwarded as received.
@@ -128,10 +126,14 @@ pub(crate) fn write_shared(
     body: &[u8],
     has_body: bool,
 ) {
+    // Most requests have no `Connection` field, and then no field is named
+    // in one: the lookups per field below are skipped.
+    let connection = headers
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("connection"));
+    let hop_only = |name: &str| connection && named_in_connection(headers, name);
     for h in headers {
-        if NOT_FORWARDED.iter().any(|n| h.name.eq_ignore_ascii_case(n))
-            || named_in_connection(headers, h.name)
-        {
+        if NOT_FORWARDED.iter().any(|n| h.name.eq_ignore_ascii_case(n)) || hop_only(h.name) {
             continue;
         }
         out.extend_from_slice(h.name.as_bytes());
@@ -140,12 +142,16 @@ pub(crate) fn write_shared(
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"Via: ");
-    write_list_elements(out, headers, "via");
+    if !hop_only("via") {
+        write_list_elements(out, headers, "via");
+    }
     out.extend_from_slice(b"1.1 percore\r\n");
     let line = out.len();
     out.extend_from_slice(b"X-Forwarded-For: ");
     let list = out.len();
-    write_list_elements(out, headers, "x-forwarded-for");
+    if !hop_only("x-forwarded-for") {
+        write_list_elements(out, headers, "x-forwarded-for");
+    }
     match client {
         Some(ip) => write_ip(out, ip),
         // The client's address is unknown (its socket failed to say): the
@@ -169,14 +175,10 @@ pub(crate) fn write_shared(
 /// followed by `, `, so that the proxy's own element can follow. Several
 /// lines of one field are one comma-separated list (RFC 9110 §5.3), and
 /// `Via` (§7.6.3) and `X-Forwarded-For` record every hop before this one:
-/// keeping only one line would drop hops. Empty values add nothing, nor
-/// does a field the client named in `Connection`.
+/// keeping only one line would drop hops. Empty values add nothing. (The
+/// caller leaves out a field the client named in `Connection`: it was
+/// meant for this hop only, like the hop-by-hop lines.)
 fn write_list_elements(out: &mut Vec<u8>, headers: &[httparse::Header<'_>], name: &str) {
-    // A field the client named in `Connection` was meant for this hop
-    // only, like the lines dropped above.
-    if named_in_connection(headers, name) {
-        return;
-    }
     for h in headers.iter().filter(|h| h.name.eq_ignore_ascii_case(name)) {
         let value = h.value.trim_ascii();
         if !value.is_empty() {
@@ -191,30 +193,46 @@ fn write_list_elements(out: &mut Vec<u8>, headers: &[httparse::Header<'_>], name
 fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
     match ip {
         IpAddr::V4(v4) => {
+            // Formatted on the stack and appended in one copy.
+            let mut text = [0u8; 15];
+            let mut n = 0;
             for (i, octet) in v4.octets().into_iter().enumerate() {
                 if i > 0 {
-                    out.push(b'.');
+                    text[n] = b'.';
+                    n += 1;
                 }
-                write_decimal(out, u64::from(octet));
+                if octet >= 100 {
+                    text[n] = b'0' + octet / 100;
+                    n += 1;
+                }
+                if octet >= 10 {
+                    text[n] = b'0' + octet / 10 % 10;
+                    n += 1;
+                }
+                text[n] = b'0' + octet % 10;
+                n += 1;
             }
+            out.extend_from_slice(&text[..n]);
         }
         // io::Write on a Vec cannot fail.
         IpAddr::V6(v6) => drop(io::Write::write_fmt(out, format_args!("{v6}"))),
     }
 }
 
-/// Writes one whole sub-request: request line, `Host`, the shared part.
-pub(crate) fn write_request(
-    out: &mut Vec<u8>,
-    method: &str,
-    target: OriginForm<'_>,
-    host_line: &[u8],
-    shared: &[u8],
-) {
+/// Writes the request line every sub-request of a request starts with.
+pub(crate) fn write_request_line(out: &mut Vec<u8>, method: &str, target: OriginForm<'_>) {
     out.extend_from_slice(method.as_bytes());
     out.push(b' ');
     target.write_to(out);
     out.extend_from_slice(b" HTTP/1.1\r\n");
+}
+
+/// Writes one whole sub-request: the request line, the upstream's `Host`
+/// line, the shared part (see [`write_shared`]). Both parts are written
+/// once per request, so each of its sub-requests is three copies.
+pub(crate) fn write_request(out: &mut Vec<u8>, line: &[u8], host_line: &[u8], shared: &[u8]) {
+    out.reserve(line.len() + host_line.len() + shared.len());
+    out.extend_from_slice(line);
     out.extend_from_slice(host_line);
     out.extend_from_slice(shared);
 }
@@ -225,13 +243,6 @@ fn named_in_connection(headers: &[httparse::Header<'_>], name: &str) -> bool {
         .iter()
         .filter(|h| h.name.eq_ignore_ascii_case("connection"))
         .any(|h| has_token(h.value, name.as_bytes()))
-}
-
-/// Whether the comma-separated list `value` holds `token` (any case).
-fn has_token(value: &[u8], token: &[u8]) -> bool {
-    value
-        .split(|&b| b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
 
 // ===== the exchange =====
@@ -326,6 +337,13 @@ struct Body {
     raw: usize,
 }
 
+/// What a complete head leads to.
+enum Parsed {
+    /// The whole response is in the buffer.
+    Whole(Answer),
+    Next(State),
+}
+
 /// How the head said the body is framed.
 enum Framing {
     Empty,
@@ -356,7 +374,8 @@ impl ResponseParser {
                         }
                         None if eof => return Err(Failure::Truncated),
                         None => return Ok(None),
-                        Some(next) => self.state = next,
+                        Some(Parsed::Whole(answer)) => return Ok(Some(answer)),
+                        Some(Parsed::Next(next)) => self.state = next,
                     }
                 }
                 State::Body(body) => return Self::feed_body(body, buf, eof, self.limits),
@@ -364,51 +383,59 @@ impl ResponseParser {
         }
     }
 
-    /// `Some(state)` once a whole head is in: the body state, or the next
-    /// head after an interim response.
-    fn parse_head(&self, buf: &[u8], start: usize) -> Result<Option<State>, Failure> {
+    /// `Some` once a whole head is in: the whole response, the body state,
+    /// or the next head after an interim response.
+    fn parse_head(&self, buf: &[u8], start: usize) -> Result<Option<Parsed>, Failure> {
         let input = buf.get(start..).unwrap_or_default();
-        // Left uninitialised: httparse fills only the fields the head has.
-        let mut storage = [std::mem::MaybeUninit::uninit(); MAX_RESPONSE_HEADERS];
-        let mut resp = httparse::Response::new(&mut []);
-        let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
-            &mut resp,
-            input,
-            &mut storage,
-        ) {
+        let head = match head::parse(input) {
             // The limit covers the interim responses before this head too:
             // an upstream streaming `100 Continue` forever must not grow
             // the buffer without end.
-            Ok(httparse::Status::Partial) => {
+            Ok(None) => {
                 if buf.len() > self.limits.max_head {
                     return Err(Failure::Bad("response head over the limit"));
                 }
                 return Ok(None);
             }
-            Ok(httparse::Status::Complete(len)) => len,
-            Err(httparse::Error::TooManyHeaders) => {
+            Ok(Some(head)) => head,
+            Err(HeadError::TooManyFields) => {
                 return Err(Failure::Bad("too many response header fields"))
             }
-            Err(_) => return Err(Failure::Bad("malformed status line or header")),
+            Err(HeadError::Malformed) => {
+                return Err(Failure::Bad("malformed status line or header"))
+            }
         };
-        if start + len > self.limits.max_head {
+        let at = start + head.len;
+        if at > self.limits.max_head {
             return Err(Failure::Bad("response head over the limit"));
         }
-        let status = resp.code.unwrap_or(0);
-        let version = resp.version.unwrap_or(0);
+        let status = head.status;
         if status == 101 {
             return Err(Failure::Bad("unexpected protocol switch"));
         }
         if (100..200).contains(&status) {
             // Interim (e.g. 103 Early Hints): the final response follows.
-            return Ok(Some(State::Head { start: start + len }));
+            return Ok(Some(Parsed::Next(State::Head { start: at })));
         }
-        let framing = framing(resp.headers, status, self.head_only)?;
-        let mut keep_alive = version == 1
-            && !resp
-                .headers
-                .iter()
-                .any(|h| h.name.eq_ignore_ascii_case("connection") && has_token(h.value, b"close"));
+        let framing = framing(&head.fields, status, self.head_only)?;
+        let mut keep_alive = head.minor == 1 && !head.fields.close;
+        // Most answers come whole in one read: a body of known length that
+        // is all there is taken as it is, without setting up a decoder.
+        let whole = match framing {
+            Framing::Empty => Some(0),
+            Framing::Length(n) => usize::try_from(n)
+                .ok()
+                .filter(|&n| n <= self.limits.max_body && n <= buf.len() - at),
+            Framing::Chunked | Framing::UntilClose => None,
+        };
+        if let Some(n) = whole {
+            return Ok(Some(Parsed::Whole(Answer {
+                status,
+                body: at..at + n,
+                // Bytes after the response were never asked for.
+                reusable: keep_alive && at + n == buf.len(),
+            })));
+        }
         let decoder = match framing {
             Framing::Empty => Some(BodyDecoder::new(BodyKind::None, &self.body_limits())),
             Framing::Length(n) => {
@@ -423,15 +450,14 @@ impl ResponseParser {
                 None
             }
         };
-        let at = start + len;
-        Ok(Some(State::Body(Body {
+        Ok(Some(Parsed::Next(State::Body(Body {
             status,
             keep_alive,
             decoder,
             start: at,
             end: at,
             raw: at,
-        })))
+        }))))
     }
 
     fn body_limits(&self) -> Limits {
@@ -503,54 +529,21 @@ impl ResponseParser {
 /// The response framing per RFC 9112 §6.3, strictly: `Content-Length`
 /// together with `Transfer-Encoding` is refused (FAULTS F4; a proxy that
 /// picks one of them is how response smuggling works), as are differing
-/// lengths and any coding but `chunked`.
-fn framing(
-    headers: &[httparse::Header<'_>],
-    status: u16,
-    head_only: bool,
-) -> Result<Framing, Failure> {
-    let mut length: Option<u64> = None;
-    let mut chunked = false;
-    let mut te = false;
-    for h in headers {
-        if h.name.eq_ignore_ascii_case("content-length") {
-            let n = parse_length(h.value).ok_or(Failure::Bad("invalid Content-Length"))?;
-            if length.is_some_and(|l| l != n) {
-                return Err(Failure::Bad("conflicting Content-Length values"));
-            }
-            length = Some(n);
-        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            if te {
-                return Err(Failure::Bad("repeated Transfer-Encoding"));
-            }
-            te = true;
-            chunked = h.value.trim_ascii().eq_ignore_ascii_case(b"chunked");
-            if !chunked {
-                return Err(Failure::Bad("unsupported Transfer-Encoding"));
-            }
-        }
+/// lengths and any coding but `chunked` (see [`Fields`]).
+fn framing(fields: &Fields, status: u16, head_only: bool) -> Result<Framing, Failure> {
+    if let Some(why) = fields.invalid {
+        return Err(Failure::Bad(why));
     }
-    if te && length.is_some() {
+    if fields.chunked && fields.length.is_some() {
         return Err(Failure::Bad("Content-Length with Transfer-Encoding"));
     }
     // RFC 9112 §6.3 rule 1: these never have a body, whatever the fields say.
     if head_only || status == 204 || status == 304 {
         return Ok(Framing::Empty);
     }
-    Ok(match (chunked, length) {
+    Ok(match (fields.chunked, fields.length) {
         (true, _) => Framing::Chunked,
         (false, Some(n)) => Framing::Length(n),
         (false, None) => Framing::UntilClose,
-    })
-}
-
-/// `1*DIGIT`, at most 19 digits (no sign, no spaces inside, no overflow).
-fn parse_length(value: &[u8]) -> Option<u64> {
-    let digits = value.trim_ascii();
-    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    digits.iter().try_fold(0u64, |n, &d| {
-        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
     })
 }

@@ -24,29 +24,42 @@
 //! after reserving [`entry_bound`] for each entry: the length of an answer
 //! varies with the digits of its latencies, and growing the buffer by a few
 //! bytes on some later request would be an allocation in steady state.
+//! Each entry is then written into a slice of exactly its bound (cut back
+//! afterwards), so that the per-byte work is plain stores: no capacity
+//! check per escape, no `memcpy` call per run of plain bytes.
 
 use std::io::Write as _;
 use std::time::Duration;
 
-use crate::http::write_decimal;
-
 /// One successful branch, for [`write_entry`].
 #[derive(Debug)]
 pub(crate) struct Entry<'a> {
-    pub(crate) upstream: &'a str,
+    /// The upstream's [`entry_prefix`].
+    pub(crate) prefix: &'a [u8],
     pub(crate) status: u16,
     pub(crate) latency: Duration,
     pub(crate) body: &'a [u8],
+    /// Its [`entry_bound`], which the caller has already counted to
+    /// reserve room for the whole answer.
+    pub(crate) bound: usize,
+}
+
+/// The start of every entry for `upstream`, up to its status: the same for
+/// each of its answers, so escaped once, when the proxy starts.
+pub(crate) fn entry_prefix(upstream: &str) -> Box<[u8]> {
+    let mut out = b"{\"upstream\":".to_vec();
+    write_json_string(&mut out, upstream.as_bytes());
+    out.extend_from_slice(b",\"status\":");
+    out.into_boxed_slice()
 }
 
 /// The most bytes [`write_entry`] can append for an entry with this
-/// upstream name and body: the fixed text with the widest numbers, plus
-/// both strings at their longest escaping.
-pub(crate) fn entry_bound(upstream: &str, body: &[u8]) -> usize {
-    // `,{"upstream":` `,"status":` 65535 `,"latency_ms":` u128 `.999`
-    // `,"body":` `}`, rounded up.
-    const FIXED: usize = 96;
-    FIXED + json_string_bound(upstream.as_bytes()) + json_string_bound(body)
+/// prefix and body: the fixed text with the widest numbers, plus the body
+/// at its longest escaping.
+pub(crate) fn entry_bound(prefix: &[u8], body: &[u8]) -> usize {
+    // `,` 65535 `,"latency_ms":` u64 `.999` `,"body":` `}`, rounded up.
+    const FIXED: usize = 64;
+    FIXED + prefix.len() + json_string_bound(body)
 }
 
 /// The most bytes [`write_json_string`] can append for `bytes`.
@@ -59,7 +72,8 @@ fn json_string_bound(bytes: &[u8]) -> usize {
 
 /// The most bytes one input byte can become in a JSON string: `\u00XX`
 /// for a control byte, `\"` and `\\`, and at worst each byte of
-/// invalid UTF-8 as U+FFFD.
+/// invalid UTF-8 as U+FFFD. Every width is at least 1, which is what lets
+/// the escaper store a whole word while 8 input bytes remain.
 static ESCAPED_WIDTH: [u8; 256] = {
     let mut table = [1u8; 256];
     let mut b = 0;
@@ -77,115 +91,172 @@ static ESCAPED_WIDTH: [u8; 256] = {
 
 /// Appends `entry` as an array element (`first`: no leading comma).
 pub(crate) fn write_entry(out: &mut Vec<u8>, entry: &Entry<'_>, first: bool) {
+    let start = out.len();
+    out.resize(start + entry.bound, 0);
+    let mut w = Cursor {
+        buf: &mut out[start..],
+        at: 0,
+    };
     if !first {
-        out.push(b',');
+        w.byte(b',');
     }
-    out.extend_from_slice(b"{\"upstream\":");
-    write_json_string(out, entry.upstream.as_bytes());
-    out.extend_from_slice(b",\"status\":");
-    write_decimal(out, u64::from(entry.status));
-    let micros = u64::try_from(entry.latency.as_micros()).unwrap_or(u64::MAX);
-    out.extend_from_slice(b",\"latency_ms\":");
-    write_decimal(out, micros / 1000);
-    let frac = micros % 1000;
-    out.extend_from_slice(&[
+    w.put(entry.prefix);
+    w.decimal(u64::from(entry.status));
+    w.put(b",\"latency_ms\":");
+    let millis = entry
+        .latency
+        .as_secs()
+        .saturating_mul(1000)
+        .saturating_add(u64::from(entry.latency.subsec_millis()));
+    w.decimal(millis);
+    let frac = entry.latency.subsec_micros() % 1000;
+    w.put(&[
         b'.',
         b'0' + (frac / 100) as u8,
         b'0' + (frac / 10 % 10) as u8,
         b'0' + (frac % 10) as u8,
     ]);
-    out.extend_from_slice(b",\"body\":");
-    write_json_string(out, entry.body);
-    out.push(b'}');
+    w.put(b",\"body\":");
+    w.json_string(entry.body);
+    w.byte(b'}');
+    let end = start + w.at;
+    out.truncate(end);
 }
 
 /// Appends `bytes` as a JSON string (RFC 8259 §7): quotes, backslashes and
 /// control characters escaped, invalid UTF-8 replaced with U+FFFD.
 pub(crate) fn write_json_string(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.push(b'"');
-    if !escape_ascii(out, bytes) {
-        for chunk in bytes.utf8_chunks() {
-            escape_utf8(out, chunk.valid());
-            if !chunk.invalid().is_empty() {
-                out.extend_from_slice("\u{fffd}".as_bytes());
-            }
-        }
-    }
-    out.push(b'"');
-}
-
-/// What [`escape_ascii`] does with a byte.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Class {
-    Copy,
-    Escape,
-    NotAscii,
-}
-
-static CLASS: [Class; 256] = {
-    let mut table = [Class::Copy; 256];
-    let mut b = 0;
-    while b < 256 {
-        if b < 0x20 || b == b'"' as usize || b == b'\\' as usize {
-            table[b] = Class::Escape;
-        } else if b >= 0x80 {
-            table[b] = Class::NotAscii;
-        }
-        b += 1;
-    }
-    table
-};
-
-/// Escapes `bytes` if they are all ASCII, copying the runs between escapes
-/// whole; `false` (having written nothing) if they are not.
-fn escape_ascii(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
     let start = out.len();
-    let mut run = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        match CLASS[usize::from(b)] {
-            Class::Copy => continue,
-            Class::Escape => {
-                out.extend_from_slice(&bytes[run..i]);
-                escape(out, b);
-                run = i + 1;
+    out.resize(start + json_string_bound(bytes), 0);
+    let mut w = Cursor {
+        buf: &mut out[start..],
+        at: 0,
+    };
+    w.json_string(bytes);
+    let end = start + w.at;
+    out.truncate(end);
+}
+
+/// Writes into a slice already sized to the bound of what goes in.
+struct Cursor<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+/// `0x01` in every byte of a word.
+const ONES: u64 = u64::from_le_bytes([1; 8]);
+/// `0x80` in every byte of a word.
+const HIGH: u64 = ONES * 0x80;
+
+/// The high bit of each byte of `word` (little-endian) that a JSON string
+/// cannot copy as is: a control byte, `"`, `\`, or a byte that is not
+/// ASCII. Bytes above the first such byte may be flagged wrongly (a borrow
+/// runs upward), but the lowest flag is always right, and only it is used.
+fn special_bytes(word: u64) -> u64 {
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word;
+    let quote = word ^ (ONES * u64::from(b'"'));
+    let backslash = word ^ (ONES * u64::from(b'\\'));
+    let zero_in = |x: u64| x.wrapping_sub(ONES) & !x;
+    (below_space | zero_in(quote) | zero_in(backslash) | word) & HIGH
+}
+
+impl Cursor<'_> {
+    fn byte(&mut self, b: u8) {
+        self.buf[self.at] = b;
+        self.at += 1;
+    }
+
+    fn put(&mut self, bytes: &[u8]) {
+        self.buf[self.at..self.at + bytes.len()].copy_from_slice(bytes);
+        self.at += bytes.len();
+    }
+
+    fn decimal(&mut self, mut n: u64) {
+        let mut digits = 1;
+        let mut rest = n / 10;
+        while rest > 0 {
+            digits += 1;
+            rest /= 10;
+        }
+        self.at += digits;
+        for slot in self.buf[self.at - digits..self.at].iter_mut().rev() {
+            *slot = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    }
+
+    /// Eight bytes at a time while eight remain: each word is stored whole
+    /// (the bound leaves room: every byte's width is at least 1) and the
+    /// cursor moves past its plain bytes, up to the first that needs work.
+    fn json_string(&mut self, bytes: &[u8]) {
+        self.byte(b'"');
+        let mut i = 0;
+        while let Some(chunk) = bytes.get(i..i + 8) {
+            self.buf[self.at..self.at + 8].copy_from_slice(chunk);
+            let mut word = [0; 8];
+            word.copy_from_slice(chunk);
+            let special = special_bytes(u64::from_le_bytes(word));
+            if special == 0 {
+                i += 8;
+                self.at += 8;
+                continue;
             }
-            Class::NotAscii => {
-                out.truncate(start);
-                return false;
+            let plain = (special.trailing_zeros() / 8) as usize;
+            i += plain;
+            self.at += plain;
+            match bytes[i] {
+                // The common escapes (JSON bodies are full of quotes) inline.
+                b @ (b'"' | b'\\') => self.put(&[b'\\', b]),
+                0x80.. => break,
+                b => self.escape(b),
+            }
+            i += 1;
+        }
+        let rest = &bytes[i..];
+        match rest.iter().position(|&b| b >= 0x80) {
+            None => self.escape_ascii(rest),
+            Some(_) => {
+                for chunk in rest.utf8_chunks() {
+                    self.escape_ascii(chunk.valid().as_bytes());
+                    if !chunk.invalid().is_empty() {
+                        self.put("\u{fffd}".as_bytes());
+                    }
+                }
+            }
+        }
+        self.byte(b'"');
+    }
+
+    /// Byte by byte: escapes what needs it and copies the rest, including
+    /// the bytes of valid multi-byte characters.
+    fn escape_ascii(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if b < 0x20 || b == b'"' || b == b'\\' {
+                self.escape(b);
+            } else {
+                self.byte(b);
             }
         }
     }
-    out.extend_from_slice(&bytes[run..]);
-    true
-}
 
-/// Escapes valid UTF-8 character by character (the rare non-ASCII case).
-fn escape_utf8(out: &mut Vec<u8>, text: &str) {
-    for c in text.chars() {
-        match u8::try_from(c) {
-            Ok(b) if CLASS[usize::from(b)] == Class::Escape => escape(out, b),
-            _ => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+    /// The JSON escape of a control byte, quote or backslash.
+    fn escape(&mut self, b: u8) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        match b {
+            b'"' => self.put(b"\\\""),
+            b'\\' => self.put(b"\\\\"),
+            b'\n' => self.put(b"\\n"),
+            b'\r' => self.put(b"\\r"),
+            b'\t' => self.put(b"\\t"),
+            _ => self.put(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]),
         }
-    }
-}
-
-/// Appends the JSON escape of a control byte, quote or backslash.
-fn escape(out: &mut Vec<u8>, b: u8) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    match b {
-        b'"' => out.extend_from_slice(b"\\\""),
-        b'\\' => out.extend_from_slice(b"\\\\"),
-        b'\n' => out.extend_from_slice(b"\\n"),
-        b'\r' => out.extend_from_slice(b"\\r"),
-        b'\t' => out.extend_from_slice(b"\\t"),
-        _ => out.extend_from_slice(&[
-            b'\\',
-            b'u',
-            b'0',
-            b'0',
-            HEX[usize::from(b >> 4)],
-            HEX[usize::from(b & 0xf)],
-        ]),
     }
 }
 

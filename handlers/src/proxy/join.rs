@@ -22,15 +22,6 @@ use bumpalo::Bump;
 
 use super::Policy;
 
-/// One branch: running, finished, or dropped before it finished.
-#[derive(Debug)]
-pub(crate) enum Slot<F: Future> {
-    Running(F),
-    Done(F::Output),
-    /// Cancelled (the policy was decided without it), or its output taken.
-    Gone,
-}
-
 /// How the join ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verdict {
@@ -43,8 +34,15 @@ pub(crate) enum Verdict {
 }
 
 /// The branches of one request.
+///
+/// A branch's future and its output live in two slices: the future is
+/// large (every state of an exchange), and taking an output out of a slot
+/// that also held the future would copy the whole slot.
 pub(crate) struct Branches<'a, F: Future> {
-    slots: &'a mut [Slot<F>],
+    /// `None` once finished or cancelled.
+    running: &'a mut [Option<F>],
+    /// `Some` from when a branch finishes until its output is taken.
+    outputs: &'a mut [Option<F::Output>],
 }
 
 impl<'a, T, E, F> Branches<'a, F>
@@ -66,35 +64,34 @@ where
         mut make: impl FnMut(usize) -> F,
     ) -> Self {
         Self {
-            slots: arena.alloc_slice_fill_with(width, |i| Slot::Running(make(i))),
+            running: arena.alloc_slice_fill_with(width, |i| Some(make(i))),
+            outputs: arena.alloc_slice_fill_with(width, |_| None),
         }
     }
 
-    /// The branches, in the order added.
-    pub(crate) fn slots(&self) -> &[Slot<F>] {
-        self.slots
+    /// The output of branch `i`, if it finished and it was not taken.
+    pub(crate) fn output(&self, i: usize) -> Option<&F::Output> {
+        self.outputs.get(i)?.as_ref()
+    }
+
+    /// Whether branch `i` is still running.
+    pub(crate) fn is_running(&self, i: usize) -> bool {
+        self.running.get(i).is_some_and(Option::is_some)
     }
 
     /// Takes the output of branch `i` if it finished.
     pub(crate) fn take(&mut self, i: usize) -> Option<F::Output> {
-        let slot = self.slots.get_mut(i)?;
-        if !matches!(slot, Slot::Done(_)) {
-            return None;
-        }
-        match std::mem::replace(slot, Slot::Gone) {
-            Slot::Done(out) => Some(out),
-            _ => None,
-        }
+        self.outputs.get_mut(i)?.take()
     }
 
     /// Drops every branch still running (cancelling its I/O and closing
     /// its connection); returns how many there were.
     pub(crate) fn cancel_running(&mut self) -> usize {
         let mut n = 0;
-        for slot in self.slots.iter_mut() {
-            if matches!(slot, Slot::Running(_)) {
+        for branch in self.running.iter_mut() {
+            if branch.is_some() {
                 // Assignment drops the future in place, as `Pin` requires.
-                *slot = Slot::Gone;
+                *branch = None;
                 n += 1;
             }
         }
@@ -105,7 +102,7 @@ where
     /// `deadline`. Branches still running afterwards are left for the
     /// caller to cancel (or to report as timed out).
     pub(crate) async fn join(&mut self, policy: Policy, deadline: Instant) -> Verdict {
-        let needed = policy.needed(self.slots.len());
+        let needed = policy.needed(self.running.len());
         let decided = poll_fn(|cx| self.poll_step(cx, needed));
         percore::time::timeout_at(deadline, decided)
             .await
@@ -114,24 +111,25 @@ where
 
     fn poll_step(&mut self, cx: &mut Context<'_>, needed: usize) -> Poll<Verdict> {
         let (mut ok, mut failed) = (0, 0);
-        for slot in self.slots.iter_mut() {
-            if let Slot::Running(branch) = slot {
+        for (branch, output) in self.running.iter_mut().zip(self.outputs.iter_mut()) {
+            if let Some(future) = branch {
                 // Pinning holds: the slice lives in the arena, is reached only
-                // through `&mut self`, and slots are overwritten or dropped in
-                // place; `new_in`'s contract keeps the memory from reuse.
+                // through `&mut self`, and futures are dropped in place;
+                // `new_in`'s contract keeps the memory from reuse.
                 // SAFETY: the future never moves (see above).
-                let branch = unsafe { Pin::new_unchecked(branch) };
-                if let Poll::Ready(out) = branch.poll(cx) {
-                    *slot = Slot::Done(out);
+                let future = unsafe { Pin::new_unchecked(future) };
+                if let Poll::Ready(out) = future.poll(cx) {
+                    *branch = None;
+                    *output = Some(out);
                 }
             }
-            match slot {
-                Slot::Done(Ok(_)) => ok += 1,
-                Slot::Done(Err(_)) => failed += 1,
-                _ => {}
+            match output {
+                Some(Ok(_)) => ok += 1,
+                Some(Err(_)) => failed += 1,
+                None => {}
             }
         }
-        let width = self.slots.len();
+        let width = self.running.len();
         if ok >= needed {
             Poll::Ready(Verdict::Met)
         } else if failed > width - needed {
@@ -145,7 +143,7 @@ where
 impl<F: Future> std::fmt::Debug for Branches<'_, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Branches")
-            .field("width", &self.slots.len())
+            .field("width", &self.running.len())
             .finish()
     }
 }
@@ -153,9 +151,12 @@ impl<F: Future> std::fmt::Debug for Branches<'_, F> {
 impl<F: Future> Drop for Branches<'_, F> {
     fn drop(&mut self) {
         // The arena never runs destructors: drop what is left in place
-        // (cancelling branches still running).
-        for slot in self.slots.iter_mut() {
-            *slot = Slot::Gone;
+        // (cancelling branches still running, freeing outputs not taken).
+        for branch in self.running.iter_mut() {
+            *branch = None;
+        }
+        for output in self.outputs.iter_mut() {
+            *output = None;
         }
     }
 }

@@ -29,7 +29,6 @@ use percore::time::{now, timeout};
 use super::client::{exchange, write_request, ResponseLimits};
 use super::scratch::BufPool;
 use super::stats::bump;
-use super::target::OriginForm;
 use super::upstream::Upstream;
 use super::PoolConfig;
 
@@ -90,18 +89,18 @@ impl Mirror {
         }
     }
 
-    /// Queues a copy of a request (`shared` as for the branches), or drops
-    /// it when [`Mirror::max_pending`] copies are already pending. Returns
-    /// at once: the copy is sent by a worker.
-    pub(crate) fn submit(self: &Rc<Self>, method: &str, target: OriginForm<'_>, shared: &[u8]) {
+    /// Queues a copy of a request (`line` and `shared` as for the
+    /// branches), or drops it when [`Mirror::max_pending`] copies are
+    /// already pending. Returns at once: the copy is sent by a worker.
+    pub(crate) fn submit(self: &Rc<Self>, line: &[u8], shared: &[u8], head_only: bool) {
         if self.pending.get() >= self.max_pending {
             bump(&self.dropped);
             return;
         }
         self.pending.set(self.pending.get() + 1);
         let mut buf = self.bufs.take();
-        write_request(&mut buf, method, target, &self.upstream.host_line, shared);
-        self.queue.borrow_mut().push_back((buf, method == "HEAD"));
+        write_request(&mut buf, line, &self.upstream.host_line, shared);
+        self.queue.borrow_mut().push_back((buf, head_only));
         // Take the waker out before waking: no borrow is held while the
         // executor queues the worker.
         let idle = self.idle.borrow_mut().pop();

@@ -9,13 +9,15 @@ use std::time::{Duration, Instant};
 use percore::net::TcpStream;
 use percore::time::now;
 
-use super::client::{exchange, write_request, write_shared, Failure, ResponseLimits};
+use super::client::{
+    exchange, write_request, write_request_line, write_shared, Failure, ResponseLimits,
+};
 use super::combine::{entry_bound, write_entry, write_failure, Entry};
-use super::join::{Branches, Slot, Verdict};
+use super::join::{Branches, Verdict};
 use super::mirror::{Mirror, MirrorSettings};
 use super::scratch::{ArenaPool, BufPool};
 use super::stats::{bump, LocalStats};
-use super::target::{origin_form, OriginForm};
+use super::target::origin_form;
 use super::upstream::Upstream;
 use super::{Config, ConfigError, ProxyStats};
 use crate::http::{BodyKind, Request, Response, Service};
@@ -50,9 +52,13 @@ pub struct FanOut {
 struct Reply {
     upstream: usize,
     status: u16,
-    latency: Duration,
+    /// When its response was complete, on the core's clock.
+    done: Instant,
     buf: Vec<u8>,
     body: Range<usize>,
+    /// Its [`entry_bound`], counted once: both the reservation and the
+    /// entry need it.
+    bound: usize,
 }
 
 /// A failed branch.
@@ -65,15 +71,14 @@ struct BranchError {
 /// What one sub-request is about, shared by all branches of a request.
 #[derive(Debug, Clone, Copy)]
 struct Job<'a> {
-    method: &'a str,
-    target: OriginForm<'a>,
+    /// The request line, the same for every branch.
+    line: &'a [u8],
     /// Everything after the `Host` line (see [`write_shared`]).
     shared: &'a [u8],
     /// RFC 9110 §9.2.2: may be retried (FAULTS F1, F5).
     idempotent: bool,
     /// A HEAD: the response has no body whatever it says.
     head_only: bool,
-    started: Instant,
     /// Per upstream (indexed like [`FanOut::upstreams`]): the run of
     /// failures this request has added a failure to, plus one (0: none;
     /// see [`FanOut::record`]).
@@ -188,13 +193,7 @@ impl FanOut {
             };
             bump(&self.stats.sub_requests);
             buf.clear();
-            write_request(
-                &mut buf,
-                job.method,
-                job.target,
-                &upstream.host_line,
-                job.shared,
-            );
+            write_request(&mut buf, job.line, &upstream.host_line, job.shared);
             let (result, returned) = exchange(&conn, buf, self.limits, job.head_only).await;
             buf = returned;
             match result {
@@ -203,10 +202,12 @@ impl FanOut {
                     if answer.reusable {
                         upstream.pool.release(conn, now());
                     }
+                    let body = buf.get(answer.body.clone()).unwrap_or_default();
                     return Ok(Reply {
                         upstream: index,
                         status: answer.status,
-                        latency: now().saturating_duration_since(job.started),
+                        done: now(),
+                        bound: entry_bound(&upstream.entry_prefix, body),
                         buf,
                         body: answer.body,
                     });
@@ -251,6 +252,10 @@ impl FanOut {
 
     fn upstream_name(&self, index: usize) -> &str {
         &self.upstreams[index % self.upstreams.len()].name
+    }
+
+    fn entry_prefix(&self, index: usize) -> &[u8] {
+        &self.upstreams[index % self.upstreams.len()].entry_prefix
     }
 
     /// Records the outcome of an exchange with upstream `index` (a 5xx
@@ -395,7 +400,10 @@ impl Service for FanOut {
         let has_body = req.body_kind() != BodyKind::None;
         let headers = req.headers();
         let client = req.peer_addr().ok().map(|a| a.ip());
+        // The request line first, then the part after `Host`, in one buffer.
         let mut shared = self.bufs.take();
+        write_request_line(&mut shared, method, target);
+        let line_len = shared.len();
         {
             let body: &[u8] = if has_body { req.body().await? } else { &[] };
             write_shared(&mut shared, headers, client, body, has_body);
@@ -407,22 +415,22 @@ impl Service for FanOut {
             return self.reject_all_ejected(res, started);
         }
         bump(&self.stats.requests);
+        let head_only = method == "HEAD";
+        let (line, after_host) = shared.split_at(line_len);
         if let Some(mirror) = &self.mirror {
-            mirror.submit(method, target, &shared);
+            mirror.submit(line, after_host, head_only);
         }
         let arena = self.arenas.take();
         let counted: &[Cell<u64>] =
             arena.alloc_slice_fill_with(self.upstreams.len(), |_| Cell::new(0));
         let job = Job {
-            method,
-            target,
-            shared: &shared,
+            line,
+            shared: after_host,
             idempotent: matches!(
                 method,
                 "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
             ),
-            head_only: method == "HEAD",
-            started,
+            head_only,
             counted,
         };
         let width = self.config.width;
@@ -431,8 +439,16 @@ impl Service for FanOut {
         self.next.set((first + width) % healthy);
 
         // The upstream each branch is on, updated by its retry.
+        let all_in = healthy == self.upstreams.len();
         let targets: &[Cell<usize>] = arena.alloc_slice_fill_with(width, |i| {
-            Cell::new(self.nth_healthy((first + i) % healthy, started))
+            let k = (first + i) % healthy;
+            // With none ejected (the usual case) the k-th healthy one is the
+            // k-th: no walk over the upstreams per branch.
+            Cell::new(if all_in {
+                k
+            } else {
+                self.nth_healthy(k, started)
+            })
         });
         // SAFETY: `branches` is a local declared after `arena`, so it is
         // dropped first, and it is never forgotten.
@@ -450,14 +466,9 @@ impl Service for FanOut {
                     .set(self.stats.cancelled.get() + cancelled as u64);
                 res.header("Content-Type", b"application/json")?;
                 res.set_status(200);
-                let bound: usize = branches
-                    .slots()
-                    .iter()
-                    .filter_map(|slot| match slot {
-                        Slot::Done(Ok(reply)) => Some(entry_bound(
-                            self.upstream_name(reply.upstream),
-                            reply.buf.get(reply.body.clone()).unwrap_or_default(),
-                        )),
+                let bound: usize = (0..width)
+                    .filter_map(|i| match branches.output(i) {
+                        Some(Ok(reply)) => Some(reply.bound),
                         _ => None,
                     })
                     .sum();
@@ -468,6 +479,9 @@ impl Service for FanOut {
                 // answer holds exactly as many as the policy asked for.
                 let mut wanted = self.config.policy.needed(width);
                 let mut first_entry = true;
+                // Branches that finish in the same turn share the clock
+                // reading, and so their latency: computed once.
+                let mut last = (started, Duration::ZERO);
                 for i in 0..width {
                     if let Some(Ok(reply)) = branches.take(i) {
                         if wanted == 0 {
@@ -475,11 +489,15 @@ impl Service for FanOut {
                             continue;
                         }
                         wanted -= 1;
+                        if reply.done != last.0 {
+                            last = (reply.done, reply.done.saturating_duration_since(started));
+                        }
                         let entry = Entry {
-                            upstream: self.upstream_name(reply.upstream),
+                            prefix: self.entry_prefix(reply.upstream),
                             status: reply.status,
-                            latency: reply.latency,
+                            latency: last.1,
                             body: reply.buf.get(reply.body.clone()).unwrap_or_default(),
+                            bound: reply.bound,
                         };
                         write_entry(out, &entry, first_entry);
                         first_entry = false;
@@ -494,17 +512,17 @@ impl Service for FanOut {
                 let mut status = 504;
                 res.header("Content-Type", b"text/plain; charset=utf-8")?;
                 let out = res.body_mut();
-                for (i, slot) in branches.slots().iter().enumerate() {
-                    match slot {
-                        Slot::Done(Err(e)) => {
+                for (i, target) in targets.iter().enumerate() {
+                    match branches.output(i) {
+                        Some(Err(e)) => {
                             if e.failure.status() == 502 && !timed_out {
                                 status = 502;
                             }
                             write_failure(out, self.upstream_name(e.upstream), &e.failure);
                         }
-                        Slot::Running(_) if timed_out => {
+                        None if timed_out && branches.is_running(i) => {
                             bump(&self.stats.deadline);
-                            let upstream = self.upstream_name(targets[i].get());
+                            let upstream = self.upstream_name(target.get());
                             write_failure(out, upstream, &Failure::Deadline);
                         }
                         _ => {}

@@ -2,8 +2,10 @@
 //! byte), request targets, request serialisation, JSON escaping and config
 //! parsing.
 
-use super::client::{write_request, write_shared, Failure, ResponseLimits, ResponseParser};
-use super::combine::{entry_bound, write_entry, write_json_string, Entry};
+use super::client::{
+    write_request, write_request_line, write_shared, Failure, ResponseLimits, ResponseParser,
+};
+use super::combine::{entry_bound, entry_prefix, write_entry, write_json_string, Entry};
 use super::target::origin_form;
 use super::upstream::Health;
 use super::{Config, EjectionConfig, Policy};
@@ -141,9 +143,11 @@ fn request_bytes() {
         b"body",
         true,
     );
-    let mut out = Vec::new();
+    let mut line = Vec::new();
     let target = origin_form("POST", "/p").expect("origin-form");
-    write_request(&mut out, "POST", target, b"Host: up:1\r\n", &shared);
+    write_request_line(&mut line, "POST", target);
+    let mut out = Vec::new();
+    write_request(&mut out, &line, b"Host: up:1\r\n", &shared);
     let text = String::from_utf8(out).expect("ascii");
     assert_eq!(
         text,
@@ -352,21 +356,56 @@ fn entries_fit_their_bound() {
             1 => std::time::Duration::ZERO,
             _ => std::time::Duration::from_nanos(next()),
         };
+        let prefix = entry_prefix(upstream);
         let entry = Entry {
-            upstream,
+            prefix: &prefix,
             status: (next() % 1000) as u16,
             latency,
             body: &body,
+            bound: entry_bound(&prefix, &body),
         };
         let mut out = Vec::new();
         write_entry(&mut out, &entry, false);
         assert!(
-            out.len() <= entry_bound(upstream, &body),
+            out.len() <= entry_bound(&prefix, &body),
             "round {round}: {} bytes over a bound of {}",
             out.len(),
-            entry_bound(upstream, &body)
+            entry_bound(&prefix, &body)
         );
     }
+}
+
+/// An entry's exact text, with numbers of every width.
+#[test]
+fn entry_text() {
+    let prefix = entry_prefix("[::1]:80\"");
+    let mut out = Vec::new();
+    for (first, status, micros) in [
+        (true, 200, 412),
+        (false, 7, 12_345_678_009),
+        (false, 65535, 0),
+    ] {
+        let entry = Entry {
+            prefix: &prefix,
+            status,
+            latency: std::time::Duration::from_micros(micros),
+            body: br#"{"m":"Hi\there"}"#,
+            bound: entry_bound(&prefix, br#"{"m":"Hi\there"}"#),
+        };
+        write_entry(&mut out, &entry, first);
+    }
+    let entry = |status: &str, ms: &str| {
+        format!(
+            r#"{{"upstream":"[::1]:80\"","status":{status},"latency_ms":{ms},"body":"{{\"m\":\"Hi\\there\"}}"}}"#
+        )
+    };
+    let want = [
+        entry("200", "0.412"),
+        entry("7", "12345678.009"),
+        entry("65535", "0.000"),
+    ]
+    .join(",");
+    assert_eq!(String::from_utf8(out).expect("utf-8"), want);
 }
 
 #[test]

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use percore::net::TcpStream;
 
+use super::combine::entry_prefix;
 use super::{EjectionConfig, PoolConfig};
 
 /// An upstream server and this core's idle connections to it.
@@ -28,6 +29,9 @@ pub(crate) struct Upstream {
     pub(crate) name: String,
     /// `Host: addr\r\n`, written into every sub-request to this upstream.
     pub(crate) host_line: Vec<u8>,
+    /// The start of its entries in a combined answer (see
+    /// [`entry_prefix`]).
+    pub(crate) entry_prefix: Box<[u8]>,
     pub(crate) pool: Pool,
     pub(crate) health: Health,
 }
@@ -38,6 +42,7 @@ impl Upstream {
         let host_line = format!("Host: {name}\r\n").into_bytes();
         Self {
             addr,
+            entry_prefix: entry_prefix(&name),
             name,
             host_line,
             pool: Pool::new(config),
@@ -121,8 +126,17 @@ pub(crate) struct Pool {
 #[derive(Debug)]
 struct Idle {
     conn: TcpStream,
-    /// When it was released, on the core's clock.
-    since: Instant,
+    /// When it has been idle for the idle timeout, on the core's clock
+    /// (`None`: a timeout too long for the clock to reach). Kept as an end
+    /// rather than a start so that each check is a comparison, not a
+    /// subtraction.
+    expires: Option<Instant>,
+}
+
+impl Idle {
+    fn expired(&self, now: Instant) -> bool {
+        self.expires.is_some_and(|end| now >= end)
+    }
 }
 
 impl Pool {
@@ -143,7 +157,7 @@ impl Pool {
     pub(crate) fn checkout(&self, now: Instant) -> Option<TcpStream> {
         let mut idle = self.idle.borrow_mut();
         while let Some(top) = idle.pop() {
-            if now.saturating_duration_since(top.since) >= self.config.idle_timeout {
+            if top.expired(now) {
                 // LIFO: everything below is older still.
                 idle.clear();
                 return None;
@@ -164,14 +178,14 @@ impl Pool {
         let mut idle = self.idle.borrow_mut();
         // Age out the oldest (at the bottom) so a pool that only ever sees
         // the top of its stack does not keep stale sockets open.
-        if idle
-            .first()
-            .is_some_and(|o| now.saturating_duration_since(o.since) >= self.config.idle_timeout)
-        {
-            idle.retain(|c| now.saturating_duration_since(c.since) < self.config.idle_timeout);
+        if idle.first().is_some_and(|oldest| oldest.expired(now)) {
+            idle.retain(|c| !c.expired(now));
         }
         if idle.len() < self.config.max_idle {
-            idle.push(Idle { conn, since: now });
+            idle.push(Idle {
+                conn,
+                expires: now.checked_add(self.config.idle_timeout),
+            });
         }
     }
 }
