@@ -2,28 +2,41 @@
 //! `percore_handlers::proxy::FanOut` does with policy `all`, on tokio.
 //!
 //! Per client request (parsed with httparse, as hyper does) it writes the
-//! shared part of the sub-request once (end-to-end fields, `Via`,
-//! `X-Forwarded-For`), then sends `width` GET sub-requests, round-robin
-//! over the upstreams, over keep-alive connections taken from a per-thread
-//! pool (a `RefCell` in a thread-local: one pool per core for tokio-ct, per
-//! worker for tokio-mt), runs them concurrently inside the connection's own
-//! task with a hand-rolled join (one poll-based state machine per branch,
-//! no task and no boxed future per branch), under a 15 s deadline like the
-//! proxy's default. Each upstream response is parsed with httparse and
-//! framed by `Content-Length`. When every branch has answered, it answers
-//! 200 with the same JSON array as the proxy (`upstream`, `status`,
-//! `latency_ms`, `body` as an escaped JSON string); any failure answers 502.
+//! request line and the forwarded part of the sub-request (end-to-end
+//! fields, `Via`, `X-Forwarded-For`) once, then sends `width` GET
+//! sub-requests, each those two parts around its upstream's `Host` line,
+//! round-robin over the upstreams, over keep-alive connections taken from
+//! a per-thread pool (a `RefCell` in a thread-local: one pool per core for
+//! tokio-ct, per worker for tokio-mt), runs them concurrently inside the
+//! connection's own task with a hand-rolled join (one poll-based state
+//! machine per branch, no task and no boxed future per branch), under a
+//! 15 s deadline like the proxy's default. Each upstream response head is
+//! scanned by the proxy's scanner and its body framed by `Content-Length`.
+//! When every branch has answered, it answers 200 with the same JSON array
+//! as the proxy (`upstream`, `status`, `latency_ms`, `body` as an escaped
+//! JSON string); any failure answers 502.
+//!
+//! The application-level code is the proxy's own, not a copy: the sources
+//! of `handlers/src/proxy/{head,forward,combine}.rs` (head scanner,
+//! forwarded fields and sub-request assembly, JSON entries with their
+//! prefixes escaped once and their bounds counted once) are compiled into
+//! this crate by `#[path]`, which keeps it building without percore
+//! (`--no-default-features`). Only the request line (the proxy's takes a
+//! parsed target) and the glue around the runtime are written here; they
+//! follow the proxy's steps, so that the comparison measures the runtimes
+//! rather than two ways of doing the same work.
 //!
 //! What it measures: nothing by itself; it is the comparison point for the
 //! `fan_out` workloads. Steady state allocates nothing per request: the
 //! branch states and their buffers belong to the client connection and are
 //! reused, the pooled connections go back to the pool. What it does not
 //! do, where the proxy does more (so the comparison, if anything, favours
-//! tokio): request bodies (a request with a body gets 501), chunked
-//! upstream responses, retries, connect timeouts, idle ageing of the pool,
-//! the `Date` header and the other policies. A pooled connection is checked
-//! before reuse with one non-blocking `try_read` (free while tokio's cached
-//! readiness says "not readable"), as the proxy checks its own.
+//! tokio): request bodies (a request with a body gets 501), chunked and
+//! interim upstream responses, retries, connect timeouts, idle ageing of
+//! the pool, the `Date` header and the other policies. A pooled connection
+//! is checked before reuse with one non-blocking `try_read` (free while
+//! tokio's cached readiness says "not readable"), as the proxy checks its
+//! own.
 
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
@@ -39,9 +52,16 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::baseline_http::write_decimal;
-use format::{write_entry, write_shared};
+use combine::{entry_bound, entry_prefix, write_entry, write_failure, Entry};
+use forward::{write_forwarded, write_request};
 
-mod format;
+// The proxy's own sources (see above); paths are from `benches/src`.
+#[path = "../../handlers/src/proxy/combine.rs"]
+mod combine;
+#[path = "../../handlers/src/proxy/forward.rs"]
+mod forward;
+#[path = "../../handlers/src/proxy/head.rs"]
+mod head;
 
 /// The proxy's default deadline for a whole fan-out.
 pub const DEADLINE: Duration = Duration::from_secs(15);
@@ -53,7 +73,7 @@ const RESPONSE_BUF: usize = 4 * 1024;
 const MAX_RESPONSE: usize = 1024 * 1024;
 /// Client request buffer.
 const REQUEST_BUF: usize = 8 * 1024;
-/// Header fields parsed per request or response.
+/// Header fields parsed per client request.
 const MAX_HEADERS: usize = 32;
 
 /// What one fan-out server does: where to send, and how many.
@@ -68,6 +88,8 @@ struct Upstream {
     addr: SocketAddr,
     name: String,
     host_line: Vec<u8>,
+    /// Its JSON entries' start, escaped once (see [`entry_prefix`]).
+    entry_prefix: Box<[u8]>,
 }
 
 impl Spec {
@@ -82,10 +104,14 @@ impl Spec {
         Ok(Spec {
             upstreams: upstreams
                 .iter()
-                .map(|&addr| Upstream {
-                    addr,
-                    name: addr.to_string(),
-                    host_line: format!("Host: {addr}\r\n").into_bytes(),
+                .map(|&addr| {
+                    let name = addr.to_string();
+                    Upstream {
+                        addr,
+                        host_line: format!("Host: {name}\r\n").into_bytes(),
+                        entry_prefix: entry_prefix(&name),
+                        name,
+                    }
                 })
                 .collect(),
             width,
@@ -168,6 +194,8 @@ struct Branch {
     body: Range<usize>,
     reusable: bool,
     latency: Duration,
+    /// The [`entry_bound`] of its answer, counted once, when it arrives.
+    bound: usize,
 }
 
 impl Branch {
@@ -184,11 +212,13 @@ impl Branch {
             body: 0..0,
             reusable: false,
             latency: Duration::ZERO,
+            bound: 0,
         }
     }
 
-    /// Drives the exchange as far as it goes without waiting.
-    fn poll(&mut self, cx: &mut Context<'_>, started: Instant) -> Poll<()> {
+    /// Drives the exchange as far as it goes without waiting; `prefix` is
+    /// its upstream's entry prefix.
+    fn poll(&mut self, cx: &mut Context<'_>, started: Instant, prefix: &[u8]) -> Poll<()> {
         if matches!(self.phase, Phase::Done | Phase::Failed(_)) {
             return Poll::Ready(());
         }
@@ -232,7 +262,7 @@ impl Branch {
                                 continue;
                             }
                             self.filled += n;
-                            self.parse(started);
+                            self.parse(started, prefix);
                         }
                     }
                 }
@@ -240,46 +270,35 @@ impl Branch {
         }
     }
 
-    /// Frames the response read so far (status line, fields,
-    /// `Content-Length` body).
-    fn parse(&mut self, started: Instant) {
-        let mut headers = [std::mem::MaybeUninit::uninit(); MAX_HEADERS];
-        let mut r = httparse::Response::new(&mut []);
-        let head = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
-            &mut r,
-            &self.resp[..self.filled],
-            &mut headers,
-        ) {
-            Ok(httparse::Status::Partial) => return,
-            Ok(httparse::Status::Complete(n)) => n,
+    /// Frames the response read so far with the proxy's head scanner: a
+    /// `Content-Length` body that is all in is the answer, as the proxy
+    /// takes a whole response without its body decoder.
+    fn parse(&mut self, started: Instant, prefix: &[u8]) {
+        let head = match head::parse(&self.resp[..self.filled]) {
+            Ok(None) => return,
+            Ok(Some(head)) => head,
             Err(_) => {
                 self.phase = Phase::Failed("malformed response");
                 return;
             }
         };
-        let mut length = None;
-        let mut close = r.version != Some(1);
-        for h in r.headers.iter() {
-            if h.name.eq_ignore_ascii_case("content-length") {
-                length = std::str::from_utf8(h.value)
-                    .ok()
-                    .and_then(|v| v.trim().parse::<usize>().ok());
-            } else if h.name.eq_ignore_ascii_case("connection") {
-                close |= h
-                    .value
-                    .split(|&b| b == b',')
-                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
-            }
+        let fields = head.fields;
+        if let Some(why) = fields.invalid {
+            self.phase = Phase::Failed(why);
+            return;
         }
-        let Some(len) = length else {
-            self.phase = Phase::Failed("no Content-Length");
+        let length = fields.length.filter(|_| !fields.chunked);
+        let Some(len) = length.and_then(|n| usize::try_from(n).ok()) else {
+            self.phase = Phase::Failed("not framed by Content-Length");
             return;
         };
-        if self.filled >= head + len {
-            self.status = r.code.unwrap_or(0);
-            self.body = head..head + len;
-            self.reusable = !close && self.filled == head + len;
+        if len <= self.filled - head.len {
+            let end = head.len + len;
+            self.status = head.status;
+            self.body = head.len..end;
+            self.reusable = head.minor == 1 && !fields.close && self.filled == end;
             self.latency = started.elapsed();
+            self.bound = entry_bound(prefix, &self.resp[head.len..end]);
             self.phase = Phase::Done;
         }
     }
@@ -290,6 +309,7 @@ pub async fn serve(mut s: TcpStream, spec: Arc<Spec>) -> io::Result<()> {
     let peer = s.peer_addr().ok().map(|a| a.ip());
     let mut inb = vec![0u8; REQUEST_BUF];
     let mut filled = 0usize;
+    let mut line: Vec<u8> = Vec::with_capacity(64);
     let mut shared: Vec<u8> = Vec::with_capacity(256);
     let mut body: Vec<u8> = Vec::with_capacity(256 * spec.width);
     let mut out: Vec<u8> = Vec::with_capacity(256 * spec.width + 128);
@@ -314,8 +334,16 @@ pub async fn serve(mut s: TcpStream, spec: Arc<Spec>) -> io::Result<()> {
                             .await?;
                         return Ok(());
                     }
+                    // Written once per request: each sub-request is then
+                    // three copies, as the proxy's are.
+                    line.clear();
+                    line.extend_from_slice(method.as_bytes());
+                    line.push(b' ');
+                    line.extend_from_slice(target.as_bytes());
+                    line.extend_from_slice(b" HTTP/1.1\r\n");
                     shared.clear();
-                    write_shared(&mut shared, req.headers, peer);
+                    write_forwarded(&mut shared, req.headers, peer);
+                    shared.extend_from_slice(b"\r\n");
                     let first = CORE.with(|c| {
                         let first = c.next.get();
                         c.next.set((first + spec.width) % spec.upstreams.len());
@@ -325,12 +353,7 @@ pub async fn serve(mut s: TcpStream, spec: Arc<Spec>) -> io::Result<()> {
                         let up = (first + i) % spec.upstreams.len();
                         b.upstream = up;
                         b.req.clear();
-                        b.req.extend_from_slice(method.as_bytes());
-                        b.req.push(b' ');
-                        b.req.extend_from_slice(target.as_bytes());
-                        b.req.extend_from_slice(b" HTTP/1.1\r\n");
-                        b.req.extend_from_slice(&spec.upstreams[up].host_line);
-                        b.req.extend_from_slice(&shared);
+                        write_request(&mut b.req, &line, &spec.upstreams[up].host_line, &shared);
                     }
                     break used;
                 }
@@ -357,18 +380,17 @@ pub async fn serve(mut s: TcpStream, spec: Arc<Spec>) -> io::Result<()> {
         out.clear();
         if ok {
             body.clear();
+            body.reserve(branches.iter().map(|b| b.bound).sum::<usize>() + 2);
             body.push(b'[');
             for (i, b) in branches.iter().enumerate() {
-                if i > 0 {
-                    body.push(b',');
-                }
-                write_entry(
-                    &mut body,
-                    &spec.upstreams[b.upstream].name,
-                    b.status,
-                    b.latency,
-                    &b.resp[b.body.clone()],
-                );
+                let entry = Entry {
+                    prefix: &spec.upstreams[b.upstream].entry_prefix,
+                    status: b.status,
+                    latency: b.latency,
+                    body: &b.resp[b.body.clone()],
+                    bound: b.bound,
+                };
+                write_entry(&mut body, &entry, i == 0);
             }
             body.push(b']');
             out.extend_from_slice(
@@ -385,7 +407,7 @@ pub async fn serve(mut s: TcpStream, spec: Arc<Spec>) -> io::Result<()> {
                     Phase::Done => continue,
                     _ => "no answer before the deadline",
                 };
-                let _ = writeln!(body, "upstream {}: {why}", spec.upstreams[b.upstream].name);
+                write_failure(&mut body, &spec.upstreams[b.upstream].name, &why);
             }
             let _ = write!(
                 out,
@@ -434,7 +456,7 @@ async fn fan_out(spec: &Spec, branches: &mut [Branch]) -> bool {
     let join = poll_fn(|cx| {
         let mut pending = false;
         for b in branches.iter_mut() {
-            match b.poll(cx, started) {
+            match b.poll(cx, started, &spec.upstreams[b.upstream].entry_prefix) {
                 Poll::Pending => pending = true,
                 // Policy `all` fails fast, as the proxy does.
                 Poll::Ready(()) if b.phase != Phase::Done => return Poll::Ready(false),

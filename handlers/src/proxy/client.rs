@@ -13,29 +13,10 @@ use std::ops::Range;
 
 use percore::net::TcpStream;
 
-use super::head::{self, has_token, Fields, HeadError};
+use super::forward::write_forwarded;
+use super::head::{self, Fields, HeadError};
 use super::target::OriginForm;
 use crate::http::{write_decimal, BodyDecoder, BodyKind, Limits};
-
-/// Request fields that are about one connection (RFC 9110 §7.6.1), or that
-/// the proxy writes itself, and so are never forwarded as received.
-const NOT_FORWARDED: [&str; 13] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-    // The proxy sends the whole body at once, so it never waits for 100.
-    "expect",
-    "proxy-authorization",
-    // Appended to below rather than copied.
-    "via",
-    "x-forwarded-for",
-];
 
 /// Why one branch failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,8 +89,8 @@ pub(crate) struct ResponseLimits {
 // ===== request bytes =====
 
 /// Writes what every branch of a request shares, after its `Host` line:
-/// the end-to-end fields, `Via`, `X-Forwarded-For`, the framing and the
-/// body. Every line ends in CRLF whatever the client used (FAULTS A13).
+/// the end-to-end fields, `Via`, `X-Forwarded-For` (see
+/// [`write_forwarded`]), the framing and the body. Every line ends in CRLF whatever the client used (FAULTS A13).
 ///
 /// `Via` and `X-Forwarded-For` are one line each: every value the client
 /// sent for them, in order, then the proxy's own element (`1.1 percore`,
@@ -126,42 +107,7 @@ pub(crate) fn write_shared(
     body: &[u8],
     has_body: bool,
 ) {
-    // Most requests have no `Connection` field, and then no field is named
-    // in one: the lookups per field below are skipped.
-    let connection = headers
-        .iter()
-        .any(|h| h.name.eq_ignore_ascii_case("connection"));
-    let hop_only = |name: &str| connection && named_in_connection(headers, name);
-    for h in headers {
-        if NOT_FORWARDED.iter().any(|n| h.name.eq_ignore_ascii_case(n)) || hop_only(h.name) {
-            continue;
-        }
-        out.extend_from_slice(h.name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(h.value);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"Via: ");
-    if !hop_only("via") {
-        write_list_elements(out, headers, "via");
-    }
-    out.extend_from_slice(b"1.1 percore\r\n");
-    let line = out.len();
-    out.extend_from_slice(b"X-Forwarded-For: ");
-    let list = out.len();
-    if !hop_only("x-forwarded-for") {
-        write_list_elements(out, headers, "x-forwarded-for");
-    }
-    match client {
-        Some(ip) => write_ip(out, ip),
-        // The client's address is unknown (its socket failed to say): the
-        // hops before it still go on, without the trailing ", ".
-        None if out.len() > list => out.truncate(out.len() - 2),
-        None => out.truncate(line),
-    }
-    if out.len() > line {
-        out.extend_from_slice(b"\r\n");
-    }
+    write_forwarded(out, headers, client);
     if has_body || !body.is_empty() {
         out.extend_from_slice(b"Content-Length: ");
         write_decimal(out, body.len() as u64);
@@ -171,78 +117,12 @@ pub(crate) fn write_shared(
     out.extend_from_slice(body);
 }
 
-/// Appends the values of every `name` field of `headers`, in order, each
-/// followed by `, `, so that the proxy's own element can follow. Several
-/// lines of one field are one comma-separated list (RFC 9110 §5.3), and
-/// `Via` (§7.6.3) and `X-Forwarded-For` record every hop before this one:
-/// keeping only one line would drop hops. Empty values add nothing. (The
-/// caller leaves out a field the client named in `Connection`: it was
-/// meant for this hop only, like the hop-by-hop lines.)
-fn write_list_elements(out: &mut Vec<u8>, headers: &[httparse::Header<'_>], name: &str) {
-    for h in headers.iter().filter(|h| h.name.eq_ignore_ascii_case(name)) {
-        let value = h.value.trim_ascii();
-        if !value.is_empty() {
-            out.extend_from_slice(value);
-            out.extend_from_slice(b", ");
-        }
-    }
-}
-
-/// Appends `ip` as text: IPv4 (every request's case on most networks)
-/// without the formatting machinery, IPv6 through it.
-fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
-    match ip {
-        IpAddr::V4(v4) => {
-            // Formatted on the stack and appended in one copy.
-            let mut text = [0u8; 15];
-            let mut n = 0;
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    text[n] = b'.';
-                    n += 1;
-                }
-                if octet >= 100 {
-                    text[n] = b'0' + octet / 100;
-                    n += 1;
-                }
-                if octet >= 10 {
-                    text[n] = b'0' + octet / 10 % 10;
-                    n += 1;
-                }
-                text[n] = b'0' + octet % 10;
-                n += 1;
-            }
-            out.extend_from_slice(&text[..n]);
-        }
-        // io::Write on a Vec cannot fail.
-        IpAddr::V6(v6) => drop(io::Write::write_fmt(out, format_args!("{v6}"))),
-    }
-}
-
 /// Writes the request line every sub-request of a request starts with.
 pub(crate) fn write_request_line(out: &mut Vec<u8>, method: &str, target: OriginForm<'_>) {
     out.extend_from_slice(method.as_bytes());
     out.push(b' ');
     target.write_to(out);
     out.extend_from_slice(b" HTTP/1.1\r\n");
-}
-
-/// Writes one whole sub-request: the request line, the upstream's `Host`
-/// line, the shared part (see [`write_shared`]). Both parts are written
-/// once per request, so each of its sub-requests is three copies.
-pub(crate) fn write_request(out: &mut Vec<u8>, line: &[u8], host_line: &[u8], shared: &[u8]) {
-    out.reserve(line.len() + host_line.len() + shared.len());
-    out.extend_from_slice(line);
-    out.extend_from_slice(host_line);
-    out.extend_from_slice(shared);
-}
-
-/// Whether a `Connection` field of `headers` lists `name`.
-fn named_in_connection(headers: &[httparse::Header<'_>], name: &str) -> bool {
-    headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
-        .any(|h| has_token(h.value, name.as_bytes()))
 }
 
 // ===== the exchange =====

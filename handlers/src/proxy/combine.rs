@@ -27,6 +27,10 @@
 //! Each entry is then written into a slice of exactly its bound (cut back
 //! afterwards), so that the per-byte work is plain stores: no capacity
 //! check per escape, no `memcpy` call per run of plain bytes.
+//!
+//! Only std: the tokio fan-out baseline (`benches/src/tokio_fanout.rs`)
+//! compiles this very file too, so that both servers write their answers
+//! with the same code.
 
 use std::io::Write as _;
 use std::time::Duration;

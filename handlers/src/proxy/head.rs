@@ -12,6 +12,10 @@
 //! refused. A bad byte is reported as soon as it is in the buffer, even
 //! before the head is complete, so that an upstream speaking another
 //! protocol is refused at once rather than at the deadline.
+//!
+//! Only std (and httparse in the tests): the tokio fan-out baseline
+//! (`benches/src/tokio_fanout.rs`) compiles this very file too, so that
+//! both servers scan upstream heads with the same code.
 
 /// Most header fields in an upstream response head.
 pub(crate) const MAX_FIELDS: usize = 64;

@@ -26,7 +26,8 @@ use std::time::Duration;
 use percore::net::TcpStream;
 use percore::time::{now, timeout};
 
-use super::client::{exchange, write_request, ResponseLimits};
+use super::client::{exchange, ResponseLimits};
+use super::forward::write_request;
 use super::scratch::BufPool;
 use super::stats::bump;
 use super::upstream::Upstream;

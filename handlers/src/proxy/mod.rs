@@ -108,6 +108,7 @@
 mod client;
 mod combine;
 mod config;
+mod forward;
 mod head;
 mod join;
 mod mirror;

@@ -9,10 +9,9 @@ use std::time::{Duration, Instant};
 use percore::net::TcpStream;
 use percore::time::now;
 
-use super::client::{
-    exchange, write_request, write_request_line, write_shared, Failure, ResponseLimits,
-};
+use super::client::{exchange, write_request_line, write_shared, Failure, ResponseLimits};
 use super::combine::{entry_bound, write_entry, write_failure, Entry};
+use super::forward::write_request;
 use super::join::{Branches, Verdict};
 use super::mirror::{Mirror, MirrorSettings};
 use super::scratch::{ArenaPool, BufPool};

@@ -2,10 +2,9 @@
 //! byte), request targets, request serialisation, JSON escaping and config
 //! parsing.
 
-use super::client::{
-    write_request, write_request_line, write_shared, Failure, ResponseLimits, ResponseParser,
-};
+use super::client::{write_request_line, write_shared, Failure, ResponseLimits, ResponseParser};
 use super::combine::{entry_bound, entry_prefix, write_entry, write_json_string, Entry};
+use super::forward::write_request;
 use super::target::origin_form;
 use super::upstream::Health;
 use super::{Config, EjectionConfig, Policy};
