@@ -153,13 +153,15 @@ fn poll_epoll(
         // state costs about 30 instructions per call, a tenth of a request.
         // SAFETY: `buf` is a live, writable allocation of `buf.len()` bytes;
         // recvfrom with null address arguments writes at most that many.
+        // Every argument is register-sized, as the variadic `syscall`
+        // reads them.
         let n = unsafe {
             libc::syscall(
                 libc::SYS_recvfrom,
-                fd.as_raw_fd(),
+                libc::c_long::from(fd.as_raw_fd()),
                 buf.as_mut_ptr(),
                 buf.len(),
-                0,
+                libc::c_long::from(0),
                 std::ptr::null_mut::<libc::sockaddr>(),
                 std::ptr::null_mut::<libc::socklen_t>(),
             )

@@ -71,7 +71,7 @@ impl<B: IoBuf> Future for Send<'_, B> {
                 (Driver::Uring(d), SocketIo::Uring { .. }) => {
                     let key = *this.key.get_or_insert_with(|| {
                         let mut send =
-                            opcode::Send::new(types::Fd(this.fd.as_raw_fd()), ptr, len as u32)
+                            opcode::Send::new(types::Fd(this.fd.as_raw_fd()), ptr, sqe_len(len))
                                 .flags(libc::MSG_NOSIGNAL);
                         if let (Some(index), true) = (fixed, d.fixed_send()) {
                             send = send.ioprio(RECVSEND_FIXED_BUF).buf_group(index);
@@ -101,16 +101,17 @@ impl<B: IoBuf> Future for Send<'_, B> {
                     // The raw syscall, not libc's `send`, for the reason
                     // given at the receive (no cancellation-point wrapper).
                     // SAFETY: `ptr..ptr+len` are initialised bytes of `buf`,
-                    // which this future owns for the call's duration.
+                    // which this future owns for the call's duration; every
+                    // argument is register-sized, as `syscall` reads them.
                     let n = unsafe {
                         libc::syscall(
                             libc::SYS_sendto,
-                            this.fd.as_raw_fd(),
+                            libc::c_long::from(this.fd.as_raw_fd()),
                             ptr,
                             len,
-                            libc::MSG_NOSIGNAL,
+                            libc::c_long::from(libc::MSG_NOSIGNAL),
                             std::ptr::null::<libc::sockaddr>(),
-                            0 as libc::socklen_t,
+                            libc::c_long::from(0),
                         )
                     };
                     if n >= 0 {
@@ -156,4 +157,11 @@ impl<B: IoBuf> Drop for Send<'_, B> {
         });
         drop(leftover);
     }
+}
+
+/// A send's length as an SQE holds it: longer sends go out in parts of at
+/// most 4 GiB − 1 (a plain `as u32` would turn an exact multiple of 4 GiB
+/// into a zero-length send, which `write_all` reports as `WriteZero`).
+fn sqe_len(len: usize) -> u32 {
+    u32::try_from(len).unwrap_or(u32::MAX)
 }

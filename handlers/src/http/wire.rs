@@ -188,6 +188,7 @@ impl Wire {
 /// The future of [`Wire::wait`]: written out by hand rather than as an
 /// `async fn`, because it is polled twice per request and each layer of
 /// generated state machine costs instructions on every poll.
+#[must_use = "futures do nothing unless polled"]
 pub(crate) struct Wait<'w, F, D> {
     wire: &'w Wire,
     fut: F,

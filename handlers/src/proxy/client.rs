@@ -90,14 +90,8 @@ pub(crate) struct ResponseLimits {
 
 /// Writes what every branch of a request shares, after its `Host` line:
 /// the end-to-end fields, `Via`, `X-Forwarded-For` (see
-/// [`write_forwarded`]), the framing and the body. Every line ends in CRLF whatever the client used (FAULTS A13).
-///
-/// `Via` and `X-Forwarded-For` are one line each: every value the client
-/// sent for them, in order, then the proxy's own element (`1.1 percore`,
-/// the client's address).
-///
-/// Hop-by-hop fields are dropped, along with every field the client named
-/// in `Connection` (RFC 9110 §7.6.1). The body is re-framed with
+/// [`write_forwarded`]), the framing and the body. Every line ends in CRLF
+/// whatever the client used (FAULTS A13). The body is re-framed with
 /// `Content-Length` (the HTTP layer has already de-chunked it and rejected
 /// ambiguous framing, FAULTS F10).
 pub(crate) fn write_shared(

@@ -95,6 +95,8 @@ static ESCAPED_WIDTH: [u8; 256] = {
 
 /// Appends `entry` as an array element (`first`: no leading comma).
 pub(crate) fn write_entry(out: &mut Vec<u8>, entry: &Entry<'_>, first: bool) {
+    // A smaller bound would make the cursor index past its slice.
+    debug_assert!(entry.bound >= entry_bound(entry.prefix, entry.body));
     let start = out.len();
     out.resize(start + entry.bound, 0);
     let mut w = Cursor {
