@@ -151,10 +151,9 @@ fn poll_epoll(
         // The raw syscall, not libc's `recv`: that wrapper is a thread
         // cancellation point, and entering and leaving its cancellation
         // state costs about 30 instructions per call, a tenth of a request.
-        // SAFETY: `buf` is a live, writable allocation of `buf.len()` bytes;
-        // recvfrom with null address arguments writes at most that many.
-        // Every argument is register-sized, as the variadic `syscall`
-        // reads them.
+        // Every argument is register-sized, as the variadic `syscall` reads.
+        // SAFETY: `buf` is live and writable for `buf.len()` bytes, all that
+        // recvfrom (with null address arguments) may write.
         let n = unsafe {
             libc::syscall(
                 libc::SYS_recvfrom,

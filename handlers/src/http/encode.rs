@@ -256,11 +256,6 @@ statuses! {
 /// Writes `HTTP/1.1 NNN Reason\r\n`. We always answer as HTTP/1.1, the
 /// highest version we implement (RFC 9110 §6.2), even to 1.0 clients.
 fn status_line(out: &mut Vec<u8>, status: u16) {
-    // Most answers are 200: skip the table for them.
-    if status == 200 {
-        out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
-        return;
-    }
     if let Some(line) = named_status_line(status) {
         out.extend_from_slice(line);
         return;

@@ -107,33 +107,17 @@ impl<'r> Response<'r> {
 
     /// Adds a field whose name is known to be a valid, non-framing one.
     fn field(&mut self, name: &[u8], value: &[u8]) -> Result<(), HttpError> {
-        self.check_field(value)?;
-        self.headers.reserve(name.len() + value.len() + 4);
-        self.headers.extend_from_slice(name);
-        self.headers.extend_from_slice(b": ");
-        self.headers.extend_from_slice(value);
-        self.headers.extend_from_slice(b"\r\n");
-        Ok(())
-    }
-
-    /// [`field`](Self::field) for a name known in advance, given with its
-    /// `": "` (one copy fewer per field).
-    fn field_line(&mut self, name_colon: &'static [u8], value: &[u8]) -> Result<(), HttpError> {
-        self.check_field(value)?;
-        self.headers.reserve(name_colon.len() + value.len() + 2);
-        self.headers.extend_from_slice(name_colon);
-        self.headers.extend_from_slice(value);
-        self.headers.extend_from_slice(b"\r\n");
-        Ok(())
-    }
-
-    fn check_field(&self, value: &[u8]) -> Result<(), HttpError> {
         if self.streaming.is_some() {
             return Err(invalid("header after the response head was sent"));
         }
         if !chars::is_field_value(value) {
             return Err(invalid("invalid response header"));
         }
+        self.headers.reserve(name.len() + value.len() + 4);
+        self.headers.extend_from_slice(name);
+        self.headers.extend_from_slice(b": ");
+        self.headers.extend_from_slice(value);
+        self.headers.extend_from_slice(b"\r\n");
         Ok(())
     }
 
@@ -160,7 +144,7 @@ impl<'r> Response<'r> {
         body: &[u8],
     ) -> Result<(), HttpError> {
         if let Some(ct) = content_type {
-            self.field_line(b"Content-Type: ", ct)?;
+            self.field(b"Content-Type", ct)?;
         }
         self.status = status;
         self.body.clear();
