@@ -89,6 +89,38 @@ http_tests! {
         assert!(elapsed >= Duration::from_millis(250) && elapsed < Duration::from_millis(3000), "408 after {elapsed:?}");
     }
 
+    /// A head that arrives a byte per write gets the verdict it gets whole:
+    /// a valid one is answered and the connection stays usable; a request
+    /// line that grows past its limit without ending gets 414. (The parse
+    /// is retried only when the head may have ended or has doubled; that
+    /// the retries stay few is counted in the unit tests.)
+    fn trickled_heads_get_the_verdicts_of_whole_ones(backend) {
+        let server = TestServer::echo(backend);
+        let mut c = Client::connect(server.addr);
+        let mut head = b"GET /slow HTTP/1.1\r\nHost: t\r\n".to_vec();
+        for i in 0..20 {
+            head.extend_from_slice(format!("X-{i}: {}\r\n", "v".repeat(100)).as_bytes());
+        }
+        head.extend_from_slice(b"\r\n");
+        for b in &head {
+            c.send(std::slice::from_ref(b));
+        }
+        let r = c.response();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, HELLO);
+        assert_eq!(c.roundtrip(&get("/")).status, 200);
+
+        let mut c = Client::connect(server.addr);
+        for b in b"GET /".iter().chain(&[b'a'; 20_000]) {
+            if c.try_send(std::slice::from_ref(b)).is_err() {
+                break;
+            }
+        }
+        let r = c.response();
+        assert_eq!(r.status, 414);
+        assert!(r.closes());
+    }
+
     /// B3: slow body (R.U.D.Y.). One body byte per 100 ms: 408 + close at
     /// the body deadline, while another connection is served promptly.
     fn b3_slow_body_gets_408_and_others_are_served(backend) {

@@ -25,8 +25,8 @@ use super::response::{effective_status, no_body_status, Streaming};
 use super::service::HttpHandler;
 use super::wire::{after, Waited, Wire, KEEP_CAPACITY};
 use super::{
-    encode_last_chunk, error_response, header_storage, parse_head, Config, Framing, HttpError,
-    Request, Response, ResponseHead, Service,
+    encode_last_chunk, error_response, header_storage, max_head_len, parse_head, Config, Framing,
+    HeadRetry, HttpError, Request, Response, ResponseHead, Service,
 };
 
 /// Header storage per request. [`Limits::max_headers`](super::Limits)
@@ -95,6 +95,8 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
     let mut idle_deadline = after(started, config.head_timeout);
     // When the first byte of the incomplete head in `carry` arrived.
     let mut head_started: Option<Instant> = None;
+    let mut retry = HeadRetry::default();
+    let max_head = max_head_len(&config.limits);
 
     loop {
         // The one write of this turn's answers, then the next read.
@@ -120,15 +122,21 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             Waited::TimedOut | Waited::Stopped => return Ok(()),
         };
         let mut pos = 0;
+        let mut parse = true;
         if !carry.is_empty() {
             // The head in `carry` continues in this read.
             if let Input::Lease(lease) = &input {
                 carry.extend_from_slice(lease);
             }
             input = Input::Carry;
+            parse = retry.due(&carry, max_head);
         }
 
         let next = loop {
+            if !parse {
+                // Still incomplete: nothing in the new bytes can end it.
+                break Next::Partial;
+            }
             let bytes: &[u8] = match &input {
                 Input::Lease(lease) => lease.get(pos..).unwrap_or_default(),
                 Input::Carry => carry.get(pos..).unwrap_or_default(),
@@ -139,7 +147,10 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             let mut storage = header_storage::<HEADER_SLOTS>();
             let head = match parse_head(bytes, &mut storage, &config.limits) {
                 Ok(Some(head)) => head,
-                Ok(None) => break Next::Partial,
+                Ok(None) => {
+                    retry.tried(bytes.len());
+                    break Next::Partial;
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "bad request");
                     h.date
@@ -148,6 +159,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 }
             };
             head_started = None;
+            retry.reset();
             served = served.saturating_add(1);
             percore::count_requests(1);
             let now = percore::time::now();

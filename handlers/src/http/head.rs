@@ -17,6 +17,67 @@ pub const fn header_storage<'b, const N: usize>() -> [HeaderSlot<'b>; N] {
     [MaybeUninit::uninit(); N]
 }
 
+/// When an incomplete head is worth parsing again.
+///
+/// Parsers such as httparse start from the first byte on every call, so a
+/// head that arrives one byte per read would be parsed once per byte, its
+/// whole length each time: quadratic work that one cheap client can force
+/// (a 30 KiB head trickled a byte at a time cost a core 0.28 s). A head can
+/// only end with an empty line, so a retry waits for new bytes that may
+/// close one. Until then it retries only when the head has doubled since
+/// the last attempt (the total work stays linear, and malformed bytes and
+/// limits are still found early) or when the head is longer than any
+/// complete head may be (so no more than that is ever held).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct HeadRetry {
+    /// Length of the head at the last attempt; 0 before the first.
+    tried: usize,
+}
+
+impl HeadRetry {
+    /// Whether to parse `head` (the incomplete head so far, grown since the
+    /// last attempt) again; `max_len` is the longest head the limits allow.
+    pub(crate) fn due(&self, head: &[u8], max_len: usize) -> bool {
+        let tried = self.tried;
+        tried == 0
+            || head.len() >= tried.saturating_mul(2)
+            || head.len() > max_len
+            // The empty line may start up to two bytes before the new ones.
+            || may_end_head(head.get(tried.saturating_sub(2)..).unwrap_or_default())
+    }
+
+    /// An attempt found the head incomplete at `len` bytes.
+    pub(crate) fn tried(&mut self, len: usize) {
+        self.tried = len;
+    }
+
+    /// A head was complete: the next one starts afresh.
+    pub(crate) fn reset(&mut self) {
+        self.tried = 0;
+    }
+}
+
+/// Whether `bytes` hold the end of an empty line (`\n\n` or `\n\r\n`).
+fn may_end_head(bytes: &[u8]) -> bool {
+    bytes.iter().enumerate().any(|(i, &b)| {
+        b == b'\n'
+            && match bytes.get(i + 1) {
+                Some(b'\n') => true,
+                Some(b'\r') => bytes.get(i + 2) == Some(&b'\n'),
+                _ => false,
+            }
+    })
+}
+
+/// The longest request head `limits` allow: a request line, its line
+/// ending, and a field section.
+pub(crate) fn max_head_len(limits: &Limits) -> usize {
+    limits
+        .max_request_line
+        .saturating_add(2)
+        .saturating_add(limits.max_header_bytes)
+}
+
 /// How the body of a request is delimited (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyKind {

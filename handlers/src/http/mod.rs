@@ -91,6 +91,13 @@
 //!   bytes do not turn the close into a reset that destroys the answer.
 //!   After a framing error nothing more on the connection is read as a
 //!   request: no guessing, no smuggling.
+//! - **Trickled heads**: a head that spans reads is parsed again only when
+//!   the new bytes may end it (an empty line), when it has doubled since the
+//!   last attempt, or when it outgrew the limits. Parsing from the start on
+//!   every read would make a head sent a byte per packet cost work
+//!   quadratic in its length; this keeps it linear. A malformed byte in an
+//!   unfinished line may thus be answered a little later (at the latest by
+//!   the head timeout), never accepted.
 //! - **Timeouts**, each a total deadline for its phase (a per-read timer
 //!   never fires on a client that trickles a byte a second):
 //!   [`Config::head_timeout`] (10 s; 408 once a byte of the request
@@ -178,6 +185,7 @@ pub use encode::{
 };
 pub use error::HttpError;
 pub use head::{header_storage, parse_head, BodyKind, HeaderSlot, RequestHead};
+pub(crate) use head::{max_head_len, HeadRetry};
 pub use limits::Limits;
 pub use request::Request;
 pub use response::Response;

@@ -142,6 +142,8 @@ fn check(input: &[u8], limits: Limits, cut: usize) {
     let mut split = Machine::new(limits);
     split.feed(&input[..cut]);
     split.feed(&input[cut..]);
+    whole.finish();
+    split.finish();
     for event in whole.events.iter().chain(&split.events) {
         if let Event::Error(s) = event {
             assert!(

@@ -4,9 +4,10 @@
 
 mod faults;
 mod fuzz;
+mod retry;
 mod shotgun;
 
-use super::{header_storage, parse_head, BodyDecoder, Limits};
+use super::{header_storage, max_head_len, parse_head, BodyDecoder, HeadRetry, Limits};
 
 /// What the connection loop would do for each request in a byte stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +29,9 @@ pub(super) enum Event {
 pub(super) struct Machine {
     limits: Limits,
     buf: Vec<u8>,
+    retry: HeadRetry,
+    /// Calls of `parse_head` so far.
+    pub(super) parses: usize,
     body: Option<(Event, BodyDecoder)>,
     pub(super) events: Vec<Event>,
     pub(super) closed: bool,
@@ -38,6 +42,8 @@ impl Machine {
         Self {
             limits,
             buf: Vec::new(),
+            retry: HeadRetry::default(),
+            parses: 0,
             body: None,
             events: Vec::new(),
             closed: false,
@@ -66,12 +72,34 @@ impl Machine {
     }
 
     /// One head or body step; `false` when more input is needed.
+    /// The end of the input. An incomplete head whose retry is not due yet
+    /// is parsed once more: in the connection loop such a head ends at the
+    /// head timeout (408) if no more bytes come, and this stands in for
+    /// that end without modelling time.
+    pub(super) fn finish(&mut self) {
+        if self.closed || self.body.is_some() || self.buf.is_empty() {
+            return;
+        }
+        self.retry.reset();
+        self.feed(b"");
+    }
+
     fn step(&mut self) -> bool {
         let Some((event, dec)) = &mut self.body else {
+            // As the connection loop does: an incomplete head is parsed
+            // again only when that may tell something new.
+            if !self.retry.due(&self.buf, max_head_len(&self.limits)) {
+                return false;
+            }
+            self.parses += 1;
             let mut storage = header_storage::<100>();
             return match parse_head(&self.buf, &mut storage, &self.limits) {
-                Ok(None) => false,
+                Ok(None) => {
+                    self.retry.tried(self.buf.len());
+                    false
+                }
                 Ok(Some(head)) => {
+                    self.retry.reset();
                     assert!(head.head_len <= self.buf.len(), "head_len past input");
                     let event = Event::Request {
                         method: head.method.to_owned(),
