@@ -16,7 +16,7 @@ use percore::net::TcpStream;
 use super::forward::write_forwarded;
 use super::head::{self, Fields, HeadError};
 use super::target::OriginForm;
-use crate::http::{write_decimal, BodyDecoder, BodyKind, Limits};
+use crate::http::{write_decimal, BodyDecoder, BodyKind, HeadRetry, Limits};
 
 /// Why one branch failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +186,8 @@ pub(crate) struct ResponseParser {
     limits: ResponseLimits,
     head_only: bool,
     state: State,
+    /// When a head that spans reads is worth scanning again.
+    retry: HeadRetry,
 }
 
 #[derive(Debug)]
@@ -232,6 +234,7 @@ impl ResponseParser {
             limits,
             head_only,
             state: State::Head { start: 0 },
+            retry: HeadRetry::default(),
         }
     }
 
@@ -242,7 +245,18 @@ impl ResponseParser {
             match &mut self.state {
                 State::Head { start } => {
                     let start = *start;
-                    match self.parse_head(buf, start)? {
+                    let head = buf.get(start..).unwrap_or_default();
+                    let max_len = self.limits.max_head.saturating_sub(start);
+                    if !eof && !self.retry.due(head, max_len) {
+                        return Ok(None);
+                    }
+                    let parsed = self.parse_head(buf, start)?;
+                    if parsed.is_none() {
+                        self.retry.tried(head.len());
+                    } else {
+                        self.retry.reset();
+                    }
+                    match parsed {
                         None if eof && buf.len() == start && start == 0 => {
                             return Err(Failure::Closed)
                         }

@@ -64,6 +64,38 @@ fn shotgun_framings() {
     }
 }
 
+/// A response fed a byte at a time (each head scanned again only when it
+/// may have ended, see `HeadRetry`) gives the answer it gives whole, and a
+/// head that outgrows the limit without ending is still refused.
+#[test]
+fn byte_at_a_time() {
+    let wire = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nX-Long: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\nContent-Length: 5\r\n\r\nhello";
+    let mut parser = ResponseParser::new(LIMITS, false);
+    let mut buf = Vec::new();
+    let mut answer = None;
+    for (i, &b) in wire.iter().enumerate() {
+        buf.push(b);
+        if let Some(a) = parser.feed(&mut buf, false).expect("valid") {
+            assert_eq!(i, wire.len() - 1, "complete only at the last byte");
+            answer = Some((a.status, buf[a.body].to_vec(), a.reusable));
+        }
+    }
+    assert_eq!(answer, Some((200, b"hello".to_vec(), true)));
+
+    let mut parser = ResponseParser::new(LIMITS, false);
+    let mut buf = b"HTTP/1.1 200 OK\r\nX: ".to_vec();
+    let refused = (0..4 * LIMITS.max_head).find_map(|_| {
+        buf.push(b'a');
+        parser.feed(&mut buf, false).err()
+    });
+    assert_eq!(refused, Some(Failure::Bad("response head over the limit")));
+    assert!(
+        buf.len() <= LIMITS.max_head + 1,
+        "{} bytes buffered",
+        buf.len()
+    );
+}
+
 /// Bad responses fail with a reason; a short one is truncated; bytes past
 /// the response make the connection unusable.
 #[test]
