@@ -82,18 +82,25 @@ fn byte_at_a_time() {
     }
     assert_eq!(answer, Some((200, b"hello".to_vec(), true)));
 
+    let start = b"HTTP/1.1 200 OK\r\nX: ".to_vec();
+    let (refused, buffered) = feed_until_refused(start, 4 * LIMITS.max_head, |b| b.push(b'a'));
+    assert_eq!(refused, Some(Failure::Bad("response head over the limit")));
+    assert!(buffered <= LIMITS.max_head + 1, "{buffered} bytes buffered");
+}
+
+/// Feeds a buffer grown by `grow` before each call, at most `tries` times,
+/// until the parser refuses it: the refusal and the bytes then buffered.
+fn feed_until_refused(
+    mut buf: Vec<u8>,
+    tries: usize,
+    grow: impl Fn(&mut Vec<u8>),
+) -> (Option<Failure>, usize) {
     let mut parser = ResponseParser::new(LIMITS, false);
-    let mut buf = b"HTTP/1.1 200 OK\r\nX: ".to_vec();
-    let refused = (0..4 * LIMITS.max_head).find_map(|_| {
-        buf.push(b'a');
+    let refused = (0..tries).find_map(|_| {
+        grow(&mut buf);
         parser.feed(&mut buf, false).err()
     });
-    assert_eq!(refused, Some(Failure::Bad("response head over the limit")));
-    assert!(
-        buf.len() <= LIMITS.max_head + 1,
-        "{} bytes buffered",
-        buf.len()
-    );
+    (refused, buf.len())
 }
 
 /// Bad responses fail with a reason; a short one is truncated; bytes past
@@ -125,17 +132,13 @@ fn bad_responses() {
     );
     // Interim responses count towards the head limit: an endless stream of
     // them is refused once the heads together pass it.
-    let mut parser = ResponseParser::new(LIMITS, false);
-    let mut buf = Vec::new();
-    let refused = (0..1000).find_map(|_| {
-        buf.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
-        parser.feed(&mut buf, false).err()
+    let (refused, buffered) = feed_until_refused(Vec::new(), 1000, |b| {
+        b.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
     });
     assert_eq!(refused, Some(Failure::Bad("response head over the limit")));
     assert!(
-        buf.len() <= LIMITS.max_head + 64,
-        "{} bytes buffered",
-        buf.len()
+        buffered <= LIMITS.max_head + 64,
+        "{buffered} bytes buffered"
     );
     let mut early_hints = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n".to_vec();
     early_hints.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
