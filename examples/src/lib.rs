@@ -3,7 +3,7 @@
 //! `--keepalive-requests`, plus options of their own, and the common start-up
 //! (logging, stats line, signals).
 
-use std::io;
+use std::io::{self, IsTerminal};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -149,12 +149,14 @@ pub fn http_config(own: &[(String, String)]) -> Result<percore_handlers::http::C
     Ok(config)
 }
 
-/// Logs to stderr at `info` unless `RUST_LOG` says otherwise.
+/// Logs to stderr at `info` unless `RUST_LOG` says otherwise, in colour
+/// only on a terminal (a log file or a pipe gets plain text).
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(io::stderr().is_terminal())
         .with_writer(io::stderr)
         .init();
 }

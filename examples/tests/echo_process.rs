@@ -12,6 +12,7 @@
 //! - FAULTS C2: registering the write buffers fails (memlock): a warning
 //!   naming the limit, and the server still serves.
 //! - SIGTERM ends a serving server with exit status 0 within the drain.
+//! - A log redirected to a file is plain text.
 
 #[path = "../../handlers/tests/support/mod.rs"]
 #[macro_use]
@@ -346,6 +347,39 @@ fn sigterm_stops_with_status_zero() {
             other => panic!("{backend}: the idle connection was not closed: {other:?}"),
         }
     }
+}
+
+/// Logging to a file, as an operator redirects it: plain text, no colour
+/// codes (`NO_COLOR` unset, so only the terminal check keeps them out).
+#[test]
+fn a_log_file_gets_no_colour_codes() {
+    let _serial = serial();
+    let path = std::env::temp_dir().join(format!("percore-echo-log-{}", std::process::id()));
+    let file = std::fs::File::create(&path).expect("create the log file");
+    let mut child = echo_cmd(&[])
+        .env_remove("NO_COLOR")
+        .stdout(std::process::Stdio::null())
+        .stderr(file)
+        .spawn()
+        .expect("spawn echo");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut log = String::new();
+    while !log.contains("listening on") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        log = std::fs::read_to_string(&path).unwrap_or_default();
+    }
+    // SAFETY: `kill` only sends a signal to the child's pid, which is ours
+    // to signal until `wait` below reaps it.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let status = child.wait().expect("wait for echo");
+    let log = std::fs::read_to_string(&path).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    assert!(status.success(), "echo exited with {status}:\n{log}");
+    assert!(log.contains("listening on"), "{log}");
+    assert!(
+        !log.contains('\x1b'),
+        "colour codes in the log file:\n{log}"
+    );
 }
 
 /// FAULTS C1: out of fds under `prlimit --nofile=64:64` with 200 clients
