@@ -71,7 +71,6 @@ impl Machine {
         panic!("no progress on {:?}", String::from_utf8_lossy(&self.buf));
     }
 
-    /// One head or body step; `false` when more input is needed.
     /// The end of the input. An incomplete head whose retry is not due yet
     /// is parsed once more: in the connection loop such a head ends at the
     /// head timeout (408) if no more bytes come, and this stands in for
@@ -84,6 +83,7 @@ impl Machine {
         self.feed(b"");
     }
 
+    /// One head or body step; `false` when more input is needed.
     fn step(&mut self) -> bool {
         let Some((event, dec)) = &mut self.body else {
             // As the connection loop does: an incomplete head is parsed
