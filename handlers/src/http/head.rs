@@ -29,8 +29,32 @@ pub const fn header_storage<'b, const N: usize>() -> [HeaderSlot<'b>; N] {
 /// the last attempt (the total work stays linear, and malformed bytes and
 /// limits are still found early) or when the head is longer than any
 /// complete head may be (so no more than that is ever held).
+///
+/// # Examples
+///
+/// ```
+/// use percore_handlers::http::{header_storage, max_head_len, parse_head, HeadRetry, Limits};
+///
+/// let limits = Limits::default();
+/// let mut retry = HeadRetry::default();
+/// let (mut head, mut parses) = (Vec::new(), 0);
+/// for byte in b"GET /a HTTP/1.1\r\nHost: a\r\n\r\n" {
+///     head.push(*byte); // one byte per read
+///     if !retry.due(&head, max_head_len(&limits)) {
+///         continue;
+///     }
+///     parses += 1;
+///     let mut storage = header_storage::<16>();
+///     match parse_head(&head, &mut storage, &limits) {
+///         Ok(None) => retry.tried(head.len()),
+///         Ok(Some(request)) => assert_eq!(request.path, "/a"),
+///         Err(e) => panic!("{e}"),
+///     }
+/// }
+/// assert_eq!(parses, 6); // at 1, 2, 4, 8 and 16 bytes, and at the end (28)
+/// ```
 #[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct HeadRetry {
+pub struct HeadRetry {
     /// Length of the head at the last attempt; 0 before the first.
     tried: usize,
 }
@@ -38,7 +62,7 @@ pub(crate) struct HeadRetry {
 impl HeadRetry {
     /// Whether to parse `head` (the incomplete head so far, grown since the
     /// last attempt) again; `max_len` is the longest head the limits allow.
-    pub(crate) fn due(&self, head: &[u8], max_len: usize) -> bool {
+    pub fn due(&self, head: &[u8], max_len: usize) -> bool {
         let tried = self.tried;
         tried == 0
             || head.len() >= tried.saturating_mul(2)
@@ -48,12 +72,12 @@ impl HeadRetry {
     }
 
     /// An attempt found the head incomplete at `len` bytes.
-    pub(crate) fn tried(&mut self, len: usize) {
+    pub fn tried(&mut self, len: usize) {
         self.tried = len;
     }
 
     /// A head was complete: the next one starts afresh.
-    pub(crate) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         self.tried = 0;
     }
 }
@@ -72,7 +96,7 @@ fn may_end_head(bytes: &[u8]) -> bool {
 
 /// The longest request head `limits` allow: a request line, its line
 /// ending, and a field section.
-pub(crate) fn max_head_len(limits: &Limits) -> usize {
+pub fn max_head_len(limits: &Limits) -> usize {
     limits
         .max_request_line
         .saturating_add(2)

@@ -136,7 +136,9 @@
 //! 1. Append received bytes to one input buffer and call [`parse_head`]
 //!    with caller-provided header storage. `Ok(None)` means "read more";
 //!    the limits of [`Limits`] are enforced on partial input too, so an
-//!    endless request line fails with 414 without waiting for a CRLF.
+//!    endless request line fails with 414 without waiting for a CRLF. For
+//!    a head that spans reads, ask [`HeadRetry::due`] before parsing again,
+//!    so that a head trickled a byte at a time is not parsed once per byte.
 //! 2. On `Ok(Some(head))`, note [`RequestHead::head_len`], answer 417/100
 //!    per [`RequestHead::expect_continue`], and build a [`BodyDecoder`] from
 //!    [`RequestHead::body`].
@@ -184,8 +186,9 @@ pub use encode::{
     ResponseHead, CONTINUE_100,
 };
 pub use error::HttpError;
-pub use head::{header_storage, parse_head, BodyKind, HeaderSlot, RequestHead};
-pub(crate) use head::{max_head_len, HeadRetry};
+pub use head::{
+    header_storage, max_head_len, parse_head, BodyKind, HeadRetry, HeaderSlot, RequestHead,
+};
 pub use limits::Limits;
 pub use request::Request;
 pub use response::Response;
