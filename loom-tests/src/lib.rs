@@ -7,7 +7,7 @@
 //! ```
 //!
 //! This library holds what the models share: the stand-in for a core's
-//! eventfd ([`Doorbell`]), a waker that rings one, and [`check`], which runs
+//! eventfd (`Doorbell`), a waker that rings one, and `check`, which runs
 //! a model and reports how many interleavings loom explored. See
 //! `loom-tests/README.md` for what each model proves.
 

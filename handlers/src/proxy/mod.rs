@@ -6,7 +6,7 @@
 //! # How a request flows
 //!
 //! 1. The [`FanOut`] service turns the request target into the origin-form
-//!    every sub-request carries ([`target`]): `/path?q` as sent, an
+//!    every sub-request carries (`target.rs`): `/path?q` as sent, an
 //!    absolute `http://host/path?q` cut down to `/path?q`, `OPTIONS *` as
 //!    sent. `CONNECT` is answered 501 (the proxy opens no tunnels) and a
 //!    target in no form its method may use 400, both before anything is
@@ -18,16 +18,16 @@
 //!    `Content-Length` and every line ends in CRLF (FAULTS A13, F10, F11).
 //! 2. It starts K branches ([`Config::width`]), spread round-robin over the
 //!    upstreams, each a future that takes a keep-alive connection from the
-//!    core's pool for its upstream ([`upstream`]), or connects under
-//!    [`Config::connect_timeout`], and runs one exchange ([`client`]).
+//!    core's pool for its upstream (`upstream.rs`), or connects under
+//!    [`Config::connect_timeout`], and runs one exchange (`client.rs`).
 //! 3. The branches run concurrently inside the request's own task, joined
-//!    by a small hand-written join ([`join`]) under the [`Policy`] and the
+//!    by a small hand-written join (`join.rs`) under the [`Policy`] and the
 //!    request's [`Config::deadline`]. When the policy is met, or can no
 //!    longer be met, the branches still running are dropped: their I/O is
 //!    cancelled safely (the driver keeps buffers until the kernel is done)
 //!    and their connections are closed, never returned to the pool with a
 //!    half-read response.
-//! 4. A met policy answers 200 with a JSON array ([`combine`]); otherwise
+//! 4. A met policy answers 200 with a JSON array (`combine.rs`); otherwise
 //!    502 (refused, reset, garbage, truncated, over a limit) or 504 (the
 //!    deadline or the connect timeout passed), with a plain-text body naming
 //!    each failed upstream and why.
@@ -83,9 +83,9 @@
 //! # Memory
 //!
 //! Per-request scratch comes from per-core free lists: request and response
-//! bytes live in reused `Vec<u8>`s ([`scratch::BufPool`]) and the branch
+//! bytes live in reused `Vec<u8>`s (`scratch.rs`) and the branch
 //! futures live in a [`bumpalo`] arena that is reset and reused after each
-//! request ([`scratch::ArenaPool`]). In steady state a request allocates
+//! request (`scratch.rs`). In steady state a request allocates
 //! nothing; a cancelled branch gives its buffer to the driver (which frees
 //! it at the completion), so only failures allocate.
 //!
