@@ -184,6 +184,10 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 keep_alive,
             );
             let result = h.service.call(&mut req, &mut res).await;
+            if let Err(e) = &result {
+                let (method, target) = (req.method(), req.path());
+                tracing::debug!(method, target, error = %e, "service failed");
+            }
             let drain =
                 result.is_ok() && keep_alive && res.streaming != Some(Streaming::UntilClose);
             let end = match req.body.end_now() {
@@ -257,10 +261,7 @@ fn complete<S>(
     let failed = match (end.failure, &result) {
         (Some(Failure::Gone), _) => return Outcome::Abort,
         (Some(Failure::Status(status)), _) => Some(status),
-        (None, Err(e)) => {
-            tracing::debug!(error = %e, "service failed");
-            Some(HttpError::of(e).map_or(500, |e| e.status))
-        }
+        (None, Err(e)) => Some(HttpError::of(e).map_or(500, |e| e.status)),
         (None, Ok(())) => None,
     };
     if let Some(status) = failed {

@@ -384,11 +384,8 @@ impl Service for FanOut {
         let method = req.method();
         let target = match origin_form(method, req.path()) {
             Ok(target) => target,
-            Err(refused) => {
-                tracing::debug!(method, target = req.path(), "fanout: refused: {refused}");
-                // The HTTP layer answers with its status and closes.
-                return Err(refused.into());
-            }
+            // The HTTP layer logs it, answers with its status and closes.
+            Err(refused) => return Err(refused.into()),
         };
         // The breaker answers before the body is read: no queue, no work
         // (the HTTP layer discards the unread body).
