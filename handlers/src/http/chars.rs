@@ -15,26 +15,7 @@ const fn classes() -> [u8; 256] {
     while i < 256 {
         let b = i as u8;
         let mut class = 0;
-        // §5.6.2 tchar.
-        if b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            )
-        {
+        if crate::tchar::is_tchar(b) {
             class |= TCHAR;
         }
         // §5.5 field-value bytes: VCHAR, SP, HTAB and obs-text; no CR, LF

@@ -17,6 +17,10 @@
 //! (`benches/src/tokio_fanout.rs`) compiles this very file too, so that
 //! both servers scan upstream heads with the same code.
 
+// By path, not through the crate: this file is compiled on its own too.
+#[path = "../tchar.rs"]
+mod tchar;
+
 /// Most header fields in an upstream response head.
 pub(crate) const MAX_FIELDS: usize = 64;
 
@@ -71,25 +75,7 @@ static TOKEN: [bool; 256] = {
     let mut table = [false; 256];
     let mut b = 0;
     while b < 256 {
-        let c = b as u8;
-        table[b] = c.is_ascii_alphanumeric()
-            || matches!(
-                c,
-                b'!' | b'#'
-                    | b'$'
-                    | b'%'
-                    | b'&'
-                    | b'\''
-                    | b'*'
-                    | b'+'
-                    | b'-'
-                    | b'.'
-                    | b'^'
-                    | b'_'
-                    | b'`'
-                    | b'|'
-                    | b'~'
-            );
+        table[b] = tchar::is_tchar(b as u8);
         b += 1;
     }
     table
