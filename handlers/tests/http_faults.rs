@@ -119,10 +119,13 @@ http_tests! {
         only_error(server.addr, &reversed, 400);
     }
 
-    /// A6: two Content-Length fields, differing or identical: 400.
+    /// A6: two Content-Length fields, differing or identical: 400, with a
+    /// body that says which rule the request broke.
     fn a06_duplicate_content_length(backend) {
         let server = TestServer::echo(backend);
         only_error(server.addr, &with_headers("Content-Length: 1\r\nContent-Length: 0\r\n", b"a"), 400);
+        let r = one(server.addr, &with_headers("Content-Length: 1\r\nContent-Length: 1\r\n", b"a"));
+        assert_eq!(r.body, b"Bad Request: duplicate Content-Length\n");
         only_error(server.addr, &with_headers("Content-Length: 5\r\nContent-Length: 5\r\n", b"hello"), 400);
         only_error(server.addr, &with_headers("Content-Length: 5, 5\r\n", b"hello"), 400);
     }
@@ -304,6 +307,7 @@ http_tests! {
         }
         let r = c.response();
         assert_eq!(r.status, 413);
+        assert_eq!(r.body, b"Content Too Large: chunked body over limit\n");
         assert!(r.closes());
         c.expect_eof();
         // Exactly at the limit is fine.

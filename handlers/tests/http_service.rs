@@ -153,10 +153,14 @@ http_tests! {
 
     /// A service error is a 500 (or the status of an `HttpError`), with
     /// `Connection: close`.
+    /// An `HttpError`'s reason reaches the client; any other error's text
+    /// stays in the server's log.
     fn service_errors(backend) {
         let server = api(backend);
         expect_error(server.addr, &get("/fail"), 500);
         expect_error(server.addr, &get("/teapot"), 418);
+        assert_eq!(one(server.addr, &get("/fail")).body, b"Internal Server Error\n");
+        assert_eq!(one(server.addr, &get("/teapot")).body, b"short and stout\n");
     }
 
     /// Header values that could split the response, non-token names and

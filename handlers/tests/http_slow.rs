@@ -39,6 +39,7 @@ http_tests! {
         let r = c.response();
         let elapsed = started.elapsed();
         assert_eq!(r.status, 408);
+        assert_eq!(r.body, b"Request Timeout: request head timed out\n");
         assert!(r.closes());
         assert!(
             elapsed >= Duration::from_millis(700) && elapsed < Duration::from_millis(2500),
@@ -139,6 +140,7 @@ http_tests! {
         let r = slow.response();
         let elapsed = started.elapsed();
         assert_eq!(r.status, 408);
+        assert_eq!(r.body, b"Request Timeout: request body timed out\n");
         assert!(r.closes());
         assert!(elapsed >= Duration::from_millis(700) && elapsed < Duration::from_millis(2500), "{elapsed:?}");
         slow.expect_eof();

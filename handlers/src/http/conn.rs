@@ -114,8 +114,9 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             Waited::Done(Ok(None)) => return Ok(()),
             Waited::Done(Err(e)) => return Err(e),
             Waited::TimedOut if head_started.is_some() => {
+                let e = HttpError::timeout("request head timed out");
                 h.date
-                    .with(|d| wire.with_out(|out| error_response(out, 408, d)));
+                    .with(|d| wire.with_out(|out| error_response(out, &e, d)));
                 return close(&wire, config).await;
             }
             // Idle: close without a word (no 408, see Config).
@@ -154,7 +155,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 Err(e) => {
                     tracing::debug!(error = %e, "bad request");
                     h.date
-                        .with(|d| wire.with_out(|out| error_response(out, e.status, d)));
+                        .with(|d| wire.with_out(|out| error_response(out, &e, d)));
                     break Next::Close;
                 }
             };
@@ -260,23 +261,23 @@ fn complete<S>(
 ) -> Outcome {
     let failed = match (end.failure, &result) {
         (Some(Failure::Gone), _) => return Outcome::Abort,
-        (Some(Failure::Status(status)), _) => Some(status),
-        (None, Err(e)) => Some(HttpError::of(e).map_or(500, |e| e.status)),
+        (Some(Failure::Refused(e)), _) => Some(e),
+        (None, Err(e)) => Some(HttpError::of(e).unwrap_or(HttpError::internal())),
         (None, Ok(())) => None,
     };
-    if let Some(status) = failed {
+    if let Some(e) = failed {
         if res.streaming.is_some() {
             // The head is out: only an incomplete response can tell the
             // client something went wrong.
             return Outcome::Abort;
         }
-        let status = if (400..=599).contains(&status) {
-            status
+        let e = if (400..=599).contains(&e.status) {
+            e
         } else {
-            500
+            HttpError::internal()
         };
         h.date
-            .with(|d| wire.with_out(|out| error_response(out, status, d)));
+            .with(|d| wire.with_out(|out| error_response(out, &e, d)));
         return Outcome::Close;
     }
     // The stop may have begun while the service ran (say, while it read a
@@ -327,7 +328,7 @@ fn complete<S>(
             if encoded.is_err() {
                 // Unreachable in practice: headers are checked as added.
                 h.date
-                    .with(|d| wire.with_out(|out| error_response(out, 500, d)));
+                    .with(|d| wire.with_out(|out| error_response(out, &HttpError::internal(), d)));
                 return Outcome::Close;
             }
         }

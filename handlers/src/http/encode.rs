@@ -154,18 +154,31 @@ pub fn encode_last_chunk(out: &mut Vec<u8>) {
     out.extend_from_slice(b"0\r\n\r\n");
 }
 
-/// Appends a complete error response: `Connection: close` and a short
-/// text body. The caller must close the connection after writing it
-/// (FAULTS: every error response closes).
-pub fn error_response(out: &mut Vec<u8>, status: u16, date: &DateCache) {
-    let reason = reason_phrase(status).as_bytes();
-    status_line(out, status);
+/// Appends a complete error response: `Connection: close` and a one-line
+/// text body, the reason phrase followed by the error's own reason when it
+/// has one (`Bad Request: duplicate Content-Length`), so that whoever reads
+/// the answer learns what to fix. The caller must close the connection
+/// after writing it (FAULTS: every error response closes).
+pub fn error_response(out: &mut Vec<u8>, error: &HttpError, date: &DateCache) {
+    let phrase = reason_phrase(error.status).as_bytes();
+    let detail = error.reason.as_bytes();
+    let separator: &[u8] = if phrase.is_empty() || detail.is_empty() {
+        b""
+    } else {
+        b": "
+    };
+    status_line(out, error.status);
     out.extend_from_slice(date.line());
     out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
-    content_length(out, reason.len() as u64 + 1);
+    content_length(
+        out,
+        (phrase.len() + separator.len() + detail.len() + 1) as u64,
+    );
     out.extend_from_slice(CLOSE);
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(reason);
+    out.extend_from_slice(phrase);
+    out.extend_from_slice(separator);
+    out.extend_from_slice(detail);
     out.extend_from_slice(b"\n");
 }
 
@@ -411,12 +424,22 @@ mod tests {
         assert_eq!(out, expected);
 
         out.clear();
-        error_response(&mut out, 431, &date());
+        error_response(
+            &mut out,
+            &HttpError::fields_too_large("too many header fields"),
+            &date(),
+        );
         let text = String::from_utf8_lossy(&out);
         assert!(text.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"));
         assert!(text.contains("\r\nConnection: close\r\n"));
-        assert!(text.contains("\r\nContent-Length: 32\r\n"));
-        assert!(text.ends_with("\r\n\r\nRequest Header Fields Too Large\n"));
+        assert!(text.contains("\r\nContent-Length: 56\r\n"));
+        assert!(text.ends_with("\r\n\r\nRequest Header Fields Too Large: too many header fields\n"));
+
+        out.clear();
+        error_response(&mut out, &HttpError::internal(), &date());
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains("\r\nContent-Length: 22\r\n"));
+        assert!(text.ends_with("\r\n\r\nInternal Server Error\n"));
 
         out.clear();
         method_not_allowed(&mut out, b"GET, HEAD", &date(), true, 1).expect("valid Allow");

@@ -4,15 +4,20 @@ use std::fmt;
 
 /// A request the server refuses to process.
 ///
-/// Carries the status code to send back and a static reason for the log.
-/// Every `HttpError` ends the connection: once framing is in doubt, no
+/// Carries the status code to send back and a static reason, which is
+/// logged and also sent to the client as the body of the error response
+/// (see [`error_response`](super::error_response)), so it must say what
+/// was wrong with the request without revealing anything else. Every
+/// `HttpError` ends the connection: once framing is in doubt, no
 /// later byte on the connection can be trusted to start a new request
 /// (RFC 9112 §11.2, request smuggling).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpError {
-    /// Status code to answer with: 400, 413, 414, 417, 431, 500, 501 or 505.
+    /// Status code to answer with: 400, 408, 413, 414, 417, 431, 500, 501
+    /// or 505.
     pub status: u16,
-    /// Short, static description of the cause, for logs and metrics only.
+    /// Short, static description of the cause, for the client and the log;
+    /// empty when the status says all there is to say.
     pub reason: &'static str,
 }
 
@@ -22,6 +27,22 @@ impl HttpError {
         Self {
             status: 400,
             reason,
+        }
+    }
+
+    /// 408 Request Timeout: the head or body did not arrive in time.
+    pub(crate) const fn timeout(reason: &'static str) -> Self {
+        Self {
+            status: 408,
+            reason,
+        }
+    }
+
+    /// 500 Internal Server Error, with nothing for the client to learn.
+    pub(crate) const fn internal() -> Self {
+        Self {
+            status: 500,
+            reason: "",
         }
     }
 
@@ -76,7 +97,11 @@ impl HttpError {
 
 impl fmt::Display for HttpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.status, self.reason)
+        if self.reason.is_empty() {
+            write!(f, "{}", self.status)
+        } else {
+            write!(f, "{} {}", self.status, self.reason)
+        }
     }
 }
 

@@ -126,8 +126,8 @@ impl std::fmt::Debug for Request<'_> {
 /// loop answers correctly whatever the service did with the error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Failure {
-    /// Answer with this status (400, 408, 413, 431), then close.
-    Status(u16),
+    /// Answer with this error (400, 408, 413, 431), then close.
+    Refused(HttpError),
     /// The peer went away (end of stream, reset, write failure): close
     /// without answering.
     Gone,
@@ -338,14 +338,15 @@ impl<'r> BodyReader<'r> {
                 Err(e)
             }
             Waited::TimedOut | Waited::Stopped => {
-                self.failure = Some(Failure::Status(408));
-                Err(failure_error(Failure::Status(408)))
+                let e = HttpError::timeout("request body timed out");
+                self.failure = Some(Failure::Refused(e));
+                Err(failure_error(Failure::Refused(e)))
             }
         }
     }
 
     fn fail_with(&mut self, e: HttpError) -> io::Error {
-        self.failure = Some(Failure::Status(e.status));
+        self.failure = Some(Failure::Refused(e));
         io::Error::new(io::ErrorKind::InvalidData, e)
     }
 
@@ -399,8 +400,8 @@ impl<'r> BodyReader<'r> {
 
 fn failure_error(f: Failure) -> io::Error {
     match f {
-        Failure::Status(408) => io::Error::new(io::ErrorKind::TimedOut, "request body timed out"),
-        Failure::Status(_) => io::Error::new(io::ErrorKind::InvalidData, "malformed request body"),
+        Failure::Refused(e) if e.status == 408 => io::Error::new(io::ErrorKind::TimedOut, e),
+        Failure::Refused(e) => io::Error::new(io::ErrorKind::InvalidData, e),
         Failure::Gone => io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "connection closed before the end of the request body",

@@ -24,8 +24,9 @@ use super::{Config, DateCache, Request, Response};
 /// Implement it with `async fn call`. Returning `Err` ends the exchange:
 /// if the error wraps an [`HttpError`](super::HttpError) (as errors from
 /// [`Request::body`] do, and as `HttpError`'s `Into<io::Error>` makes
-/// them), the client gets that status, otherwise 500; either way the
-/// connection then closes.
+/// them), the client gets that status with its reason as the body,
+/// otherwise a bare 500 (the error itself is logged, not sent); either way
+/// the connection then closes.
 ///
 /// # Examples
 ///
