@@ -242,6 +242,26 @@ http_tests! {
         assert_eq!(one(server.addr, b"GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n").status, 200);
     }
 
+    /// The refusal of a `HEAD` request has the fields of any other and no
+    /// body (RFC 9110 §9.3.2), whether the head was malformed, refused, or
+    /// never finished.
+    fn error_answers_to_head_have_no_body(backend) {
+        let server = TestServer::echo_with(backend, short_config());
+        for (raw, status) in [
+            (&b"HEAD / HTTP/1.1\r\n\r\n"[..], 400),
+            (b"HEAD / HTTP/1.1\r\nHost: t\r\nExpect: tea\r\n\r\n", 417),
+            (b"HEAD / HTTP/1.1\r\nHost: t\r\n", 408),
+        ] {
+            let mut c = Client::connect(server.addr);
+            c.send(raw);
+            let r = c.response_to(true);
+            assert_eq!(r.status, status, "{:?}", String::from_utf8_lossy(raw));
+            assert!(r.closes());
+            assert!(r.header("content-length").is_some_and(|n| n != "0"), "the length a GET would get");
+            c.expect_eof();
+        }
+    }
+
     /// A15: an unsupported major version is 505; malformed versions and
     /// HTTP/0.9 are 400.
     fn a15_versions(backend) {

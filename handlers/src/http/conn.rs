@@ -115,8 +115,9 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             Waited::Done(Err(e)) => return Err(e),
             Waited::TimedOut if head_started.is_some() => {
                 let e = HttpError::timeout("request head timed out");
+                let head_only = names_head(&carry);
                 h.date
-                    .with(|d| wire.with_out(|out| error_response(out, &e, d)));
+                    .with(|d| wire.with_out(|out| error_response(out, &e, head_only, d)));
                 return close(&wire, config).await;
             }
             // Idle: close without a word (no 408, see Config).
@@ -154,8 +155,9 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "bad request");
-                    h.date
-                        .with(|d| wire.with_out(|out| error_response(out, &e, d)));
+                    h.date.with(|d| {
+                        wire.with_out(|out| error_response(out, &e, names_head(bytes), d))
+                    });
                     break Next::Close;
                 }
             };
@@ -277,7 +279,7 @@ fn complete<S>(
             HttpError::internal()
         };
         h.date
-            .with(|d| wire.with_out(|out| error_response(out, &e, d)));
+            .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
         return Outcome::Close;
     }
     // The stop may have begun while the service ran (say, while it read a
@@ -327,8 +329,11 @@ fn complete<S>(
             });
             if encoded.is_err() {
                 // Unreachable in practice: headers are checked as added.
-                h.date
-                    .with(|d| wire.with_out(|out| error_response(out, &HttpError::internal(), d)));
+                h.date.with(|d| {
+                    wire.with_out(|out| {
+                        error_response(out, &HttpError::internal(), res.head_only, d)
+                    })
+                });
                 return Outcome::Close;
             }
         }
@@ -369,6 +374,12 @@ fn quiet(e: io::Error) -> io::Result<()> {
     } else {
         Err(e)
     }
+}
+
+/// Whether a request, complete or not, is a `HEAD`: the answer to one
+/// has no body, even when it refuses the request (RFC 9110 §9.3.2).
+fn names_head(request: &[u8]) -> bool {
+    request.starts_with(b"HEAD ")
 }
 
 /// Frees a buffer that grew past [`KEEP_CAPACITY`] for one large message,

@@ -157,9 +157,11 @@ pub fn encode_last_chunk(out: &mut Vec<u8>) {
 /// Appends a complete error response: `Connection: close` and a one-line
 /// text body, the reason phrase followed by the error's own reason when it
 /// has one (`Bad Request: duplicate Content-Length`), so that whoever reads
-/// the answer learns what to fix. The caller must close the connection
-/// after writing it (FAULTS: every error response closes).
-pub fn error_response(out: &mut Vec<u8>, error: &HttpError, date: &DateCache) {
+/// the answer learns what to fix. The answer to a `HEAD` request
+/// (`head_only`) has the same fields and no body (RFC 9110 §9.3.2). The
+/// caller must close the connection after writing it (FAULTS: every error
+/// response closes).
+pub fn error_response(out: &mut Vec<u8>, error: &HttpError, head_only: bool, date: &DateCache) {
     let phrase = reason_phrase(error.status).as_bytes();
     let detail = error.reason.as_bytes();
     let separator: &[u8] = if phrase.is_empty() || detail.is_empty() {
@@ -176,10 +178,12 @@ pub fn error_response(out: &mut Vec<u8>, error: &HttpError, date: &DateCache) {
     );
     out.extend_from_slice(CLOSE);
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(phrase);
-    out.extend_from_slice(separator);
-    out.extend_from_slice(detail);
-    out.extend_from_slice(b"\n");
+    if !head_only {
+        out.extend_from_slice(phrase);
+        out.extend_from_slice(separator);
+        out.extend_from_slice(detail);
+        out.extend_from_slice(b"\n");
+    }
 }
 
 /// Appends a complete 405 response with the `Allow` header RFC 9110 §15.5.6
@@ -427,6 +431,7 @@ mod tests {
         error_response(
             &mut out,
             &HttpError::fields_too_large("too many header fields"),
+            false,
             &date(),
         );
         let text = String::from_utf8_lossy(&out);
@@ -436,10 +441,22 @@ mod tests {
         assert!(text.ends_with("\r\n\r\nRequest Header Fields Too Large: too many header fields\n"));
 
         out.clear();
-        error_response(&mut out, &HttpError::internal(), &date());
+        error_response(&mut out, &HttpError::internal(), false, &date());
         let text = String::from_utf8_lossy(&out);
         assert!(text.contains("\r\nContent-Length: 22\r\n"));
         assert!(text.ends_with("\r\n\r\nInternal Server Error\n"));
+
+        out.clear();
+        error_response(&mut out, &HttpError::internal(), true, &date());
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.contains("\r\nContent-Length: 22\r\n"),
+            "the length GET would get"
+        );
+        assert!(
+            text.ends_with("\r\nConnection: close\r\n\r\n"),
+            "no body: {text:?}"
+        );
 
         out.clear();
         method_not_allowed(&mut out, b"GET, HEAD", &date(), true, 1).expect("valid Allow");

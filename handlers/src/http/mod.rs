@@ -154,7 +154,7 @@
 //! match http::parse_head(&inbuf, &mut storage, &limits) {
 //!     Ok(None) => { /* read more */ }
 //!     Ok(Some(head)) => { /* decode body from inbuf[head.head_len..] */ }
-//!     Err(e) => { http::error_response(&mut out, &e, &date); /* close */ }
+//!     Err(e) => { http::error_response(&mut out, &e, inbuf.starts_with(b"HEAD "), &date); /* close */ }
 //! }
 //! ```
 
