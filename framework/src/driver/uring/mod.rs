@@ -11,6 +11,7 @@ mod enter;
 pub(crate) mod fault;
 mod fixed;
 pub(crate) mod ops;
+mod ring_depth;
 mod setup;
 mod teardown;
 
@@ -79,6 +80,9 @@ pub(crate) struct Driver {
     graveyard: Vec<Retained>,
     /// Completion queues of finished multishots, reused by the next ones.
     spare_queues: Vec<VecDeque<Cqe>>,
+    /// Multishots that received into a ring buffer in this turn while
+    /// nothing was queued for them: about the connections that receive.
+    receivers: u32,
     stats: Arc<CoreStats>,
 }
 
@@ -173,6 +177,7 @@ impl Driver {
             stream_cap: buf_config.stream_cap,
             graveyard: Vec::new(),
             spare_queues: Vec::new(),
+            receivers: 0,
             stats,
         };
         if driver.buf_ring.is_none() {
@@ -436,6 +441,9 @@ impl Driver {
     /// unless `timeout` is zero; then dispatch every ready completion.
     pub(crate) fn park(&mut self, timeout: Option<Duration>) {
         self.arm_wake();
+        if let Some(ring) = &self.buf_ring {
+            ring.top_up();
+        }
         let wait = timeout != Some(Duration::ZERO);
         match self.enter.enter(&mut self.ring, wait, self.busy, timeout) {
             Ok(true) => {
@@ -454,6 +462,9 @@ impl Driver {
             }
         }
         let reaped = self.reap();
+        if let Some(ring) = &self.buf_ring {
+            ring.end_turn(std::mem::take(&mut self.receivers));
+        }
         // A zero-timeout poll says nothing about load: keep the last verdict.
         if wait {
             let threshold = if self.busy { BATCH_STAY } else { BATCH_ENGAGE };
@@ -498,13 +509,17 @@ impl Driver {
         }
         let key = user_data as usize;
         let more = cqueue::more(cqe.flags);
-        if cqueue::buffer_select(cqe.flags).is_some() {
+        let buffered = cqueue::buffer_select(cqe.flags).is_some();
+        if buffered {
             if let Some(ring) = &self.buf_ring {
                 ring.taken();
             }
         }
         if cqe.res == -libc::ENOBUFS {
             self.stats.buffer_exhausted.add(1);
+            if let Some(ring) = &self.buf_ring {
+                ring.starved();
+            }
         }
         let stream_cap = self.stream_cap;
         let Some(op) = self.ops.get_mut(key) else {
@@ -526,6 +541,9 @@ impl Driver {
                 ended,
                 cancelling,
             } => {
+                if buffered && queue.is_empty() {
+                    self.receivers += 1;
+                }
                 if !more {
                     *ended = true;
                     self.stats.multishot_ended.add(1);
