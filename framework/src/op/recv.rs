@@ -4,7 +4,8 @@
 //! ring and queues completions in the socket's standing slot; a read takes
 //! the next one. When the ring runs dry (`ENOBUFS`) the next read is a
 //! single-shot receive into a pool buffer, and the multishot is re-armed
-//! after it. epoll: a non-blocking `recv` into a pool buffer.
+//! as soon as that completes. epoll: a non-blocking `recv` into a pool
+//! buffer.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -124,7 +125,18 @@ fn poll_uring(
                         pool.put(buf);
                         Ok(None)
                     }
-                    Ok(n) => Ok(Some(RecvBuf::from_pool(pool.clone(), buf, n as usize))),
+                    Ok(n) => {
+                        // Re-arm the multishot now, not at the next read: a
+                        // socket left idle (a pooled upstream connection)
+                        // must still see its peer's close.
+                        if d.multishot() {
+                            let sqe = opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BUF_GROUP)
+                                .build();
+                            let key = d.push(sqe, OpKind::Recv, true, Retained::Fd(fd.retain()));
+                            standing.set(Standing::Multishot(key));
+                        }
+                        Ok(Some(RecvBuf::from_pool(pool.clone(), buf, n as usize)))
+                    }
                     Err(e) => {
                         pool.put(buf);
                         Err(e)

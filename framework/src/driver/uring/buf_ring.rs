@@ -139,7 +139,9 @@ impl BufRing {
 
     /// Buffers held by completions and leases right now.
     pub(crate) fn leased(&self) -> usize {
-        u32::from(self.count) as usize - self.provided.get() as usize - self.reserve.borrow().len()
+        (usize::from(self.count))
+            .saturating_sub(self.provided.get() as usize)
+            .saturating_sub(self.reserve.borrow().len())
     }
 
     /// Records that a completion took a buffer out of the ring.
