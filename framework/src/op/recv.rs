@@ -64,8 +64,7 @@ fn poll_uring(
         match standing.get() {
             Standing::Idle => {
                 let key = if d.multishot() && !ring_dry.get() {
-                    let sqe = opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BUF_GROUP).build();
-                    Standing::Multishot(d.push(sqe, OpKind::Recv, true, Retained::Fd(fd.retain())))
+                    arm_multishot(d, fd)
                 } else {
                     ring_dry.set(false);
                     let mut buf = pool.get();
@@ -130,10 +129,7 @@ fn poll_uring(
                         // socket left idle (a pooled upstream connection)
                         // must still see its peer's close.
                         if d.multishot() {
-                            let sqe = opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BUF_GROUP)
-                                .build();
-                            let key = d.push(sqe, OpKind::Recv, true, Retained::Fd(fd.retain()));
-                            standing.set(Standing::Multishot(key));
+                            standing.set(arm_multishot(d, fd));
                         }
                         Ok(Some(RecvBuf::from_pool(pool.clone(), buf, n as usize)))
                     }
@@ -145,6 +141,12 @@ fn poll_uring(
             }
         }
     }
+}
+
+/// Queues a multishot receive from the buffer ring on `fd`.
+fn arm_multishot(d: &mut crate::driver::uring::Driver, fd: &SharedFd) -> Standing {
+    let sqe = opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BUF_GROUP).build();
+    Standing::Multishot(d.push(sqe, OpKind::Recv, true, Retained::Fd(fd.retain())))
 }
 
 fn poll_epoll(
