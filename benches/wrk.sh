@@ -10,7 +10,9 @@
 # /proc/PID/stat during each run, requests per server CPU-second, and the
 # share of that CPU time spent in user space (the rest is the kernel's: TCP,
 # syscalls, wake-ups; no user-space change can save more than the user
-# share). wrk is pinned to the CPU the server does not use; with two server
+# share), and requests per kernel CPU-second ("kreq/kernel-s": the ceiling
+# of kreq/CPU-s for that server's kernel path, were its user space free).
+# wrk is pinned to the CPU the server does not use; with two server
 # cores nothing is pinned (as in BASELINES.md).
 #
 # SERVICE=http (default) loads `http_echo` (GET, the 20-byte JSON answer).
@@ -159,7 +161,7 @@ for cores in $CORESETS; do
     if [[ -n $free_cpu ]]; then wrk_cmd=(taskset -c "$free_cpu" wrk); pin="wrk on CPU $free_cpu";
     else wrk_cmd=(wrk); pin="nothing pinned"; fi
     for width in $WIDTHS; do
-        declare -A rps=() p99=() kcpu=() util=() ushare=()
+        declare -A rps=() p99=() kcpu=() util=() ushare=() kern=()
         for run in $(seq "$RUNS"); do
             for backend in $BACKENDS; do
                 start_server "$backend" "$cores" "$width"
@@ -181,21 +183,22 @@ $out"
                 rps[$backend]+="$r "; p99[$backend]+="$(to_ms "$l") "
                 kcpu[$backend]+="$(awk -v r="$r" -v d="$DURATION" -v c="$cpu_s" 'BEGIN { if (c > 0) printf "%.1f", r * d / c / 1000; else print "nan" }') "
                 ushare[$backend]+="$(awk -v u=$((u1 - u0)) -v t=$((t1 - t0)) 'BEGIN { if (t > 0) printf "%.0f", 100 * u / t; else print "nan" }') "
+                kern[$backend]+="$(awk -v r="$r" -v d="$DURATION" -v k=$((t1 - t0 - u1 + u0)) -v h="$clk" 'BEGIN { if (k > 0) printf "%.1f", r * d * h / k / 1000; else print "nan" }') "
                 util[$backend]+="$(awk -v c="$cpu_s" -v a="$s0" -v b="$s1" -v n="$ncores" 'BEGIN { printf "%.0f", 100 * c / (b - a) / n }') "
                 echo "  $backend cores=$cores width=$width run $run: ${r} req/s, p99 $(to_ms "$l") ms, server CPU ${cpu_s} s" >&2
             done
         done
         for backend in $BACKENDS; do
             # shellcheck disable=SC2086 # word splitting of the collected values is intended
-            results+=("$(printf '%-6s %-6s %-5s %10.1f %9s %9s %11s %7s   %s' "$backend" "$cores" "$width" \
+            results+=("$(printf '%-6s %-6s %-5s %10.1f %9s %9s %11s %7s %13s   %s' "$backend" "$cores" "$width" \
                 "$(awk -v r="$(median ${rps[$backend]})" 'BEGIN { print r / 1000 }')" \
                 "$(median ${p99[$backend]})" "$(median ${util[$backend]})%" "$(median ${kcpu[$backend]})" \
-                "$(median ${ushare[$backend]})%" "$pin")")
+                "$(median ${ushare[$backend]})%" "$(median ${kern[$backend]})" "$pin")")
         done
-        unset rps p99 kcpu util ushare
+        unset rps p99 kcpu util ushare kern
     done
 done
 
 echo
-printf '%-6s %-6s %-5s %10s %9s %9s %11s %7s   %s\n' server cores width kRPS "p99 ms" "srv CPU" "kreq/CPU-s" "user" placement
+printf '%-6s %-6s %-5s %10s %9s %9s %11s %7s %13s   %s\n' server cores width kRPS "p99 ms" "srv CPU" "kreq/CPU-s" "user" "kreq/kernel-s" placement
 for line in "${results[@]}"; do echo "$line"; done
