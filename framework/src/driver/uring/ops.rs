@@ -7,7 +7,8 @@
 //! future that polls it; if that future is dropped first, the slot becomes
 //! `Orphaned`, takes ownership of the future's resources, and is cleaned up
 //! when the completion arrives. That is what makes dropping a future with an
-//! operation in flight safe.
+//! operation in flight safe. The driver's methods that release, orphan and
+//! cancel operations live here too.
 
 use std::any::Any;
 use std::collections::VecDeque;
@@ -15,6 +16,9 @@ use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::task::Waker;
 
+use io_uring::{cqueue, opcode};
+
+use super::{CANCEL_TOKEN, SPARE_QUEUES};
 use crate::sys::RawAddr;
 
 /// The `user_data` of an operation: its slot in the table.
@@ -77,4 +81,99 @@ pub(crate) struct Op {
     pub(crate) kind: OpKind,
     pub(crate) state: OpState,
     pub(crate) retained: Retained,
+}
+
+impl super::Driver {
+    /// The owner of `key` is done with it. A finished operation is removed
+    /// and its resources returned; one still in flight is cancelled and
+    /// orphaned, keeping `extra` (the dropped future's buffer) alive with it.
+    pub(crate) fn release(&mut self, key: OpKey, extra: Retained) -> Option<Retained> {
+        let op = self.ops.get_mut(key.0)?;
+        let kind = op.kind;
+        match &mut op.state {
+            OpState::Done(cqe) => {
+                let cqe = *cqe;
+                self.cleanup(kind, cqe);
+                let retained = self.remove_op(key.0)?;
+                self.graveyard.push(extra);
+                Some(retained)
+            }
+            OpState::Stream { queue, ended, .. } => {
+                let ended = *ended;
+                let mut queued = std::mem::take(queue);
+                for cqe in queued.drain(..) {
+                    self.cleanup(kind, cqe);
+                }
+                if let Some(Op {
+                    state: OpState::Stream { queue, .. },
+                    ..
+                }) = self.ops.get_mut(key.0)
+                {
+                    *queue = queued;
+                }
+                if ended {
+                    let retained = self.remove_op(key.0)?;
+                    self.graveyard.push(extra);
+                    return Some(retained);
+                }
+                self.orphan(key, extra);
+                None
+            }
+            OpState::Waiting(_) => {
+                self.orphan(key, extra);
+                None
+            }
+            OpState::Orphaned => None,
+        }
+    }
+
+    /// Removes a finished operation, keeping its completion queue (if it
+    /// was a multishot) for the next one: re-arming a receive must not
+    /// allocate.
+    pub(super) fn remove_op(&mut self, key: usize) -> Option<Retained> {
+        let op = self.ops.remove(key)?;
+        if let OpState::Stream { mut queue, .. } = op.state {
+            if self.spare_queues.len() < SPARE_QUEUES {
+                queue.clear();
+                self.spare_queues.push(queue);
+            }
+        }
+        Some(op.retained)
+    }
+
+    fn orphan(&mut self, key: OpKey, extra: Retained) {
+        if let Some(op) = self.ops.get_mut(key.0) {
+            op.state = OpState::Orphaned;
+            if !matches!(extra, Retained::None) {
+                let previous = std::mem::replace(&mut op.retained, extra);
+                self.graveyard.push(previous);
+            }
+        }
+        self.cancel(key);
+    }
+
+    pub(super) fn cancel(&mut self, key: OpKey) {
+        let sqe = opcode::AsyncCancel::new(key.0 as u64)
+            .build()
+            .user_data(CANCEL_TOKEN);
+        if self.push_sqe(&sqe).is_err() {
+            tracing::warn!(
+                key = key.0,
+                "could not queue a cancellation; the operation runs to completion"
+            );
+        }
+    }
+
+    /// Gives back what an orphaned completion carried: a buffer from the
+    /// ring, or the fd of a connection accepted for nobody.
+    pub(super) fn cleanup(&mut self, kind: OpKind, cqe: Cqe) {
+        if let Some(bid) = cqueue::buffer_select(cqe.flags) {
+            if let Some(ring) = &self.buf_ring {
+                ring.recycle(bid);
+            }
+        }
+        if kind == OpKind::Accept && cqe.res >= 0 {
+            drop(crate::sys::owned_fd(cqe.res));
+        }
+    }
 }
