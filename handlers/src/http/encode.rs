@@ -187,7 +187,9 @@ pub fn error_response(out: &mut Vec<u8>, error: &HttpError, head_only: bool, dat
 }
 
 /// Appends a complete 405 response with the `Allow` header RFC 9110 §15.5.6
-/// requires, e.g. `allow = b"GET, HEAD"`.
+/// requires, e.g. `allow = b"GET, HEAD"`. The answer to a `HEAD` request
+/// (`head_only`) has the same fields and no body (RFC 9110 §9.3.2), as with
+/// [`error_response`].
 ///
 /// # Errors
 ///
@@ -198,6 +200,7 @@ pub fn method_not_allowed(
     date: &DateCache,
     keep_alive: bool,
     version: u8,
+    head_only: bool,
 ) -> Result<(), HttpError> {
     const BODY: &[u8] = b"Method Not Allowed\n";
     let head = ResponseHead {
@@ -208,7 +211,9 @@ pub fn method_not_allowed(
         ..ResponseHead::new(405, Framing::Length(BODY.len() as u64))
     };
     head.encode(date, out)?;
-    out.extend_from_slice(BODY);
+    if !head_only {
+        out.extend_from_slice(BODY);
+    }
     Ok(())
 }
 
@@ -459,11 +464,23 @@ mod tests {
         );
 
         out.clear();
-        method_not_allowed(&mut out, b"GET, HEAD", &date(), true, 1).expect("valid Allow");
+        method_not_allowed(&mut out, b"GET, HEAD", &date(), true, 1, false).expect("valid Allow");
         let text = String::from_utf8_lossy(&out);
         assert!(text.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"));
         assert!(text.contains("\r\nAllow: GET, HEAD\r\n"));
         assert!(text.ends_with("\r\n\r\nMethod Not Allowed\n"));
+
+        out.clear();
+        method_not_allowed(&mut out, b"GET", &date(), true, 1, true).expect("valid Allow");
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.contains("\r\nContent-Length: 19\r\n"),
+            "the length GET would get: {text:?}"
+        );
+        assert!(
+            text.ends_with("\r\nAllow: GET\r\n\r\n"),
+            "no body: {text:?}"
+        );
         assert_eq!(CONTINUE_100, b"HTTP/1.1 100 Continue\r\n\r\n");
     }
 }
