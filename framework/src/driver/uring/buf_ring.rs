@@ -10,7 +10,7 @@
 //! # A shallow ring over a LIFO reserve
 //!
 //! The kernel takes buffers in ring order, so a ring holding every buffer
-//! cycles through all of them: with 256 of 32 KiB, each receive writes
+//! cycles through all of them: with 256 of 32 KiB, each receive wrote
 //! into memory last touched 8 MiB of traffic ago, far out of cache. A bulk
 //! transfer on io_uring then spent half as much CPU again as the same
 //! transfer on epoll, whose pool hands back the buffer freed last. So only
