@@ -4,8 +4,9 @@
 //! reports refusals, and one dropped mid-flight leaves no socket behind;
 //! `shutdown_write` gives the peer its end of stream; data and a hang-up
 //! that arrive together are both read; `write_all` resumes after partial
-//! sends and completes an empty write at once; `block_on` returns
-//! even when its future finishes without any I/O.
+//! sends and completes an empty write at once; a bulk stream read in
+//! bursts arrives in order, and a close after it is seen without a waiting
+//! read; `block_on` returns even when its future finishes without any I/O.
 
 #[macro_use]
 mod support;
@@ -243,6 +244,59 @@ backend_tests! {
                 let end = timeout(IO_TIMEOUT, stream.read()).await;
                 assert!(matches!(end, Ok(Ok(None))), "round {round}: no end of stream: {end:?}");
             }
+        })
+        .expect("block_on");
+        peer.join().expect("peer thread");
+    }
+
+    /// A bulk stream in bursts of a megabyte with pauses between them, read
+    /// by a reader that now and then falls behind, arrives complete and in
+    /// order. On io_uring each burst fills whole buffers, which ends the
+    /// multishot receive (its queued completions are read first) for
+    /// single-shot reads into pool buffers, and each pause drains the
+    /// socket, which arms the multishot again. After the stream the socket
+    /// still sees its peer's close while nothing reads: a read polled once,
+    /// later, reports the end of stream at once.
+    fn bulk_bursts_arrive_in_order_and_a_later_close_is_seen(backend) {
+        const BURST: usize = 1 << 20;
+        const BURSTS: usize = 6;
+        let listener = StdListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+            for burst in 0..BURSTS {
+                s.write_all(pattern(burst, BURST)).expect("write");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // Close only once the client has read everything.
+            let mut done = [0u8; 1];
+            s.read_exact(&mut done).expect("the client's signal");
+        });
+        percore::block_on(backend, async move {
+            let stream = TcpStream::connect(addr).await.expect("connect");
+            let mut got = Vec::with_capacity(BURST * BURSTS);
+            let mut reads = 0u32;
+            while got.len() < BURST * BURSTS {
+                match timeout(IO_TIMEOUT, stream.read()).await {
+                    Ok(Ok(Some(buf))) => got.extend_from_slice(&buf),
+                    other => panic!("after {} bytes: {other:?}", got.len()),
+                }
+                reads += 1;
+                if reads % 8 == 0 {
+                    // Fall behind, so completions queue up meanwhile.
+                    sleep(Duration::from_millis(2)).await;
+                }
+            }
+            for burst in 0..BURSTS {
+                let at = burst * BURST;
+                assert!(got[at..at + BURST] == *pattern(burst, BURST), "burst {burst} differs");
+            }
+            let (res, _) = stream.write_all(b"d".to_vec()).await;
+            res.expect("signal");
+            sleep(Duration::from_millis(100)).await;
+            let end = timeout(Duration::ZERO, stream.read()).await;
+            assert!(matches!(end, Ok(Ok(None))), "the close was not seen: {end:?}");
         })
         .expect("block_on");
         peer.join().expect("peer thread");

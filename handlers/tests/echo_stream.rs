@@ -136,38 +136,36 @@ backend_tests! {
 
     /// Clients that send and never read: the server stops reading them
     /// (backpressure) instead of buffering without bound, and keeps serving
-    /// everyone else, even once such clients hold every ring buffer.
+    /// everyone else, with memory bounded.
     fn clients_that_never_read_are_bounded(backend) {
         let server = start_echo(builder(backend), backend);
         let addr = server.local_addr();
         ping(addr);
         let rss_before = vm_rss_kib("self");
         // Phase 1: a few silent clients. The server must stop reading them
-        // (`stall` fails if it keeps taking bytes). On io_uring a paused
-        // multishot still holds what the kernel posted before the pause
-        // landed, so the count depends on timing: measured from 15 to 70
-        // buffers per silent client on average (below the 16 a multishot
-        // queues before it is paused, `BufConfig::stream_cap`, in one CI
-        // run). Each holds at least the buffer its stalled echo is sending;
-        // the hard bound is the ring itself (256 buffers).
+        // (`stall` fails if it keeps taking bytes). On io_uring what bounds
+        // the reading depends on timing: a bulk stream (whole buffers) is
+        // read one pool buffer ahead of its stalled echo and holds no ring
+        // buffer; a multishot receive still armed when the echo stalls is
+        // paused after 16 queued completions (`BufConfig::stream_cap`; a
+        // pause that lands late holds more, up to the ring). Each mechanism
+        // has its own test in the framework's `read_ahead` suite.
         let mut silent = Vec::new();
         let pushed = stall(addr, &mut silent, 4);
         let stats = server.stats();
         let held = sum(&stats, |c| c.ring_buffers_out);
         println!(
             "{backend}: 4 silent clients pushed {pushed:?} KiB each before stalling; ring buffers held {held} \
-             ({:.1} per client), backpressure pauses {}",
+             ({:.1} per client), backpressure pauses {}, switched to bulk reads {}",
             held as f64 / 4.0,
-            sum(&stats, |c| c.backpressure_pauses)
+            sum(&stats, |c| c.backpressure_pauses),
+            sum(&stats, |c| c.bulk_reads)
         );
         assert!(held <= RING_BUFFERS, "4 silent clients hold {held} ring buffers");
-        if backend == Backend::Uring && !degraded() {
-            assert!(sum(&stats, |c| c.backpressure_pauses) >= 4, "not every silent client's receive was paused");
-            assert!(held >= 4, "silent clients hold only {held} buffers: were they read at all?");
-        }
         ping_promptly(addr);
-        // Phase 2: enough silent clients to take every ring buffer. The
-        // others fall back to receives into pool buffers and are served.
+        // Phase 2: 20 more, enough to take every ring buffer if each held
+        // what a late pause can: the others are still served, falling back
+        // to receives into pool buffers should the ring run dry.
         let pushed = stall(addr, &mut silent, 20);
         let stats = server.stats();
         let rss_after = vm_rss_kib("self");
@@ -180,8 +178,9 @@ backend_tests! {
         );
         ping_promptly(addr);
         // The whole process (server and clients) grew by far less than the
-        // clients pushed: the ring (8 MiB, preallocated) plus a pool buffer
-        // per connection at most.
+        // clients pushed: the ring (16 MiB, not all of it touched) plus two
+        // pool buffers per connection (its stalled send and the receive
+        // ahead of it) at most.
         assert!(grown < 24 * 1024, "RSS grew by {grown} KiB");
         for client in silent {
             reset(client);
@@ -193,13 +192,6 @@ backend_tests! {
         server.shutdown();
         server.join().expect("join");
     }
-}
-
-/// Whether this process runs under a `PERCORE_FAULT` that turns off
-/// multishot receives (the D2 child runs of this suite).
-fn degraded() -> bool {
-    std::env::var("PERCORE_FAULT")
-        .is_ok_and(|f| f.contains("no_multishot") || f.contains("no_buf_ring"))
 }
 
 /// Opens `n` more connections that write and never read, and writes until

@@ -24,7 +24,6 @@ use crate::sys;
 pub struct TcpStream {
     fd: SharedFd,
     io: SocketIo,
-    ring_dry: std::cell::Cell<bool>,
     /// The peer's address, looked up once (a syscall) on first use.
     peer: std::cell::Cell<Option<SocketAddr>>,
 }
@@ -37,7 +36,6 @@ impl TcpStream {
         Ok(TcpStream {
             fd,
             io,
-            ring_dry: std::cell::Cell::new(false),
             peer: std::cell::Cell::new(None),
         })
     }
@@ -166,7 +164,7 @@ impl Future for Read<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let stream = self.stream;
-        op::recv::poll_recv(&stream.fd, &stream.io, &stream.ring_dry, cx)
+        op::recv::poll_recv(&stream.fd, &stream.io, cx)
     }
 }
 

@@ -27,7 +27,7 @@ pub(crate) fn poll_accept(
         return Poll::Pending;
     }
     context::with_core(|core| match (&mut *core.driver.borrow_mut(), io) {
-        (Driver::Uring(d), SocketIo::Uring { standing }) => loop {
+        (Driver::Uring(d), SocketIo::Uring { standing, .. }) => loop {
             match standing.get() {
                 Standing::Idle => {
                     let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;

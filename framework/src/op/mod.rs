@@ -48,6 +48,9 @@ pub(crate) enum SocketIo {
     /// The socket's standing receive (or accept) operation, if armed.
     Uring {
         standing: std::cell::Cell<Standing>,
+        /// Receives still to be single-shots into pool buffers rather than
+        /// the multishot (see [`recv`] for when).
+        pool_reads: std::cell::Cell<u8>,
     },
     Epoll {
         source: SourceKey,
@@ -69,6 +72,7 @@ pub(crate) fn register(fd: &SharedFd) -> std::io::Result<SocketIo> {
     crate::runtime::context::with_core(|core| match &mut *core.driver.borrow_mut() {
         crate::driver::Driver::Uring(_) => Ok(SocketIo::Uring {
             standing: std::cell::Cell::new(Standing::Idle),
+            pool_reads: std::cell::Cell::new(0),
         }),
         crate::driver::Driver::Epoll(d) => Ok(SocketIo::Epoll {
             source: d.register(fd.as_raw_fd())?,
@@ -84,7 +88,7 @@ pub(crate) fn register(fd: &SharedFd) -> std::io::Result<SocketIo> {
 pub(crate) fn deregister(fd: &SharedFd, io: &SocketIo) {
     let leftover =
         crate::runtime::context::try_with_core(|core| match (&mut *core.driver.borrow_mut(), io) {
-            (crate::driver::Driver::Uring(d), SocketIo::Uring { standing }) => {
+            (crate::driver::Driver::Uring(d), SocketIo::Uring { standing, .. }) => {
                 let leftover = match standing.replace(Standing::Idle) {
                     Standing::Idle => None,
                     Standing::Multishot(key) | Standing::Single(key) => {

@@ -53,6 +53,7 @@ pub(crate) struct CoreStats {
     pub(crate) buffer_exhausted: Counter,
     pub(crate) backpressure_pauses: Counter,
     pub(crate) multishot_ended: Counter,
+    pub(crate) bulk_reads: Counter,
     pub(crate) accept_paused: Counter,
     pub(crate) submissions: Counter,
     pub(crate) enters: Counter,
@@ -86,6 +87,7 @@ impl CoreStats {
             buffer_exhausted: self.buffer_exhausted.get(),
             backpressure_pauses: self.backpressure_pauses.get(),
             multishot_ended: self.multishot_ended.get(),
+            bulk_reads: self.bulk_reads.get(),
             accept_paused: self.accept_paused.get(),
             submissions: self.submissions.get(),
             enters: self.enters.get(),
@@ -133,6 +135,10 @@ pub struct StatsSnapshot {
     pub backpressure_pauses: u64,
     /// Multishot operations that ended (and were re-armed on demand).
     pub multishot_ended: u64,
+    /// Connections switched from their multishot receive to single-shot
+    /// reads into pool buffers because a completion filled its buffer (a
+    /// bulk stream; io_uring).
+    pub bulk_reads: u64,
     /// Times accepting paused at the connection limit.
     pub accept_paused: u64,
     /// SQEs submitted (io_uring).
@@ -158,7 +164,7 @@ impl fmt::Display for StatsSnapshot {
             f,
             "cpu={} backend={} accepted={} active={} requests={} in={} out={} \
              err_accept={} err_fd={} err_io={} panics={} enobufs={} paused={} \
-             sqes={} enters={} batched={} syscalls={} inflight={} cpu_ms={}",
+             bulk={} sqes={} enters={} batched={} syscalls={} inflight={} cpu_ms={}",
             self.cpu,
             self.backend,
             self.accepted,
@@ -172,6 +178,7 @@ impl fmt::Display for StatsSnapshot {
             self.panics,
             self.buffer_exhausted,
             self.backpressure_pauses,
+            self.bulk_reads,
             self.submissions,
             self.enters,
             self.batched_waits,

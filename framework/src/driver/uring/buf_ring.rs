@@ -137,6 +137,12 @@ impl BufRing {
         Ok(this)
     }
 
+    /// The size of every buffer: a receive that fills one may have left
+    /// more data in the socket.
+    pub(crate) fn buf_size(&self) -> usize {
+        self.buf_size
+    }
+
     /// Buffers held by completions and leases right now.
     pub(crate) fn leased(&self) -> usize {
         (usize::from(self.count))

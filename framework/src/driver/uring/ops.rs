@@ -152,6 +152,28 @@ impl super::Driver {
         self.cancel(key);
     }
 
+    /// Ends a multishot receive early because its socket carries a bulk
+    /// stream (see `op::recv`). The completions it has queued stay queued;
+    /// [`poll_stream`](super::Driver::poll_stream) reports the end after
+    /// them.
+    pub(crate) fn end_stream_for_bulk(&mut self, key: OpKey) {
+        self.stats.bulk_reads.add(1);
+        let Some(Op {
+            state: OpState::Stream {
+                ended, cancelling, ..
+            },
+            ..
+        }) = self.ops.get_mut(key.0)
+        else {
+            return;
+        };
+        if *ended || *cancelling {
+            return;
+        }
+        *cancelling = true;
+        self.cancel(key);
+    }
+
     pub(super) fn cancel(&mut self, key: OpKey) {
         let sqe = opcode::AsyncCancel::new(key.0 as u64)
             .build()
