@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Duel smoke test: `percore_baseline` answers curl (GET, POST echo), and one
+# Duel smoke test: `percore_baseline` answers curl (GET, POST echo), one
 # short `benches/duel.sh` run against `tokio_baseline` completes with a ratio
-# and no socket error or non-2xx answer. The ratio is printed, not judged
-# (a few seconds on a shared machine decide nothing).
+# and no socket error or non-2xx answer, and one short `benches/bulk_duel.sh`
+# run of the echo server against tokio's echoes every byte (bulk_client
+# fails otherwise) and prints a ratio. Ratios are printed, not judged (a few
+# seconds on a shared machine decide nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 fail() { echo "duel_smoke: FAIL: $*" >&2; exit 1; }
 
-cargo build --release -p percore-benches --bin percore_baseline --bin tokio_baseline
+cargo build --release -p percore-benches --bin percore_baseline --bin tokio_baseline --bin bulk_client
+cargo build --release -p percore-examples --bin echo
 
 port=18190
 target/release/percore_baseline --port "$port" --cores 0 >/dev/null 2>&1 &
@@ -35,4 +38,10 @@ cat "$log"
 grep -q "warning" "$log" && fail "wrk reported errors (see above)"
 grep -q "median" "$log.out" || fail "duel.sh printed no ratio"
 rm -f "$log" "$log.out"
+
+RUNS=1 DURATION=1 benches/bulk_duel.sh \
+    "percore:target/release/echo --backend auto" \
+    "tokio:target/release/tokio_baseline --service echo" | tee "$log.out"
+grep -q "median" "$log.out" || fail "bulk_duel.sh printed no ratio"
+rm -f "$log.out"
 echo "duel_smoke: ok"

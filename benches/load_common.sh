@@ -1,4 +1,4 @@
-# benches/load_common.sh — shell helpers shared by wrk.sh and duel.sh
+# benches/load_common.sh — shell helpers shared by wrk.sh, duel.sh and bulk_duel.sh
 # (sourced, not run).
 
 # Median of the numeric arguments (the lower middle one for an even count).

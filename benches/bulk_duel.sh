@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# benches/bulk_duel.sh — two echo servers streaming bulk data at the same
+# time, on the same CPU: duel.sh for throughput instead of requests.
+#
+# Why: a bulk transfer's cost per byte is mostly the kernel's copies, and
+# how warm the buffers they touch are; sequential runs on a shared VM
+# scatter by 10–20 %, more than the differences worth measuring. Here both
+# servers are pinned to CPU 0 and each streams through one connection from
+# its own `bulk_client` on CPU 1 (writing CHUNK-byte buffers without
+# waiting, reading the echo concurrently) for DURATION seconds; each one's
+# bytes per CPU-second (CPU time from /proc/PID/stat) is divided by the
+# other's.
+#
+# Usage: benches/bulk_duel.sh "LABEL_A:COMMAND_A" "LABEL_B:COMMAND_B"
+#   Each command is an echo server with its arguments, without --port and
+#   --cores (added here: ports PORT and PORT+1, CPU 0), e.g.
+#   benches/bulk_duel.sh "uring:target/release/echo --backend uring" \
+#                        "tokio:target/release/tokio_baseline --service echo"
+# Environment: CHUNK=1048576 RUNS=3 DURATION=5 PORT=18070
+#   BULK_CLIENT=target/release/bulk_client (cargo build --release -p percore-benches)
+set -euo pipefail
+
+CHUNK=${CHUNK:-1048576}
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-5}
+PORT=${PORT:-18070}
+BULK_CLIENT=${BULK_CLIENT:-target/release/bulk_client}
+
+die() { echo "bulk_duel.sh: $*" >&2; exit 1; }
+# shellcheck source=benches/load_common.sh
+. "$(dirname "$0")/load_common.sh"
+[[ $# -eq 2 && $1 == *:* && $2 == *:* ]] || die 'usage: bulk_duel.sh "LABEL_A:COMMAND_A" "LABEL_B:COMMAND_B"'
+[[ -x $BULK_CLIENT ]] || die "$BULK_CLIENT not found (cargo build --release -p percore-benches)"
+command -v taskset >/dev/null 2>&1 || die "taskset (util-linux) is required"
+[[ $(nproc) -ge 2 ]] || die "needs two CPUs: the servers share CPU 0, the clients use CPU 1"
+
+labels=("${1%%:*}" "${2%%:*}")
+commands=("${1#*:}" "${2#*:}")
+pids=()
+stop_servers() {
+    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    pids=()
+}
+trap stop_servers EXIT
+
+echo "bulk_duel.sh: ${labels[0]} vs ${labels[1]}, both on CPU 0, ${CHUNK}-byte writes for ${DURATION}s each from CPU 1, $RUNS runs"
+ratios=()
+for run in $(seq "$RUNS"); do
+    for i in 0 1; do
+        # shellcheck disable=SC2086 # the command's own arguments split on purpose
+        taskset -c 0 ${commands[$i]} --port $((PORT + i)) --cores 0 >/dev/null 2>&1 &
+        pids+=($!)
+        wait_listening "${pids[$i]}" $((PORT + i)) || die "${labels[$i]} did not start listening on 127.0.0.1:$((PORT + i))"
+    done
+    t0=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
+    clients=()
+    for i in 0 1; do
+        taskset -c 1 "$BULK_CLIENT" $((PORT + i)) "$DURATION" "$CHUNK" >"/tmp/bulk_duel.$$.$i" &
+        clients+=($!)
+    done
+    for pid in "${clients[@]}"; do wait "$pid" || die "bulk_client failed"; done
+    t1=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
+    stop_servers
+    per_cpu=()
+    for i in 0 1; do
+        bytes=$(cat "/tmp/bulk_duel.$$.$i"); rm -f "/tmp/bulk_duel.$$.$i"
+        per_cpu+=("$(awk -v n="$bytes" -v a="${t0[$i]}" -v b="${t1[$i]}" -v h="$(getconf CLK_TCK)" \
+            'BEGIN { printf "%.0f", n / 1e6 / ((b - a) / h) }')")
+        printf '  run %d: %-8s %6.0f MB echoed %7s MB per CPU-s\n' "$run" "${labels[$i]}" \
+            "$(awk -v n="$bytes" 'BEGIN { print n / 1e6 }')" "${per_cpu[$i]}" >&2
+    done
+    ratios+=("$(awk -v a="${per_cpu[0]}" -v b="${per_cpu[1]}" 'BEGIN { printf "%.3f", a / b }')")
+done
+median=$(median "${ratios[@]}")
+echo "${labels[0]} ÷ ${labels[1]} (bytes echoed per server CPU-second): runs ${ratios[*]}, median $median"

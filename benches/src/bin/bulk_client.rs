@@ -1,0 +1,94 @@
+//! `bulk_client`: one connection streaming bytes through an echo server for
+//! a fixed time, for `benches/bulk_duel.sh`.
+//!
+//! Usage: `bulk_client PORT SECONDS [CHUNK]`. Writes CHUNK-byte buffers
+//! (default 1 MiB) to 127.0.0.1:PORT without waiting for the echo, reads the
+//! echo concurrently, stops writing after SECONDS, half-closes, and reads
+//! until every byte written has come back. Prints the bytes echoed, or
+//! fails (exit status 1) if the echo differs in length or stalls for 10 s.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const STALL: Duration = Duration::from_secs(10);
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let parsed = match args.as_slice() {
+        [port, secs] => Ok((port, secs, "1048576")),
+        [port, secs, chunk] => Ok((port, secs, chunk.as_str())),
+        _ => Err("usage: bulk_client PORT SECONDS [CHUNK]".to_string()),
+    }
+    .and_then(|(port, secs, chunk)| {
+        Ok((
+            port.parse::<u16>().map_err(|e| format!("PORT: {e}"))?,
+            secs.parse::<f64>().map_err(|e| format!("SECONDS: {e}"))?,
+            chunk.parse::<usize>().map_err(|e| format!("CHUNK: {e}"))?,
+        ))
+    });
+    let (port, secs, chunk) = match parsed {
+        Ok(p) if p.2 > 0 && p.1 > 0.0 => p,
+        Ok(_) => {
+            eprintln!("bulk_client: SECONDS and CHUNK must be positive");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("bulk_client: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match runtime.block_on(stream(port, Duration::from_secs_f64(secs), chunk)) {
+        Ok(bytes) => {
+            println!("{bytes}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("bulk_client: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Streams for `window`; returns the bytes that came back.
+async fn stream(port: u16, window: Duration, chunk: usize) -> std::io::Result<u64> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await?;
+    s.set_nodelay(true)?;
+    let (mut r, mut w) = s.split();
+    let out = vec![0x5a; chunk];
+    let deadline = Instant::now() + window;
+    let writer = async {
+        let mut written = 0u64;
+        while Instant::now() < deadline {
+            w.write_all(&out).await?;
+            written += chunk as u64;
+        }
+        w.shutdown().await?;
+        Ok::<u64, std::io::Error>(written)
+    };
+    let reader = async {
+        let mut back = vec![0u8; 1 << 20];
+        let mut got = 0u64;
+        loop {
+            match tokio::time::timeout(STALL, r.read(&mut back)).await {
+                Ok(Ok(0)) => return Ok(got),
+                Ok(Ok(n)) => got += n as u64,
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(std::io::Error::other("the echo stalled for 10 s")),
+            }
+        }
+    };
+    let (written, got) = tokio::try_join!(writer, reader)?;
+    if got != written {
+        return Err(std::io::Error::other(format!(
+            "wrote {written} bytes, {got} came back"
+        )));
+    }
+    Ok(got)
+}
