@@ -48,9 +48,9 @@ pub(crate) enum SocketIo {
     /// The socket's standing receive (or accept) operation, if armed.
     Uring {
         standing: std::cell::Cell<Standing>,
-        /// Receives still to be single-shots into pool buffers rather than
+        /// The next receive is a single-shot into a pool buffer rather than
         /// the multishot (see [`recv`] for when).
-        pool_reads: std::cell::Cell<u8>,
+        pool_reads: std::cell::Cell<bool>,
     },
     Epoll {
         source: SourceKey,
@@ -72,7 +72,7 @@ pub(crate) fn register(fd: &SharedFd) -> std::io::Result<SocketIo> {
     crate::runtime::context::with_core(|core| match &mut *core.driver.borrow_mut() {
         crate::driver::Driver::Uring(_) => Ok(SocketIo::Uring {
             standing: std::cell::Cell::new(Standing::Idle),
-            pool_reads: std::cell::Cell::new(0),
+            pool_reads: std::cell::Cell::new(false),
         }),
         crate::driver::Driver::Epoll(d) => Ok(SocketIo::Epoll {
             source: d.register(fd.as_raw_fd())?,

@@ -10,13 +10,21 @@
 //!   for (a megabyte at 16 × 64 KiB), each cold by the time it is written
 //!   and again by the time the reader sends it on. So it is ended, and the
 //!   stream is read one pool buffer ahead instead; the pool hands back the
-//!   buffer freed last, still in cache. Echoing 2 GB in 1 MiB writes took
-//!   about a quarter less CPU time so, as much as on epoll.
+//!   buffer freed last, still in cache. A bulk echo then does a fifth more
+//!   bytes per CPU-second, within a few percent of epoll
+//!   (`benches/bulk_duel.sh`).
 //!
 //! A single-shot receive that comes back short (the socket drained) arms
-//! the multishot again; one that fills its buffer arms the next
-//! single-shot. Either way a receive stays armed, so a socket left idle (a
-//! pooled upstream connection) still sees its peer's close.
+//! the multishot again at once, so an idle socket holds no buffer (staying
+//! on single-shots until a second short read measured no better); one that
+//! fills its buffer arms the next single-shot. Either way a receive stays
+//! armed, so a socket left idle (a pooled upstream connection) still sees
+//! its peer's close. The exception is a multishot that was ended (paused,
+//! or for a bulk stream) and whose end had not been reported when its last
+//! bytes were read: the next receive can only follow that end, so the next
+//! read arms it. (The proxy's pool then learns of a close only when it uses
+//! the connection, and retries the request once, as for any keep-alive
+//! race.)
 //!
 //! epoll: a non-blocking `recv` into a pool buffer.
 
@@ -34,13 +42,6 @@ use crate::driver::uring::buf_ring::BUF_GROUP;
 use crate::driver::uring::{OpKind, Retained};
 use crate::driver::Driver;
 use crate::runtime::context;
-
-/// Short reads in a row that end a bulk stream's single-shot receives.
-/// Not one: a reader that keeps up with a bulk sender often drains the
-/// socket mid-stream, and the multishot armed after each would read ahead
-/// again. The cost is that a connection that falls idle right after a bulk
-/// transfer holds one pool buffer in its receive until its next bytes.
-const BULK_SHORT_READS: u8 = 2;
 
 /// Polls the next received bytes: `Some(buf)`, or `None` at end of stream.
 pub(crate) fn poll_recv(
@@ -79,14 +80,14 @@ fn poll_uring(
     d: &mut crate::driver::uring::Driver,
     fd: &SharedFd,
     standing: &std::cell::Cell<Standing>,
-    pool_reads: &std::cell::Cell<u8>,
+    pool_reads: &std::cell::Cell<bool>,
     pool: &Rc<crate::buf::pool::HeapPool>,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<Option<RecvBuf>>> {
     loop {
         match standing.get() {
             Standing::Idle => {
-                let key = if d.multishot() && pool_reads.get() == 0 {
+                let key = if d.multishot() && !pool_reads.get() {
                     arm_multishot(d, fd)
                 } else {
                     arm_single(d, fd, pool)
@@ -97,7 +98,7 @@ fn poll_uring(
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(cqe)) => {
                     if cqe.res == -libc::ENOBUFS {
-                        pool_reads.set(pool_reads.get().max(1));
+                        pool_reads.set(true);
                         continue;
                     }
                     let n = match cqe_result(cqe.res) {
@@ -114,7 +115,7 @@ fn poll_uring(
                         )));
                     };
                     let buf = RecvBuf::from_ring(ring.clone(), bid, n);
-                    if n == ring.buf_size() && pool_reads.replace(BULK_SHORT_READS) == 0 {
+                    if n == ring.buf_size() && !pool_reads.replace(true) {
                         // What the multishot has queued is read first.
                         d.end_stream_for_bulk(key);
                     }
@@ -140,17 +141,13 @@ fn poll_uring(
                         Ok(None)
                     }
                     Ok(n) => {
-                        let left = if n as usize == buf.len() {
-                            BULK_SHORT_READS
-                        } else {
-                            pool_reads.get().saturating_sub(1)
-                        };
-                        pool_reads.set(left);
+                        let full = n as usize == buf.len();
+                        pool_reads.set(full);
                         // Armed now, not at the next read (see the module
                         // docs); without multishot support the next read
                         // arms its own.
                         if d.multishot() {
-                            standing.set(if left > 0 {
+                            standing.set(if full {
                                 arm_single(d, fd, pool)
                             } else {
                                 arm_multishot(d, fd)
