@@ -34,25 +34,12 @@ die() { echo "bulk_duel.sh: $*" >&2; exit 1; }
 command -v taskset >/dev/null 2>&1 || die "taskset (util-linux) is required"
 [[ $(nproc) -ge 2 ]] || die "needs two CPUs: the servers share CPU 0, the clients use CPU 1"
 
-labels=("${1%%:*}" "${2%%:*}")
-commands=("${1#*:}" "${2#*:}")
-pids=()
-stop_servers() {
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    pids=()
-}
-trap stop_servers EXIT
+duel_setup "$1" "$2"
 
 echo "bulk_duel.sh: ${labels[0]} vs ${labels[1]}, both on CPU 0, ${CHUNK}-byte writes for ${DURATION}s each from CPU 1, $RUNS runs"
 ratios=()
 for run in $(seq "$RUNS"); do
-    for i in 0 1; do
-        # shellcheck disable=SC2086 # the command's own arguments split on purpose
-        taskset -c 0 ${commands[$i]} --port $((PORT + i)) --cores 0 >/dev/null 2>&1 &
-        pids+=($!)
-        wait_listening "${pids[$i]}" $((PORT + i)) || die "${labels[$i]} did not start listening on 127.0.0.1:$((PORT + i))"
-    done
+    duel_start
     t0=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
     clients=()
     for i in 0 1; do
@@ -61,7 +48,7 @@ for run in $(seq "$RUNS"); do
     done
     for pid in "${clients[@]}"; do wait "$pid" || die "bulk_client failed"; done
     t1=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
-    stop_servers
+    duel_stop
     per_cpu=()
     for i in 0 1; do
         bytes=$(cat "/tmp/bulk_duel.$$.$i"); rm -f "/tmp/bulk_duel.$$.$i"

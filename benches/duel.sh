@@ -34,25 +34,12 @@ command -v taskset >/dev/null 2>&1 || die "taskset (util-linux) is required"
 [[ $(nproc) -ge 2 ]] || die "needs two CPUs: the servers share CPU 0, the clients use CPU 1"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-labels=("${1%%:*}" "${2%%:*}")
-commands=("${1#*:}" "${2#*:}")
-pids=()
-stop_servers() {
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    pids=()
-}
-trap stop_servers EXIT
+duel_setup "$1" "$2"
 
 echo "duel.sh: ${labels[0]} vs ${labels[1]}, both on CPU 0, wrk -t1 -c$CONNS -d${DURATION}s each on CPU 1, $RUNS runs"
 ratios=()
 for run in $(seq "$RUNS"); do
-    for i in 0 1; do
-        # shellcheck disable=SC2086 # the command's own arguments split on purpose
-        taskset -c 0 ${commands[$i]} --port $((PORT + i)) --cores 0 >/dev/null 2>&1 &
-        pids+=($!)
-        wait_listening "${pids[$i]}" $((PORT + i)) || die "${labels[$i]} did not start listening on 127.0.0.1:$((PORT + i))"
-    done
+    duel_start
     # Warm-up, not measured.
     clients=()
     for i in 0 1; do
@@ -68,7 +55,7 @@ for run in $(seq "$RUNS"); do
     done
     for pid in "${clients[@]}"; do wait "$pid" || die "wrk failed"; done
     t1=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
-    stop_servers
+    duel_stop
     per_cpu=()
     for i in 0 1; do
         out=$(cat "/tmp/duel.$$.$i"); rm -f "/tmp/duel.$$.$i"

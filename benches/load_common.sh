@@ -20,3 +20,28 @@ wait_listening() {
     done
     return 1
 }
+
+# The two servers of a duel (duel.sh, bulk_duel.sh), from the arguments
+# "LABEL_A:COMMAND_A" "LABEL_B:COMMAND_B": duel_setup parses them into
+# `labels` and `commands` and stops the servers on exit; duel_start starts
+# both pinned to CPU 0 on ports PORT and PORT+1 (the caller's `die` on
+# failure); duel_stop stops them.
+duel_setup() {
+    labels=("${1%%:*}" "${2%%:*}")
+    commands=("${1#*:}" "${2#*:}")
+    pids=()
+    trap duel_stop EXIT
+}
+duel_start() {
+    for i in 0 1; do
+        # shellcheck disable=SC2086 # the command's own arguments split on purpose
+        taskset -c 0 ${commands[$i]} --port $((PORT + i)) --cores 0 >/dev/null 2>&1 &
+        pids+=($!)
+        wait_listening "${pids[$i]}" $((PORT + i)) || die "${labels[$i]} did not start listening on 127.0.0.1:$((PORT + i))"
+    done
+}
+duel_stop() {
+    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    pids=()
+}
