@@ -17,34 +17,14 @@ const STALL: Duration = Duration::from_secs(10);
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let parsed = match args.as_slice() {
-        [port, secs] => Ok((port, secs, "1048576")),
-        [port, secs, chunk] => Ok((port, secs, chunk.as_str())),
-        _ => Err("usage: bulk_client PORT SECONDS [CHUNK]".to_string()),
-    }
-    .and_then(|(port, secs, chunk)| {
-        Ok((
-            port.parse::<u16>().map_err(|e| format!("PORT: {e}"))?,
-            secs.parse::<f64>().map_err(|e| format!("SECONDS: {e}"))?,
-            chunk.parse::<usize>().map_err(|e| format!("CHUNK: {e}"))?,
-        ))
+    let result = parse(&args).and_then(|(port, window, chunk)| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .and_then(|runtime| runtime.block_on(stream(port, window, chunk)))
+            .map_err(|e| e.to_string())
     });
-    let (port, secs, chunk) = match parsed {
-        Ok(p) if p.2 > 0 && p.1 > 0.0 => p,
-        Ok(_) => {
-            eprintln!("bulk_client: SECONDS and CHUNK must be positive");
-            return ExitCode::FAILURE;
-        }
-        Err(e) => {
-            eprintln!("bulk_client: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    match runtime.block_on(stream(port, Duration::from_secs_f64(secs), chunk)) {
+    match result {
         Ok(bytes) => {
             println!("{bytes}");
             ExitCode::SUCCESS
@@ -54,6 +34,33 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// PORT, SECONDS and CHUNK (1 MiB when left out), both of the last positive.
+fn parse(args: &[String]) -> Result<(u16, Duration, usize), String> {
+    let (port, secs, chunk) = match args {
+        [port, secs] => (port, secs, "1048576"),
+        [port, secs, chunk] => (port, secs, chunk.as_str()),
+        _ => return Err("usage: bulk_client PORT SECONDS [CHUNK]".to_string()),
+    };
+    let port = port.parse().map_err(|e| format!("PORT: {e}"))?;
+    let window = secs
+        .parse()
+        .map_err(|e| format!("SECONDS: {e}"))
+        .and_then(|s| Duration::try_from_secs_f64(s).map_err(|e| format!("SECONDS: {e}")))
+        .and_then(|d| {
+            if d.is_zero() {
+                Err("SECONDS must be positive".to_string())
+            } else {
+                Ok(d)
+            }
+        })?;
+    let chunk = match chunk.parse() {
+        Ok(0) => return Err("CHUNK must be positive".to_string()),
+        Ok(n) => n,
+        Err(e) => return Err(format!("CHUNK: {e}")),
+    };
+    Ok((port, window, chunk))
 }
 
 /// Streams for `window`; returns the bytes that came back.

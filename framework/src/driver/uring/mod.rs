@@ -458,16 +458,12 @@ impl Driver {
                 if !(*cancelling && cqe.res == -libc::ECANCELED) {
                     queue.push_back(cqe);
                 }
-                let pause = !*ended && !*cancelling && queue.len() >= stream_cap;
-                if pause {
-                    *cancelling = true;
-                }
+                let behind = queue.len() >= stream_cap;
                 if let Some(w) = waker.take() {
                     w.wake();
                 }
-                if pause {
+                if behind && self.end_stream(OpKey(key)) {
                     self.stats.backpressure_pauses.add(1);
-                    self.cancel(OpKey(key));
                 }
             }
             OpState::Orphaned => {

@@ -153,11 +153,18 @@ impl super::Driver {
     }
 
     /// Ends a multishot receive early because its socket carries a bulk
-    /// stream (see `op::recv`). The completions it has queued stay queued;
-    /// [`poll_stream`](super::Driver::poll_stream) reports the end after
-    /// them.
+    /// stream (see `op::recv`).
     pub(crate) fn end_stream_for_bulk(&mut self, key: OpKey) {
         self.stats.bulk_reads.add(1);
+        self.end_stream(key);
+    }
+
+    /// Ends a multishot early (a pause, or a bulk stream): cancels it
+    /// unless it has ended or is being cancelled; returns whether it did.
+    /// The completions it has queued stay queued, and
+    /// [`poll_stream`](super::Driver::poll_stream) reports the end after
+    /// them.
+    pub(super) fn end_stream(&mut self, key: OpKey) -> bool {
         let Some(Op {
             state: OpState::Stream {
                 ended, cancelling, ..
@@ -165,13 +172,14 @@ impl super::Driver {
             ..
         }) = self.ops.get_mut(key.0)
         else {
-            return;
+            return false;
         };
         if *ended || *cancelling {
-            return;
+            return false;
         }
         *cancelling = true;
         self.cancel(key);
+        true
     }
 
     pub(super) fn cancel(&mut self, key: OpKey) {
