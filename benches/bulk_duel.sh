@@ -17,6 +17,8 @@
 #   benches/bulk_duel.sh "uring:target/release/echo --backend uring" \
 #                        "tokio:target/release/tokio_baseline --service echo"
 # Environment: CHUNK=1048576 RUNS=3 DURATION=5 PORT=18070
+#   LOCKSTEP=1: each client writes one CHUNK and reads its echo before the
+#   next (the pattern of `cargo bench`'s unidirectional cells)
 #   BULK_CLIENT=target/release/bulk_client (cargo build --release -p percore-benches)
 set -euo pipefail
 
@@ -25,6 +27,9 @@ RUNS=${RUNS:-3}
 DURATION=${DURATION:-5}
 PORT=${PORT:-18070}
 BULK_CLIENT=${BULK_CLIENT:-target/release/bulk_client}
+LOCKSTEP=${LOCKSTEP:-0}
+mode=()
+[[ $LOCKSTEP == 1 ]] && mode=(--lockstep)
 
 die() { echo "bulk_duel.sh: $*" >&2; exit 1; }
 # shellcheck source=benches/load_common.sh
@@ -36,14 +41,14 @@ command -v taskset >/dev/null 2>&1 || die "taskset (util-linux) is required"
 
 duel_setup "$1" "$2"
 
-echo "bulk_duel.sh: ${labels[0]} vs ${labels[1]}, both on CPU 0, ${CHUNK}-byte writes for ${DURATION}s each from CPU 1, $RUNS runs"
+echo "bulk_duel.sh: ${labels[0]} vs ${labels[1]}, both on CPU 0, ${CHUNK}-byte writes${mode:+ in lockstep} for ${DURATION}s each from CPU 1, $RUNS runs"
 ratios=()
 for run in $(seq "$RUNS"); do
     duel_start
     t0=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
     clients=()
     for i in 0 1; do
-        taskset -c 1 "$BULK_CLIENT" $((PORT + i)) "$DURATION" "$CHUNK" >"/tmp/bulk_duel.$$.$i" &
+        taskset -c 1 "$BULK_CLIENT" $((PORT + i)) "$DURATION" "$CHUNK" "${mode[@]}" >"/tmp/bulk_duel.$$.$i" &
         clients+=($!)
     done
     for pid in "${clients[@]}"; do wait "$pid" || die "bulk_client failed"; done

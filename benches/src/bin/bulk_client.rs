@@ -1,11 +1,14 @@
 //! `bulk_client`: one connection streaming bytes through an echo server for
 //! a fixed time, for `benches/bulk_duel.sh`.
 //!
-//! Usage: `bulk_client PORT SECONDS [CHUNK]`. Writes CHUNK-byte buffers
-//! (default 1 MiB) to 127.0.0.1:PORT without waiting for the echo, reads the
-//! echo concurrently, stops writing after SECONDS, half-closes, and reads
-//! until every byte written has come back. Prints the bytes echoed, or
-//! fails (exit status 1) if the echo differs in length or stalls for 10 s.
+//! Usage: `bulk_client PORT SECONDS [CHUNK] [--lockstep]`. Writes
+//! CHUNK-byte buffers (default 1 MiB) to 127.0.0.1:PORT without waiting for
+//! the echo, reads the echo concurrently, stops writing after SECONDS,
+//! half-closes, and reads until every byte written has come back. With
+//! `--lockstep` it writes one CHUNK and reads its whole echo before the next
+//! (the pattern of `cargo bench`'s `unidirectional` cells). Prints the bytes
+//! echoed, or fails (exit status 1) if the echo differs in length or content,
+//! or stalls for 10 s.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -17,11 +20,19 @@ const STALL: Duration = Duration::from_secs(10);
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = parse(&args).and_then(|(port, window, chunk)| {
+    let result = parse(&args).and_then(|args| {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .and_then(|runtime| runtime.block_on(stream(port, window, chunk)))
+            .and_then(|runtime| {
+                runtime.block_on(async {
+                    if args.lockstep {
+                        lockstep(args.port, args.window, args.chunk).await
+                    } else {
+                        stream(args.port, args.window, args.chunk).await
+                    }
+                })
+            })
             .map_err(|e| e.to_string())
     });
     match result {
@@ -36,12 +47,26 @@ fn main() -> ExitCode {
     }
 }
 
-/// PORT, SECONDS and CHUNK (1 MiB when left out), both of the last positive.
-fn parse(args: &[String]) -> Result<(u16, Duration, usize), String> {
-    let (port, secs, chunk) = match args {
+struct Args {
+    port: u16,
+    window: Duration,
+    chunk: usize,
+    lockstep: bool,
+}
+
+/// PORT, SECONDS and CHUNK (1 MiB when left out), both of the last
+/// positive, and whether `--lockstep` was given.
+fn parse(args: &[String]) -> Result<Args, String> {
+    let lockstep = args.iter().any(|a| a == "--lockstep");
+    let args: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--lockstep")
+        .collect();
+    let (port, secs, chunk) = match args[..] {
         [port, secs] => (port, secs, "1048576"),
-        [port, secs, chunk] => (port, secs, chunk.as_str()),
-        _ => return Err("usage: bulk_client PORT SECONDS [CHUNK]".to_string()),
+        [port, secs, chunk] => (port, secs, chunk),
+        _ => return Err("usage: bulk_client PORT SECONDS [CHUNK] [--lockstep]".to_string()),
     };
     let port = port.parse().map_err(|e| format!("PORT: {e}"))?;
     let window = secs
@@ -60,7 +85,12 @@ fn parse(args: &[String]) -> Result<(u16, Duration, usize), String> {
         Ok(n) => n,
         Err(e) => return Err(format!("CHUNK: {e}")),
     };
-    Ok((port, window, chunk))
+    Ok(Args {
+        port,
+        window,
+        chunk,
+        lockstep,
+    })
 }
 
 /// Streams for `window`; returns the bytes that came back.
@@ -96,6 +126,31 @@ async fn stream(port: u16, window: Duration, chunk: usize) -> std::io::Result<u6
         return Err(std::io::Error::other(format!(
             "wrote {written} bytes, {got} came back"
         )));
+    }
+    Ok(got)
+}
+
+/// Round trips of one `chunk` each for `window`; returns the bytes that
+/// came back, every one of them checked.
+async fn lockstep(port: u16, window: Duration, chunk: usize) -> std::io::Result<u64> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await?;
+    s.set_nodelay(true)?;
+    let (mut r, mut w) = s.split();
+    let out: Vec<u8> = (0..chunk).map(|i| (i % 251) as u8).collect();
+    let mut back = vec![0u8; chunk];
+    let deadline = Instant::now() + window;
+    let mut got = 0u64;
+    while Instant::now() < deadline {
+        let round = async { tokio::try_join!(w.write_all(&out), r.read_exact(&mut back)) };
+        match tokio::time::timeout(STALL, round).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(std::io::Error::other("the echo stalled for 10 s")),
+        }
+        if back != out {
+            return Err(std::io::Error::other("the echo differs from what was sent"));
+        }
+        got += chunk as u64;
     }
     Ok(got)
 }
