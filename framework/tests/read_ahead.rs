@@ -7,14 +7,22 @@
 //!   socket until the handler reads again;
 //! - a bulk stream (whole receive buffers) whose handler waits: on io_uring
 //!   the first full buffer ends the multishot, whose queued completions
-//!   are read first, and the rest is read into pool buffers.
+//!   are read first, and the rest is read into pool buffers;
+//! - many small messages: on io_uring each multishot receive ends by its
+//!   byte limit (one ring buffer) and the next is armed at once, so a
+//!   connection that goes quiet right after still sees its peer's close.
 //!
 //! The handlers are test-local, written against the public API only.
 
 #[macro_use]
 mod support;
 
+use std::future::Future;
 use std::io::{Read, Write};
+use std::net::Shutdown;
+use std::pin::pin;
+use std::sync::mpsc;
+use std::task::Poll;
 use std::time::Duration;
 
 use percore::{Connection, Handler};
@@ -46,6 +54,62 @@ impl Handler for Lagging {
         let (res, _) = conn.write_all(got).await;
         res
     }
+}
+
+/// Sends every read straight back.
+struct Echo;
+
+impl Handler for Echo {
+    async fn serve(&self, conn: Connection) -> std::io::Result<()> {
+        while let Some(buf) = conn.read().await? {
+            let (res, _) = conn.write_all(buf).await;
+            res?;
+        }
+        Ok(())
+    }
+}
+
+/// The multishot's byte limit: one ring buffer of the default size.
+const LIMIT: usize = 64 * 1024;
+
+/// Reads exactly [`LIMIT`] bytes, waits [`LAG`] without reading, then
+/// reports what a single poll of the next read finds.
+struct QuietAfterLimit {
+    report: mpsc::Sender<String>,
+}
+
+impl Handler for QuietAfterLimit {
+    async fn serve(&self, conn: Connection) -> std::io::Result<()> {
+        let mut got = 0;
+        while got < LIMIT {
+            match conn.read().await? {
+                Some(buf) => got += buf.len(),
+                None => break,
+            }
+        }
+        percore::time::sleep(LAG).await;
+        let mut read = pin!(conn.read());
+        let found = std::future::poll_fn(|cx| {
+            Poll::Ready(match read.as_mut().poll(cx) {
+                Poll::Ready(Ok(None)) => "the close".to_string(),
+                Poll::Ready(Ok(Some(buf))) => format!("{} bytes", buf.len()),
+                Poll::Ready(Err(e)) => format!("an error: {e}"),
+                Poll::Pending => "nothing yet".to_string(),
+            })
+        })
+        .await;
+        let _ = self.report.send(format!("{got} bytes, then {found}"));
+        Ok(())
+    }
+}
+
+/// Whether this kernel limits multishot receives (Linux 6.17+).
+fn kernel_limits_multishot() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    (major, minor) >= (6, 17)
 }
 
 backend_tests! {
@@ -104,6 +168,55 @@ backend_tests! {
         if backend == Backend::Uring {
             assert!(sum(&stats, |c| c.bulk_reads) >= 1, "the bulk stream was never switched to pool reads");
         }
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// 512 KiB in 1 KiB round trips: no completion fills a buffer and the
+    /// reader never lags, so on io_uring only the byte limit ends a
+    /// multishot, once per 64 KiB received. Every byte comes back.
+    fn small_messages_re_arm_the_receive_at_its_byte_limit(backend) {
+        const MESSAGES: usize = 512;
+        let server = builder(backend).start(|_| Echo).expect("start");
+        check_backend(&server, backend);
+        let mut client = connect(server.local_addr());
+        for i in 0..MESSAGES {
+            roundtrip(&mut client, pattern(i, 1024));
+        }
+        let stats = server.stats();
+        println!("{backend}: {}", stats[0]);
+        if backend == Backend::Uring && kernel_limits_multishot() {
+            let ended = sum(&stats, |c| c.multishot_ended);
+            let expected = (MESSAGES * 1024 / LIMIT) as u64;
+            assert!(
+                ended >= expected - 1,
+                "{ended} multishot receives ended in {} KiB; the byte limit ends one per 64 KiB",
+                MESSAGES
+            );
+        }
+        drop(client);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// A client sends exactly one limit's worth, then closes its side while
+    /// the handler is not reading. The receive that follows the limited
+    /// multishot was armed when its last bytes were read, so one poll of
+    /// the next read finds the close already there.
+    fn a_connection_quiet_after_the_byte_limit_sees_the_close(backend) {
+        let (report, reports) = mpsc::channel();
+        let server = builder(backend)
+            .start(move |_| QuietAfterLimit {
+                report: report.clone(),
+            })
+            .expect("start");
+        check_backend(&server, backend);
+        let mut client = connect(server.local_addr());
+        client.write_all(pattern(2, LIMIT)).expect("write");
+        std::thread::sleep(LAG / 3);
+        client.shutdown(Shutdown::Write).expect("shutdown");
+        let found = reports.recv_timeout(Duration::from_secs(10)).expect("a report");
+        assert_eq!(found, format!("{LIMIT} bytes, then the close"));
         server.shutdown();
         server.join().expect("join");
     }

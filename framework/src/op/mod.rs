@@ -51,6 +51,9 @@ pub(crate) enum SocketIo {
         /// The next receive is a single-shot into a pool buffer rather than
         /// the multishot (see [`recv`] for when).
         pool_reads: std::cell::Cell<bool>,
+        /// The standing multishot receive carries a byte limit, so an
+        /// `EINVAL` that ends it may be the kernel refusing the limit.
+        limited: std::cell::Cell<bool>,
     },
     Epoll {
         source: SourceKey,
@@ -73,6 +76,7 @@ pub(crate) fn register(fd: &SharedFd) -> std::io::Result<SocketIo> {
         crate::driver::Driver::Uring(_) => Ok(SocketIo::Uring {
             standing: std::cell::Cell::new(Standing::Idle),
             pool_reads: std::cell::Cell::new(false),
+            limited: std::cell::Cell::new(false),
         }),
         crate::driver::Driver::Epoll(d) => Ok(SocketIo::Epoll {
             source: d.register(fd.as_raw_fd())?,

@@ -2,29 +2,34 @@
 //!
 //! io_uring: a multishot receive picks buffers from the provided-buffer
 //! ring and queues completions in the socket's standing slot; a read takes
-//! the next one. Two cases switch the socket to single-shot receives into
-//! pool buffers:
+//! the next one. The multishot has a byte limit of one ring buffer (Linux
+//! 6.17+): once it has received that much it ends by itself and is armed
+//! again. Unlimited, it would read ahead into as many ring buffers as the
+//! socket has data for (a megabyte at 16 × 64 KiB) before the reader sees
+//! the first, each cold by the time it is written and again by the time
+//! the reader sends it on; the limit gives a bulk echo in lockstep round
+//! trips about 8 % more bytes per CPU-second and costs small messages one
+//! re-arm per 64 KiB. Two cases switch the socket to single-shot receives
+//! into pool buffers:
 //! - the ring ran dry (`ENOBUFS`, which ends the multishot);
-//! - a completion filled its whole buffer: a bulk stream. The multishot
-//!   would read ahead into as many ring buffers as the socket has data
-//!   for (a megabyte at 16 × 64 KiB), each cold by the time it is written
-//!   and again by the time the reader sends it on. So it is ended, and the
-//!   stream is read one pool buffer ahead instead; the pool hands back the
-//!   buffer freed last, still in cache. A bulk echo then does a fifth more
-//!   bytes per CPU-second, within a few percent of epoll
+//! - a completion filled its whole buffer: a bulk stream. The multishot is
+//!   ended, and the stream is read one pool buffer ahead instead; the pool
+//!   hands back the buffer freed last, still in cache. A bulk echo then
+//!   does a fifth more bytes per CPU-second, within a few percent of epoll
 //!   (`benches/bulk_duel.sh`).
 //!
 //! A single-shot receive that comes back short (the socket drained) arms
 //! the multishot again at once, so an idle socket holds no buffer (staying
 //! on single-shots until a second short read measured no better); one that
-//! fills its buffer arms the next single-shot. Either way a receive stays
-//! armed, so a socket left idle (a pooled upstream connection) still sees
-//! its peer's close. The exception is a multishot that was ended (paused,
-//! or for a bulk stream) and whose end had not been reported when its last
-//! bytes were read: the next receive can only follow that end, so the next
-//! read arms it. (The proxy's pool then learns of a close only when it uses
-//! the connection, and retries the request once, as for any keep-alive
-//! race.)
+//! fills its buffer arms the next single-shot. A multishot whose last
+//! completion carries bytes (its limit was reached) is likewise followed
+//! at once. Either way a receive stays armed, so a socket left idle (a
+//! pooled upstream connection) still sees its peer's close. The exception
+//! is a multishot that was cancelled (paused, or for a bulk stream) and
+//! whose end had not been reported when its last bytes were read: the next
+//! receive can only follow that end, so the next read arms it. (The proxy's
+//! pool then learns of a close only when it uses the connection, and
+//! retries the request once, as for any keep-alive race.)
 //!
 //! epoll: a non-blocking `recv` into a pool buffer.
 
@@ -60,8 +65,9 @@ pub(crate) fn poll_recv(
                 SocketIo::Uring {
                     standing,
                     pool_reads,
+                    limited,
                 },
-            ) => poll_uring(d, fd, standing, pool_reads, &core.pool, cx),
+            ) => poll_uring(d, fd, standing, pool_reads, limited, &core.pool, cx),
             (Driver::Epoll(d), SocketIo::Epoll { source }) => {
                 poll_epoll(d, fd, *source, &core.pool, cx)
             }
@@ -81,24 +87,26 @@ fn poll_uring(
     fd: &SharedFd,
     standing: &std::cell::Cell<Standing>,
     pool_reads: &std::cell::Cell<bool>,
+    limited: &std::cell::Cell<bool>,
     pool: &Rc<crate::buf::pool::HeapPool>,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<Option<RecvBuf>>> {
     loop {
         match standing.get() {
-            Standing::Idle => {
-                let key = if d.multishot() && !pool_reads.get() {
-                    arm_multishot(d, fd)
-                } else {
-                    arm_single(d, fd, pool)
-                };
-                standing.set(key);
-            }
+            Standing::Idle => standing.set(arm(d, fd, pool_reads, limited, pool)),
             Standing::Multishot(key) => match d.poll_stream(key, cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(cqe)) => {
+                    let last = !cqueue::more(cqe.flags);
                     if cqe.res == -libc::ENOBUFS {
                         pool_reads.set(true);
+                        continue;
+                    }
+                    if cqe.res == -libc::EINVAL && last && limited.replace(false) {
+                        // A kernel before 6.17 refuses the byte limit; the
+                        // end of this stream is reported next, then the
+                        // receive is armed again without one.
+                        d.refuse_recv_limit();
                         continue;
                     }
                     let n = match cqe_result(cqe.res) {
@@ -118,6 +126,12 @@ fn poll_uring(
                     if n == ring.buf_size() && !pool_reads.replace(true) {
                         // What the multishot has queued is read first.
                         d.end_stream_for_bulk(key);
+                    }
+                    if last {
+                        // The limit ended the stream with these bytes: the
+                        // next receive is armed now, not at the next read.
+                        drop(d.release(key, Retained::None));
+                        standing.set(arm(d, fd, pool_reads, limited, pool));
                     }
                     return Poll::Ready(Ok(Some(buf)));
                 }
@@ -147,11 +161,7 @@ fn poll_uring(
                         // docs); without multishot support the next read
                         // arms its own.
                         if d.multishot() {
-                            standing.set(if full {
-                                arm_single(d, fd, pool)
-                            } else {
-                                arm_multishot(d, fd)
-                            });
+                            standing.set(arm(d, fd, pool_reads, limited, pool));
                         }
                         Ok(Some(RecvBuf::from_pool(pool.clone(), buf, n as usize)))
                     }
@@ -165,9 +175,30 @@ fn poll_uring(
     }
 }
 
+/// Queues the socket's next receive: a multishot unless it reads a bulk
+/// stream into pool buffers (or the kernel has no multishot receive).
+fn arm(
+    d: &mut crate::driver::uring::Driver,
+    fd: &SharedFd,
+    pool_reads: &std::cell::Cell<bool>,
+    limited: &std::cell::Cell<bool>,
+    pool: &crate::buf::pool::HeapPool,
+) -> Standing {
+    if d.multishot() && !pool_reads.get() {
+        arm_multishot(d, fd, limited)
+    } else {
+        arm_single(d, fd, pool)
+    }
+}
+
 /// Queues a multishot receive from the buffer ring on `fd`.
-fn arm_multishot(d: &mut crate::driver::uring::Driver, fd: &SharedFd) -> Standing {
-    let sqe = opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BUF_GROUP).build();
+fn arm_multishot(
+    d: &mut crate::driver::uring::Driver,
+    fd: &SharedFd,
+    limited: &std::cell::Cell<bool>,
+) -> Standing {
+    let mut sqe = opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BUF_GROUP).build();
+    limited.set(d.limit_multishot(&mut sqe));
     Standing::Multishot(d.push(sqe, OpKind::Recv, true, Retained::Fd(fd.retain())))
 }
 

@@ -1,13 +1,15 @@
-//! Fault injection for the io_uring set-up paths, read once from the
-//! environment, so tests can exercise fallbacks that this machine would
-//! otherwise never take (as root, memlock limits do not apply, and the
-//! io_uring sysctl is global).
+//! Fault injection for the io_uring set-up paths and kernel features, read
+//! once from the environment, so tests can exercise fallbacks that this
+//! machine would otherwise never take (as root, memlock limits do not
+//! apply, the io_uring sysctl is global, and the kernel is recent).
 //!
 //! `PERCORE_FAULT` is a comma-separated list of:
 //! - `uring_setup=EPERM|ENOSYS|EINVAL|ENOMEM`: ring creation fails so;
 //! - `register_buffers=ENOMEM`: registering the fixed write pool fails;
 //! - `no_multishot`: the kernel is treated as lacking multishot accept/recv;
-//! - `no_buf_ring`: the provided-buffer ring cannot be registered.
+//! - `no_buf_ring`: the provided-buffer ring cannot be registered;
+//! - `recv_limit_refused`: a multishot receive with a byte limit is refused
+//!   with `EINVAL`, as a kernel before 6.17 refuses it.
 
 use std::io;
 use std::sync::OnceLock;
@@ -18,6 +20,7 @@ struct Faults {
     register_buffers: Option<i32>,
     no_multishot: bool,
     no_buf_ring: bool,
+    recv_limit_refused: bool,
 }
 
 fn errno(name: &str) -> Option<i32> {
@@ -44,6 +47,7 @@ fn faults() -> &'static Faults {
                 Some(("register_buffers", e)) => faults.register_buffers = errno(e),
                 None if item == "no_multishot" => faults.no_multishot = true,
                 None if item == "no_buf_ring" => faults.no_buf_ring = true,
+                None if item == "recv_limit_refused" => faults.recv_limit_refused = true,
                 _ => tracing::warn!(item, "PERCORE_FAULT: unknown fault ignored"),
             }
         }
@@ -66,4 +70,8 @@ pub(crate) fn no_multishot() -> bool {
 
 pub(crate) fn no_buf_ring() -> bool {
     faults().no_buf_ring
+}
+
+pub(crate) fn recv_limit_refused() -> bool {
+    faults().recv_limit_refused
 }

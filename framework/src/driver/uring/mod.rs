@@ -13,6 +13,7 @@ mod fixed;
 pub(crate) mod ops;
 mod ring_depth;
 mod setup;
+mod sqe_fields;
 mod teardown;
 
 use std::collections::VecDeque;
@@ -72,6 +73,8 @@ pub(crate) struct Driver {
     wake_buf: Box<u64>,
     wake_armed: bool,
     multishot: bool,
+    /// Multishot receives carry a byte limit (until the kernel refuses one).
+    recv_limit: bool,
     /// Sends may name a registered buffer (`IORING_RECVSEND_FIXED_BUF`).
     fixed_send: bool,
     stream_cap: usize,
@@ -173,6 +176,7 @@ impl Driver {
             wake_buf: Box::new(0),
             wake_armed: false,
             multishot,
+            recv_limit: true,
             fixed_send: false,
             stream_cap: buf_config.stream_cap,
             graveyard: Vec::new(),
@@ -204,6 +208,36 @@ impl Driver {
 
     pub(crate) fn buf_ring(&self) -> Option<&Rc<BufRing>> {
         self.buf_ring.as_ref()
+    }
+
+    /// Gives a multishot receive a byte limit of one ring buffer: after that
+    /// many bytes it ends by itself and is armed again (see `op::recv`).
+    /// Returns whether it did, so the caller knows an `EINVAL` may be the
+    /// kernel refusing the limit.
+    pub(crate) fn limit_multishot(&self, sqe: &mut squeue::Entry) -> bool {
+        let Some(ring) = &self.buf_ring else {
+            return false;
+        };
+        if !self.recv_limit {
+            return false;
+        }
+        sqe_fields::limit_multishot(sqe, ring.buf_size() as u32);
+        if fault::recv_limit_refused() {
+            sqe_fields::poison_recv_flags(sqe);
+        }
+        true
+    }
+
+    /// The kernel refused a multishot receive's byte limit (before Linux
+    /// 6.17 the field must be zero): later multishots go without one.
+    pub(crate) fn refuse_recv_limit(&mut self) {
+        static REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        self.recv_limit = false;
+        warn_once(&REFUSED, || {
+            tracing::info!(
+                "multishot receives without a byte limit (IORING_RECV_MSHOT_LIM needs Linux 6.17+): bulk streams read further ahead"
+            )
+        });
     }
 
     pub(crate) fn in_flight(&self) -> usize {
