@@ -8,14 +8,15 @@
 //! socket has data for (a megabyte at 16 × 64 KiB) before the reader sees
 //! the first, each cold by the time it is written and again by the time
 //! the reader sends it on; the limit gives a bulk echo in lockstep round
-//! trips about 8 % more bytes per CPU-second and costs small messages one
-//! re-arm per 64 KiB. Two cases switch the socket to single-shot receives
-//! into pool buffers:
+//! trips of 1 MiB a tenth more bytes per CPU-second and costs small
+//! messages one re-arm per 64 KiB. Two cases switch the socket to
+//! single-shot receives into pool buffers:
 //! - the ring ran dry (`ENOBUFS`, which ends the multishot);
 //! - a completion filled its whole buffer: a bulk stream. The multishot is
-//!   ended, and the stream is read one pool buffer ahead instead; the pool
-//!   hands back the buffer freed last, still in cache. A bulk echo then
-//!   does a fifth more bytes per CPU-second, within a few percent of epoll
+//!   ended (with the byte limit, that completion was its last anyway), and
+//!   the stream is read one pool buffer ahead instead; the pool hands back
+//!   the buffer freed last, still in cache. A bulk echo then does a fifth
+//!   more bytes per CPU-second, within a few percent of epoll
 //!   (`benches/bulk_duel.sh`).
 //!
 //! A single-shot receive that comes back short (the socket drained) arms
@@ -25,11 +26,12 @@
 //! completion carries bytes (its limit was reached) is likewise followed
 //! at once. Either way a receive stays armed, so a socket left idle (a
 //! pooled upstream connection) still sees its peer's close. The exception
-//! is a multishot that was cancelled (paused, or for a bulk stream) and
-//! whose end had not been reported when its last bytes were read: the next
-//! receive can only follow that end, so the next read arms it. (The proxy's
-//! pool then learns of a close only when it uses the connection, and
-//! retries the request once, as for any keep-alive race.)
+//! is a multishot that was cancelled (paused; or, without the byte limit,
+//! for a bulk stream) and whose end had not been reported when its last
+//! bytes were read: the next receive can only follow that end, so the next
+//! read arms it. (The proxy's pool then learns of a close only when it
+//! uses the connection, and retries the request once, as for any
+//! keep-alive race.)
 //!
 //! epoll: a non-blocking `recv` into a pool buffer.
 
