@@ -56,19 +56,6 @@ impl Handler for Lagging {
     }
 }
 
-/// Sends every read straight back.
-struct Echo;
-
-impl Handler for Echo {
-    async fn serve(&self, conn: Connection) -> std::io::Result<()> {
-        while let Some(buf) = conn.read().await? {
-            let (res, _) = conn.write_all(buf).await;
-            res?;
-        }
-        Ok(())
-    }
-}
-
 /// The multishot's byte limit: one ring buffer of the default size.
 const LIMIT: usize = 64 * 1024;
 
@@ -177,7 +164,7 @@ backend_tests! {
     /// multishot, once per 64 KiB received. Every byte comes back.
     fn small_messages_re_arm_the_receive_at_its_byte_limit(backend) {
         const MESSAGES: usize = 512;
-        let server = builder(backend).start(|_| Echo).expect("start");
+        let server = builder(backend).start(|_| PlainEcho).expect("start");
         check_backend(&server, backend);
         let mut client = connect(server.local_addr());
         for i in 0..MESSAGES {

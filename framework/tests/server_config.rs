@@ -8,20 +8,7 @@ mod support;
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use percore::{Connection, Handler};
 use support::*;
-
-struct Echo;
-
-impl Handler for Echo {
-    async fn serve(&self, conn: Connection) -> std::io::Result<()> {
-        while let Some(buf) = conn.read().await? {
-            let (res, _) = conn.write_all(buf).await;
-            res?;
-        }
-        conn.shutdown_write()
-    }
-}
 
 /// The CPUs thread `name` of this process may run on.
 fn thread_affinity(name: &str) -> Vec<Vec<usize>> {
@@ -50,16 +37,16 @@ backend_tests! {
     /// Never two cores on one CPU, never a core on a CPU we may not use.
     fn bad_cpu_lists_are_refused(backend) {
         let cpu = server_cpu();
-        let err = builder(backend).cores([cpu, cpu]).start(|_core| Echo).expect_err("a CPU listed twice");
+        let err = builder(backend).cores([cpu, cpu]).start(|_core| PlainEcho).expect_err("a CPU listed twice");
         assert_eq!(err.kind(), ErrorKind::InvalidInput);
         assert!(err.to_string().contains("listed twice"), "unclear error: {err}");
 
         let missing = 4096;
-        let err = builder(backend).cores([missing]).start(|_core| Echo).expect_err("a CPU that does not exist");
+        let err = builder(backend).cores([missing]).start(|_core| PlainEcho).expect_err("a CPU that does not exist");
         assert_eq!(err.kind(), ErrorKind::InvalidInput);
         assert!(err.to_string().contains("not available"), "unclear error: {err}");
 
-        let err = builder(backend).cores([]).start(|_core| Echo).expect_err("no CPU");
+        let err = builder(backend).cores([]).start(|_core| PlainEcho).expect_err("no CPU");
         assert_eq!(err.kind(), ErrorKind::InvalidInput);
         assert!(err.to_string().contains("empty"), "unclear error: {err}");
     }
@@ -68,7 +55,7 @@ backend_tests! {
     /// with its own listener on the shared port.
     fn one_pinned_core_per_cpu(backend) {
         let cpus = percore::runtime::cpus::available();
-        let server = builder(backend).cores(cpus.clone()).start(|_core| Echo).expect("start");
+        let server = builder(backend).cores(cpus.clone()).start(|_core| PlainEcho).expect("start");
         check_backend(&server, backend);
         let stats = server.stats();
         assert_eq!(stats.iter().map(|s| s.cpu).collect::<Vec<_>>(), cpus);

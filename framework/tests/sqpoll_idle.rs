@@ -9,20 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use percore::{Connection, Handler};
 use support::*;
-
-struct Echo;
-
-impl Handler for Echo {
-    async fn serve(&self, conn: Connection) -> std::io::Result<()> {
-        while let Some(buf) = conn.read().await? {
-            let (res, _) = conn.write_all(buf).await;
-            res?;
-        }
-        conn.shutdown_write()
-    }
-}
 
 /// This process's threads whose name starts with `prefix`, as
 /// `task/<tid>` paths for [`cpu_ticks`].
@@ -48,7 +35,7 @@ backend_tests! {
         // An SQPOLL thread of an earlier ring in this process exits
         // asynchronously after its ring is gone.
         wait_until(Duration::from_secs(5), "earlier SQPOLL threads to exit", || threads("iou-sqp"), Vec::is_empty);
-        let server = builder(backend).sqpoll(Some(Duration::from_millis(10))).start(|_core| Echo).expect("start");
+        let server = builder(backend).sqpoll(Some(Duration::from_millis(10))).start(|_core| PlainEcho).expect("start");
         check_backend(&server, backend);
         let addr = server.local_addr();
         let sq_threads = threads("iou-sqp");

@@ -11,20 +11,17 @@
 //! round-robin over the three upstreams (so one upstream takes two of a
 //! request's branches, and which one rotates from request to request).
 //!
-//! Known failure (open, in the framework): about one run in two sees one
-//! 32-byte allocation on the proxy's core, at
-//! `framework/src/time/wheel.rs:156` (`bucket.push(key)` in `Wheel::place`,
-//! the first push into a timing-wheel slot whose `Vec` has never been used),
-//! reached from the proxy's per-request deadline (`timeout_at` in
-//! `handlers/src/proxy/join.rs:110`). The 15 s deadline lands in a level-2
-//! slot (4.096 s wide), so a fresh slot is first used every 4 s until the
-//! wheel has gone round once (64 slots, about 4.4 min). It is not per
-//! request, but it is an allocation in steady state; the fix belongs in
-//! `Wheel::new` (give every slot a small capacity up front).
+//! Allocations this test has caught, each a first push into a `Vec` with
+//! no capacity yet, long after warm-up: a never-used timing-wheel slot,
+//! reached from the proxy's per-request deadline (the slots now get their
+//! capacity in `Wheel::new`); and the io_uring driver's stack of spare
+//! completion queues, first pushed to when a multishot receive ended at its
+//! byte limit, after about 64 KiB on one connection (now reserved in
+//! `Driver::new`).
 //!
-//! On failure the sizes of the first allocations are printed; set
-//! `PERCORE_ALLOC_TRAP=1` to abort at the first one and read its backtrace
-//! in a debugger.
+//! On failure the sizes of the first allocations are printed; with
+//! `PERCORE_ALLOC_TRAP=1` (and `--nocapture`) the first one prints its
+//! backtrace and aborts.
 
 #[macro_use]
 #[path = "support/http.rs"]

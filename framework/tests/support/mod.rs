@@ -26,6 +26,20 @@ pub use streams::{within_polls, Progress, Streams};
 
 pub use percore::{Backend, Server, ServerBuilder, ServerHandle, StatsSnapshot};
 
+/// Sends every read straight back and half-closes at the client's end of
+/// stream: the framework's tests cannot use `percore-handlers`' echo.
+pub struct PlainEcho;
+
+impl percore::Handler for PlainEcho {
+    async fn serve(&self, conn: percore::Connection) -> std::io::Result<()> {
+        while let Some(buf) = conn.read().await? {
+            let (res, _) = conn.write_all(buf).await;
+            res?;
+        }
+        conn.shutdown_write()
+    }
+}
+
 /// Guard against a hung test: every client socket operation times out
 /// after this long, which fails the test with a message instead.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);

@@ -91,6 +91,8 @@ pub(crate) struct Driver {
 
 /// Spare multishot completion queues kept per core.
 const SPARE_QUEUES: usize = 4096;
+/// Spare-queue slots reserved when a core starts (8 KiB).
+const SPARE_QUEUES_RESERVED: usize = 256;
 
 /// Logs the same fallback only once per process.
 fn warn_once(flag: &std::sync::atomic::AtomicBool, f: impl FnOnce()) {
@@ -180,7 +182,12 @@ impl Driver {
             fixed_send: false,
             stream_cap: buf_config.stream_cap,
             graveyard: Vec::new(),
-            spare_queues: Vec::new(),
+            // Room from the start: a receive re-armed at its byte limit
+            // returns its queue here and takes it back at once, and that
+            // must not be the first push into an empty `Vec` (an
+            // allocation in steady state). Connection churn still grows it
+            // to its high-water mark during warm-up.
+            spare_queues: Vec::with_capacity(SPARE_QUEUES_RESERVED),
             receivers: 0,
             stats,
         };

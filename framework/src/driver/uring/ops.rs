@@ -95,7 +95,7 @@ impl super::Driver {
                 let cqe = *cqe;
                 self.cleanup(kind, cqe);
                 let retained = self.remove_op(key.0)?;
-                self.graveyard.push(extra);
+                self.bury(extra);
                 Some(retained)
             }
             OpState::Stream { queue, ended, .. } => {
@@ -113,7 +113,7 @@ impl super::Driver {
                 }
                 if ended {
                     let retained = self.remove_op(key.0)?;
-                    self.graveyard.push(extra);
+                    self.bury(extra);
                     return Some(retained);
                 }
                 self.orphan(key, extra);
@@ -146,10 +146,20 @@ impl super::Driver {
             op.state = OpState::Orphaned;
             if !matches!(extra, Retained::None) {
                 let previous = std::mem::replace(&mut op.retained, extra);
-                self.graveyard.push(previous);
+                self.bury(previous);
             }
         }
         self.cancel(key);
+    }
+
+    /// Leaves `retained` for the core's loop to drop. Nothing is queued for
+    /// `Retained::None`: a receive re-armed every 64 KiB releases its
+    /// finished multishot with it, and a graveyard that grows to a new
+    /// high-water mark allocates.
+    fn bury(&mut self, retained: Retained) {
+        if !matches!(retained, Retained::None) {
+            self.graveyard.push(retained);
+        }
     }
 
     /// Ends a multishot receive early because its socket carries a bulk
