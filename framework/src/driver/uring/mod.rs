@@ -228,7 +228,8 @@ impl Driver {
         if !self.recv_limit {
             return false;
         }
-        sqe_fields::limit_multishot(sqe, ring.buf_size() as u32);
+        let bytes = u32::try_from(ring.buf_size()).unwrap_or(u32::MAX);
+        sqe_fields::limit_multishot(sqe, bytes);
         if fault::recv_limit_refused() {
             sqe_fields::poison_recv_flags(sqe);
         }
