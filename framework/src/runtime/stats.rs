@@ -133,7 +133,8 @@ pub struct StatsSnapshot {
     pub buffer_exhausted: u64,
     /// Multishot operations paused because their consumer fell behind.
     pub backpressure_pauses: u64,
-    /// Multishot operations that ended (and were re-armed on demand).
+    /// Multishot operations that ended and were re-armed (on io_uring a
+    /// receive also ends at its byte limit, once per 64 KiB received).
     pub multishot_ended: u64,
     /// Connections switched from their multishot receive to single-shot
     /// reads into pool buffers because a completion filled its buffer (a

@@ -231,7 +231,7 @@ impl Driver {
         let bytes = u32::try_from(ring.buf_size()).unwrap_or(u32::MAX);
         sqe_fields::limit_multishot(sqe, bytes);
         if fault::recv_limit_refused() {
-            sqe_fields::poison_recv_flags(sqe);
+            sqe_fields::poison_recv(sqe);
         }
         true
     }
