@@ -50,8 +50,6 @@ impl Default for Streams {
 /// What a stream run did so far (readable from other threads while it runs).
 #[derive(Debug, Default)]
 pub struct Progress {
-    /// Connections established.
-    pub connected: std::sync::atomic::AtomicUsize,
     /// Bytes echoed back and checked.
     pub echoed: std::sync::atomic::AtomicU64,
     /// Connections that finished with every byte back.
@@ -115,7 +113,6 @@ impl Streams {
                 .map_err(|e| format!("conn {id}: connect: {e}"))?;
             sock.set_nonblocking(true).map_err(|e| e.to_string())?;
             sock.set_nodelay(true).map_err(|e| e.to_string())?;
-            progress.connected.fetch_add(1, Relaxed);
             conns.push(StreamConn {
                 id,
                 sock,
