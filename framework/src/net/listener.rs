@@ -73,16 +73,28 @@ impl TcpListener {
     /// listener stays usable, and the server backs off before retrying.
     pub async fn accept(&self) -> io::Result<TcpStream> {
         let fd = poll_fn(|cx| op::accept::poll_accept(&self.fd, &self.io, cx)).await?;
-        let stream = TcpStream::from_fd(fd)?;
-        // Best effort: a socket reset already may refuse options.
-        let _ = stream.set_nodelay(true);
-        Ok(stream)
+        adopt(fd)
+    }
+
+    /// Takes a connection that is already complete, without waiting for a
+    /// new one; `None` when none is left. Used at a server stop, before the
+    /// listener closes: what it hands over is served instead of reset.
+    pub(crate) fn accept_queued(&self) -> Option<io::Result<TcpStream>> {
+        Some(op::accept::accept_queued(&self.fd, &self.io)?.and_then(adopt))
     }
 
     /// The bound address (with the real port when bound to port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
+}
+
+/// Registers an accepted socket with this core, with `TCP_NODELAY` set.
+fn adopt(fd: OwnedFd) -> io::Result<TcpStream> {
+    let stream = TcpStream::from_fd(fd)?;
+    // Best effort: a socket reset already may refuse options.
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
 }
 
 impl AsRawFd for TcpListener {

@@ -3,10 +3,16 @@
 //! io_uring: one multishot accept per listener, its completions queued in
 //! the listener's standing slot (paused by cancellation when the queue is
 //! full, re-armed by the next `accept`). epoll: `accept4` on readiness.
+//!
+//! At a server stop, [`accept_queued`] hands over what is already there
+//! (accepted completions, then the kernel's accept queue) without waiting
+//! for new connections, so a stop resets none of the clients whose
+//! connection was complete when it began.
 
+use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use io_uring::{opcode, types};
 
@@ -97,4 +103,65 @@ pub(crate) fn poll_accept(
             "socket used on a core of another backend",
         ))),
     })
+}
+
+/// A connection that is already complete, without arming or waiting for
+/// anything; `None` when none is left. On io_uring the connections the
+/// accept's completions carry come first, then the accept is released
+/// (cancelled; one it completes after that is closed); then `accept4` takes
+/// the kernel's queue until it is empty.
+pub(crate) fn accept_queued(fd: &SharedFd, io: &SocketIo) -> Option<io::Result<OwnedFd>> {
+    context::with_core(|core| {
+        match (&mut *core.driver.borrow_mut(), io) {
+            (Driver::Uring(d), SocketIo::Uring { standing, .. }) => {
+                if let Some(res) = take_accepted(d, standing) {
+                    return Some(cqe_result(res).map(|fd| sys::owned_fd(fd as i32)));
+                }
+            }
+            (Driver::Epoll(d), _) => d.count_syscall(),
+            _ => {}
+        }
+        loop {
+            match sys::accept(fd.as_raw_fd()) {
+                Ok(fd) => return Some(Ok(fd)),
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return None,
+                Err(e) if is_transient(&e) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    })
+}
+
+/// The result of the next accept io_uring has completed; once none is
+/// queued, the accept is released and `None` returned.
+fn take_accepted(d: &mut crate::driver::uring::Driver, standing: &Cell<Standing>) -> Option<i32> {
+    // Nothing waits on what is polled here: it is taken now or never.
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        match standing.get() {
+            Standing::Idle => return None,
+            Standing::Multishot(key) => {
+                if let Poll::Ready(Some(cqe)) = d.poll_stream(key, &mut cx) {
+                    return Some(cqe.res);
+                }
+                standing.set(Standing::Idle);
+                drop(d.release(key, Retained::None));
+            }
+            Standing::Single(key) => {
+                standing.set(Standing::Idle);
+                match d.poll_op(key, &mut cx) {
+                    Poll::Ready((cqe, _fd)) => return Some(cqe.res),
+                    Poll::Pending => drop(d.release(key, Retained::None)),
+                }
+            }
+        }
+    }
+}
+
+/// Accept errors that concern one connection (or none), not the listener.
+pub(crate) fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNABORTED) | Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EPROTO)
+    )
 }

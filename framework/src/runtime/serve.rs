@@ -65,12 +65,16 @@ pub(crate) async fn serve_core<H: Handler>(
 ) {
     let tracker = Rc::new(Tracker::default());
     {
-        let accepting = pin!(accept_loop(&listener, &handler, &tracker, limits));
+        // The stop is polled first: once it has come, the accept loop is
+        // not polled again, and `take_queued` takes what is left.
         let stopping = pin!(crate::shutdown_signal());
-        race(accepting, stopping).await;
+        let accepting = pin!(accept_loop(&listener, &handler, &tracker, limits));
+        race(stopping, accepting).await;
     }
-    // Stop accepting first: close the listener (its multishot accept is
-    // cancelled; connections still queued in it are closed).
+    // Stop accepting first: serve the connections that were complete when
+    // the stop came, then close the listener. Only a connection completed
+    // between the last accept and the close is reset.
+    take_queued(&listener, &handler, &tracker, limits);
     drop(listener);
     let open = tracker.active.get();
     if open > 0 {
@@ -125,31 +129,12 @@ async fn accept_loop<H: Handler>(
                 if reserve.is_none() {
                     reserve = reserve_fd();
                 }
-                stats.accepted.add(1);
-                stats.active.add(1);
-                tracker.active.set(tracker.active.get() + 1);
-                let guard = ConnGuard(tracker.clone());
-                let handler = handler.clone();
-                let stats = stats.clone();
-                drop(spawn_local(async move {
-                    let _guard = guard;
-                    if let Err(e) = handler.serve(stream).await {
-                        stats.errors_io.add(1);
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                }));
+                spawn_connection(stream, handler, tracker, &stats);
             }
             Err(e) => {
                 let errno = e.raw_os_error();
                 let fd_limit = matches!(errno, Some(libc::EMFILE) | Some(libc::ENFILE));
-                let transient = matches!(
-                    errno,
-                    Some(libc::ECONNABORTED)
-                        | Some(libc::EINTR)
-                        | Some(libc::EAGAIN)
-                        | Some(libc::EPROTO)
-                );
-                if transient {
+                if crate::op::accept::is_transient(&e) {
                     continue;
                 }
                 if fd_limit {
@@ -172,6 +157,61 @@ async fn accept_loop<H: Handler>(
                 crate::time::sleep(backoff).await;
             }
         }
+    }
+}
+
+/// Serves a connection on its own task, counted until it ends.
+fn spawn_connection<H: Handler>(
+    stream: crate::net::TcpStream,
+    handler: &Rc<H>,
+    tracker: &Rc<Tracker>,
+    stats: &std::sync::Arc<super::stats::CoreStats>,
+) {
+    stats.accepted.add(1);
+    stats.active.add(1);
+    tracker.active.set(tracker.active.get() + 1);
+    let guard = ConnGuard(tracker.clone());
+    let handler = handler.clone();
+    let stats = stats.clone();
+    drop(spawn_local(async move {
+        let _guard = guard;
+        if let Err(e) = handler.serve(stream).await {
+            stats.errors_io.add(1);
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+    }));
+}
+
+/// At a stop: serves the connections already complete in the listener
+/// (up to the connection limit), so closing it resets none of them.
+fn take_queued<H: Handler>(
+    listener: &TcpListener,
+    handler: &Rc<H>,
+    tracker: &Rc<Tracker>,
+    limits: ServeLimits,
+) {
+    let stats = context::with_core(|core| core.shared.stats.clone());
+    let mut taken = 0usize;
+    while tracker.active.get() < limits.max_connections {
+        match listener.accept_queued() {
+            Some(Ok(stream)) => {
+                spawn_connection(stream, handler, tracker, &stats);
+                taken += 1;
+            }
+            Some(Err(e)) if crate::op::accept::is_transient(&e) => {}
+            Some(Err(e)) => {
+                stats.errors_accept.add(1);
+                tracing::warn!(error = %e, "stopping: could not take the connections queued in the listener; they are reset");
+                break;
+            }
+            None => break,
+        }
+    }
+    if taken > 0 {
+        tracing::info!(
+            taken,
+            "stopping: serving the connections that were queued in the listener"
+        );
     }
 }
 
