@@ -377,8 +377,10 @@ impl ServerHandle {
         self.inner.backend
     }
 
-    /// Begins a graceful stop: every core stops accepting, lets open
-    /// connections finish until the drain deadline, then cancels the rest.
+    /// Begins a graceful stop: every core stops accepting, serves the
+    /// connections already waiting in its listener (up to the connection
+    /// limit) and closes it, lets open connections finish until the drain
+    /// deadline, then cancels the rest.
     /// Returns at once; [`ServerHandle::join`] waits for the end.
     pub fn shutdown(&self) {
         self.inner.shutdown();
