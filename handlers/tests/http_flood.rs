@@ -1,6 +1,8 @@
 //! Memory and connection floods, on both backends: FAULTS A3 (oversized
-//! heads keep per-connection memory at the head limit) and B5 (thousands
-//! of idle connections; the server keeps serving and accepting).
+//! heads keep per-connection memory at the head limit), B5 (thousands of
+//! idle connections; the server keeps serving and accepting) and C5 (a
+//! client that pipelines requests and reads no answer is stopped by
+//! backpressure).
 //!
 //! Both measure the process's peak RSS (`VmHWM`, reset through
 //! `/proc/self/clear_refs`), so the tests of this file run one at a time.
@@ -81,6 +83,63 @@ http_tests! {
         println!("{backend}: peak RSS grew by {grew} KiB for 64 x 2 MiB heads");
         assert!(grew < 48 * 1024, "peak RSS grew by {grew} KiB");
         assert_eq!(one(server.addr, &get("/")).body, HELLO);
+    }
+
+    /// C5: a client pipelines 100,000 small requests and reads nothing.
+    /// Once the answers fill the socket buffers the server stops taking
+    /// requests (it neither reads nor queues more output), with the
+    /// process's memory bounded; when the client reads, every request is
+    /// answered, in order, and the connection is still usable.
+    fn c05_pipelined_requests_without_reading_are_bounded(backend) {
+        let _serial = serial();
+        const REQUESTS: usize = 100_000;
+        let mut config = Config::default();
+        config.max_requests = u32::MAX;
+        let server = TestServer::echo_with(backend, config);
+        let mut c = Client::connect(server.addr);
+        // A small receive buffer (no autotuning) makes the answers back up
+        // after a few thousand, not after megabytes.
+        let rcvbuf: libc::c_int = 64 * 1024;
+        // SAFETY: a valid socket and a pointer to a c_int of the size given.
+        let set = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&c.stream),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&rcvbuf as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(set, 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+        let requests = get("/").repeat(REQUESTS);
+        let before = reset_peak();
+        let mut writer = c.stream.try_clone().expect("clone");
+        let sending = thread::spawn(move || writer.write_all(&requests));
+        // Wait until the server has stopped answering for 300 ms.
+        let mut last = server.stats().requests;
+        let mut still_since = Instant::now();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while still_since.elapsed() < Duration::from_millis(300) {
+            assert!(Instant::now() < deadline, "the server never stopped taking requests");
+            thread::sleep(Duration::from_millis(20));
+            let now = server.stats().requests;
+            if now != last {
+                (last, still_since) = (now, Instant::now());
+            }
+        }
+        let grew = status_kib("VmHWM:").saturating_sub(before);
+        println!("{backend}: stopped after {last} of {REQUESTS} pipelined requests; peak RSS grew by {grew} KiB");
+        assert!((last as usize) < REQUESTS / 2, "the server took {last} requests with no answer read");
+        assert!(grew < 8 * 1024, "peak RSS grew by {grew} KiB");
+        let first = c.response();
+        assert_eq!((first.status, &first.body[..]), (200, HELLO));
+        for i in 1..REQUESTS {
+            let r = c.response();
+            assert_eq!(r.status, 200, "response {i}");
+        }
+        sending.join().expect("writer thread").expect("every request sent");
+        assert_eq!(c.roundtrip(&get("/after")).body, HELLO);
+        assert_eq!(server.stats().requests as usize, REQUESTS + 1);
     }
 
     /// B5: 4000 idle connections. Existing and new connections are still
