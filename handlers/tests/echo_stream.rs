@@ -360,6 +360,16 @@ fn d2_no_buf_ring_runs_the_echo_suite() {
     degraded_suite("no_buf_ring", "buf_ring=false", true);
 }
 
+/// FAULTS D4: submissions fail after their SQEs were queued (one
+/// `io_uring_enter` with submissions in eight fails with `ENOMEM` before the
+/// kernel sees them): every operation stays alive, goes in with the next
+/// enter, and completes; the failures are logged, and the echo suite still
+/// passes.
+#[test]
+fn d4_failed_submits_run_the_echo_suite() {
+    degraded_suite("enter_error=ENOMEM", "io_uring_enter failed", false);
+}
+
 /// FAULTS D2: a kernel before 6.17 refuses a multishot receive's byte
 /// limit: the first is refused with `EINVAL`, the receive is armed again
 /// without a limit, the log says so once, and the echo suite still passes.

@@ -36,7 +36,7 @@ struct RsrcUpdate {
 }
 
 /// How this core enters its ring.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub(crate) struct Enter {
     /// The registered ring index, or the ring fd when registration failed.
     fd: i32,
@@ -46,7 +46,13 @@ pub(crate) struct Enter {
     /// Wait batching (`IORING_FEAT_MIN_TIMEOUT`): a batched wait holds out
     /// this many µs for [`BATCH_COMPLETIONS`] completions; 0 is off.
     batch_usec: u32,
+    /// Enters with submissions so far, for the `enter_error` fault.
+    submitting_enters: std::cell::Cell<u32>,
 }
+
+/// Under the `enter_error` fault, one enter with submissions in this many
+/// fails before the kernel sees its submissions.
+const FAULT_EVERY: u32 = 8;
 
 /// Completions a batched wait asks for before its time bound, and a busy
 /// core's waits without a time bound ask for before they return.
@@ -88,6 +94,7 @@ impl Enter {
             no_iowait,
             sqpoll,
             batch_usec,
+            submitting_enters: std::cell::Cell::new(0),
         }
     }
 
@@ -181,21 +188,27 @@ impl Enter {
         } else {
             u32::from(wait)
         };
-        // SAFETY: `fd` is this ring's (registered) fd; the argument struct
-        // and the timespec it points to live until the call returns.
-        let res = unsafe {
-            libc::syscall(
-                libc::SYS_io_uring_enter,
-                self.fd,
-                to_submit,
-                min_complete,
-                flags,
-                arg_ptr,
-                arg_len,
-            )
+        let res = match self.injected_failure(to_submit) {
+            Some(err) => Err(err),
+            // SAFETY: `fd` is this ring's (registered) fd; the argument
+            // struct and the timespec it points to live until the call
+            // returns.
+            None => match unsafe {
+                libc::syscall(
+                    libc::SYS_io_uring_enter,
+                    self.fd,
+                    to_submit,
+                    min_complete,
+                    flags,
+                    arg_ptr,
+                    arg_len,
+                )
+            } {
+                res if res < 0 => Err(io::Error::last_os_error()),
+                _ => Ok(()),
+            },
         };
-        if res < 0 {
-            let err = io::Error::last_os_error();
+        if let Err(err) = res {
             return match err.raw_os_error() {
                 // Timed out, interrupted, or completions must be reaped
                 // before more can be posted: all normal, the loop goes on.
@@ -206,5 +219,18 @@ impl Enter {
             };
         }
         Ok(true)
+    }
+
+    /// The `enter_error` fault: one enter with submissions in
+    /// [`FAULT_EVERY`] fails as a failed submission would, its SQEs left in
+    /// the queue for the next enter.
+    fn injected_failure(&self, to_submit: u32) -> Option<io::Error> {
+        let errno = super::fault::enter_error()?;
+        if to_submit == 0 {
+            return None;
+        }
+        let n = self.submitting_enters.get().wrapping_add(1);
+        self.submitting_enters.set(n);
+        (n % FAULT_EVERY == 0).then(|| io::Error::from_raw_os_error(errno))
     }
 }

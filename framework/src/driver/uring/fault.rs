@@ -9,7 +9,10 @@
 //! - `no_multishot`: the kernel is treated as lacking multishot accept/recv;
 //! - `no_buf_ring`: the provided-buffer ring cannot be registered;
 //! - `recv_limit_refused`: a multishot receive with a byte limit is refused
-//!   with `EINVAL`, as a kernel before 6.17 refuses it.
+//!   with `EINVAL`, as a kernel before 6.17 refuses it;
+//! - `enter_error=ENOMEM|EAGAIN|...`: one `io_uring_enter` with submissions
+//!   in eight fails so before the kernel sees them, as a failed submission
+//!   would; the operations must stay alive and go in with the next enter.
 
 use std::io;
 use std::sync::OnceLock;
@@ -21,6 +24,7 @@ struct Faults {
     no_multishot: bool,
     no_buf_ring: bool,
     recv_limit_refused: bool,
+    enter_error: Option<i32>,
 }
 
 fn errno(name: &str) -> Option<i32> {
@@ -30,6 +34,8 @@ fn errno(name: &str) -> Option<i32> {
         "EINVAL" => libc::EINVAL,
         "ENOMEM" => libc::ENOMEM,
         "EACCES" => libc::EACCES,
+        "EAGAIN" => libc::EAGAIN,
+        "EBUSY" => libc::EBUSY,
         _ => return None,
     })
 }
@@ -45,6 +51,7 @@ fn faults() -> &'static Faults {
             match item.split_once('=') {
                 Some(("uring_setup", e)) => faults.setup = errno(e),
                 Some(("register_buffers", e)) => faults.register_buffers = errno(e),
+                Some(("enter_error", e)) => faults.enter_error = errno(e),
                 None if item == "no_multishot" => faults.no_multishot = true,
                 None if item == "no_buf_ring" => faults.no_buf_ring = true,
                 None if item == "recv_limit_refused" => faults.recv_limit_refused = true,
@@ -74,4 +81,8 @@ pub(crate) fn no_buf_ring() -> bool {
 
 pub(crate) fn recv_limit_refused() -> bool {
     faults().recv_limit_refused
+}
+
+pub(crate) fn enter_error() -> Option<i32> {
+    faults().enter_error
 }
