@@ -284,6 +284,48 @@ backend_tests! {
         assert_eq!(sum(&stats, |c| c.accepted), 4);
     }
 
+    /// A stop takes no queued connection past the connection limit: with a
+    /// limit of 1 and that connection open, the two clients queued behind
+    /// it are closed unserved when the listener closes, and the open one is
+    /// still served to the end.
+    fn stop_keeps_the_connection_limit(backend) {
+        let held = Arc::new(AtomicBool::new(false));
+        let server = builder(backend)
+            .max_connections(1)
+            .start({
+                let held = held.clone();
+                move |_core| HoldFirst { held: held.clone() }
+            })
+            .expect("start");
+        check_backend(&server, backend);
+        let addr = server.local_addr();
+        let mut holder = connect(addr);
+        wait_until(Duration::from_secs(5), "the core to be held", || held.load(SeqCst), |&h| h);
+        let mut queued: Vec<TcpStream> = (0..2u8)
+            .map(|i| {
+                let mut client = connect(addr);
+                client.write_all(pattern(i.into(), 1000)).expect("write");
+                client
+            })
+            .collect();
+        server.stopper().stop();
+        for (i, client) in queued.iter_mut().enumerate() {
+            match read_to_end(client) {
+                Ok(got) => assert!(got.is_empty(), "queued client {i} got {} bytes", got.len()),
+                Err((got, e)) => assert!(
+                    got.is_empty() && e.kind() == ErrorKind::ConnectionReset,
+                    "queued client {i}: {} bytes, then {e}",
+                    got.len()
+                ),
+            }
+        }
+        roundtrip(&mut holder, b"still served while the server drains");
+        drop(holder);
+        let stats = server.stats();
+        server.join().expect("join");
+        assert_eq!(sum(&stats, |c| c.accepted), 1);
+    }
+
     /// FAULTS E4, the window that is left (measured and documented, not
     /// prevented): a connection the kernel completes between a core's last
     /// accept and its listener's close is reset. Clients connecting in a
