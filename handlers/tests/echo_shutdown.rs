@@ -89,6 +89,58 @@ impl Handler for HoldFirst {
     }
 }
 
+/// A [`HoldFirst`] server stopped while its core was held, the connection
+/// that holds it, and clients that connected and sent meanwhile.
+struct Held {
+    server: ServerHandle,
+    holder: TcpStream,
+    queued: Vec<TcpStream>,
+}
+
+/// Starts a [`HoldFirst`] server; while its core is held, connects
+/// `queued` clients that each send 1000 bytes, then asks for the stop.
+fn stop_while_held(builder: ServerBuilder, backend: Backend, queued: u8) -> Held {
+    let held = Arc::new(AtomicBool::new(false));
+    let server = builder
+        .start({
+            let held = held.clone();
+            move |_core| HoldFirst { held: held.clone() }
+        })
+        .expect("start");
+    check_backend(&server, backend);
+    let addr = server.local_addr();
+    let holder = connect(addr);
+    wait_until(
+        Duration::from_secs(5),
+        "the core to be held",
+        || held.load(SeqCst),
+        |&h| h,
+    );
+    let queued = (0..queued)
+        .map(|i| {
+            let mut client = connect(addr);
+            client.write_all(pattern(i.into(), 1000)).expect("write");
+            client
+        })
+        .collect();
+    server.stopper().stop();
+    Held {
+        server,
+        holder,
+        queued,
+    }
+}
+
+/// Checks that the holding connection is still served, closes it, waits
+/// for the server; returns how many connections it accepted.
+fn finish(server: ServerHandle, mut holder: TcpStream) -> u64 {
+    roundtrip(&mut holder, b"still served while the server drains");
+    drop(holder);
+    let stats = server.stats();
+    server.join().expect("join");
+    sum(&stats, |c| c.accepted)
+}
+
 /// Whether a new connection to `addr` is refused.
 fn refused(addr: SocketAddr) -> bool {
     match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
@@ -249,25 +301,7 @@ backend_tests! {
     /// clients connect and send, and the stop is asked for meanwhile; the
     /// core sees the stop before it accepts again, and echoes all three.
     fn stop_serves_the_connections_queued_in_the_listener(backend) {
-        let held = Arc::new(AtomicBool::new(false));
-        let server = builder(backend)
-            .start({
-                let held = held.clone();
-                move |_core| HoldFirst { held: held.clone() }
-            })
-            .expect("start");
-        check_backend(&server, backend);
-        let addr = server.local_addr();
-        let mut holder = connect(addr);
-        wait_until(Duration::from_secs(5), "the core to be held", || held.load(SeqCst), |&h| h);
-        let mut queued: Vec<TcpStream> = (0..3u8)
-            .map(|i| {
-                let mut client = connect(addr);
-                client.write_all(pattern(i.into(), 1000)).expect("write");
-                client
-            })
-            .collect();
-        server.stopper().stop();
+        let Held { server, holder, mut queued } = stop_while_held(builder(backend), backend, 3);
         for (i, client) in queued.iter_mut().enumerate() {
             let mut back = vec![0u8; 1000];
             client
@@ -277,11 +311,7 @@ backend_tests! {
             client.shutdown(std::net::Shutdown::Write).expect("shutdown");
             assert_eq!(read_to_end(client).map_err(|(_, e)| e).expect("close").len(), 0);
         }
-        roundtrip(&mut holder, b"still served while the server drains");
-        drop(holder);
-        let stats = server.stats();
-        server.join().expect("join");
-        assert_eq!(sum(&stats, |c| c.accepted), 4);
+        assert_eq!(finish(server, holder), 4);
     }
 
     /// A stop takes no queued connection past the connection limit: with a
@@ -289,26 +319,8 @@ backend_tests! {
     /// it are closed unserved when the listener closes, and the open one is
     /// still served to the end.
     fn stop_keeps_the_connection_limit(backend) {
-        let held = Arc::new(AtomicBool::new(false));
-        let server = builder(backend)
-            .max_connections(1)
-            .start({
-                let held = held.clone();
-                move |_core| HoldFirst { held: held.clone() }
-            })
-            .expect("start");
-        check_backend(&server, backend);
-        let addr = server.local_addr();
-        let mut holder = connect(addr);
-        wait_until(Duration::from_secs(5), "the core to be held", || held.load(SeqCst), |&h| h);
-        let mut queued: Vec<TcpStream> = (0..2u8)
-            .map(|i| {
-                let mut client = connect(addr);
-                client.write_all(pattern(i.into(), 1000)).expect("write");
-                client
-            })
-            .collect();
-        server.stopper().stop();
+        let Held { server, holder, mut queued } =
+            stop_while_held(builder(backend).max_connections(1), backend, 2);
         for (i, client) in queued.iter_mut().enumerate() {
             match read_to_end(client) {
                 Ok(got) => assert!(got.is_empty(), "queued client {i} got {} bytes", got.len()),
@@ -319,11 +331,7 @@ backend_tests! {
                 ),
             }
         }
-        roundtrip(&mut holder, b"still served while the server drains");
-        drop(holder);
-        let stats = server.stats();
-        server.join().expect("join");
-        assert_eq!(sum(&stats, |c| c.accepted), 1);
+        assert_eq!(finish(server, holder), 1);
     }
 
     /// FAULTS E4, the window that is left (measured and documented, not
