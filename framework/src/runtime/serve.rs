@@ -19,6 +19,8 @@ use crate::{spawn_local, Handler};
 pub(crate) struct ServeLimits {
     pub(crate) max_connections: usize,
     pub(crate) drain_timeout: Duration,
+    /// The listen backlog: the most connections a listener can hold queued.
+    pub(crate) backlog: usize,
 }
 
 /// Counts a core's open connections and wakes whoever waits for the count
@@ -183,7 +185,8 @@ fn spawn_connection<H: Handler>(
 }
 
 /// At a stop: serves the connections already complete in the listener
-/// (up to the connection limit), so closing it resets none of them.
+/// (up to the connection limit), so closing it resets none of them. Past
+/// the limit, the rest are taken and closed, to count them in the log.
 fn take_queued<H: Handler>(
     listener: &TcpListener,
     handler: &Rc<H>,
@@ -192,12 +195,16 @@ fn take_queued<H: Handler>(
 ) {
     let stats = context::with_core(|core| core.shared.stats.clone());
     let mut taken = 0usize;
-    while tracker.active.get() < limits.max_connections {
+    let mut unserved = 0usize;
+    // Bounded by the backlog, so that clients still connecting cannot keep
+    // a stopping core here.
+    while taken + unserved < limits.backlog {
         match listener.accept_queued() {
-            Some(Ok(stream)) => {
+            Some(Ok(stream)) if tracker.active.get() < limits.max_connections => {
                 spawn_connection(stream, handler, tracker, &stats);
                 taken += 1;
             }
+            Some(Ok(_closed)) => unserved += 1,
             Some(Err(e)) if crate::op::accept::is_transient(&e) => {}
             Some(Err(e)) => {
                 stats.errors_accept.add(1);
@@ -211,6 +218,14 @@ fn take_queued<H: Handler>(
         tracing::info!(
             taken,
             "stopping: serving the connections that were queued in the listener"
+        );
+    }
+    if unserved > 0 {
+        stats.closed_unserved.add(unserved as u64);
+        tracing::warn!(
+            unserved,
+            max_connections = limits.max_connections,
+            "stopping: the connection limit is reached; the connections queued in the listener were closed unserved"
         );
     }
 }

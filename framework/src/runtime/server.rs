@@ -193,6 +193,7 @@ impl ServerBuilder {
             let limits = ServeLimits {
                 max_connections: self.max_connections,
                 drain_timeout: self.drain_timeout,
+                backlog: self.backlog as usize,
             };
             let config = self.config;
             let factory = factory.clone();
@@ -379,8 +380,9 @@ impl ServerHandle {
 
     /// Begins a graceful stop: every core stops accepting, serves the
     /// connections already waiting in its listener (up to the connection
-    /// limit) and closes it, lets open connections finish until the drain
-    /// deadline, then cancels the rest.
+    /// limit; the rest are closed unserved and counted in
+    /// [`StatsSnapshot::closed_unserved`]) and closes it, lets open
+    /// connections finish until the drain deadline, then cancels the rest.
     /// Returns at once; [`ServerHandle::join`] waits for the end.
     pub fn shutdown(&self) {
         self.inner.shutdown();

@@ -55,6 +55,7 @@ pub(crate) struct CoreStats {
     pub(crate) multishot_ended: Counter,
     pub(crate) bulk_reads: Counter,
     pub(crate) accept_paused: Counter,
+    pub(crate) closed_unserved: Counter,
     pub(crate) submissions: Counter,
     pub(crate) enters: Counter,
     pub(crate) batched_waits: Counter,
@@ -89,6 +90,7 @@ impl CoreStats {
             multishot_ended: self.multishot_ended.get(),
             bulk_reads: self.bulk_reads.get(),
             accept_paused: self.accept_paused.get(),
+            closed_unserved: self.closed_unserved.get(),
             submissions: self.submissions.get(),
             enters: self.enters.get(),
             batched_waits: self.batched_waits.get(),
@@ -142,6 +144,9 @@ pub struct StatsSnapshot {
     pub bulk_reads: u64,
     /// Times accepting paused at the connection limit.
     pub accept_paused: u64,
+    /// Connections found queued in the listener at a stop and closed
+    /// unserved, because the connection limit was reached.
+    pub closed_unserved: u64,
     /// SQEs submitted (io_uring).
     pub submissions: u64,
     /// `io_uring_enter` or `epoll_wait` calls.
@@ -165,7 +170,7 @@ impl fmt::Display for StatsSnapshot {
             f,
             "cpu={} backend={} accepted={} active={} requests={} in={} out={} \
              err_accept={} err_fd={} err_io={} panics={} enobufs={} paused={} \
-             bulk={} sqes={} enters={} batched={} syscalls={} inflight={} cpu_ms={}",
+             unserved={} bulk={} sqes={} enters={} batched={} syscalls={} inflight={} cpu_ms={}",
             self.cpu,
             self.backend,
             self.accepted,
@@ -179,6 +184,7 @@ impl fmt::Display for StatsSnapshot {
             self.panics,
             self.buffer_exhausted,
             self.backpressure_pauses,
+            self.closed_unserved,
             self.bulk_reads,
             self.submissions,
             self.enters,
