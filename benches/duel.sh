@@ -6,7 +6,9 @@
 # by 10–30 % between runs minutes apart, more than most differences worth
 # measuring. Here both servers are pinned to CPU 0 and loaded at once, each
 # by its own `wrk -t1 -cCONNS` on CPU 1, and each one's requests per
-# CPU-second (CPU time from /proc/PID/stat) is divided by the other's. The
+# CPU-second (CPU time from /proc/PID/stat) is divided by the other's; each
+# run also splits each server's CPU time per request into user space and
+# kernel, which shows whether a difference is the server's own code. The
 # ratio of one run repeats within about 1 % where sequential runs scatter by
 # 10 %. What it does not measure: either server alone at full load (each gets
 # about half of the client's capacity, and they share CPU 0's caches), or
@@ -48,6 +50,7 @@ for run in $(seq "$RUNS"); do
     done
     wait "${clients[@]}" || true
     t0=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
+    u0=("$(user_ticks "${pids[0]}")" "$(user_ticks "${pids[1]}")")
     clients=()
     for i in 0 1; do
         taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$((PORT + i))/" >"/tmp/duel.$$.$i" 2>&1 &
@@ -55,6 +58,7 @@ for run in $(seq "$RUNS"); do
     done
     for pid in "${clients[@]}"; do wait "$pid" || die "wrk failed"; done
     t1=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
+    u1=("$(user_ticks "${pids[0]}")" "$(user_ticks "${pids[1]}")")
     duel_stop
     per_cpu=()
     for i in 0 1; do
@@ -65,7 +69,11 @@ $out"
         grep -qE "Non-2xx|Socket errors" <<<"$out" && echo "duel.sh: warning: ${labels[$i]}: $(grep -E 'Non-2xx|Socket errors' <<<"$out")" >&2
         per_cpu+=("$(awk -v r="$r" -v d="$DURATION" -v a="${t0[$i]}" -v b="${t1[$i]}" -v h="$(getconf CLK_TCK)" \
             'BEGIN { printf "%.0f", r * d / ((b - a) / h) }')")
-        printf '  run %d: %-8s %9.0f req/s %9s req per CPU-s\n' "$run" "${labels[$i]}" "$r" "${per_cpu[$i]}" >&2
+        # Where the CPU time went, in microseconds per request: user space
+        # (the server's own code) and kernel (mostly TCP, alike for all).
+        split=$(awk -v r="$r" -v d="$DURATION" -v a="${t0[$i]}" -v b="${t1[$i]}" -v ua="${u0[$i]}" -v ub="${u1[$i]}" \
+            -v h="$(getconf CLK_TCK)" 'BEGIN { n = r * d; printf "user %.2f + kernel %.2f us/req", (ub - ua) / h * 1e6 / n, ((b - a) - (ub - ua)) / h * 1e6 / n }')
+        printf '  run %d: %-8s %9.0f req/s %9s req per CPU-s (%s)\n' "$run" "${labels[$i]}" "$r" "${per_cpu[$i]}" "$split" >&2
     done
     ratios+=("$(awk -v a="${per_cpu[0]}" -v b="${per_cpu[1]}" 'BEGIN { printf "%.3f", a / b }')")
 done
