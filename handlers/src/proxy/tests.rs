@@ -544,3 +544,93 @@ fn config_faults_validation() {
         "times do not matter when ejection is off"
     );
 }
+
+/// What feeding `wire` in the pieces that end at `cuts` (then at the end of
+/// stream) gives: the answer's status and body, or the failure; and
+/// whether the answer was already complete when its bytes were all in,
+/// before the end of stream.
+fn feed_pieces(wire: &[u8], cuts: &[usize]) -> (Result<(u16, Vec<u8>), Failure>, bool) {
+    let mut parser = ResponseParser::new(LIMITS, false);
+    let mut buf = Vec::new();
+    let mut from = 0;
+    for &to in cuts.iter().chain(std::iter::once(&wire.len())) {
+        buf.extend_from_slice(&wire[from..to]);
+        from = to;
+        match parser.feed(&mut buf, false) {
+            Ok(Some(a)) => return (Ok((a.status, buf[a.body].to_vec())), true),
+            Ok(None) => {}
+            Err(e) => return (Err(e), true),
+        }
+    }
+    match parser.feed(&mut buf, true) {
+        Ok(Some(a)) => (Ok((a.status, buf[a.body].to_vec())), false),
+        Ok(None) => panic!("no answer at the end of stream"),
+        Err(e) => (Err(e), false),
+    }
+}
+
+/// Random mutations of valid responses (every framing), fed whole and in
+/// random pieces: the parser never panics, an answer's body always lies in
+/// the buffer, and the pieces give the answer the whole gives, as soon as
+/// its last byte is in (a parser that waited for more would leave the
+/// request hanging until its deadline).
+#[test]
+fn mutated_responses_in_pieces() {
+    let seeds: [&[u8]; 5] = [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello",
+        b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n3;x=1\r\nabc\r\n2\r\nde\r\n0\r\nT: v\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close",
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+        b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nhi",
+    ];
+    let tokens: [&[u8]; 10] = [
+        b"\r\n",
+        b"\n",
+        b"\r",
+        b":",
+        b" ",
+        b"0",
+        b";",
+        b"ffffffff",
+        b"\r\n\r\n",
+        b"Transfer-Encoding: chunked\r\n",
+    ];
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n.max(1) as u64) as usize
+    };
+    for _ in 0..20_000 {
+        let mut wire = seeds[next(seeds.len())].to_vec();
+        for _ in 0..1 + next(3) {
+            let at = next(wire.len() + 1);
+            match next(4) {
+                0 if at < wire.len() => wire[at] = next(256) as u8,
+                1 if at < wire.len() => drop(wire.remove(at)),
+                2 => {
+                    let token = tokens[next(tokens.len())];
+                    wire.splice(at..at, token.iter().copied());
+                }
+                _ => wire.insert(at, next(256) as u8),
+            }
+        }
+        let (whole, whole_early) = feed_pieces(&wire, &[]);
+        let mut cuts = [next(wire.len() + 1), next(wire.len() + 1)];
+        cuts.sort_unstable();
+        let (pieces, pieces_early) = feed_pieces(&wire, &cuts);
+        let shown = String::from_utf8_lossy(&wire);
+        if let Ok(answer) = &whole {
+            assert_eq!(
+                pieces.as_ref().ok(),
+                Some(answer),
+                "{shown:?} cut at {cuts:?}"
+            );
+            assert!(
+                !whole_early || pieces_early,
+                "{shown:?} cut at {cuts:?}: waited past the last byte"
+            );
+        }
+    }
+}
