@@ -66,9 +66,7 @@ pub(crate) fn poll_accept(
                 }
                 Standing::Multishot(key) => match d.poll_stream(key, cx) {
                     Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Some(cqe)) => {
-                        return Poll::Ready(cqe_result(cqe.res).map(|fd| sys::owned_fd(fd as i32)))
-                    }
+                    Poll::Ready(Some(cqe)) => return Poll::Ready(accepted_fd(cqe.res)),
                     Poll::Ready(None) => {
                         standing.set(Standing::Idle);
                         drop(d.release(key, Retained::None));
@@ -79,7 +77,7 @@ pub(crate) fn poll_accept(
                         Poll::Pending => Poll::Pending,
                         Poll::Ready((cqe, _fd)) => {
                             standing.set(Standing::Idle);
-                            Poll::Ready(cqe_result(cqe.res).map(|fd| sys::owned_fd(fd as i32)))
+                            Poll::Ready(accepted_fd(cqe.res))
                         }
                     };
                 }
@@ -115,7 +113,7 @@ pub(crate) fn accept_queued(fd: &SharedFd, io: &SocketIo) -> Option<io::Result<O
         match (&mut *core.driver.borrow_mut(), io) {
             (Driver::Uring(d), SocketIo::Uring { standing, .. }) => {
                 if let Some(res) = take_accepted(d, standing) {
-                    return Some(cqe_result(res).map(|fd| sys::owned_fd(fd as i32)));
+                    return Some(accepted_fd(res));
                 }
             }
             (Driver::Epoll(d), _) => d.count_syscall(),
@@ -156,6 +154,11 @@ fn take_accepted(d: &mut crate::driver::uring::Driver, standing: &Cell<Standing>
             }
         }
     }
+}
+
+/// The descriptor an accept completion carries, or its error.
+fn accepted_fd(res: i32) -> io::Result<OwnedFd> {
+    cqe_result(res).map(|fd| sys::owned_fd(fd as i32))
 }
 
 /// Accept errors that concern one connection (or none), not the listener.
