@@ -10,9 +10,13 @@
 # run also splits each server's CPU time per request into user space and
 # kernel, which shows whether a difference is the server's own code. The
 # ratio of one run repeats within about 1 % where sequential runs scatter by
-# 10 %. What it does not measure: either server alone at full load (each gets
-# about half of the client's capacity, and they share CPU 0's caches), or
-# latency. Use benches/wrk.sh for those.
+# 10 %. Each run also reports each server's median and p99 latency: both
+# servers wait behind the same CPU 0 and the same client CPU, so their tails
+# compare side by side where sequential runs (whose p99 at c=1000 follows
+# that run's request rate) do not; the absolute values are those of a
+# shared CPU, not of a server alone. What it does not measure: either server
+# alone at full load (each gets about half of the client's capacity, and
+# they share CPU 0's caches). Use benches/wrk.sh for that.
 #
 # Usage: benches/duel.sh "LABEL_A:COMMAND_A" "LABEL_B:COMMAND_B"
 #   Each command is a server binary with its arguments, without --port and
@@ -40,6 +44,8 @@ duel_setup "$1" "$2"
 
 echo "duel.sh: ${labels[0]} vs ${labels[1]}, both on CPU 0, wrk -t1 -c$CONNS -d${DURATION}s each on CPU 1, $RUNS runs"
 ratios=()
+p99s_a=()
+p99s_b=()
 for run in $(seq "$RUNS"); do
     duel_start
     # Warm-up, not measured.
@@ -53,7 +59,7 @@ for run in $(seq "$RUNS"); do
     u0=("$(user_ticks "${pids[0]}")" "$(user_ticks "${pids[1]}")")
     clients=()
     for i in 0 1; do
-        taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$((PORT + i))/" >"/tmp/duel.$$.$i" 2>&1 &
+        taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$((PORT + i))/" >"/tmp/duel.$$.$i" 2>&1 &
         clients+=($!)
     done
     for pid in "${clients[@]}"; do wait "$pid" || die "wrk failed"; done
@@ -73,9 +79,19 @@ $out"
         # (the server's own code) and kernel (mostly TCP, alike for all).
         split=$(awk -v r="$r" -v d="$DURATION" -v a="${t0[$i]}" -v b="${t1[$i]}" -v ua="${u0[$i]}" -v ub="${u1[$i]}" \
             -v h="$(getconf CLK_TCK)" 'BEGIN { n = r * d; printf "user %.2f + kernel %.2f us/req", (ub - ua) / h * 1e6 / n, ((b - a) - (ub - ua)) / h * 1e6 / n }')
-        printf '  run %d: %-8s %9.0f req/s %9s req per CPU-s (%s)\n' "$run" "${labels[$i]}" "$r" "${per_cpu[$i]}" "$split" >&2
+        p50=$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")")
+        p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
+        if [[ $i -eq 0 ]]; then p99s_a+=("$p99"); else p99s_b+=("$p99"); fi
+        printf '  run %d: %-8s %9.0f req/s %9s req per CPU-s (%s; p50 %s ms, p99 %s ms)\n' \
+            "$run" "${labels[$i]}" "$r" "${per_cpu[$i]}" "$split" "$p50" "$p99" >&2
     done
     ratios+=("$(awk -v a="${per_cpu[0]}" -v b="${per_cpu[1]}" 'BEGIN { printf "%.3f", a / b }')")
 done
 median=$(median "${ratios[@]}")
 echo "${labels[0]} ÷ ${labels[1]} (requests per server CPU-second): runs ${ratios[*]}, median $median"
+p99_ratios=()
+for k in "${!p99s_a[@]}"; do
+    p99_ratios+=("$(awk -v a="${p99s_a[$k]}" -v b="${p99s_b[$k]}" 'BEGIN { printf "%.3f", a / b }')")
+done
+echo "${labels[0]} ÷ ${labels[1]} (p99 latency): runs ${p99_ratios[*]}, median $(median "${p99_ratios[@]}");" \
+    "p99 medians ${labels[0]} $(median "${p99s_a[@]}") ms, ${labels[1]} $(median "${p99s_b[@]}") ms"

@@ -4,6 +4,14 @@
 # Median of the numeric arguments (the lower middle one for an even count).
 median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
+# wrk latency "17.00ms" / "850.00us" / "1.20s" -> milliseconds
+to_ms() {
+    awk -v v="$1" 'BEGIN {
+        n = v + 0; u = v; sub(/^[0-9.]+/, "", u);
+        if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000;
+        printf "%.2f", n }'
+}
+
 # User + system CPU time of process $1, in clock ticks (/proc/PID/stat).
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 

@@ -92,14 +92,6 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 ncpu=$(nproc)
 clk=$(getconf CLK_TCK)
 
-# wrk latency "17.00ms" / "850.00us" / "1.20s" -> milliseconds
-to_ms() {
-    awk -v v="$1" 'BEGIN {
-        n = v + 0; u = v; sub(/^[0-9.]+/, "", u);
-        if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000;
-        printf "%.2f", n }'
-}
-
 
 server_pid=
 upstream_pids=()
