@@ -151,14 +151,27 @@ pub fn http_config(own: &[(String, String)]) -> Result<percore_handlers::http::C
 
 /// Logs to stderr at `info` unless `RUST_LOG` says otherwise, in colour
 /// only on a terminal (a log file or a pipe gets plain text).
+///
+/// A log line that cannot be written is dropped: by default the subscriber
+/// reports it with `eprintln!`, which panics when stderr is a pipe whose
+/// reader is gone, and the server must go on serving (and stopping) then.
 pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (filter, refused) = match tracing_subscriber::EnvFilter::try_from_default_env() {
+        Ok(filter) => (filter, None),
+        Err(e) => (
+            tracing_subscriber::EnvFilter::new("info"),
+            std::env::var("RUST_LOG").ok().map(|value| (value, e)),
+        ),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(io::stderr().is_terminal())
         .with_writer(io::stderr)
+        .log_internal_errors(false)
         .init();
+    if let Some((value, error)) = refused {
+        tracing::warn!(%error, "RUST_LOG={value:?} ignored: logging at info");
+    }
 }
 
 /// Starts the server, prints its address, stats if asked, stops on

@@ -11,12 +11,13 @@
 //!   does not spin on EMFILE, and accepts again once fds free up.
 //! - FAULTS C2: registering the write buffers fails (memlock): a warning
 //!   naming the limit, and the server still serves.
-//! - SIGTERM ends a serving server with exit status 0 within the drain.
-//! - A log redirected to a file is plain text.
+//!
+//! Stopping it is in `stop_signals.rs`.
 
 #[path = "../../handlers/tests/support/mod.rs"]
 #[macro_use]
 mod support;
+mod echo_child;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -24,27 +25,8 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use echo_child::{echo_cmd, serve, stop, ECHO};
 use support::*;
-
-const ECHO: &str = env!("CARGO_BIN_EXE_echo");
-
-/// `echo --port 0 --host 127.0.0.1 <args>`, logging at info, with no
-/// backend or fault inherited from the environment.
-fn echo_cmd(args: &[&str]) -> Command {
-    let mut cmd = Command::new(ECHO);
-    cmd.args(["--port", "0", "--host", "127.0.0.1"])
-        .args(args)
-        .env("RUST_LOG", "info")
-        .env_remove("PERCORE_BACKEND")
-        .env_remove("PERCORE_FAULT");
-    cmd
-}
-
-/// Starts `cmd` and waits for its `listening on` line.
-fn serve(cmd: Command) -> ChildServer {
-    ChildServer::spawn(cmd, Duration::from_secs(20))
-        .unwrap_or_else(|f| panic!("echo did not start: {f:?}"))
-}
 
 /// Runs `cmd`, which must fail to start: returns its log, checking the
 /// exit status is non-zero and it came within `limit`.
@@ -80,17 +62,6 @@ fn exercise(addr: std::net::SocketAddr) {
     }
     .run(addr)
     .unwrap_or_else(|e| panic!("{e}"));
-}
-
-/// Stops the child with SIGTERM; it must exit 0 within `limit`.
-fn stop(child: ChildServer, limit: Duration) -> String {
-    child.signal(libc::SIGTERM);
-    let (status, log) = child.wait(limit);
-    assert!(
-        status.success(),
-        "echo exited with {status} after SIGTERM:\n{log}"
-    );
-    log
 }
 
 /// The `(N backend, M cores)` part of the listening line.
@@ -318,68 +289,6 @@ fn c2_memlock_too_low_for_registered_buffers() {
         "the warning does not name the limit:\n{log}"
     );
     assert!(listening_line(&log).contains("(uring backend"), "{log}");
-}
-
-/// SIGTERM: a graceful stop, exit status 0, within the drain deadline
-/// (+1 s) even with an idle connection open.
-#[test]
-fn sigterm_stops_with_status_zero() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
-        let child = serve(echo_cmd(&["--backend", backend, "--drain-ms", "500"]));
-        let mut idle = connect(child.addr);
-        roundtrip(&mut idle, b"before the stop");
-        let started = Instant::now();
-        let log = stop(child, Duration::from_secs(5));
-        let took = started.elapsed();
-        assert!(
-            took < Duration::from_millis(1500),
-            "{backend}: SIGTERM took {took:?}"
-        );
-        assert!(log.contains("stopped"), "{log}");
-        let mut buf = [0u8; 8];
-        match idle.read(&mut buf) {
-            Ok(0) => {}
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
-            other => panic!("{backend}: the idle connection was not closed: {other:?}"),
-        }
-    }
-}
-
-/// Logging to a file, as an operator redirects it: plain text, no colour
-/// codes (`NO_COLOR` unset, so only the terminal check keeps them out).
-#[test]
-fn a_log_file_gets_no_colour_codes() {
-    let _serial = serial();
-    let path = std::env::temp_dir().join(format!("percore-echo-log-{}", std::process::id()));
-    let file = std::fs::File::create(&path).expect("create the log file");
-    let mut child = echo_cmd(&[])
-        .env_remove("NO_COLOR")
-        .stdout(std::process::Stdio::null())
-        .stderr(file)
-        .spawn()
-        .expect("spawn echo");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut log = String::new();
-    while !log.contains("listening on") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-        log = std::fs::read_to_string(&path).unwrap_or_default();
-    }
-    // SAFETY: `kill` only sends a signal to the child's pid, which is ours
-    // to signal until `wait` below reaps it.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    let status = child.wait().expect("wait for echo");
-    let log = std::fs::read_to_string(&path).unwrap_or_default();
-    let _ = std::fs::remove_file(&path);
-    assert!(status.success(), "echo exited with {status}:\n{log}");
-    assert!(log.contains("listening on"), "{log}");
-    assert!(
-        !log.contains('\x1b'),
-        "colour codes in the log file:\n{log}"
-    );
 }
 
 /// FAULTS C1: out of fds under `prlimit --nofile=64:64` with 200 clients

@@ -201,6 +201,9 @@ impl ServerBuilder {
             let thread = thread::Builder::new()
                 .name(format!("percore-{cpu}"))
                 .spawn(move || {
+                    // Every line a core logs says which core: with several,
+                    // "draining connections open=2" alone could be any.
+                    let _span = tracing::info_span!("core", cpu).entered();
                     run_core(
                         shared, backend, config, socket, ctx, limits, &*factory, ready,
                     )
@@ -352,11 +355,15 @@ struct Inner {
 
 impl Inner {
     fn shutdown(&self) {
-        if self.shutdown.trigger() {
-            tracing::info!("stopping: no new connections; draining open ones");
-        }
+        let first = self.shutdown.trigger();
         for core in &self.cores {
             core.signal_shutdown();
+        }
+        // Logged after the cores are told: a subscriber may panic (the fmt
+        // subscriber does when stderr's reader is gone), and the stop must
+        // not depend on the log.
+        if first {
+            tracing::info!("stopping: no new connections; draining open ones");
         }
     }
 }
@@ -395,7 +402,7 @@ impl ServerHandle {
     }
 
     /// Stops the server gracefully on SIGINT or SIGTERM (a second signal
-    /// exits the process at once, with status 130).
+    /// exits the process at once, with status 128 + the signal's number).
     ///
     /// # Errors
     ///

@@ -2,11 +2,14 @@
 //!
 //! The signal handler only writes an eventfd (async-signal-safe); a
 //! watcher thread reads it and stops every registered server. The first
-//! signal starts a graceful stop; a second one exits at once with status
-//! 130, for an operator who does not want to wait for the drain.
+//! signal starts a graceful stop; a second one exits at once, for an
+//! operator who does not want to wait for the drain, with the shell's
+//! status for death by that signal (130 for SIGINT, 143 for SIGTERM) and
+//! one line on stderr saying so, so that it does not look like a crash.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -21,11 +24,16 @@ fn stoppers() -> &'static Mutex<Vec<Stopper>> {
     STOPPERS.get_or_init(|| Mutex::new(Vec::new()))
 }
 
-extern "C" fn on_signal(_: libc::c_int) {
+extern "C" fn on_signal(signal: libc::c_int) {
     let seen = SIGNALS_SEEN.fetch_add(1, Ordering::SeqCst);
     if seen >= 1 {
-        // SAFETY: _exit is async-signal-safe.
-        unsafe { libc::_exit(130) };
+        const LINE: &[u8] = b"percore: second stop signal: exiting without draining\n";
+        // SAFETY: write(2) and _exit(2) are async-signal-safe; LINE is a
+        // static byte string. A failed write changes nothing.
+        unsafe {
+            libc::write(2, LINE.as_ptr().cast(), LINE.len());
+            libc::_exit(128 + signal);
+        }
     }
     let fd = SIGNAL_FD.load(Ordering::SeqCst);
     if fd >= 0 {
@@ -77,9 +85,14 @@ fn install() -> io::Result<()> {
                 )
             };
             if n == 8 {
-                tracing::info!("stop signal received; a second one exits at once");
+                // A subscriber that panics (the fmt subscriber does when
+                // stderr is a pipe whose reader is gone) must cost neither
+                // this thread nor the stop of any server (each logs too).
+                let _ = std::panic::catch_unwind(|| {
+                    tracing::info!("stop signal received; a second one exits at once");
+                });
                 for stopper in stoppers().lock().unwrap_or_else(|e| e.into_inner()).iter() {
-                    stopper.stop();
+                    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| stopper.stop()));
                 }
             }
         })?;

@@ -1,0 +1,38 @@
+//! Running the `echo` binary as a child process, as an operator would:
+//! shared by the tests that start it.
+
+use std::process::Command;
+use std::time::Duration;
+
+use super::support::ChildServer;
+
+pub const ECHO: &str = env!("CARGO_BIN_EXE_echo");
+
+/// `echo --port 0 --host 127.0.0.1 <args>`, logging at info, with no
+/// backend or fault inherited from the environment.
+pub fn echo_cmd(args: &[&str]) -> Command {
+    let mut cmd = Command::new(ECHO);
+    cmd.args(["--port", "0", "--host", "127.0.0.1"])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .env_remove("PERCORE_BACKEND")
+        .env_remove("PERCORE_FAULT");
+    cmd
+}
+
+/// Starts `cmd` and waits for its `listening on` line.
+pub fn serve(cmd: Command) -> ChildServer {
+    ChildServer::spawn(cmd, Duration::from_secs(20))
+        .unwrap_or_else(|f| panic!("echo did not start: {f:?}"))
+}
+
+/// Stops the child with SIGTERM; it must exit 0 within `limit`.
+pub fn stop(child: ChildServer, limit: Duration) -> String {
+    child.signal(libc::SIGTERM);
+    let (status, log) = child.wait(limit);
+    assert!(
+        status.success(),
+        "echo exited with {status} after SIGTERM:\n{log}"
+    );
+    log
+}

@@ -1,0 +1,146 @@
+//! Stopping the `echo` binary as an operator does, on both backends:
+//! SIGTERM drains and exits 0, also when nobody reads the log any more; a
+//! second signal exits at once and says so; a log written to a file is
+//! plain text.
+
+#[path = "../../handlers/tests/support/mod.rs"]
+#[macro_use]
+mod support;
+mod echo_child;
+
+use std::io::{BufRead, ErrorKind, Read};
+use std::time::{Duration, Instant};
+
+use echo_child::{echo_cmd, serve, stop};
+use support::*;
+
+/// SIGTERM: a graceful stop, exit status 0, within the drain deadline
+/// (+1 s) even with an idle connection open.
+#[test]
+fn sigterm_stops_with_status_zero() {
+    let _serial = serial();
+    for backend in ["uring", "epoll"] {
+        if require(backend.parse().expect("backend")).is_none() {
+            continue;
+        }
+        let child = serve(echo_cmd(&["--backend", backend, "--drain-ms", "500"]));
+        let mut idle = connect(child.addr);
+        roundtrip(&mut idle, b"before the stop");
+        let started = Instant::now();
+        let log = stop(child, Duration::from_secs(5));
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_millis(1500),
+            "{backend}: SIGTERM took {took:?}"
+        );
+        assert!(log.contains("stopped"), "{log}");
+        let mut buf = [0u8; 8];
+        match idle.read(&mut buf) {
+            Ok(0) => {}
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+            other => panic!("{backend}: the idle connection was not closed: {other:?}"),
+        }
+    }
+}
+
+/// Logging to a file, as an operator redirects it: plain text, no colour
+/// codes (`NO_COLOR` unset, so only the terminal check keeps them out).
+#[test]
+fn a_log_file_gets_no_colour_codes() {
+    let _serial = serial();
+    let path = std::env::temp_dir().join(format!("percore-echo-log-{}", std::process::id()));
+    let file = std::fs::File::create(&path).expect("create the log file");
+    let mut child = echo_cmd(&[])
+        .env_remove("NO_COLOR")
+        .stdout(std::process::Stdio::null())
+        .stderr(file)
+        .spawn()
+        .expect("spawn echo");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut log = String::new();
+    while !log.contains("listening on") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        log = std::fs::read_to_string(&path).unwrap_or_default();
+    }
+    // SAFETY: `kill` only sends a signal to the child's pid, which is ours
+    // to signal until `wait` below reaps it.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let status = child.wait().expect("wait for echo");
+    let log = std::fs::read_to_string(&path).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    assert!(status.success(), "echo exited with {status}:\n{log}");
+    assert!(log.contains("listening on"), "{log}");
+    assert!(
+        !log.contains('\x1b'),
+        "colour codes in the log file:\n{log}"
+    );
+}
+
+/// A log nobody reads any more (stderr a pipe whose reader exited, as
+/// with `echo | head`): SIGTERM still stops the server gracefully, and the
+/// connection still open is served until then. The log's failed writes are
+/// dropped instead of panicking in whichever thread logs next.
+#[test]
+fn sigterm_stops_when_the_log_reader_is_gone() {
+    let _serial = serial();
+    for backend in ["uring", "epoll"] {
+        if require(backend.parse().expect("backend")).is_none() {
+            continue;
+        }
+        let mut child = echo_cmd(&["--backend", backend, "--drain-ms", "500"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn echo");
+        let mut log = std::io::BufReader::new(child.stderr.take().expect("piped stderr"));
+        let mut line = String::new();
+        let addr = loop {
+            line.clear();
+            assert!(log.read_line(&mut line).expect("read the log") > 0, "echo exited");
+            if let Some(addr) = parse_listening(&strip_ansi(&line)) {
+                break addr;
+            }
+        };
+        let mut open = connect(addr);
+        drop(log);
+        roundtrip(&mut open, b"after the log reader left");
+        // SAFETY: `kill` only sends a signal to the child's pid, which is
+        // ours to signal until `wait_timeout` below reaps it.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let status = wait_timeout(&mut child, Duration::from_secs(5));
+        if status.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let status = status.unwrap_or_else(|| panic!("{backend}: SIGTERM did not stop echo"));
+        assert!(status.success(), "{backend}: echo exited with {status}");
+    }
+}
+
+/// A second signal during the drain exits at once, with the shell's status
+/// for death by that signal, and says so on stderr (without that line the
+/// log would end mid-drain, like a crash).
+#[test]
+fn a_second_signal_exits_at_once() {
+    let _serial = serial();
+    for (signal, status) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
+        let child = serve(echo_cmd(&["--drain-ms", "20000"]));
+        let mut open = connect(child.addr);
+        roundtrip(&mut open, b"keeps the drain busy");
+        child.signal(signal);
+        assert!(
+            child.wait_for_log("draining", Duration::from_secs(5)),
+            "{}",
+            child.log()
+        );
+        let started = Instant::now();
+        child.signal(signal);
+        let (exit, log) = child.wait(Duration::from_secs(5));
+        assert!(started.elapsed() < Duration::from_secs(2), "{log}");
+        assert_eq!(exit.code(), Some(status), "{log}");
+        assert!(
+            log.contains("second stop signal: exiting without draining"),
+            "{log}"
+        );
+    }
+}
