@@ -96,7 +96,10 @@ fn sigterm_stops_when_the_log_reader_is_gone() {
         let mut line = String::new();
         let addr = loop {
             line.clear();
-            assert!(log.read_line(&mut line).expect("read the log") > 0, "echo exited");
+            assert!(
+                log.read_line(&mut line).expect("read the log") > 0,
+                "echo exited"
+            );
             if let Some(addr) = parse_listening(&strip_ansi(&line)) {
                 break addr;
             }
