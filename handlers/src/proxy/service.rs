@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use percore::net::TcpStream;
 use percore::time::now;
 
-use super::client::{exchange, write_request_line, write_shared, Failure, ResponseLimits};
+use super::client::{
+    exchange, write_request_line, write_shared, Failure, IoFailure, ResponseLimits,
+};
 use super::combine::{entry_bound, write_entry, write_failure, Entry};
 use super::forward::write_request;
 use super::join::{Branches, Verdict};
@@ -244,7 +246,7 @@ impl FanOut {
         .await
         {
             Ok(Ok(conn)) => Ok(conn),
-            Ok(Err(e)) => Err(Failure::Connect(e.kind())),
+            Ok(Err(e)) => Err(Failure::Connect(IoFailure::from(&e))),
             Err(_) => Err(Failure::ConnectTimeout),
         }
     }

@@ -4,7 +4,7 @@
 
 mod response;
 
-use super::client::{write_request_line, write_shared};
+use super::client::{write_request_line, write_shared, Failure, IoFailure};
 use super::combine::{entry_bound, entry_prefix, write_entry, write_json_string, Entry};
 use super::forward::write_request;
 use super::target::origin_form;
@@ -396,4 +396,22 @@ fn config_faults_validation() {
         config.validate().is_ok(),
         "times do not matter when ejection is off"
     );
+}
+
+/// A failed connect or exchange names the OS's reason and error number,
+/// not only its kind (running out of descriptors has no stable kind).
+#[test]
+fn failures_name_the_os_reason() {
+    let os = |code| IoFailure::from(&std::io::Error::from_raw_os_error(code));
+    let text = Failure::Connect(os(libc::EMFILE)).to_string();
+    assert_eq!(text, "connect failed: Too many open files (os error 24)");
+    let text = Failure::Io(os(libc::ECONNRESET)).to_string();
+    assert!(
+        text.starts_with("connection failed: Connection reset by peer (os error "),
+        "{text}"
+    );
+    // An error the OS did not give keeps its kind.
+    let custom = std::io::Error::other("socket used on a core of another backend");
+    let text = Failure::Io(IoFailure::from(&custom)).to_string();
+    assert_eq!(text, "connection failed: other error");
 }
