@@ -72,6 +72,13 @@ pub(crate) struct IoFailure {
     code: Option<i32>,
 }
 
+impl IoFailure {
+    /// The OS error number, if the error came from the OS.
+    pub(crate) fn code(self) -> Option<i32> {
+        self.code
+    }
+}
+
 impl From<&io::Error> for IoFailure {
     fn from(e: &io::Error) -> Self {
         Self {

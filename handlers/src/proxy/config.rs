@@ -168,9 +168,9 @@ pub struct Config {
     /// at once, never queued (FAULTS F9). Default 1024.
     pub max_pending: usize,
     /// A shadow upstream that gets a copy of every fanned-out request; its
-    /// answers are read and discarded, its failures only counted, and it
-    /// never delays a client (FAULTS F7; see the [module docs](super)).
-    /// Default none.
+    /// answers are read and discarded, its failures only counted and
+    /// logged (rate-limited), and it never delays a client (FAULTS F7; see
+    /// the [module docs](super)). Default none.
     pub mirror: Option<SocketAddr>,
     /// Most mirrored copies waiting or in flight per core; more are
     /// dropped (and counted). Default 256.

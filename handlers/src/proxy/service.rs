@@ -20,6 +20,7 @@ use super::scratch::{ArenaPool, BufPool};
 use super::stats::{bump, LocalStats};
 use super::target::origin_form;
 use super::upstream::Upstream;
+use super::warn::{FailureLog, Reason, Role};
 use super::{Config, ConfigError, ProxyStats};
 use crate::http::{BodyKind, Request, Response, Service};
 
@@ -46,6 +47,8 @@ pub struct FanOut {
     bufs: BufPool,
     arenas: ArenaPool,
     mirror: Option<Rc<Mirror>>,
+    /// Rate-limited WARN lines for failures, shared with the mirror.
+    log: Rc<FailureLog>,
 }
 
 /// A successful branch.
@@ -105,15 +108,17 @@ impl FanOut {
         };
         let max_ejected =
             (config.upstreams.len() * usize::from(config.ejection.max_percent) / 100).max(1);
+        let log = Rc::new(FailureLog::default());
         let mirror = config.mirror.map(|addr| {
-            Rc::new(Mirror::new(MirrorSettings {
+            let settings = MirrorSettings {
                 addr,
                 pool: config.pool,
                 max_pending: config.mirror_max_pending,
                 limits,
                 connect_timeout: config.connect_timeout,
                 deadline: config.deadline,
-            }))
+            };
+            Rc::new(Mirror::new(settings, log.clone()))
         });
         Ok(Self {
             config,
@@ -126,6 +131,7 @@ impl FanOut {
             bufs: BufPool::default(),
             arenas: ArenaPool::default(),
             mirror,
+            log,
         })
     }
 
@@ -172,6 +178,7 @@ impl FanOut {
                     Ok(conn) => conn,
                     Err(failure) => {
                         bump(&self.stats.errors_connect);
+                        self.log_failure(index, failure);
                         self.record(index, false, job.counted);
                         // Nothing was sent: an idempotent request may go to
                         // the next upstream not ejected instead (FAULTS F1).
@@ -226,6 +233,7 @@ impl FanOut {
                         continue;
                     }
                     bump(&self.stats.errors_exchange);
+                    self.log_failure(index, e.failure);
                     self.record(index, false, job.counted);
                     self.bufs.put(buf);
                     return Err(BranchError {
@@ -249,6 +257,15 @@ impl FanOut {
             Ok(Err(e)) => Err(Failure::Connect(IoFailure::from(&e))),
             Err(_) => Err(Failure::ConnectTimeout),
         }
+    }
+
+    /// A WARN line (rate-limited) for a failed sub-request to upstream
+    /// `index`; a connect failure is logged even when the branch then
+    /// moves on to another upstream, since this one is still failing.
+    fn log_failure(&self, index: usize, failure: Failure) {
+        let name = self.upstream_name(index);
+        self.log
+            .failed(now(), Role::Upstream, name, Reason::Failed(failure));
     }
 
     fn upstream_name(&self, index: usize) -> &str {
@@ -520,6 +537,7 @@ impl Service for FanOut {
                         }
                         None if timed_out && branches.is_running(i) => {
                             bump(&self.stats.deadline);
+                            self.log_failure(target.get(), Failure::Deadline);
                             let upstream = self.upstream_name(target.get());
                             write_failure(out, upstream, &Failure::Deadline);
                         }

@@ -1,8 +1,9 @@
 //! Unit tests of the proxy's pure parts: request targets, request
 //! serialisation, JSON escaping and config parsing; the response parser's
-//! are in `response`.
+//! are in `response`, the failure lines' in `warn`.
 
 mod response;
+mod warn;
 
 use super::client::{write_request_line, write_shared, Failure, IoFailure};
 use super::combine::{entry_bound, entry_prefix, write_entry, write_json_string, Entry};
