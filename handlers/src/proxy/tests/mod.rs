@@ -301,17 +301,55 @@ fn policies_and_config() {
     assert_eq!("all".parse(), Ok(Policy::All));
     assert_eq!("first".parse(), Ok(Policy::First));
     assert_eq!("quorum:2".parse(), Ok(Policy::Quorum(2)));
-    for bad in ["quorum:0", "quorum:", "quorum:x", "most", ""] {
-        assert!(bad.parse::<Policy>().is_err(), "{bad}");
+    // Any case, as `--backend` takes it.
+    assert_eq!("ALL".parse(), Ok(Policy::All));
+    assert_eq!("First".parse(), Ok(Policy::First));
+    assert_eq!("Quorum:3".parse(), Ok(Policy::Quorum(3)));
+    for bad in [
+        "quorum:0",
+        "quorum:",
+        "quorum:x",
+        "quorum",
+        "most",
+        "",
+        "é",
+        "quorum\u{e9}:2",
+    ] {
+        let e = bad.parse::<Policy>().expect_err(bad);
+        assert_eq!(e.to_string(), "expected all, first or quorum:K (K >= 1)");
     }
     let mut c = Config::new(vec!["127.0.0.1:1".parse().expect("addr")]);
     assert!(c.validate().is_ok());
     c.policy = Policy::Quorum(2);
-    assert!(c.validate().is_err(), "quorum above width");
+    let e = c.validate().expect_err("quorum above width");
+    assert_eq!(
+        e.to_string(),
+        "quorum:2 needs K <= width, and the width is 1"
+    );
     c.width = 2;
     assert!(c.validate().is_ok());
     c.upstreams.clear();
     assert!(c.validate().is_err());
+}
+
+/// The width is bounded: each branch holds a descriptor for the whole
+/// request.
+#[test]
+fn width_bound() {
+    let mut c = Config::new(vec!["127.0.0.1:1".parse().expect("addr")]);
+    c.width = Config::MAX_WIDTH;
+    assert!(c.validate().is_ok());
+    c.width = 100_000;
+    let e = c.validate().expect_err("absurd width");
+    assert_eq!(
+        e.to_string(),
+        "width 100000 is above 1024, the most sub-requests per request"
+    );
+    c.width = 0;
+    assert_eq!(
+        c.validate().map_err(|e| e.to_string()),
+        Err("width must be at least 1".to_owned())
+    );
 }
 
 /// F8: the n-th ejection in a row lasts n × base, capped; a success resets
