@@ -91,7 +91,10 @@ http_tests! {
         let r = c.roundtrip(&post("/", "text/plain", b"a"));
         assert_eq!(r.status, 502);
         let text = String::from_utf8_lossy(&r.body).into_owned();
-        assert!(text.contains(&format!("upstream {dead}: connect failed: connection refused")), "{text}");
+        // The OS's own reason and number, e.g. "Connection refused (os error 111)".
+        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert!(text.contains(&format!("upstream {dead}: connect failed: {refused}")), "{text}");
+        assert!(text.contains("(os error "), "{text}");
         // The client connection is fine afterwards.
         let r = c.roundtrip(&get("/"));
         assert_eq!(r.status, 200, "GET retries on the next upstream: {}", String::from_utf8_lossy(&r.body));

@@ -16,7 +16,7 @@ use percore_examples::{
     http_config, init_logging, parse_common, run, COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
 };
 use percore_handlers::http::HttpHandler;
-use percore_handlers::proxy::{Config, FanOut};
+use percore_handlers::proxy::{Config, FanOut, Policy};
 
 const OWN_FLAGS: &[&str] = &[
     "--upstream",
@@ -34,8 +34,8 @@ const OWN_FLAGS: &[&str] = &[
 const USAGE: &str =
     "  --upstream HOST:PORT  an upstream HTTP/1.1 server (repeat for more; at least one)
   --width K             sub-requests per request, round-robin over the upstreams
-                        (default: one per upstream)
-  --policy P            all (default), first, or quorum:K
+                        (default: one per upstream; at most 1024)
+  --policy P            all (default), first, or quorum:K (K <= width)
   --timeout-ms N        deadline of the whole fan-out (default 15000) -> 504
   --connect-timeout-ms N  deadline of one upstream connect (default 1000)
   --max-pending N       fan-outs in flight per core; more get 503 at once (default 1024)
@@ -45,19 +45,38 @@ const USAGE: &str =
   --eject-ms N          first ejection time, x n for the n-th in a row, at most
                         10x (default 30000); at most 10% of upstreams (>= 1) ejected
   --mirror HOST:PORT    also send a copy of each request to this shadow upstream;
-                        its answers are discarded, its failures only counted
+                        its answers are discarded, its failures counted and logged
   --mirror-max-pending N  mirrored copies waiting or in flight per core; more are
                         dropped and counted (default 256)";
 
+/// The address of `--upstream` or `--mirror`: HOST:PORT, resolved once.
+fn resolve(flag: &str, value: &str) -> Result<SocketAddr, String> {
+    // A URL is the likeliest mistake (the proxy speaks plain HTTP/1.1 to a
+    // host and port, and sends each request's own path): say so, rather
+    // than pass on the resolver's "failed to lookup address information".
+    if let Some((_, rest)) = value.split_once("://") {
+        let authority = rest.split('/').next().unwrap_or(rest);
+        return Err(format!(
+            "{flag} {value}: a URL scheme is not accepted; expected HOST:PORT, e.g. {authority}"
+        ));
+    }
+    let has_port = value
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| port.parse::<u16>().is_ok());
+    if !has_port {
+        return Err(format!(
+            "{flag} {value}: expected HOST:PORT, e.g. 127.0.0.1:8080"
+        ));
+    }
+    value
+        .to_socket_addrs()
+        .map_err(|e| format!("{flag} {value}: cannot resolve: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{flag} {value}: resolves to no address"))
+}
+
 /// The proxy settings from this binary's own flags.
 fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
-    let resolve = |flag: &str, value: &str| -> Result<SocketAddr, String> {
-        value
-            .to_socket_addrs()
-            .map_err(|e| format!("{flag} {value}: {e}"))?
-            .next()
-            .ok_or_else(|| format!("{flag} {value}: no address"))
-    };
     let upstreams = flags
         .iter()
         .filter(|(f, _)| f == "--upstream")
@@ -75,7 +94,11 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
                 config.width = usize::try_from(number(flag, value)?)
                     .map_err(|_| format!("{flag}: too large"))?;
             }
-            "--policy" => config.policy = value.parse().map_err(|e| format!("{flag}: {e}"))?,
+            "--policy" => {
+                config.policy = value
+                    .parse()
+                    .map_err(|e| format!("{flag}: {e}, got {value:?}"))?;
+            }
             "--timeout-ms" => config.deadline = Duration::from_millis(number(flag, value)?),
             "--connect-timeout-ms" => {
                 config.connect_timeout = Duration::from_millis(number(flag, value)?);
@@ -101,8 +124,56 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
             _ => {}
         }
     }
-    config.validate().map_err(|e| e.to_string())?;
+    config.validate().map_err(|e| {
+        // `validate` checks the upstreams and the width before the quorum.
+        let quorum_above_width = matches!(config.policy, Policy::Quorum(k) if k > config.width)
+            && !config.upstreams.is_empty()
+            && (1..=Config::MAX_WIDTH).contains(&config.width);
+        if !quorum_above_width {
+            return e.to_string();
+        }
+        // The width nobody set is the number of upstreams: say where the
+        // number in the message came from.
+        if flags.iter().any(|(f, _)| f == "--width") {
+            format!("--policy: {e}")
+        } else {
+            format!("--policy: {e} (one sub-request per --upstream, as --width is not given)")
+        }
+    })?;
     Ok(config)
+}
+
+/// `n` and the noun, plural unless `n` is 1.
+fn count(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
+/// The start-up line: every setting that shapes what clients get.
+fn summary(config: &Config) -> String {
+    let upstreams: Vec<String> = config.upstreams.iter().map(ToString::to_string).collect();
+    let ejection = match config.ejection.consecutive_failures {
+        0 => "ejection off".to_owned(),
+        n => format!(
+            "eject an upstream after {} in a row for {:?} (at most {:?})",
+            count(n as usize, "failed request"),
+            config.ejection.base_time,
+            config.ejection.max_time
+        ),
+    };
+    format!(
+        "fanout: {} ({}), width {}, policy {}, deadline {:?}, connect timeout {:?}, \
+         max pending {}, {ejection}, mirror {}",
+        count(upstreams.len(), "upstream"),
+        upstreams.join(", "),
+        config.width,
+        config.policy,
+        config.deadline,
+        config.connect_timeout,
+        config.max_pending,
+        config
+            .mirror
+            .map_or_else(|| "none".to_owned(), |m| m.to_string())
+    )
 }
 
 fn main() {
@@ -122,21 +193,7 @@ fn main() {
         }
     };
     init_logging();
-    tracing::info!(
-        "fanout: {} upstreams, width {}, policy {}, deadline {:?}, connect timeout {:?}, \
-         max pending {}, eject after {} failed requests for {:?}, mirror {}",
-        config.upstreams.len(),
-        config.width,
-        config.policy,
-        config.deadline,
-        config.connect_timeout,
-        config.max_pending,
-        config.ejection.consecutive_failures,
-        config.ejection.base_time,
-        config
-            .mirror
-            .map_or_else(|| "none".to_owned(), |m| m.to_string())
-    );
+    tracing::info!("{}", summary(&config));
     let result = run("fanout", &common, move |_core| {
         // Validated above, so this cannot fail; a core without a proxy
         // would be worse than a clear stop at start-up.
@@ -148,5 +205,104 @@ fn main() {
     if let Err(e) = result {
         eprintln!("fanout: {e}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The settings from `(flag, value)` pairs, or the message.
+    fn parse(flags: &[(&str, &str)]) -> Result<Config, String> {
+        let owned: Vec<(String, String)> = flags
+            .iter()
+            .map(|&(f, v)| (f.to_owned(), v.to_owned()))
+            .collect();
+        proxy_config(&owned)
+    }
+
+    const UP: (&str, &str) = ("--upstream", "127.0.0.1:18410");
+    const UP2: (&str, &str) = ("--upstream", "127.0.0.1:18411");
+
+    #[test]
+    fn policy_messages() {
+        let e = parse(&[UP, ("--policy", "bogus")]).expect_err("bogus");
+        assert_eq!(
+            e,
+            r#"--policy: expected all, first or quorum:K (K >= 1), got "bogus""#
+        );
+        let c = parse(&[UP, UP2, ("--policy", "FIRST")]).expect("any case");
+        assert_eq!(c.policy, Policy::First);
+        let c = parse(&[UP, UP2, ("--policy", "Quorum:2")]).expect("any case");
+        assert_eq!(c.policy, Policy::Quorum(2));
+        // The width nobody set: the message says what it is and why.
+        let e = parse(&[UP, UP2, ("--policy", "quorum:5")]).expect_err("above width");
+        assert_eq!(
+            e,
+            "--policy: quorum:5 needs K <= width, and the width is 2 \
+             (one sub-request per --upstream, as --width is not given)"
+        );
+        let e = parse(&[UP, ("--width", "3"), ("--policy", "quorum:5")]).expect_err("above");
+        assert_eq!(e, "--policy: quorum:5 needs K <= width, and the width is 3");
+        // Other problems come first, as `validate` finds them.
+        let e = parse(&[UP, ("--width", "5000"), ("--policy", "quorum:9999")]).expect_err("");
+        assert!(e.starts_with("width 5000 is above 1024"), "{e}");
+        let e = parse(&[("--policy", "quorum:2")]).expect_err("no upstream");
+        assert_eq!(e, "at least one upstream is needed");
+    }
+
+    #[test]
+    fn width_is_bounded() {
+        assert!(parse(&[UP, ("--width", "1024")]).is_ok());
+        let e = parse(&[UP, ("--width", "100000")]).expect_err("absurd width");
+        assert_eq!(
+            e,
+            "width 100000 is above 1024, the most sub-requests per request"
+        );
+    }
+
+    #[test]
+    fn upstream_messages() {
+        let e = parse(&[("--upstream", "http://127.0.0.1:18410/")]).expect_err("a URL");
+        assert_eq!(
+            e,
+            "--upstream http://127.0.0.1:18410/: a URL scheme is not accepted; \
+             expected HOST:PORT, e.g. 127.0.0.1:18410"
+        );
+        let e = parse(&[("--upstream", "127.0.0.1")]).expect_err("no port");
+        assert_eq!(
+            e,
+            "--upstream 127.0.0.1: expected HOST:PORT, e.g. 127.0.0.1:8080"
+        );
+        let e = parse(&[UP, ("--mirror", "https://shadow:443")]).expect_err("a URL");
+        assert!(
+            e.starts_with("--mirror https://shadow:443: a URL scheme"),
+            "{e}"
+        );
+        let c = parse(&[("--upstream", "localhost:18410")]).expect("a host name");
+        assert!(c.upstreams[0].ip().is_loopback());
+    }
+
+    #[test]
+    fn start_up_line() {
+        let c = parse(&[UP, ("--eject-after", "0")]).expect("valid");
+        let line = summary(&c);
+        assert!(
+            line.starts_with("fanout: 1 upstream (127.0.0.1:18410), width 1, policy all,"),
+            "{line}"
+        );
+        assert!(line.contains(", ejection off, mirror none"), "{line}");
+        let c = parse(&[UP, UP2, ("--eject-after", "1"), ("--eject-ms", "500")]).expect("valid");
+        let line = summary(&c);
+        assert!(
+            line.starts_with("fanout: 2 upstreams (127.0.0.1:18410, 127.0.0.1:18411), width 2,"),
+            "{line}"
+        );
+        assert!(
+            line.contains(
+                "eject an upstream after 1 failed request in a row for 500ms (at most 5s)"
+            ),
+            "{line}"
+        );
     }
 }

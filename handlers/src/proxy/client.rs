@@ -21,12 +21,12 @@ use crate::http::{write_decimal, BodyDecoder, BodyKind, HeadRetry, Limits};
 /// Why one branch failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Failure {
-    /// Connecting failed (refused, unreachable, reset).
-    Connect(io::ErrorKind),
+    /// Connecting failed (refused, unreachable, out of descriptors).
+    Connect(IoFailure),
     /// Connecting took longer than the connect timeout.
     ConnectTimeout,
     /// Sending or receiving failed (reset, broken pipe).
-    Io(io::ErrorKind),
+    Io(IoFailure),
     /// The upstream closed before the first byte of a response.
     Closed,
     /// The upstream closed inside the response.
@@ -50,13 +50,52 @@ impl Failure {
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Failure::Connect(kind) => write!(f, "connect failed: {kind}"),
+            Failure::Connect(e) => write!(f, "connect failed: {e}"),
             Failure::ConnectTimeout => f.write_str("connect timed out"),
-            Failure::Io(kind) => write!(f, "connection failed: {kind}"),
+            Failure::Io(e) => write!(f, "connection failed: {e}"),
             Failure::Closed => f.write_str("connection closed before a response"),
             Failure::Truncated => f.write_str("response truncated"),
             Failure::Bad(why) => write!(f, "bad response: {why}"),
             Failure::Deadline => f.write_str("no answer before the deadline"),
+        }
+    }
+}
+
+/// An I/O error as a failed branch keeps it: its kind and, when the OS
+/// gave one, its error number. `io::Error` itself is neither `Copy` nor
+/// free to keep (a custom error is boxed); the kind alone loses the reason
+/// an operator needs: running out of descriptors (`EMFILE`) has no stable
+/// kind and would read "uncategorized error".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IoFailure {
+    kind: io::ErrorKind,
+    code: Option<i32>,
+}
+
+impl IoFailure {
+    /// The OS error number, if the error came from the OS.
+    pub(crate) fn code(self) -> Option<i32> {
+        self.code
+    }
+}
+
+impl From<&io::Error> for IoFailure {
+    fn from(e: &io::Error) -> Self {
+        Self {
+            kind: e.kind(),
+            code: e.raw_os_error(),
+        }
+    }
+}
+
+impl fmt::Display for IoFailure {
+    /// The OS's own text and number (`Connection refused (os error 111)`),
+    /// else the kind. The OS text is looked up (and allocated) here, on
+    /// the failure path only.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.code {
+            Some(code) => io::Error::from_raw_os_error(code).fmt(f),
+            None => self.kind.fmt(f),
         }
     }
 }
@@ -133,7 +172,7 @@ pub(crate) async fn exchange(
     let (sent, mut buf) = conn.write_all(buf).await;
     if let Err(e) = sent {
         let err = ExchangeError {
-            failure: Failure::Io(e.kind()),
+            failure: Failure::Io(IoFailure::from(&e)),
             response_started: false,
         };
         return (Err(err), buf);
@@ -149,7 +188,7 @@ pub(crate) async fn exchange(
             Ok(None) => true,
             Err(e) => {
                 let err = ExchangeError {
-                    failure: Failure::Io(e.kind()),
+                    failure: Failure::Io(IoFailure::from(&e)),
                     response_started: !buf.is_empty(),
                 };
                 return (Err(err), buf);

@@ -43,17 +43,24 @@ impl fmt::Display for Policy {
 impl FromStr for Policy {
     type Err = ConfigError;
 
-    /// Parses `all`, `first` or `quorum:K` (K ≥ 1).
+    /// Parses `all`, `first` or `quorum:K` (K ≥ 1), in any case.
     fn from_str(s: &str) -> Result<Self, ConfigError> {
-        match s {
-            "all" => Ok(Policy::All),
-            "first" => Ok(Policy::First),
-            _ => match s.strip_prefix("quorum:").map(str::parse::<usize>) {
-                Some(Ok(k)) if k >= 1 => Ok(Policy::Quorum(k)),
-                _ => Err(ConfigError(
-                    "policy: expected all, first or quorum:K with K >= 1",
-                )),
-            },
+        const EXPECTED: ConfigError =
+            ConfigError(Problem::Text("expected all, first or quorum:K (K >= 1)"));
+        if s.eq_ignore_ascii_case("all") {
+            return Ok(Policy::All);
+        }
+        if s.eq_ignore_ascii_case("first") {
+            return Ok(Policy::First);
+        }
+        let prefix = "quorum:";
+        let k = match s.split_at_checked(prefix.len()) {
+            Some((head, k)) if head.eq_ignore_ascii_case(prefix) => k.parse::<usize>(),
+            _ => return Err(EXPECTED),
+        };
+        match k {
+            Ok(k) if k >= 1 => Ok(Policy::Quorum(k)),
+            _ => Err(EXPECTED),
         }
     }
 }
@@ -168,9 +175,9 @@ pub struct Config {
     /// at once, never queued (FAULTS F9). Default 1024.
     pub max_pending: usize,
     /// A shadow upstream that gets a copy of every fanned-out request; its
-    /// answers are read and discarded, its failures only counted, and it
-    /// never delays a client (FAULTS F7; see the [module docs](super)).
-    /// Default none.
+    /// answers are read and discarded, its failures only counted and
+    /// logged (rate-limited), and it never delays a client (FAULTS F7; see
+    /// the [module docs](super)). Default none.
     pub mirror: Option<SocketAddr>,
     /// Most mirrored copies waiting or in flight per core; more are
     /// dropped (and counted). Default 256.
@@ -178,6 +185,17 @@ pub struct Config {
 }
 
 impl Config {
+    /// The largest [`width`](Self::width) [`validate`](Self::validate)
+    /// accepts. Each branch holds an upstream connection, a descriptor,
+    /// for the whole request, so one request needs `width` of them: past
+    /// the usual default of `ulimit -n` (1024) a single request could never
+    /// succeed, and [`max_pending`](Self::max_pending) requests at this
+    /// width already need a million per core. The join also polls every
+    /// running branch on each wake-up, which is cheap at the widths
+    /// scatter-gather uses (tens) and quadratic beyond. A wider setting is
+    /// a typo, not a plan.
+    pub const MAX_WIDTH: usize = 1024;
+
     /// The defaults, with one branch per upstream.
     pub fn new(upstreams: Vec<SocketAddr>) -> Self {
         Self {
@@ -200,39 +218,46 @@ impl Config {
     ///
     /// # Errors
     ///
-    /// No upstream, a width of 0, a quorum of 0 or above the width, a zero
+    /// No upstream, a width of 0 or above [`Config::MAX_WIDTH`], a quorum
+    /// of 0 or above the width, a zero
     /// deadline or connect timeout, a `max_pending` (or, with a mirror,
     /// `mirror_max_pending`) of 0, an ejection
     /// percentage above 100 or a zero ejection time.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let text = |why| Err(ConfigError(Problem::Text(why)));
         if self.upstreams.is_empty() {
-            return Err(ConfigError("at least one upstream is needed"));
+            return text("at least one upstream is needed");
         }
         if self.width == 0 {
-            return Err(ConfigError("width must be at least 1"));
+            return text("width must be at least 1");
+        }
+        if self.width > Self::MAX_WIDTH {
+            return Err(ConfigError(Problem::WidthTooLarge(self.width)));
         }
         if let Policy::Quorum(k) = self.policy {
-            if k == 0 || k > self.width {
-                return Err(ConfigError("quorum:K needs 1 <= K <= width"));
+            if k == 0 {
+                return text("quorum:K needs K >= 1");
+            }
+            if k > self.width {
+                let width = self.width;
+                return Err(ConfigError(Problem::QuorumAboveWidth { k, width }));
             }
         }
         if self.deadline.is_zero() || self.connect_timeout.is_zero() {
-            return Err(ConfigError(
-                "deadline and connect timeout must be above zero",
-            ));
+            return text("deadline and connect timeout must be above zero");
         }
         if self.max_pending == 0 {
-            return Err(ConfigError("max_pending must be at least 1"));
+            return text("max_pending must be at least 1");
         }
         if self.mirror.is_some() && self.mirror_max_pending == 0 {
-            return Err(ConfigError("mirror_max_pending must be at least 1"));
+            return text("mirror_max_pending must be at least 1");
         }
         let ej = &self.ejection;
         if ej.max_percent > 100 {
-            return Err(ConfigError("ejection max_percent must be at most 100"));
+            return text("ejection max_percent must be at most 100");
         }
         if ej.consecutive_failures > 0 && (ej.base_time.is_zero() || ej.max_time.is_zero()) {
-            return Err(ConfigError("ejection times must be above zero"));
+            return text("ejection times must be above zero");
         }
         Ok(())
     }
@@ -241,11 +266,29 @@ impl Config {
 /// A setting of [`Config`] or a [`Policy`] string is invalid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct ConfigError(&'static str);
+pub struct ConfigError(Problem);
+
+/// What is wrong, with the values the message needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Problem {
+    Text(&'static str),
+    WidthTooLarge(usize),
+    QuorumAboveWidth { k: usize, width: usize },
+}
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.0)
+        match self.0 {
+            Problem::Text(why) => f.write_str(why),
+            Problem::WidthTooLarge(width) => write!(
+                f,
+                "width {width} is above {}, the most sub-requests per request",
+                Config::MAX_WIDTH
+            ),
+            Problem::QuorumAboveWidth { k, width } => {
+                write!(f, "quorum:{k} needs K <= width, and the width is {width}")
+            }
+        }
     }
 }
 

@@ -7,8 +7,9 @@
 //! ([`WORKERS`]) send the queued copies over their own keep-alive pool and
 //! read the answers. So a slow shadow delays neither the primary answer nor
 //! the next request on the same client connection (the nginx `mirror`
-//! pitfall), and its failures are only counted: `mirrored`,
-//! `mirror_failed` and `mirror_dropped` in [`ProxyStats`](super::ProxyStats).
+//! pitfall), and its failures only count (`mirrored`, `mirror_failed`
+//! and `mirror_dropped` in [`ProxyStats`](super::ProxyStats)) and log a
+//! rate-limited WARN (`warn.rs`), never reaching a client.
 //! At most [`Config::mirror_max_pending`](super::Config) copies wait or
 //! are in flight per core; beyond that a copy is dropped, never queued
 //! without bound. Each shadow exchange has the proxy's connect timeout and
@@ -26,11 +27,12 @@ use std::time::Duration;
 use percore::net::TcpStream;
 use percore::time::{now, timeout};
 
-use super::client::{exchange, ResponseLimits};
+use super::client::{exchange, Failure, IoFailure, ResponseLimits};
 use super::forward::write_request;
 use super::scratch::BufPool;
 use super::stats::bump;
 use super::upstream::Upstream;
+use super::warn::{FailureLog, Reason, Role};
 use super::PoolConfig;
 
 /// Shadow exchanges in flight at once per core.
@@ -58,6 +60,8 @@ pub(crate) struct Mirror {
     pub(crate) mirrored: Cell<u64>,
     pub(crate) failed: Cell<u64>,
     pub(crate) dropped: Cell<u64>,
+    /// The core's rate-limited failure lines, shared with its fan-out.
+    log: Rc<FailureLog>,
 }
 
 /// What a [`Mirror`] is built from.
@@ -72,7 +76,7 @@ pub(crate) struct MirrorSettings {
 }
 
 impl Mirror {
-    pub(crate) fn new(s: MirrorSettings) -> Self {
+    pub(crate) fn new(s: MirrorSettings, log: Rc<FailureLog>) -> Self {
         Self {
             upstream: Upstream::new(s.addr, s.pool),
             queue: RefCell::new(VecDeque::with_capacity(s.max_pending)),
@@ -87,6 +91,7 @@ impl Mirror {
             mirrored: Cell::new(0),
             failed: Cell::new(0),
             dropped: Cell::new(0),
+            log,
         }
     }
 
@@ -122,11 +127,20 @@ impl Mirror {
     async fn work(&self) {
         loop {
             let (buf, head_only) = self.next_copy().await;
-            let ok = matches!(
-                timeout(self.deadline, self.send(buf, head_only)).await,
-                Ok(true)
-            );
-            bump(if ok { &self.mirrored } else { &self.failed });
+            let failure = match timeout(self.deadline, self.send(buf, head_only)).await {
+                Ok(Ok(status)) if status < 500 => None,
+                Ok(Ok(status)) => Some(Reason::Status(status)),
+                Ok(Err(failure)) => Some(Reason::Failed(failure)),
+                Err(_) => Some(Reason::Failed(Failure::Deadline)),
+            };
+            match failure {
+                None => bump(&self.mirrored),
+                Some(reason) => {
+                    bump(&self.failed);
+                    let name = &self.upstream.name;
+                    self.log.failed(now(), Role::Mirror, name, reason);
+                }
+            }
             self.pending.set(self.pending.get() - 1);
         }
     }
@@ -145,33 +159,35 @@ impl Mirror {
         .await
     }
 
-    /// One shadow exchange; whether the shadow answered below 500. The
-    /// connection goes back to the pool only after a complete answer (a
-    /// timed-out exchange drops it with the future).
-    async fn send(&self, buf: Vec<u8>, head_only: bool) -> bool {
+    /// One shadow exchange; the shadow's status, or why there was none.
+    /// The connection goes back to the pool only after a complete answer
+    /// (a timed-out exchange drops it with the future).
+    async fn send(&self, buf: Vec<u8>, head_only: bool) -> Result<u16, Failure> {
         let pooled = self.upstream.pool.checkout(now());
         let conn = match pooled {
             Some(conn) => conn,
             None => {
-                match timeout(self.connect_timeout, TcpStream::connect(self.upstream.addr)).await {
-                    Ok(Ok(conn)) => conn,
-                    _ => {
+                let connect = TcpStream::connect(self.upstream.addr);
+                let connected = match timeout(self.connect_timeout, connect).await {
+                    Ok(Ok(conn)) => Ok(conn),
+                    Ok(Err(e)) => Err(Failure::Connect(IoFailure::from(&e))),
+                    Err(_) => Err(Failure::ConnectTimeout),
+                };
+                match connected {
+                    Ok(conn) => conn,
+                    Err(failure) => {
                         self.bufs.put(buf);
-                        return false;
+                        return Err(failure);
                     }
                 }
             }
         };
         let (result, buf) = exchange(&conn, buf, self.limits, head_only).await;
         self.bufs.put(buf);
-        match result {
-            Ok(answer) => {
-                if answer.reusable {
-                    self.upstream.pool.release(conn, now());
-                }
-                answer.status < 500
-            }
-            Err(_) => false,
+        let answer = result.map_err(|e| e.failure)?;
+        if answer.reusable {
+            self.upstream.pool.release(conn, now());
         }
+        Ok(answer.status)
     }
 }

@@ -30,7 +30,8 @@
 //! 4. A met policy answers 200 with a JSON array (`combine.rs`); otherwise
 //!    502 (refused, reset, garbage, truncated, over a limit) or 504 (the
 //!    deadline or the connect timeout passed), with a plain-text body naming
-//!    each failed upstream and why.
+//!    each failed upstream and why (for a connect or I/O error, the OS's
+//!    reason and error number).
 //!
 //! # Retries
 //!
@@ -77,8 +78,18 @@
 //! to a shadow upstream (FAULTS F7), queued for a few worker tasks per core
 //! so that the client's answer, and its next request on the connection,
 //! never wait for the shadow; the shadow's answers are discarded and its
-//! failures only counted. At most [`Config::mirror_max_pending`] copies
-//! are pending per core; more are dropped and counted.
+//! failures only counted and logged. At most [`Config::mirror_max_pending`]
+//! copies are pending per core; more are dropped and counted.
+//!
+//! # Logging
+//!
+//! A failed sub-request (connect failure or timeout, reset, a bad or
+//! truncated answer, no answer by the deadline) and a failed mirror copy
+//! log a WARN naming the upstream and the reason, the OS's own for a
+//! connect or I/O error; running out of file descriptors says to raise
+//! `ulimit -n`. Each core writes at most one such line a second; the next
+//! says how many it left out (`warn.rs`). An ejection always logs a WARN,
+//! and the [`ProxyStats`] totals are logged when the proxy stops.
 //!
 //! # Memory
 //!
@@ -117,6 +128,7 @@ mod service;
 mod stats;
 mod target;
 mod upstream;
+mod warn;
 
 pub use config::{Config, ConfigError, EjectionConfig, Policy, PoolConfig};
 pub use service::FanOut;

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use percore::net::TcpStream;
 use percore::time::now;
 
-use super::client::{exchange, write_request_line, write_shared, Failure, ResponseLimits};
+use super::client::{
+    exchange, write_request_line, write_shared, Failure, IoFailure, ResponseLimits,
+};
 use super::combine::{entry_bound, write_entry, write_failure, Entry};
 use super::forward::write_request;
 use super::join::{Branches, Verdict};
@@ -18,6 +20,7 @@ use super::scratch::{ArenaPool, BufPool};
 use super::stats::{bump, LocalStats};
 use super::target::origin_form;
 use super::upstream::Upstream;
+use super::warn::{FailureLog, Reason, Role};
 use super::{Config, ConfigError, ProxyStats};
 use crate::http::{BodyKind, Request, Response, Service};
 
@@ -44,6 +47,8 @@ pub struct FanOut {
     bufs: BufPool,
     arenas: ArenaPool,
     mirror: Option<Rc<Mirror>>,
+    /// Rate-limited WARN lines for failures, shared with the mirror.
+    log: Rc<FailureLog>,
 }
 
 /// A successful branch.
@@ -103,15 +108,17 @@ impl FanOut {
         };
         let max_ejected =
             (config.upstreams.len() * usize::from(config.ejection.max_percent) / 100).max(1);
+        let log = Rc::new(FailureLog::default());
         let mirror = config.mirror.map(|addr| {
-            Rc::new(Mirror::new(MirrorSettings {
+            let settings = MirrorSettings {
                 addr,
                 pool: config.pool,
                 max_pending: config.mirror_max_pending,
                 limits,
                 connect_timeout: config.connect_timeout,
                 deadline: config.deadline,
-            }))
+            };
+            Rc::new(Mirror::new(settings, log.clone()))
         });
         Ok(Self {
             config,
@@ -124,6 +131,7 @@ impl FanOut {
             bufs: BufPool::default(),
             arenas: ArenaPool::default(),
             mirror,
+            log,
         })
     }
 
@@ -170,6 +178,7 @@ impl FanOut {
                     Ok(conn) => conn,
                     Err(failure) => {
                         bump(&self.stats.errors_connect);
+                        self.log_failure(index, failure);
                         self.record(index, false, job.counted);
                         // Nothing was sent: an idempotent request may go to
                         // the next upstream not ejected instead (FAULTS F1).
@@ -224,6 +233,7 @@ impl FanOut {
                         continue;
                     }
                     bump(&self.stats.errors_exchange);
+                    self.log_failure(index, e.failure);
                     self.record(index, false, job.counted);
                     self.bufs.put(buf);
                     return Err(BranchError {
@@ -244,9 +254,18 @@ impl FanOut {
         .await
         {
             Ok(Ok(conn)) => Ok(conn),
-            Ok(Err(e)) => Err(Failure::Connect(e.kind())),
+            Ok(Err(e)) => Err(Failure::Connect(IoFailure::from(&e))),
             Err(_) => Err(Failure::ConnectTimeout),
         }
+    }
+
+    /// A WARN line (rate-limited) for a failed sub-request to upstream
+    /// `index`; a connect failure is logged even when the branch then
+    /// moves on to another upstream, since this one is still failing.
+    fn log_failure(&self, index: usize, failure: Failure) {
+        let name = self.upstream_name(index);
+        self.log
+            .failed(now(), Role::Upstream, name, Reason::Failed(failure));
     }
 
     fn upstream_name(&self, index: usize) -> &str {
@@ -518,6 +537,7 @@ impl Service for FanOut {
                         }
                         None if timed_out && branches.is_running(i) => {
                             bump(&self.stats.deadline);
+                            self.log_failure(target.get(), Failure::Deadline);
                             let upstream = self.upstream_name(target.get());
                             write_failure(out, upstream, &Failure::Deadline);
                         }

@@ -1,10 +1,11 @@
 //! Unit tests of the proxy's pure parts: request targets, request
 //! serialisation, JSON escaping and config parsing; the response parser's
-//! are in `response`.
+//! are in `response`, the failure lines' in `warn`.
 
 mod response;
+mod warn;
 
-use super::client::{write_request_line, write_shared};
+use super::client::{write_request_line, write_shared, Failure, IoFailure};
 use super::combine::{entry_bound, entry_prefix, write_entry, write_json_string, Entry};
 use super::forward::write_request;
 use super::target::origin_form;
@@ -300,17 +301,55 @@ fn policies_and_config() {
     assert_eq!("all".parse(), Ok(Policy::All));
     assert_eq!("first".parse(), Ok(Policy::First));
     assert_eq!("quorum:2".parse(), Ok(Policy::Quorum(2)));
-    for bad in ["quorum:0", "quorum:", "quorum:x", "most", ""] {
-        assert!(bad.parse::<Policy>().is_err(), "{bad}");
+    // Any case, as `--backend` takes it.
+    assert_eq!("ALL".parse(), Ok(Policy::All));
+    assert_eq!("First".parse(), Ok(Policy::First));
+    assert_eq!("Quorum:3".parse(), Ok(Policy::Quorum(3)));
+    for bad in [
+        "quorum:0",
+        "quorum:",
+        "quorum:x",
+        "quorum",
+        "most",
+        "",
+        "é",
+        "quorum\u{e9}:2",
+    ] {
+        let e = bad.parse::<Policy>().expect_err(bad);
+        assert_eq!(e.to_string(), "expected all, first or quorum:K (K >= 1)");
     }
     let mut c = Config::new(vec!["127.0.0.1:1".parse().expect("addr")]);
     assert!(c.validate().is_ok());
     c.policy = Policy::Quorum(2);
-    assert!(c.validate().is_err(), "quorum above width");
+    let e = c.validate().expect_err("quorum above width");
+    assert_eq!(
+        e.to_string(),
+        "quorum:2 needs K <= width, and the width is 1"
+    );
     c.width = 2;
     assert!(c.validate().is_ok());
     c.upstreams.clear();
     assert!(c.validate().is_err());
+}
+
+/// The width is bounded: each branch holds a descriptor for the whole
+/// request.
+#[test]
+fn width_bound() {
+    let mut c = Config::new(vec!["127.0.0.1:1".parse().expect("addr")]);
+    c.width = Config::MAX_WIDTH;
+    assert!(c.validate().is_ok());
+    c.width = 100_000;
+    let e = c.validate().expect_err("absurd width");
+    assert_eq!(
+        e.to_string(),
+        "width 100000 is above 1024, the most sub-requests per request"
+    );
+    c.width = 0;
+    assert_eq!(
+        c.validate().map_err(|e| e.to_string()),
+        Err("width must be at least 1".to_owned())
+    );
 }
 
 /// F8: the n-th ejection in a row lasts n × base, capped; a success resets
@@ -396,4 +435,22 @@ fn config_faults_validation() {
         config.validate().is_ok(),
         "times do not matter when ejection is off"
     );
+}
+
+/// A failed connect or exchange names the OS's reason and error number,
+/// not only its kind (running out of descriptors has no stable kind).
+#[test]
+fn failures_name_the_os_reason() {
+    let os = |code| IoFailure::from(&std::io::Error::from_raw_os_error(code));
+    let text = Failure::Connect(os(libc::EMFILE)).to_string();
+    assert_eq!(text, "connect failed: Too many open files (os error 24)");
+    let text = Failure::Io(os(libc::ECONNRESET)).to_string();
+    assert!(
+        text.starts_with("connection failed: Connection reset by peer (os error "),
+        "{text}"
+    );
+    // An error the OS did not give keeps its kind.
+    let custom = std::io::Error::other("socket used on a core of another backend");
+    let text = Failure::Io(IoFailure::from(&custom)).to_string();
+    assert_eq!(text, "connection failed: other error");
 }

@@ -1,0 +1,183 @@
+//! What an operator sees when upstreams fail, on both backends: the
+//! rate-limited WARN lines (one per second per core, the next carrying
+//! the count left out) for failed sub-requests and mirror copies, and the
+//! OS's reason when the proxy runs out of file descriptors: a 502 body
+//! with "Too many open files (os error 24)" and a WARN saying to raise
+//! `ulimit -n`.
+//!
+//! The log is captured process-wide and one case lowers the process's
+//! soft `RLIMIT_NOFILE` (filling every free descriptor below it), so these
+//! cases have a test binary of their own and run one at a time.
+
+#[macro_use]
+#[path = "support/http.rs"]
+mod common;
+#[path = "support/fanout.rs"]
+mod fake;
+
+use std::fs::File;
+use std::io;
+use std::sync::{Mutex, MutexGuard, Once};
+use std::time::Duration;
+
+use common::*;
+use fake::{proxy, refused_addr};
+
+/// One case at a time: the log and the descriptor limit are per process.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Everything logged (at INFO and above) since the case started.
+static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+/// Appends to [`LOG`]: memory only, so logging needs no descriptor.
+struct Capture;
+
+impl io::Write for Capture {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        LOG.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Takes the case lock and starts the capture afresh.
+fn start_case() -> MutexGuard<'static, ()> {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        tracing_subscriber::fmt()
+            .with_writer(|| Capture)
+            .with_ansi(false)
+            .init();
+    });
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    guard
+}
+
+/// The WARN lines logged so far that mention `needle`.
+fn warnings(needle: &str) -> Vec<String> {
+    let log = LOG.lock().unwrap_or_else(|e| e.into_inner());
+    String::from_utf8_lossy(&log)
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains(needle))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The process out of descriptors until dropped: the soft limit lowered
+/// to a little above what is open, and every free slot below it filled.
+struct Starved {
+    saved: libc::rlimit,
+    _fillers: Vec<File>,
+}
+
+impl Starved {
+    fn new() -> Starved {
+        let open = std::fs::read_dir("/proc/self/fd")
+            .expect("/proc/self/fd")
+            .count();
+        let mut saved = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the struct it is given.
+        let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut saved) };
+        assert_eq!(got, 0);
+        let low = libc::rlimit {
+            rlim_cur: (open as libc::rlim_t + 16).min(saved.rlim_cur),
+            rlim_max: saved.rlim_max,
+        };
+        // SAFETY: setrlimit reads the struct it is given.
+        let set = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) };
+        assert_eq!(set, 0);
+        let mut fillers = Vec::new();
+        loop {
+            match File::open("/dev/null") {
+                Ok(f) => fillers.push(f),
+                Err(e) if e.raw_os_error() == Some(libc::EMFILE) => break,
+                Err(e) => panic!("filling the descriptor table: {e}"),
+            }
+        }
+        Starved {
+            saved,
+            _fillers: fillers,
+        }
+    }
+}
+
+impl Drop for Starved {
+    fn drop(&mut self) {
+        // SAFETY: setrlimit reads the struct it is given.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &self.saved) };
+    }
+}
+
+http_tests! {
+    /// With no descriptor left, the proxy's connect fails with `EMFILE`:
+    /// a 502 naming the upstream and "Too many open files (os error 24)",
+    /// and a WARN saying to raise `ulimit -n`. With descriptors back, the
+    /// same client connection gets the usual refusal.
+    fn out_of_descriptors(backend) {
+        let _case = start_case();
+        let dead = refused_addr();
+        let px = proxy(backend, &[dead], |_| {});
+        let mut c = Client::connect(px.addr);
+        // The client's connection is accepted before the limit drops.
+        wait_until(Duration::from_secs(5), "the accept", || px.stats().accepted == 1);
+
+        let starved = Starved::new();
+        let r = c.roundtrip(&get("/"));
+        drop(starved);
+        let text = String::from_utf8_lossy(&r.body).into_owned();
+        assert_eq!(r.status, 502, "{text}");
+        let emfile = io::Error::from_raw_os_error(libc::EMFILE);
+        assert!(text.contains(&format!("upstream {dead}: connect failed: {emfile}")), "{text}");
+        assert!(text.contains("Too many open files (os error 24)"), "{text}");
+        let lines = warnings(&dead.to_string());
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("Too many open files (os error 24)"), "{lines:?}");
+        assert!(lines[0].contains("raise its limit (ulimit -n)"), "{lines:?}");
+
+        let r = c.roundtrip(&get("/"));
+        let text = String::from_utf8_lossy(&r.body).into_owned();
+        let refused = io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert!(text.contains(&format!("connect failed: {refused}")), "{text}");
+    }
+
+    /// Failed sub-requests log a WARN naming the upstream and the reason,
+    /// at most one a second per core: five quick failures make fewer
+    /// lines, and the line after a pause counts those left out.
+    fn failures_warn_at_most_once_a_second(backend) {
+        let _case = start_case();
+        let dead = refused_addr();
+        let px = proxy(backend, &[dead], |_| {});
+        let mut c = Client::connect(px.addr);
+        for _ in 0..4 {
+            assert_eq!(c.roundtrip(&get("/")).status, 502);
+        }
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(c.roundtrip(&get("/")).status, 502);
+        let lines = warnings(&format!("upstream {dead}: connect failed: Connection refused"));
+        assert!((2..5).contains(&lines.len()), "rate-limited: {lines:?}");
+        assert!(!lines[0].contains("not logged"), "{lines:?}");
+        let last = &lines[lines.len() - 1];
+        assert!(last.contains("more upstream failure"), "counts those left out: {lines:?}");
+    }
+
+    /// A mirror copy that fails logs a WARN naming the shadow; the client
+    /// is answered by the upstreams as usual.
+    fn mirror_failures_warn(backend) {
+        let _case = start_case();
+        let up = TestServer::echo(backend);
+        let shadow = refused_addr();
+        let px = proxy(backend, &[up.addr], |c| c.mirror = Some(shadow));
+        assert_eq!(Client::connect(px.addr).roundtrip(&get("/")).status, 200);
+        let needle = format!("mirror {shadow}: connect failed: Connection refused");
+        wait_until(Duration::from_secs(5), "the mirror's WARN", || !warnings(&needle).is_empty());
+    }
+}
