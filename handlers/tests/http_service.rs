@@ -8,6 +8,7 @@
 mod common;
 
 use std::io;
+use std::time::Duration;
 
 use common::*;
 use percore_handlers::http::HttpError;
@@ -70,6 +71,29 @@ impl Service for Api {
                 res.write(b"dropped");
             }
             "/interim" => res.set_status(101),
+            "/panic" => panic!("a service bug"),
+            path if path.starts_with("/where") => {
+                let query = req.query().unwrap_or("-");
+                res.write(format!("{path}|{query}").as_bytes());
+            }
+            // The head is out when it panics: only an incomplete body can
+            // tell the client.
+            "/panic-streaming" => {
+                res.write(b"partial");
+                res.flush().await?;
+                panic!("a service bug after the head");
+            }
+            "/resend" => {
+                res.header("Content-Type", b"text/html")?;
+                res.header("X-Kept", b"yes")?;
+                res.send(200, Some(b"text/plain"), b"replaced")?;
+            }
+            "/send-after-flush" => {
+                res.write(b"partial");
+                res.flush().await?;
+                res.send(500, None, b"second")
+                    .expect_err("the head is out: the response cannot be replaced");
+            }
             _ => res.send(200, None, b"default")?,
         }
         Ok(())
@@ -161,6 +185,65 @@ http_tests! {
         expect_error(server.addr, &get("/teapot"), 418);
         assert_eq!(one(server.addr, &get("/fail")).body, b"Internal Server Error\n");
         assert_eq!(one(server.addr, &get("/teapot")).body, b"short and stout\n");
+    }
+
+    /// `path` is the target's path whatever its form, `query` what follows
+    /// the `?`; `target` stays as sent.
+    fn path_and_query(backend) {
+        let server = api(backend);
+        let mut c = Client::connect(server.addr);
+        for (target, want) in [
+            ("/where", "/where|-"),
+            ("/where?a=1&b", "/where|a=1&b"),
+            ("/where/x?", "/where/x|"),
+            ("/where?q=%2F", "/where|q=%2F"),
+            ("http://example.com/where?z=9", "/where|z=9"),
+            ("HTTPS://example.com:8443/where/y", "/where/y|-"),
+        ] {
+            let r = c.roundtrip(format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+            assert_eq!(String::from_utf8_lossy(&r.body), want, "{target}");
+        }
+        // An absolute form without a path is `/`.
+        let r = c.roundtrip(b"GET http://example.com?where HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(r.body, b"default");
+    }
+
+    /// A panic in the service is a bare 500 with `Connection: close`; the
+    /// core counts it and goes on serving. After `flush` sent the head, the
+    /// body ends incomplete instead.
+    fn a_panic_is_answered_with_a_500(backend) {
+        let server = api(backend);
+        let mut c = Client::connect(server.addr);
+        let r = c.roundtrip(&get("/panic"));
+        assert_eq!(r.status, 500);
+        assert!(r.closes());
+        assert_eq!(r.body, b"Internal Server Error\n");
+        c.expect_eof();
+        assert_eq!(one(server.addr, &get("/")).body, b"default");
+        let got = exchange(server.addr, &get("/panic-streaming"));
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text:?}");
+        assert!(text.ends_with("7\r\npartial\r\n"), "no last chunk: {text:?}");
+        wait_until(Duration::from_secs(5), "both panics counted", || {
+            server.stats().panics == 2
+        });
+    }
+
+    /// `send` replaces a `Content-Type` added before (and keeps the other
+    /// fields); once `flush` sent the head it is refused.
+    fn send_replaces_the_content_type(backend) {
+        let server = api(backend);
+        let got = String::from_utf8(exchange(server.addr, &get("/resend"))).expect("ASCII");
+        let types: Vec<&str> = got
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().starts_with("content-type:"))
+            .collect();
+        assert_eq!(types, ["Content-Type: text/plain"], "{got:?}");
+        assert!(got.contains("X-Kept: yes\r\n"), "{got:?}");
+        assert!(got.ends_with("\r\n\r\nreplaced"), "{got:?}");
+        let r = one(server.addr, &get("/send-after-flush"));
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, b"partial", "the service's asserts held");
     }
 
     /// Header values that could split the response, non-token names and

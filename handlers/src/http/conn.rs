@@ -15,6 +15,7 @@
 //! [`KEEP_CAPACITY`]), so steady-state requests allocate nothing.
 
 use std::io;
+use std::pin::pin;
 use std::time::{Duration, Instant};
 
 use percore::buf::RecvBuf;
@@ -23,6 +24,7 @@ use percore::Connection;
 use super::request::{BodyEnd, BodyReader, Failure};
 use super::response::{effective_status, no_body_status, Streaming};
 use super::service::HttpHandler;
+use super::unwind::{CatchUnwind, Panic};
 use super::wire::{after, Waited, Wire, KEEP_CAPACITY};
 use super::{
     encode_last_chunk, error_response, header_storage, max_head_len, parse_head, Config, Framing,
@@ -186,17 +188,23 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 head_only,
                 keep_alive,
             );
-            let result = h.service.call(&mut req, &mut res).await;
-            if let Err(e) = &result {
-                let (method, target) = (req.method(), req.path());
-                tracing::debug!(method, target, error = %e, "service failed");
-            }
+            let called = {
+                let call = pin!(h.service.call(&mut req, &mut res));
+                CatchUnwind(call).await
+            };
+            let result = match called {
+                Ok(result) => result,
+                Err(panic) => return answer_panic(h, &wire, &res, panic).await,
+            };
             let drain =
                 result.is_ok() && keep_alive && res.streaming != Some(Streaming::UntilClose);
             let end = match req.body.end_now() {
                 Some(end) => end,
                 None => req.body.finish(drain).await,
             };
+            if let Err(e) = &result {
+                log_failure(h, &req, e, &end);
+            }
             let outcome = complete(h, &wire, &mut res, result, &end, keep_alive);
             // `res` and `req` end here, releasing the buffers they borrow.
             shrink(&mut res_body);
@@ -342,6 +350,46 @@ fn complete<S>(
         Outcome::Close
     } else {
         Outcome::Keep
+    }
+}
+
+/// After the service panicked: a 500 (unless its head is out already),
+/// sent and closed as any error answer, then the panic goes on to the
+/// executor, which counts and logs it as for any handler.
+async fn answer_panic<S>(
+    h: &HttpHandler<S>,
+    wire: &Wire,
+    res: &Response<'_>,
+    panic: Panic,
+) -> io::Result<()> {
+    if res.streaming.is_none() {
+        let e = HttpError::internal();
+        h.date
+            .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
+        // Whatever ends the close, the panic is what this connection
+        // reports.
+        let _ = close(wire, &h.config).await;
+    }
+    std::panic::resume_unwind(panic)
+}
+
+/// Logs a service's error: one answered with a 5xx (a failure of the
+/// service or what it depends on) at WARN, at most one line a second per
+/// core; one answered with a 4xx, or caused by the request body (the
+/// client's doing, already answered), at debug.
+fn log_failure<S>(h: &HttpHandler<S>, req: &Request<'_>, e: &io::Error, end: &BodyEnd) {
+    let (method, target) = (req.method(), req.target());
+    let client_side = end.failure.is_some() || HttpError::of(e).is_some_and(|e| e.status < 500);
+    if client_side {
+        tracing::debug!(method, target, error = %e, "service failed");
+    } else if let Some(left_out) = h.failures.admit(percore::time::now()) {
+        tracing::warn!(
+            method,
+            target,
+            error = %e,
+            left_out,
+            "service failed; answered 500 (left_out: failures not logged since the last line)"
+        );
     }
 }
 

@@ -11,6 +11,11 @@ use std::fmt;
 /// `HttpError` ends the connection: once framing is in doubt, no
 /// later byte on the connection can be trusted to start a new request
 /// (RFC 9112 §11.2, request smuggling).
+///
+/// Only error statuses are sent as such: a service that returns an
+/// `HttpError` whose status is outside 400–599 gets a bare 500 instead
+/// (to answer with another status, set it on the
+/// [`Response`](super::Response) and return `Ok`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpError {
     /// Status code to answer with: 400, 408, 413, 414, 417, 431, 500, 501

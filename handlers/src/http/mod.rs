@@ -174,6 +174,7 @@ mod line;
 mod request;
 mod response;
 mod service;
+mod unwind;
 mod wire;
 
 pub use body::{BodyDecoder, Decoded};

@@ -36,9 +36,36 @@ impl<'r> Request<'r> {
         self.head.method
     }
 
-    /// The request target as sent, e.g. `/search?q=1`.
-    pub fn path(&self) -> &'r str {
+    /// The request target as sent, e.g. `/search?q=1` (or in absolute
+    /// form, `http://example.com/search?q=1`).
+    pub fn target(&self) -> &'r str {
         self.head.path
+    }
+
+    /// The target's path, e.g. `/search` for `/search?q=1` and for
+    /// `http://example.com/search?q=1` (`/` when the absolute form has
+    /// none), as sent: not percent-decoded. `*` for `OPTIONS *`, and an
+    /// authority-form target (`CONNECT host:port`) whole.
+    pub fn path(&self) -> &'r str {
+        let target = self.head.path;
+        let path = if target.starts_with('/') {
+            target
+        } else if let Some(after_scheme) = absolute_form(target) {
+            match after_scheme.find(['/', '?', '#']) {
+                Some(i) if after_scheme.as_bytes()[i] == b'/' => &after_scheme[i..],
+                _ => return "/",
+            }
+        } else {
+            return target;
+        };
+        path.split(['?', '#']).next().unwrap_or(path)
+    }
+
+    /// The target's query, without its `?` (`q=1` for `/search?q=1`), as
+    /// sent: not percent-decoded. `None` when the target has no `?`.
+    pub fn query(&self) -> Option<&'r str> {
+        let (_, query) = self.head.path.split_once('?')?;
+        Some(query.split('#').next().unwrap_or(query))
     }
 
     /// The minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
@@ -407,4 +434,11 @@ fn failure_error(f: Failure) -> io::Error {
             "connection closed before the end of the request body",
         ),
     }
+}
+
+/// What follows `scheme://` in an `http` or `https` absolute-form target
+/// (the scheme is case-insensitive, RFC 9110 §4.2.3).
+fn absolute_form(target: &str) -> Option<&str> {
+    let (scheme, rest) = target.split_once("://")?;
+    (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")).then_some(rest)
 }

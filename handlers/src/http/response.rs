@@ -93,8 +93,8 @@ impl<'r> Response<'r> {
     /// A 500 [`HttpError`] when `name` is not a token, `value` holds CR, LF
     /// or another control byte (either would let a client-supplied value
     /// split the response), the name is one the server sets itself
-    /// (`Content-Length`, `Transfer-Encoding`, `Connection`, `Date`), or
-    /// the head was already sent by [`flush`](Self::flush).
+    /// (`Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
+    /// `Date`), or the head was already sent by [`flush`](Self::flush).
     pub fn header(&mut self, name: &str, value: &[u8]) -> Result<(), HttpError> {
         if is_framing_field(name) {
             return Err(invalid("framing header is set by the server"));
@@ -132,18 +132,26 @@ impl<'r> Response<'r> {
     }
 
     /// A whole response in one call: status, optional `Content-Type`, body
-    /// (replacing any body written so far).
+    /// (replacing any body written so far, and with a content type, any
+    /// `Content-Type` field added before).
     ///
     /// # Errors
     ///
-    /// As [`header`](Self::header), for an invalid content type.
+    /// As [`header`](Self::header): an invalid content type, or the head
+    /// was already sent by [`flush`](Self::flush) (then nothing changes).
     pub fn send(
         &mut self,
         status: u16,
         content_type: Option<&[u8]>,
         body: &[u8],
     ) -> Result<(), HttpError> {
+        if self.streaming.is_some() {
+            return Err(invalid("response replaced after its head was sent"));
+        }
         if let Some(ct) = content_type {
+            if !self.headers.is_empty() {
+                remove_field(self.headers, b"Content-Type");
+            }
             self.field(b"Content-Type", ct)?;
         }
         self.status = status;
@@ -234,6 +242,23 @@ pub(crate) fn effective_status(status: u16) -> u16 {
 /// RFC 9110 §15.3.5, §15.4.5: 204 and 304 responses end after the head.
 pub(crate) fn no_body_status(status: u16) -> bool {
     status == 204 || status == 304
+}
+
+/// Removes every `name` line (ASCII case-insensitive) from encoded
+/// `Name: value\r\n` lines.
+fn remove_field(headers: &mut Vec<u8>, name: &[u8]) {
+    let mut start = 0;
+    while let Some(len) = headers[start..].windows(2).position(|w| w == b"\r\n") {
+        let end = start + len + 2;
+        let line = &headers[start..end];
+        let named =
+            line.get(name.len()) == Some(&b':') && line[..name.len()].eq_ignore_ascii_case(name);
+        if named {
+            headers.drain(start..end);
+        } else {
+            start = end;
+        }
+    }
 }
 
 fn invalid(reason: &'static str) -> HttpError {

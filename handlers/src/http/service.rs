@@ -11,6 +11,7 @@ use percore::{Connection, Handler};
 
 use super::wire::StopWatch;
 use super::{Config, DateCache, Request, Response};
+use crate::log_limit::LogLimit;
 
 /// An HTTP application: answers one request at a time.
 ///
@@ -25,8 +26,15 @@ use super::{Config, DateCache, Request, Response};
 /// if the error wraps an [`HttpError`](super::HttpError) (as errors from
 /// [`Request::body`] do, and as `HttpError`'s `Into<io::Error>` makes
 /// them), the client gets that status with its reason as the body,
-/// otherwise a bare 500 (the error itself is logged, not sent); either way
-/// the connection then closes.
+/// otherwise a bare 500; either way the connection then closes. An error
+/// answered with a 500 is logged at WARN with the request's method and
+/// target (at most one line a second per core, the next saying how many
+/// were left out); one answered with a 4xx, the client's doing, at debug.
+///
+/// A panic in `call` is answered with a bare 500 too (unless the response
+/// head was already sent by [`Response::flush`]; the body then ends
+/// incomplete) and closes the connection; the core counts it (`panics` in
+/// its stats) and goes on.
 ///
 /// # Examples
 ///
@@ -73,6 +81,8 @@ pub struct HttpHandler<S> {
     pub(crate) config: Config,
     pub(crate) date: SharedDate,
     pub(crate) stop: Rc<StopWatch>,
+    /// Rate limit of the core's "service failed" warnings.
+    pub(crate) failures: LogLimit,
 }
 
 impl<S: Service> HttpHandler<S> {
@@ -88,6 +98,7 @@ impl<S: Service> HttpHandler<S> {
             config,
             date: SharedDate::default(),
             stop: Rc::new(StopWatch::default()),
+            failures: LogLimit::default(),
         }
     }
 

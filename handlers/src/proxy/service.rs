@@ -401,7 +401,7 @@ impl Drop for PendingGuard<'_> {
 impl Service for FanOut {
     async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
         let method = req.method();
-        let target = match origin_form(method, req.path()) {
+        let target = match origin_form(method, req.target()) {
             Ok(target) => target,
             // The HTTP layer logs it, answers with its status and closes.
             Err(refused) => return Err(refused.into()),

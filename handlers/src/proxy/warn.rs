@@ -6,21 +6,19 @@
 //! Without them a proxy answering 502 and 504 looks healthy in its log
 //! until it stops (the counters only appear in the stop summary). A dead
 //! upstream under load fails on every request, though, so each core
-//! writes at most one such line per [`INTERVAL`], and the next line it
-//! writes says how many it left out in between ([`ProxyStats`] has the
+//! writes at most one such line a second ([`LogLimit`]), and the next line
+//! it writes says how many it left out in between ([`ProxyStats`] has the
 //! totals). A successful request never reaches this code, so the steady
 //! state neither allocates nor reads the clock for it.
 //!
 //! [`ProxyStats`]: super::ProxyStats
+//! [`LogLimit`]: crate::log_limit::LogLimit
 
-use std::cell::Cell;
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::client::Failure;
-
-/// Least time between two failure lines on one core.
-pub(crate) const INTERVAL: Duration = Duration::from_secs(1);
+use crate::log_limit::LogLimit;
 
 /// Linux's "too many open files" for the process (`EMFILE`) and for the
 /// whole system (`ENFILE`): the same numbers on every architecture
@@ -46,21 +44,19 @@ pub(crate) enum Reason {
     Status(u16),
 }
 
-/// One core's failure lines and their rate limit. Plain `Cell`s: per core,
-/// shared only with that core's mirror workers.
+/// One core's failure lines and their rate limit, shared only with that
+/// core's mirror workers.
 #[derive(Debug, Default)]
 pub(crate) struct FailureLog {
-    /// When the last line was written.
-    last: Cell<Option<Instant>>,
-    /// Failures left out since then.
-    suppressed: Cell<u64>,
+    limit: LogLimit,
 }
 
 impl FailureLog {
     /// Logs a failure of `upstream` at WARN, unless a line was written
-    /// less than [`INTERVAL`] before `now`; then only counts it.
+    /// less than [`INTERVAL`](crate::log_limit::INTERVAL) before `now`;
+    /// then only counts it.
     pub(crate) fn failed(&self, now: Instant, role: Role, upstream: &str, reason: Reason) {
-        if let Some(suppressed) = self.admit(now) {
+        if let Some(suppressed) = self.limit.admit(now) {
             let line = Line {
                 role,
                 upstream,
@@ -69,22 +65,6 @@ impl FailureLog {
             };
             tracing::warn!("fanout: {line}");
         }
-    }
-
-    /// Whether a line may be written at `now`: if so, how many failures
-    /// were left out since the last one (and the count starts again);
-    /// if not, `None`, and this one is counted as left out.
-    pub(crate) fn admit(&self, now: Instant) -> Option<u64> {
-        let recent = self
-            .last
-            .get()
-            .is_some_and(|last| now.saturating_duration_since(last) < INTERVAL);
-        if recent {
-            self.suppressed.set(self.suppressed.get() + 1);
-            return None;
-        }
-        self.last.set(Some(now));
-        Some(self.suppressed.replace(0))
     }
 }
 

@@ -1,43 +1,13 @@
-//! The failure lines' rate limit, driven with made-up instants, and their
-//! text.
+//! The failure lines' text (their rate limit is `log_limit`'s, tested
+//! there).
 
 use std::io;
-use std::time::{Duration, Instant};
 
 use super::super::client::{Failure, IoFailure};
-use super::super::warn::{FailureLog, Line, Reason, Role, INTERVAL};
+use super::super::warn::{Line, Reason, Role};
 
 fn os(code: i32) -> IoFailure {
     IoFailure::from(&io::Error::from_raw_os_error(code))
-}
-
-/// At most one line per interval; the next line carries the count of
-/// failures left out since the last, which then starts again.
-#[test]
-fn one_line_per_interval_with_the_count_left_out() {
-    let log = FailureLog::default();
-    let t0 = Instant::now();
-    let at = |ms| t0 + Duration::from_millis(ms);
-    assert_eq!(INTERVAL, Duration::from_secs(1));
-    assert_eq!(log.admit(t0), Some(0), "the first failure is logged");
-    assert_eq!(log.admit(at(1)), None);
-    assert_eq!(log.admit(at(500)), None);
-    assert_eq!(log.admit(at(999)), None);
-    assert_eq!(
-        log.admit(at(1000)),
-        Some(3),
-        "a second later, with 3 left out"
-    );
-    assert_eq!(log.admit(at(1500)), None);
-    assert_eq!(
-        log.admit(at(9000)),
-        Some(1),
-        "a quiet spell keeps the count"
-    );
-    assert_eq!(log.admit(at(10_000)), Some(0), "and then starts it again");
-    // An instant before the last line (another reading of the clock) is
-    // within the interval, never an underflow.
-    assert_eq!(log.admit(at(9500)), None);
 }
 
 fn line(role: Role, reason: Reason, suppressed: u64) -> String {
