@@ -85,9 +85,10 @@ pub fn parse_common(
                     .map_err(|e: percore::ParseBackendError| e.to_string())?
             }
             "--max-connections" => {
-                common.max_connections = value()?
-                    .parse()
-                    .map_err(|_| "--max-connections: expected a number".to_owned())?;
+                let v = value()?;
+                common.max_connections = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                    format!("--max-connections: expected a number from 1, got {v:?}")
+                })?;
             }
             "--wait-batch-us" => {
                 let usec: u64 = value()?

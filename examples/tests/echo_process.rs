@@ -251,6 +251,36 @@ fn d7_bad_core_lists_are_refused() {
     assert!(log.contains("not available"), "{log}");
 }
 
+/// `PERCORE_BACKEND` overrides the flag and says so; a value that names
+/// no backend is refused like a bad flag, not silently ignored; an empty
+/// one counts as unset.
+#[test]
+fn percore_backend_overrides_and_is_checked() {
+    let _serial = serial();
+    let mut cmd = echo_cmd(&["--backend", "uring"]);
+    cmd.env("PERCORE_BACKEND", "epoll");
+    let child = serve(cmd);
+    let log = stop(child, Duration::from_secs(12));
+    assert!(
+        log.contains("PERCORE_BACKEND=epoll overrides the uring backend asked for"),
+        "{log}"
+    );
+    assert!(listening_line(&log).contains("(epoll backend"), "{log}");
+
+    let mut cmd = echo_cmd(&[]);
+    cmd.env("PERCORE_BACKEND", "bogus");
+    let log = refused(cmd, Duration::from_secs(5));
+    assert!(
+        log.contains("PERCORE_BACKEND=\"bogus\"") && log.contains("expected uring, epoll or auto"),
+        "{log}"
+    );
+
+    let mut cmd = echo_cmd(&["--backend", "epoll"]);
+    cmd.env("PERCORE_BACKEND", "");
+    let log = stop(serve(cmd), Duration::from_secs(12));
+    assert!(listening_line(&log).contains("(epoll backend"), "{log}");
+}
+
 /// FAULTS C2: registering the fixed write buffers fails (the memlock
 /// limit; injected, since root is exempt): one warning naming the limit,
 /// and the server serves with plain buffers.

@@ -125,3 +125,18 @@ fn a_bad_keepalive_requests_value_is_refused() {
         "{stderr}"
     );
 }
+
+/// `--max-connections 0` would pause accepting for good: refused, with the
+/// value it got.
+#[test]
+fn a_zero_connection_limit_is_refused() {
+    let out = http_echo_cmd(&["--max-connections", "0"])
+        .output()
+        .expect("run http_echo");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--max-connections: expected a number from 1, got \"0\""),
+        "{stderr}"
+    );
+}

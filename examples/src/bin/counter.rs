@@ -57,21 +57,29 @@ impl Counter {
     }
 }
 
+/// The longest line a client may send: a peer that never sends a newline
+/// must not grow the buffer without bound.
+const MAX_LINE: usize = 1024;
+
 impl Handler for Counter {
     async fn serve(&self, conn: Connection) -> io::Result<()> {
         let mut pending = Vec::new();
         while let Some(buf) = conn.read().await? {
             pending.extend_from_slice(&buf);
-            let Some(end) = pending.iter().rposition(|&b| b == b'\n') else {
-                continue;
-            };
-            let lines: Vec<u8> = pending.drain(..=end).collect();
-            let mut reply = String::new();
-            for line in String::from_utf8_lossy(&lines).lines() {
-                reply.push_str(&self.answer(line.trim()).await);
+            if let Some(end) = pending.iter().rposition(|&b| b == b'\n') {
+                let lines: Vec<u8> = pending.drain(..=end).collect();
+                let mut reply = String::new();
+                for line in String::from_utf8_lossy(&lines).lines() {
+                    reply.push_str(&self.answer(line.trim()).await);
+                }
+                if !reply.is_empty() {
+                    conn.write_all(reply).await.0?;
+                }
             }
-            if !reply.is_empty() {
-                conn.write_all(reply).await.0?;
+            if pending.len() > MAX_LINE {
+                let refusal = format!("error: line longer than {MAX_LINE} bytes\n");
+                conn.write_all(refusal).await.0?;
+                break;
             }
         }
         match conn.shutdown_write() {

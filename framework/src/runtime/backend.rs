@@ -25,16 +25,24 @@ fn reason(errno: Option<i32>) -> &'static str {
     }
 }
 
-/// The backend requested by the environment, if any.
-pub(crate) fn env_override() -> Option<Backend> {
-    let value = std::env::var("PERCORE_BACKEND").ok()?;
-    match value.parse() {
-        Ok(backend) => Some(backend),
-        Err(e) => {
-            tracing::warn!(error = %e, "PERCORE_BACKEND ignored");
-            None
-        }
+/// The backend requested by the environment, if any (unset or empty:
+/// none).
+///
+/// # Errors
+///
+/// A value that names no backend: refused like a bad flag rather than
+/// ignored, since an operator who set it expects it to hold.
+fn env_override() -> io::Result<Option<Backend>> {
+    let value = std::env::var("PERCORE_BACKEND").unwrap_or_default();
+    if value.is_empty() {
+        return Ok(None);
     }
+    value.parse().map(Some).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("PERCORE_BACKEND={value:?}: {e}; expected uring, epoll or auto"),
+        )
+    })
 }
 
 /// Resolves `requested` (after the environment override) to `Uring` or
@@ -42,10 +50,20 @@ pub(crate) fn env_override() -> Option<Backend> {
 ///
 /// # Errors
 ///
-/// An explicit `Uring` whose ring cannot be set up: the error names the
-/// cause and the way out.
+/// A `PERCORE_BACKEND` that names no backend, and an explicit `Uring`
+/// whose ring cannot be set up: the error names the cause and the way out.
 pub(crate) fn resolve(requested: Backend, config: &CoreConfig) -> io::Result<Backend> {
-    let requested = env_override().unwrap_or(requested);
+    let requested = match env_override()? {
+        Some(forced) => {
+            if forced != requested {
+                tracing::info!(
+                    "PERCORE_BACKEND={forced} overrides the {requested} backend asked for"
+                );
+            }
+            forced
+        }
+        None => requested,
+    };
     match requested {
         Backend::Epoll => Ok(Backend::Epoll),
         Backend::Uring => match probe(config) {
@@ -54,7 +72,8 @@ pub(crate) fn resolve(requested: Backend, config: &CoreConfig) -> io::Result<Bac
                 e.kind(),
                 format!(
                     "io_uring backend requested but io_uring_setup failed: {e} — io_uring is {}; \
-                     use the epoll or auto backend (--backend epoll|auto, PERCORE_BACKEND=auto)",
+                     ask for Backend::Epoll or Backend::Auto (the example servers: --backend \
+                     epoll|auto), or set PERCORE_BACKEND=auto",
                     reason(e.raw_os_error())
                 ),
             )),

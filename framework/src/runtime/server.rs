@@ -87,7 +87,8 @@ impl ServerBuilder {
         self
     }
 
-    /// Open connections per core before accepting pauses.
+    /// Open connections per core before accepting pauses (at least 1: 0
+    /// is taken as 1).
     pub fn max_connections(mut self, max: usize) -> Self {
         self.max_connections = max.max(1);
         self
