@@ -8,6 +8,7 @@
 mod common;
 
 use std::io;
+use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use common::*;
@@ -51,6 +52,7 @@ impl Service for Api {
                 res.write(format!("{}|{}", first.len(), rest.len()).as_bytes());
             }
             "/fail" => return Err(io::Error::other("service failure")),
+            p if p.starts_with("/fail-logged") => return Err(io::Error::other("logged failure")),
             "/teapot" => {
                 return Err(HttpError {
                     status: 418,
@@ -102,6 +104,43 @@ impl Service for Api {
 
 fn api(backend: Backend) -> TestServer {
     TestServer::start(backend, Config::default(), || Api)
+}
+
+/// Everything logged at INFO and above in this process.
+static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+struct Capture;
+
+impl io::Write for Capture {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        LOG.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The "service failed" WARN lines so far (capturing from the first
+/// call on; each test server has a limiter of its own, and the paths
+/// tell the tests' lines apart).
+fn warnings() -> Vec<String> {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        tracing_subscriber::fmt()
+            .with_writer(|| Capture)
+            .with_ansi(false)
+            .init();
+    });
+    let log = LOG.lock().unwrap_or_else(|e| e.into_inner());
+    String::from_utf8_lossy(&log)
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("service failed"))
+        .map(str::to_owned)
+        .collect()
 }
 
 http_tests! {
@@ -244,6 +283,39 @@ http_tests! {
         let r = one(server.addr, &get("/send-after-flush"));
         assert_eq!(r.status, 200);
         assert_eq!(r.body, b"partial", "the service's asserts held");
+    }
+
+    /// An error answered with a 500 is a WARN naming the request, at most
+    /// one a second per core, the next saying how many were left out; one
+    /// answered with a 4xx (the client's doing) is not.
+    fn failures_are_logged_once_a_second(backend) {
+        let server = api(backend);
+        // Both backends' cases share the process's log.
+        let path = format!("/fail-logged/{backend}");
+        let logged = || -> Vec<String> {
+            warnings().into_iter().filter(|l| l.contains(&path)).collect()
+        };
+        expect_error(server.addr, &get("/teapot"), 418);
+        let teapots: Vec<String> = warnings().into_iter().filter(|l| l.contains("teapot")).collect();
+        assert!(teapots.is_empty(), "{teapots:?}");
+        let started = std::time::Instant::now();
+        for _ in 0..3 {
+            expect_error(server.addr, &get(&path), 500);
+        }
+        let first = logged().len();
+        // Within a second, one line; a slow machine may have crossed into
+        // the next second (the line is written before the answer is sent).
+        if started.elapsed() < Duration::from_millis(900) {
+            assert_eq!(first, 1, "{:?}", logged());
+        }
+        assert!((1..3).contains(&first), "{:?}", logged());
+        std::thread::sleep(Duration::from_millis(1100));
+        expect_error(server.addr, &get(&path), 500);
+        let all = logged();
+        assert_eq!(all.len(), first + 1, "{all:?}");
+        let last = all.last().expect("a line");
+        assert!(last.contains(&format!("left_out={}", 3 - first)), "{all:?}");
+        assert!(last.contains("status=500") && last.contains("method=\"GET\""), "{last}");
     }
 
     /// Header values that could split the response, non-token names and

@@ -379,16 +379,21 @@ async fn answer_panic<S>(
 /// client's doing, already answered), at debug.
 fn log_failure<S>(h: &HttpHandler<S>, req: &Request<'_>, e: &io::Error, end: &BodyEnd) {
     let (method, target) = (req.method(), req.target());
-    let client_side = end.failure.is_some() || HttpError::of(e).is_some_and(|e| e.status < 500);
-    if client_side {
-        tracing::debug!(method, target, error = %e, "service failed");
+    // As `complete` answers it: an `HttpError`'s status if it is one, else 500.
+    let status = HttpError::of(e)
+        .map(|e| e.status)
+        .filter(|s| (400..=599).contains(s))
+        .unwrap_or(500);
+    if end.failure.is_some() || status < 500 {
+        tracing::debug!(method, target, status, error = %e, "service failed");
     } else if let Some(left_out) = h.failures.admit(percore::time::now()) {
         tracing::warn!(
             method,
             target,
+            status,
             error = %e,
             left_out,
-            "service failed; answered 500 (left_out: failures not logged since the last line)"
+            "service failed (left_out: failures not logged since the last line)"
         );
     }
 }
