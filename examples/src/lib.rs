@@ -59,6 +59,9 @@ pub fn parse_common(
             None => (flag, None),
         };
         if flag == "--stats" {
+            if let Some(v) = inline {
+                return Err(format!("--stats takes no value, got {v:?}"));
+            }
             common.stats = true;
             continue;
         }
@@ -121,7 +124,10 @@ pub const COMMON_USAGE: &str = "  --port N              TCP port (0 picks a free
                         completions (fewer syscalls with many connections, slower with
                         a few dozen busy ones; default 0 = off)
   --stats               print a line of counters per core every second
-  RUST_LOG=debug        more logging";
+  RUST_LOG=debug        more logging
+
+SIGINT or SIGTERM stops gracefully (no new connections; open ones get the
+drain deadline); a second one exits at once (status 128 + signal).";
 
 /// Flags of the HTTP servers' front side, interpreted by [`http_config`].
 pub const HTTP_FLAGS: &[&str] = &["--keepalive-requests"];

@@ -92,7 +92,7 @@ impl Handler for Counter {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("counter: per-core counters summed with submit_to\n\nCommands: incr, sum (one per line)\n\nOptions:\n{COMMON_USAGE}");
+        println!("counter: per-core counters summed with submit_to (port 7001 unless --port)\n\nCommands: incr, sum (one per line)\n\nOptions:\n{COMMON_USAGE}");
         return;
     }
     let common = match parse_common(7001, args, &[]) {

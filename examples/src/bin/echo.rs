@@ -10,7 +10,7 @@ use percore_handlers::echo::Echo;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("echo: a TCP echo server on percore\n\nOptions:\n{COMMON_USAGE}");
+        println!("echo: a TCP echo server on percore (port 7000 unless --port)\n\nOptions:\n{COMMON_USAGE}");
         return;
     }
     let common = match parse_common(7000, args, &[]) {

@@ -179,7 +179,7 @@ fn summary(config: &Config) -> String {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("fanout: a fan-out HTTP proxy on percore\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}");
+        println!("fanout: a fan-out HTTP proxy on percore (port 8081 unless --port)\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}");
         return;
     }
     let flags: Vec<&str> = OWN_FLAGS.iter().chain(HTTP_FLAGS).copied().collect();

@@ -17,7 +17,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
         println!(
-            "http_echo: an HTTP/1.1 echo server on percore\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}"
+            "http_echo: an HTTP/1.1 echo server on percore (port 8080 unless --port)\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}"
         );
         return;
     }
