@@ -480,3 +480,41 @@ fn idle_connections_cost_little_memory() {
         stop(child, Duration::from_secs(15));
     }
 }
+
+/// At `--max-connections`, accepting pauses and the log says so (once,
+/// however many clients wait); the waiting client is served once a
+/// connection closes.
+#[test]
+fn the_connection_limit_is_logged() {
+    let _serial = serial();
+    for backend in ["uring", "epoll"] {
+        if require(backend.parse().expect("backend")).is_none() {
+            continue;
+        }
+        let child = serve(echo_cmd(&[
+            "--backend",
+            backend,
+            "--cores",
+            &server_cpu().to_string(),
+            "--max-connections",
+            "1",
+        ]));
+        let mut first = connect(child.addr);
+        roundtrip(&mut first, b"holds the only slot");
+        let mut waiting: Vec<TcpStream> = (0..3).map(|_| connect(child.addr)).collect();
+        assert!(
+            child.wait_for_log("connection limit reached", Duration::from_secs(5)),
+            "{backend}: {}",
+            child.log()
+        );
+        drop(first);
+        roundtrip(&mut waiting[0], b"served after the first left");
+        drop(waiting);
+        let log = stop(child, Duration::from_secs(15));
+        assert_eq!(
+            log.matches("connection limit reached").count(),
+            1,
+            "{backend}: {log}"
+        );
+    }
+}

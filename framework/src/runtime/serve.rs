@@ -120,9 +120,21 @@ async fn accept_loop<H: Handler>(
     let mut reserve = reserve_fd();
     let mut backoff = Duration::ZERO;
     let mut last_warning: Option<Instant> = None;
+    let mut last_limit_warning: Option<Instant> = None;
     loop {
         if tracker.active.get() >= limits.max_connections {
             stats.accept_paused.add(1);
+            // A core that sits at its limit pauses on every accept: say so
+            // now and then, not each time.
+            let now = Instant::now();
+            if last_limit_warning.is_none_or(|t| now.duration_since(t) >= LIMIT_WARNING_EVERY) {
+                last_limit_warning = Some(now);
+                tracing::warn!(
+                    max_connections = limits.max_connections,
+                    "connection limit reached: accepting paused until a connection closes \
+                     (`paused` in the stats counts the pauses)"
+                );
+            }
             tracker.below(limits.max_connections).await;
         }
         match listener.accept().await {
@@ -161,6 +173,9 @@ async fn accept_loop<H: Handler>(
         }
     }
 }
+
+/// Least time between two "connection limit reached" warnings of a core.
+const LIMIT_WARNING_EVERY: Duration = Duration::from_secs(10);
 
 /// Serves a connection on its own task, counted until it ends.
 fn spawn_connection<H: Handler>(
