@@ -3,7 +3,7 @@
 //! `--keepalive-requests`, plus options of their own, and the common start-up
 //! (logging, stats line, signals).
 
-use std::io::{self, IsTerminal};
+use std::io::{self, IsTerminal, Write};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -222,7 +222,9 @@ where
             .spawn(move || loop {
                 std::thread::sleep(Duration::from_secs(1));
                 for line in stopper_stats.snapshot() {
-                    eprintln!("stats {line}");
+                    // Not `eprintln!`, which panics once stderr's reader is
+                    // gone: the lines are dropped then, as the log's are.
+                    let _ = writeln!(io::stderr(), "stats {line}");
                 }
             })?;
     }

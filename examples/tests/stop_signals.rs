@@ -77,8 +77,8 @@ fn a_log_file_gets_no_colour_codes() {
 }
 
 /// A log nobody reads any more (stderr a pipe whose reader exited, as
-/// with `echo | head`): SIGTERM still stops the server gracefully, and the
-/// connection still open is served until then. The log's failed writes are
+/// with `echo | head`): SIGTERM still stops the server gracefully, the
+/// connection still open is served until then, and `--stats` goes on. The log's failed writes are
 /// dropped instead of panicking in whichever thread logs next.
 #[test]
 fn sigterm_stops_when_the_log_reader_is_gone() {
@@ -87,7 +87,7 @@ fn sigterm_stops_when_the_log_reader_is_gone() {
         if require(backend.parse().expect("backend")).is_none() {
             continue;
         }
-        let mut child = echo_cmd(&["--backend", backend, "--drain-ms", "500"])
+        let mut child = echo_cmd(&["--backend", backend, "--drain-ms", "500", "--stats"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -107,6 +107,17 @@ fn sigterm_stops_when_the_log_reader_is_gone() {
         let mut open = connect(addr);
         drop(log);
         roundtrip(&mut open, b"after the log reader left");
+        // The stats thread's lines (one a second) are dropped too, and the
+        // thread goes on.
+        std::thread::sleep(Duration::from_millis(1500));
+        let threads = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+            .expect("the child's threads")
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .collect::<Vec<_>>();
+        assert!(
+            threads.iter().any(|name| name.trim() == "stats"),
+            "{backend}: the stats thread is gone: {threads:?}"
+        );
         // SAFETY: `kill` only sends a signal to the child's pid, which is
         // ours to signal until `wait_timeout` below reaps it.
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
