@@ -14,59 +14,27 @@
 mod common;
 #[path = "support/fanout.rs"]
 mod fake;
+#[path = "support/log_capture.rs"]
+mod log_capture;
 
 use std::fs::File;
 use std::io;
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::*;
 use fake::{proxy, refused_addr};
+use log_capture::warnings;
 
 /// One case at a time: the log and the descriptor limit are per process.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Everything logged (at INFO and above) since the case started.
-static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-
-/// Appends to [`LOG`]: memory only, so logging needs no descriptor.
-struct Capture;
-
-impl io::Write for Capture {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        LOG.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Takes the case lock and starts the capture afresh.
 fn start_case() -> MutexGuard<'static, ()> {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        tracing_subscriber::fmt()
-            .with_writer(|| Capture)
-            .with_ansi(false)
-            .init();
-    });
+    log_capture::install();
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    log_capture::clear();
     guard
-}
-
-/// The WARN lines logged so far that mention `needle`.
-fn warnings(needle: &str) -> Vec<String> {
-    let log = LOG.lock().unwrap_or_else(|e| e.into_inner());
-    String::from_utf8_lossy(&log)
-        .lines()
-        .filter(|l| l.contains("WARN") && l.contains(needle))
-        .map(str::to_owned)
-        .collect()
 }
 
 /// The process out of descriptors until dropped: the soft limit lowered

@@ -6,12 +6,14 @@
 #[macro_use]
 #[path = "support/http.rs"]
 mod common;
+#[path = "support/log_capture.rs"]
+mod log_capture;
 
 use std::io;
-use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use common::*;
+use log_capture::warnings;
 use percore_handlers::http::HttpError;
 
 /// Routes by path to the behaviours under test.
@@ -104,43 +106,6 @@ impl Service for Api {
 
 fn api(backend: Backend) -> TestServer {
     TestServer::start(backend, Config::default(), || Api)
-}
-
-/// Everything logged at INFO and above in this process.
-static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-
-struct Capture;
-
-impl io::Write for Capture {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        LOG.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// The "service failed" WARN lines so far (capturing from the first
-/// call on; each test server has a limiter of its own, and the paths
-/// tell the tests' lines apart).
-fn warnings() -> Vec<String> {
-    static INIT: Once = Once::new();
-    INIT.call_once(|| {
-        tracing_subscriber::fmt()
-            .with_writer(|| Capture)
-            .with_ansi(false)
-            .init();
-    });
-    let log = LOG.lock().unwrap_or_else(|e| e.into_inner());
-    String::from_utf8_lossy(&log)
-        .lines()
-        .filter(|l| l.contains("WARN") && l.contains("service failed"))
-        .map(str::to_owned)
-        .collect()
 }
 
 http_tests! {
@@ -296,10 +261,10 @@ http_tests! {
         // Both backends' cases share the process's log.
         let path = format!("/fail-logged/{backend}");
         let logged = || -> Vec<String> {
-            warnings().into_iter().filter(|l| l.contains(&path)).collect()
+            warnings(&path).into_iter().filter(|l| l.contains("service failed")).collect()
         };
         expect_error(server.addr, &get("/teapot"), 418);
-        let teapots: Vec<String> = warnings().into_iter().filter(|l| l.contains("teapot")).collect();
+        let teapots = warnings("teapot");
         assert!(teapots.is_empty(), "{teapots:?}");
         let started = std::time::Instant::now();
         for _ in 0..3 {
