@@ -1,7 +1,8 @@
 //! The `Service` API beyond what `HttpEcho` uses, on both backends:
 //! streamed responses (chunked, HTTP/1.0 until close, HEAD), streamed
 //! request bodies, errors from the service, header checks, status rules,
-//! and earlier pipelined answers sent before the server waits for a body.
+//! a service closing the connection, and earlier pipelined answers sent
+//! before the server waits for a body.
 
 #[macro_use]
 #[path = "support/http.rs"]
@@ -97,6 +98,16 @@ impl Service for Api {
                 res.flush().await?;
                 res.send(500, None, b"second")
                     .expect_err("the head is out: the response cannot be replaced");
+            }
+            "/close" => {
+                res.close_connection()?;
+                res.write(b"bye");
+            }
+            "/close-after-flush" => {
+                res.write(b"partial");
+                res.flush().await?;
+                res.close_connection()
+                    .expect_err("the head is out: it announced the connection kept");
             }
             _ => res.send(200, None, b"default")?,
         }
@@ -284,6 +295,28 @@ http_tests! {
         let last = all.last().expect("a line");
         assert!(last.contains(&format!("left_out={}", 3 - first)), "{all:?}");
         assert!(last.contains("status=500") && last.contains("method=\"GET\""), "{last}");
+    }
+
+    /// A service can make its response the connection's last: it says
+    /// `Connection: close`, the pipelined request behind it is not served,
+    /// and the connection closes. After `flush` it is refused, and the
+    /// connection stays usable.
+    fn a_service_can_close_the_connection(backend) {
+        let server = api(backend);
+        let mut c = Client::connect(server.addr);
+        let mut two = post("/close", "text/plain", b"unread body");
+        two.extend_from_slice(&get("/"));
+        let r = c.roundtrip(&two);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, b"bye");
+        assert!(r.closes(), "no Connection: close");
+        c.expect_eof();
+        drop(c);
+        let mut c = Client::connect(server.addr);
+        let r = c.roundtrip(&get("/close-after-flush"));
+        assert_eq!(r.body, b"partial", "the service's assert held");
+        assert!(!r.closes());
+        assert_eq!(c.roundtrip(&get("/")).body, b"default");
     }
 
     /// Header values that could split the response, non-token names and

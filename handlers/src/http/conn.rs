@@ -196,8 +196,10 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 Ok(result) => result,
                 Err(panic) => return answer_panic(h, &wire, &res, panic).await,
             };
+            // `res.keep_alive`, not `keep_alive`: the service may have
+            // closed the connection.
             let drain =
-                result.is_ok() && keep_alive && res.streaming != Some(Streaming::UntilClose);
+                result.is_ok() && res.keep_alive && res.streaming != Some(Streaming::UntilClose);
             let end = match req.body.end_now() {
                 Some(end) => end,
                 None => req.body.finish(drain).await,
@@ -205,7 +207,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             if let Err(e) = &result {
                 log_failure(h, &req, e, &end);
             }
-            let outcome = complete(h, &wire, &mut res, result, &end, keep_alive);
+            let outcome = complete(h, &wire, &mut res, result, &end);
             // `res` and `req` end here, releasing the buffers they borrow.
             shrink(&mut res_body);
             shrink(&mut gather);
@@ -267,7 +269,6 @@ fn complete<S>(
     res: &mut Response<'_>,
     result: io::Result<()>,
     end: &BodyEnd,
-    keep_alive: bool,
 ) -> Outcome {
     let failed = match (end.failure, &result) {
         (Some(Failure::Gone), _) => return Outcome::Abort,
@@ -292,7 +293,7 @@ fn complete<S>(
     }
     // The stop may have begun while the service ran (say, while it read a
     // slow body): this is then the last response.
-    let close = !keep_alive
+    let close = !res.keep_alive
         || end.abandoned
         || res.streaming == Some(Streaming::UntilClose)
         || percore::is_shutting_down();

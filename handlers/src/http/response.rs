@@ -31,8 +31,9 @@ pub struct Response<'r> {
     pub(crate) body: &'r mut Vec<u8>,
     pub(crate) version: u8,
     pub(crate) head_only: bool,
-    /// Whether the server intends to keep the connection (as far as known
-    /// before the service ran).
+    /// Whether the connection is kept after this response: the server's
+    /// intent before the service ran, cleared by
+    /// [`close_connection`](Self::close_connection).
     pub(crate) keep_alive: bool,
     pub(crate) streaming: Option<Streaming>,
 }
@@ -94,7 +95,9 @@ impl<'r> Response<'r> {
     /// or another control byte (either would let a client-supplied value
     /// split the response), the name is one the server sets itself
     /// (`Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`,
-    /// `Date`), or the head was already sent by [`flush`](Self::flush).
+    /// `Date`; to close the connection after this response, call
+    /// [`close_connection`](Self::close_connection)), or the head was
+    /// already sent by [`flush`](Self::flush).
     pub fn header(&mut self, name: &str, value: &[u8]) -> Result<(), HttpError> {
         if is_framing_field(name) {
             return Err(invalid("framing header is set by the server"));
@@ -118,6 +121,26 @@ impl<'r> Response<'r> {
         self.headers.extend_from_slice(b": ");
         self.headers.extend_from_slice(value);
         self.headers.extend_from_slice(b"\r\n");
+        Ok(())
+    }
+
+    /// Makes this the connection's last response: it carries
+    /// `Connection: close`, and the server closes the connection once it is
+    /// sent, without reading the rest of the request body or further
+    /// pipelined requests (what the client still sends is read and dropped
+    /// for a short while, so that it sees the answer rather than a reset).
+    /// For a service that wants a client to reconnect, say to another
+    /// instance, or that cannot trust what follows on this connection.
+    ///
+    /// # Errors
+    ///
+    /// A 500 [`HttpError`] once [`flush`](Self::flush) sent the head (which
+    /// announced the connection kept); the connection is then kept.
+    pub fn close_connection(&mut self) -> Result<(), HttpError> {
+        if self.streaming.is_some() {
+            return Err(invalid("connection close asked after the head was sent"));
+        }
+        self.keep_alive = false;
         Ok(())
     }
 
