@@ -4,7 +4,7 @@
 //! (logging, stats line, signals).
 
 use std::io::{self, IsTerminal, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use percore::{Backend, CoreContext, Handler, Server};
@@ -14,8 +14,8 @@ use percore::{Backend, CoreContext, Handler, Server};
 pub struct CommonArgs {
     /// TCP port to listen on.
     pub port: u16,
-    /// Address to bind (default all interfaces).
-    pub host: String,
+    /// Address to bind (default all interfaces, 0.0.0.0).
+    pub host: IpAddr,
     /// CPUs to run on (all available when `None`).
     pub cores: Option<Vec<usize>>,
     /// The executor backend.
@@ -43,7 +43,7 @@ pub fn parse_common(
 ) -> Result<(CommonArgs, Vec<(String, String)>), String> {
     let mut common = CommonArgs {
         port: default_port,
-        host: "0.0.0.0".to_owned(),
+        host: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         cores: None,
         backend: Backend::Auto,
         stats: false,
@@ -77,7 +77,7 @@ pub fn parse_common(
                     .parse()
                     .map_err(|_| "--port: expected a number 0-65535".to_owned())?
             }
-            "--host" => common.host = value()?,
+            "--host" => common.host = resolve_host(&value()?)?,
             "--cores" => {
                 common.cores =
                     Some(percore::runtime::cpus::parse_list(&value()?).map_err(|e| e.to_string())?);
@@ -113,9 +113,29 @@ pub fn parse_common(
     Ok((common, rest))
 }
 
+/// `--host`'s value: an IPv4 or IPv6 address (`::1` or `[::1]`), or a
+/// name resolved now (the first address it has, as `localhost` gives
+/// 127.0.0.1), so that a name that does not resolve is a usage error.
+fn resolve_host(host: &str) -> Result<IpAddr, String> {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(ip) = bare.parse() {
+        return Ok(ip);
+    }
+    let mut found = (bare, 0)
+        .to_socket_addrs()
+        .map_err(|e| format!("--host: cannot resolve {host:?}: {e}"))?;
+    found
+        .next()
+        .map(|addr| addr.ip())
+        .ok_or_else(|| format!("--host: {host:?} has no address"))
+}
+
 /// The usage text of the common options.
 pub const COMMON_USAGE: &str = "  --port N              TCP port (0 picks a free one)
-  --host ADDR           address to bind (default 0.0.0.0)
+  --host ADDR           address or name to bind (default 0.0.0.0; ::1, localhost)
   --cores LIST          CPUs to run on, e.g. 0 or 0,1 or 0-3 (default: all)
   --backend B           uring, epoll or auto (default auto; PERCORE_BACKEND overrides)
   --max-connections N   open connections per core before accept pauses (default 10000)
@@ -192,14 +212,8 @@ where
     H: Handler,
     F: Fn(&CoreContext) -> H + Send + Sync + 'static,
 {
-    let ip: std::net::IpAddr = common.host.parse().map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("--host: {:?} is not an IP address", common.host),
-        )
-    })?;
     let mut builder = Server::builder()
-        .address(SocketAddr::new(ip, common.port))
+        .address(SocketAddr::new(common.host, common.port))
         .backend(common.backend)
         .max_connections(common.max_connections)
         .drain_timeout(common.drain)
@@ -231,4 +245,27 @@ where
     let result = handle.join();
     tracing::info!("{name} stopped");
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host_of(args: &[&str]) -> Result<IpAddr, String> {
+        let args = args.iter().map(|a| (*a).to_owned());
+        parse_common(8080, args, &[]).map(|(common, _)| common.host)
+    }
+
+    #[test]
+    fn host_takes_addresses_and_names() {
+        assert_eq!(host_of(&[]), Ok(IpAddr::V4(Ipv4Addr::UNSPECIFIED)));
+        assert_eq!(
+            host_of(&["--host", "127.0.0.1"]),
+            Ok(Ipv4Addr::LOCALHOST.into())
+        );
+        assert_eq!(host_of(&["--host", "::1"]), Ok("::1".parse().expect("ip")));
+        assert_eq!(host_of(&["--host=[::1]"]), Ok("::1".parse().expect("ip")));
+        let local = host_of(&["--host", "localhost"]).expect("localhost resolves");
+        assert!(local.is_loopback(), "{local}");
+    }
 }

@@ -111,10 +111,9 @@ impl Core {
                 fixed.as_deref(),
                 wake_fd,
                 stats.clone(),
-                shared.cpu,
             )?),
             Backend::Epoll | Backend::Auto => {
-                Driver::Epoll(epoll::Driver::new(wake_fd, stats.clone(), shared.cpu)?)
+                Driver::Epoll(epoll::Driver::new(wake_fd, stats.clone())?)
             }
         };
         stats.backend.set(match driver.backend() {

@@ -58,11 +58,7 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    pub(crate) fn new(
-        wake_fd: Arc<OwnedFd>,
-        stats: Arc<CoreStats>,
-        cpu: usize,
-    ) -> io::Result<Driver> {
+    pub(crate) fn new(wake_fd: Arc<OwnedFd>, stats: Arc<CoreStats>) -> io::Result<Driver> {
         let epfd = syscall!(epoll_create1(libc::EPOLL_CLOEXEC))?;
         // SAFETY: epoll_create1 just returned this fd and nothing else owns it.
         let epfd = unsafe { OwnedFd::from_raw_fd(epfd) };
@@ -76,7 +72,7 @@ impl Driver {
             wake_fd.as_raw_fd(),
             &mut event
         ))?;
-        tracing::info!(cpu, "epoll ready (edge-triggered)");
+        tracing::info!("epoll ready (edge-triggered)");
         Ok(Driver {
             epfd,
             events: Vec::with_capacity(1024),

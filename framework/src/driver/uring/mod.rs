@@ -108,7 +108,6 @@ impl Driver {
         fixed: Option<&crate::buf::fixed::FixedPool>,
         wake_fd: Arc<OwnedFd>,
         stats: Arc<CoreStats>,
-        cpu: usize,
     ) -> io::Result<Driver> {
         static NO_BUF_RING: std::sync::atomic::AtomicBool =
             std::sync::atomic::AtomicBool::new(false);
@@ -118,10 +117,7 @@ impl Driver {
         let batch_usec = match ring_config.batch_wait_usec {
             Some(usec) if params.is_feature_min_timeout() => usec,
             Some(_) => {
-                tracing::warn!(
-                    cpu,
-                    "wait batching needs IORING_FEAT_MIN_TIMEOUT (Linux 6.12+); off"
-                );
+                tracing::warn!("wait batching needs IORING_FEAT_MIN_TIMEOUT (Linux 6.12+); off");
                 0
             }
             None => 0,
@@ -155,7 +151,6 @@ impl Driver {
             }
         };
         tracing::info!(
-            cpu,
             setup = %ladder,
             registered_ring_fd = enter.is_registered(),
             ext_arg = params.is_feature_ext_arg(),
@@ -198,7 +193,7 @@ impl Driver {
             driver.fixed_send = driver.register_fixed(pool);
             pool.set_registered(driver.fixed_send);
         }
-        tracing::debug!(cpu, fixed_send = driver.fixed_send, "fixed write buffers");
+        tracing::debug!(fixed_send = driver.fixed_send, "fixed write buffers");
         driver.arm_wake();
         Ok(driver)
     }
