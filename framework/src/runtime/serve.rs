@@ -66,6 +66,8 @@ pub(crate) async fn serve_core<H: Handler>(
     limits: ServeLimits,
 ) {
     let tracker = Rc::new(Tracker::default());
+    // Before the stop can be seen: the turn that sees it sets the deadline.
+    context::with_core(|core| core.set_drain_timeout(limits.drain_timeout));
     {
         // The stop is polled first: once it has come, the accept loop is
         // not polled again, and `take_queued` takes what is left.
@@ -81,7 +83,11 @@ pub(crate) async fn serve_core<H: Handler>(
     let open = tracker.active.get();
     if open > 0 {
         tracing::info!(open, drain = ?limits.drain_timeout, "draining connections");
-        let drained = crate::time::timeout(limits.drain_timeout, tracker.below(1)).await;
+        // The instant handlers see in `drain_deadline()`, so that one
+        // answering just before it is not cancelled first.
+        let deadline = context::with_core(|core| core.drain_deadline())
+            .unwrap_or_else(|| crate::time::now() + limits.drain_timeout);
+        let drained = crate::time::timeout_at(deadline, tracker.below(1)).await;
         if drained.is_err() {
             tracing::warn!(
                 left = tracker.active.get(),

@@ -95,7 +95,8 @@ impl ServerBuilder {
     }
 
     /// How long a stopping server lets open connections finish before it
-    /// cancels them.
+    /// cancels them (default 10 s). Handlers learn when that is through
+    /// [`drain_deadline`](crate::drain_deadline), to answer before it.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
         self
