@@ -116,6 +116,7 @@
 //!     .unwrap();
 //! ```
 
+mod branch;
 mod client;
 mod combine;
 mod config;
@@ -123,6 +124,7 @@ mod forward;
 mod head;
 mod join;
 mod mirror;
+mod refuse;
 mod scratch;
 mod service;
 mod stats;
