@@ -89,7 +89,18 @@
 //! connect or I/O error; running out of file descriptors says to raise
 //! `ulimit -n`. Each core writes at most one such line a second; the next
 //! says how many it left out (`warn.rs`). An ejection always logs a WARN,
-//! and the [`ProxyStats`] totals are logged when the proxy stops.
+//! and the [`ProxyStats`] totals are logged when the proxy stops. Meanwhile
+//! [`FanOut::stats_reader`] reads them from any thread, at no cost to the
+//! core (the `fanout` example prints them every second with `--stats`).
+//!
+//! # Stopping
+//!
+//! At a graceful stop a fan-out in progress goes on, up to shortly before
+//! the server's drain deadline; one still waiting on its upstreams then is
+//! cut off by the HTTP layer, which answers the client 503 (the server is
+//! stopping) rather than let the drain close the connection without an
+//! answer (see [`Service`](crate::http::Service)). Its branches are
+//! cancelled like any others, and it counts as [`ProxyStats::stopped`].
 //!
 //! # Memory
 //!
@@ -134,7 +145,7 @@ mod warn;
 
 pub use config::{Config, ConfigError, EjectionConfig, Policy, PoolConfig};
 pub use service::FanOut;
-pub use stats::ProxyStats;
+pub use stats::{ProxyStats, ProxyStatsReader};
 
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 use std::cell::Cell;
 use std::io;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use percore::time::now;
@@ -15,8 +16,8 @@ use super::combine::{write_entry, write_failure, Entry};
 use super::join::{Branches, Verdict};
 use super::mirror::{Mirror, MirrorSettings};
 use super::scratch::{ArenaPool, BufPool};
-use super::stats::{bump, LocalStats};
-use super::target::origin_form;
+use super::stats::{bump, Counters, InFlight, ProxyStatsReader};
+use super::target::{origin_form, OriginForm};
 use super::upstream::Upstream;
 use super::warn::FailureLog;
 use super::{Config, ConfigError, ProxyStats};
@@ -41,7 +42,9 @@ pub struct FanOut {
     /// Fanned-out requests in flight on this core (FAULTS F9).
     pending: Cell<usize>,
     pub(crate) limits: ResponseLimits,
-    pub(crate) stats: LocalStats,
+    /// This core's counters, shared with its mirror and with readers on
+    /// other threads.
+    pub(crate) stats: Arc<Counters>,
     pub(crate) bufs: BufPool,
     arenas: ArenaPool,
     mirror: Option<Rc<Mirror>>,
@@ -69,6 +72,7 @@ impl FanOut {
         let max_ejected =
             (config.upstreams.len() * usize::from(config.ejection.max_percent) / 100).max(1);
         let log = Rc::new(FailureLog::default());
+        let stats = Arc::new(Counters::default());
         let mirror = config.mirror.map(|addr| {
             let settings = MirrorSettings {
                 addr,
@@ -78,7 +82,7 @@ impl FanOut {
                 connect_timeout: config.connect_timeout,
                 deadline: config.deadline,
             };
-            Rc::new(Mirror::new(settings, log.clone()))
+            Rc::new(Mirror::new(settings, log.clone(), stats.clone()))
         });
         Ok(Self {
             config,
@@ -87,7 +91,7 @@ impl FanOut {
             max_ejected,
             pending: Cell::new(0),
             limits,
-            stats: LocalStats::default(),
+            stats,
             bufs: BufPool::default(),
             arenas: ArenaPool::default(),
             mirror,
@@ -102,30 +106,15 @@ impl FanOut {
 
     /// This core's counters now.
     pub fn stats(&self) -> ProxyStats {
-        let mut stats = self.stats.snapshot();
-        if let Some(m) = &self.mirror {
-            stats.mirrored = m.mirrored.get();
-            stats.mirror_failed = m.failed.get();
-            stats.mirror_dropped = m.dropped.get();
-        }
-        stats
+        self.stats.snapshot()
     }
-}
 
-/// One fan-out in flight: counted in [`FanOut::pending`] until dropped
-/// (also when the client goes away and the request future is dropped).
-struct PendingGuard<'a>(&'a Cell<usize>);
-
-impl<'a> PendingGuard<'a> {
-    fn new(pending: &'a Cell<usize>) -> Self {
-        pending.set(pending.get() + 1);
-        Self(pending)
-    }
-}
-
-impl Drop for PendingGuard<'_> {
-    fn drop(&mut self) {
-        self.0.set(self.0.get() - 1);
+    /// A reader of this core's counters for other threads, such as the one
+    /// that prints a server's periodic stats lines (see
+    /// [`ProxyStatsReader`] for an example). Reading costs the core
+    /// nothing: it writes its counters as it always does.
+    pub fn stats_reader(&self) -> ProxyStatsReader {
+        self.stats.reader()
     }
 }
 
@@ -142,7 +131,23 @@ impl Service for FanOut {
         if self.pending.get() >= self.config.max_pending {
             return self.reject_pending(res);
         }
-        let _pending = PendingGuard::new(&self.pending);
+        let in_flight = InFlight::new(&self.pending, &self.stats.stopped);
+        let result = self.fan_out(req, res, target).await;
+        in_flight.finish();
+        result
+    }
+}
+
+impl FanOut {
+    /// Reads the body, fans the request out, joins the branches and writes
+    /// the answer (see the module docs' steps 1 to 4).
+    async fn fan_out(
+        &self,
+        req: &mut Request<'_>,
+        res: &mut Response<'_>,
+        target: OriginForm<'_>,
+    ) -> io::Result<()> {
+        let method = req.method();
         let has_body = req.body_kind() != BodyKind::None;
         let headers = req.headers();
         let client = req.peer_addr().ok().map(|a| a.ip());
@@ -207,9 +212,7 @@ impl Service for FanOut {
         match verdict {
             Verdict::Met => {
                 let cancelled = branches.cancel_running();
-                self.stats
-                    .cancelled
-                    .set(self.stats.cancelled.get() + cancelled as u64);
+                self.stats.cancelled.add(cancelled as u64);
                 res.header("Content-Type", b"application/json")?;
                 res.set_status(200);
                 let bound: usize = (0..width)
@@ -280,14 +283,15 @@ impl Service for FanOut {
                 }
                 let cancelled = branches.cancel_running();
                 if !timed_out {
-                    self.stats
-                        .cancelled
-                        .set(self.stats.cancelled.get() + cancelled as u64);
+                    self.stats.cancelled.add(cancelled as u64);
                 }
                 for i in 0..width {
                     if let Some(Ok(reply)) = branches.take(i) {
                         self.bufs.put(reply.buf);
                     }
+                }
+                if status == 504 {
+                    bump(&self.stats.failed_504);
                 }
                 res.set_status(status);
             }
@@ -301,7 +305,7 @@ impl Service for FanOut {
 impl Drop for FanOut {
     fn drop(&mut self) {
         let stats = self.stats();
-        if stats.requests > 0 {
+        if stats != ProxyStats::default() {
             tracing::info!("fanout {stats}");
         }
     }
