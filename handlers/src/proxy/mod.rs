@@ -72,6 +72,20 @@
 //! read, never queued (FAULTS F9). [`ProxyStats`] counts ejections, 503s
 //! for all-ejected and breaker rejections.
 //!
+//! # Loops
+//!
+//! Every sub-request's `Via` ends in the proxy's own element, `1.1 NAME`,
+//! with NAME its [`Config::pseudonym`] (RFC 9110 §7.6.3 allows a
+//! pseudonym in place of a host name; by default `percore-` and 16 random
+//! hex digits, one per [`Config`] and shared by its clones). A request
+//! whose `Via` already lists NAME has passed through this proxy: fanning
+//! it out would send it round again (a proxy that is its own upstream, or
+//! one reached again through others, would otherwise multiply each request
+//! until the deadline). It is answered 508 Loop Detected at once, before
+//! the breaker and without reading its body, logged at WARN (at most one
+//! line a second per core) and counted in [`ProxyStats::loops`]. A chain
+//! of distinct proxies, each with its own name, is not a loop.
+//!
 //! # Mirroring
 //!
 //! With [`Config::mirror`] set, a copy of every fanned-out request also goes
@@ -141,6 +155,7 @@ mod service;
 mod stats;
 mod target;
 mod upstream;
+mod via;
 mod warn;
 
 pub use config::{Config, ConfigError, EjectionConfig, Policy, PoolConfig};

@@ -1,6 +1,7 @@
 //! The answers the proxy gives without fanning out: 503 from the
 //! pending-request breaker (FAULTS F9) or because every upstream is
-//! ejected (F8). Each is counted in [`ProxyStats`](super::ProxyStats).
+//! ejected (F8), and 508 for a request that came back to this proxy (a
+//! loop, see `via.rs`). Each is counted in [`ProxyStats`](super::ProxyStats).
 
 use std::io::{self, Write as _};
 use std::time::Instant;
@@ -47,6 +48,25 @@ impl FanOut {
                 );
             }
         }
+        Ok(())
+    }
+
+    /// 508 Loop Detected: the request's `Via` names this proxy, so fanning
+    /// it out would send it round again. Logged at WARN (rate-limited).
+    pub(crate) fn reject_loop(
+        &self,
+        res: &mut Response<'_>,
+        method: &str,
+        target: &str,
+    ) -> io::Result<()> {
+        bump(&self.stats.loops);
+        self.via.warn_loop(percore::time::now(), method, target);
+        res.header("Content-Type", b"text/plain; charset=utf-8")?;
+        res.set_status(508);
+        let out = res.body_mut();
+        out.extend_from_slice(b"loop detected: this request already passed through this proxy (");
+        out.extend_from_slice(self.via.element());
+        out.extend_from_slice(b" in its Via)\n");
         Ok(())
     }
 }

@@ -19,6 +19,7 @@ use super::scratch::{ArenaPool, BufPool};
 use super::stats::{bump, Counters, InFlight, ProxyStatsReader};
 use super::target::{origin_form, OriginForm};
 use super::upstream::Upstream;
+use super::via::Via;
 use super::warn::FailureLog;
 use super::{Config, ConfigError, ProxyStats};
 use crate::http::{BodyKind, Request, Response, Service};
@@ -50,6 +51,8 @@ pub struct FanOut {
     mirror: Option<Rc<Mirror>>,
     /// Rate-limited WARN lines for failures, shared with the mirror.
     pub(crate) log: Rc<FailureLog>,
+    /// The `Via` element and the loop check.
+    pub(crate) via: Via,
 }
 
 impl FanOut {
@@ -84,6 +87,7 @@ impl FanOut {
             };
             Rc::new(Mirror::new(settings, log.clone(), stats.clone()))
         });
+        let via = Via::new(&config.pseudonym);
         Ok(Self {
             config,
             upstreams,
@@ -96,6 +100,7 @@ impl FanOut {
             arenas: ArenaPool::default(),
             mirror,
             log,
+            via,
         })
     }
 
@@ -121,6 +126,12 @@ impl FanOut {
 impl Service for FanOut {
     async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
         let method = req.method();
+        let headers = req.headers();
+        // Before anything else: a request that came back here must not go
+        // round again, nor take a place in the breaker.
+        if self.via.seen_in(headers) {
+            return self.reject_loop(res, method, req.target());
+        }
         let target = match origin_form(method, req.target()) {
             Ok(target) => target,
             // The HTTP layer logs it, answers with its status and closes.
@@ -157,7 +168,14 @@ impl FanOut {
         let line_len = shared.len();
         {
             let body: &[u8] = if has_body { req.body().await? } else { &[] };
-            write_shared(&mut shared, headers, client, body, has_body);
+            write_shared(
+                &mut shared,
+                headers,
+                client,
+                self.via.element(),
+                body,
+                has_body,
+            );
         }
         let started = now();
         let healthy = self.upstreams.len() - self.ejected_count(started);

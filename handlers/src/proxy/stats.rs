@@ -51,6 +51,9 @@ pub struct ProxyStats {
     /// [`Service`](crate::http::Service)) and their branches were
     /// cancelled.
     pub stopped: u64,
+    /// Client requests answered 508 because they had already passed
+    /// through this proxy: its own pseudonym was in their `Via`.
+    pub loops: u64,
     /// Upstreams ejected for failing in a row (FAULTS F8).
     pub ejections: u64,
     /// Client requests answered 503 because every upstream was ejected.
@@ -72,7 +75,7 @@ impl fmt::Display for ProxyStats {
             f,
             "requests={} failed={} failed_504={} sub_requests={} connects={} reuses={} \
              retries={} errors_connect={} errors_exchange={} deadline={} cancelled={} \
-             stopped={} ejections={} all_ejected={} rejected_pending={} \
+             stopped={} loops={} ejections={} all_ejected={} rejected_pending={} \
              mirrored={} mirror_failed={} mirror_dropped={}",
             self.requests,
             self.failed,
@@ -86,6 +89,7 @@ impl fmt::Display for ProxyStats {
             self.deadline,
             self.cancelled,
             self.stopped,
+            self.loops,
             self.ejections,
             self.all_ejected,
             self.rejected_pending,
@@ -171,6 +175,7 @@ pub(crate) struct Counters {
     pub(crate) deadline: Counter,
     pub(crate) cancelled: Counter,
     pub(crate) stopped: Counter,
+    pub(crate) loops: Counter,
     pub(crate) ejections: Counter,
     pub(crate) all_ejected: Counter,
     pub(crate) rejected_pending: Counter,
@@ -194,6 +199,7 @@ impl Counters {
             deadline: self.deadline.get(),
             cancelled: self.cancelled.get(),
             stopped: self.stopped.get(),
+            loops: self.loops.get(),
             ejections: self.ejections.get(),
             all_ejected: self.all_ejected.get(),
             rejected_pending: self.rejected_pending.get(),
