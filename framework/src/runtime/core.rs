@@ -86,7 +86,7 @@ pub(crate) struct Core {
     shutdown_waiters: RefCell<Slab<Waker>>,
     shutdown_seen: Cell<bool>,
     /// How long the server drains at a stop (`None`: no server, as under
-    /// `block_on`), set by the serving task before the stop can come.
+    /// `block_on`), set before the core's first turn.
     drain_timeout: Cell<Option<Duration>>,
     /// When the drain ends: set with `shutdown_seen`, from the clock of the
     /// turn that saw the stop, so that the drain and every handler that

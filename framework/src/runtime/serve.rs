@@ -66,8 +66,6 @@ pub(crate) async fn serve_core<H: Handler>(
     limits: ServeLimits,
 ) {
     let tracker = Rc::new(Tracker::default());
-    // Before the stop can be seen: the turn that sees it sets the deadline.
-    context::with_core(|core| core.set_drain_timeout(limits.drain_timeout));
     {
         // The stop is polled first: once it has come, the accept loop is
         // not polled again, and `take_queued` takes what is left.
@@ -83,8 +81,9 @@ pub(crate) async fn serve_core<H: Handler>(
     let open = tracker.active.get();
     if open > 0 {
         tracing::info!(open, drain = ?limits.drain_timeout, "draining connections");
-        // The instant handlers see in `drain_deadline()`, so that one
-        // answering just before it is not cancelled first.
+        // The instant handlers see in `drain_deadline()` (set by the turn
+        // that saw the stop), so that one answering just before it is not
+        // cancelled first.
         let deadline = context::with_core(|core| core.drain_deadline())
             .unwrap_or_else(|| crate::time::now() + limits.drain_timeout);
         let drained = crate::time::timeout_at(deadline, tracker.below(1)).await;

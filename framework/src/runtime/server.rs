@@ -321,6 +321,9 @@ where
             return Err(e);
         }
     };
+    // Before the first turn, which may already see the stop and then sets
+    // the drain deadline from this.
+    core.set_drain_timeout(limits.drain_timeout);
     let guard = super::context::enter(core.clone());
     let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let listener = TcpListener::from_socket(socket)?;
