@@ -20,7 +20,8 @@ pub struct CommonArgs {
     pub cores: Option<Vec<usize>>,
     /// The executor backend.
     pub backend: Backend,
-    /// Print a line of counters every second.
+    /// Print a line of counters per core every second (and any lines of
+    /// the binary's own, see [`run_with_stats`]).
     pub stats: bool,
     /// Open connections per core before accept pauses.
     pub max_connections: usize,
@@ -212,6 +213,29 @@ where
     H: Handler,
     F: Fn(&CoreContext) -> H + Send + Sync + 'static,
 {
+    run_with_stats(name, common, factory, |_| None)
+}
+
+/// [`run`], with counters of the binary's own in the `--stats` output:
+/// once a second, after each core's `stats cpu=N ...` line, `extra(index)`
+/// (the core's position in the server's core list) may give the text of
+/// a second line for that core, printed as `stats cpu=N TEXT`. Its keys
+/// should not repeat the core line's.
+///
+/// # Errors
+///
+/// Start-up and core errors.
+pub fn run_with_stats<H, F, X>(
+    name: &str,
+    common: &CommonArgs,
+    factory: F,
+    extra: X,
+) -> io::Result<()>
+where
+    H: Handler,
+    F: Fn(&CoreContext) -> H + Send + Sync + 'static,
+    X: Fn(usize) -> Option<String> + Send + 'static,
+{
     let mut builder = Server::builder()
         .address(SocketAddr::new(common.host, common.port))
         .backend(common.backend)
@@ -235,10 +259,13 @@ where
             .name("stats".into())
             .spawn(move || loop {
                 std::thread::sleep(Duration::from_secs(1));
-                for line in stopper_stats.snapshot() {
+                for (index, line) in stopper_stats.snapshot().into_iter().enumerate() {
                     // Not `eprintln!`, which panics once stderr's reader is
                     // gone: the lines are dropped then, as the log's are.
                     let _ = writeln!(io::stderr(), "stats {line}");
+                    if let Some(more) = extra(index) {
+                        let _ = writeln!(io::stderr(), "stats cpu={} {more}", line.cpu);
+                    }
                 }
             })?;
     }

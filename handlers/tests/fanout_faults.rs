@@ -490,7 +490,7 @@ http_tests! {
     /// `Via` and `X-Forwarded-For` are appended.
     fn f11_hop_by_hop(backend) {
         let rec = Fake::answering_ok();
-        let px = proxy(backend, &[rec.addr], |_| {});
+        let px = proxy(backend, &[rec.addr], |c| c.pseudonym = "px-f11".into());
         let r = one(px.addr, b"GET /h HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Foo\r\nX-Foo: 1\r\n\
             Keep-Alive: timeout=5\r\nTE: trailers\r\nUpgrade: websocket\r\nProxy-Connection: x\r\n\
             X-Forwarded-For: 10.1.1.1\r\nVia: 1.0 edge\r\nX-Keep: yes\r\n\r\n");
@@ -500,7 +500,7 @@ http_tests! {
             assert!(!fwd.contains(gone), "{gone} forwarded: {fwd}");
         }
         assert!(fwd.contains("x-keep: yes"), "{fwd}");
-        assert!(fwd.contains("via: 1.0 edge, 1.1 percore\r\n"), "{fwd}");
+        assert!(fwd.contains("via: 1.0 edge, 1.1 px-f11\r\n"), "{fwd}");
         assert!(fwd.contains("x-forwarded-for: 10.1.1.1, 127.0.0.1\r\n"), "{fwd}");
         assert!(fwd.contains(&format!("host: {}\r\n", rec.addr)), "{fwd}");
     }

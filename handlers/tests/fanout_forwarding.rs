@@ -80,13 +80,13 @@ http_tests! {
     /// order, as one list, and the proxy's element comes last.
     fn repeated_via_and_forwarded_for_kept(backend) {
         let rec = Fake::answering_ok();
-        let px = proxy(backend, &[rec.addr], |_| {});
+        let px = proxy(backend, &[rec.addr], |c| c.pseudonym = "px-hops".into());
         let r = one(px.addr, b"GET /v HTTP/1.1\r\nHost: a\r\nVia: 1.0 edge\r\n\
             X-Forwarded-For: 10.0.0.1\r\nVia: 1.1 mid, 1.1 inner\r\nX-Forwarded-For: 10.0.0.2, 10.0.0.3\r\n\
             X-Forwarded-For: 10.0.0.4\r\n\r\n");
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         let head = last_head(&rec);
-        assert!(head.contains("\r\nvia: 1.0 edge, 1.1 mid, 1.1 inner, 1.1 percore\r\n"), "{head}");
+        assert!(head.contains("\r\nvia: 1.0 edge, 1.1 mid, 1.1 inner, 1.1 px-hops\r\n"), "{head}");
         assert!(
             head.contains("\r\nx-forwarded-for: 10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4, 127.0.0.1\r\n"),
             "{head}"

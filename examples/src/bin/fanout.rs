@@ -9,14 +9,15 @@
 //!        [--keepalive-requests 1000] [--port 8081] [--cores 0] [--backend auto] [--stats]
 //! ```
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use percore_examples::{
-    http_config, init_logging, parse_common, run, COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
+    http_config, init_logging, parse_common, run_with_stats, COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
 };
 use percore_handlers::http::HttpHandler;
-use percore_handlers::proxy::{Config, FanOut, Policy};
+use percore_handlers::proxy::{Config, FanOut, Policy, ProxyStatsReader};
 
 const OWN_FLAGS: &[&str] = &[
     "--upstream",
@@ -47,7 +48,12 @@ const USAGE: &str =
   --mirror HOST:PORT    also send a copy of each request to this shadow upstream;
                         its answers are discarded, its failures counted and logged
   --mirror-max-pending N  mirrored copies waiting or in flight per core; more are
-                        dropped and counted (default 256)";
+                        dropped and counted (default 256)
+With --stats, each core's line is followed by one with its proxy counters:
+  stats cpu=N fanout requests=.. failed=.. failed_504=.. sub_requests=.. connects=..
+  reuses=.. errors_connect=.. errors_exchange=.. deadline=.. stopped=.. loops=.. ...
+A request that already passed through this proxy (its Via carries the proxy's
+name, `percore-` and random hex digits) is answered 508 Loop Detected.";
 
 /// The address of `--upstream` or `--mirror`: HOST:PORT, resolved once.
 fn resolve(flag: &str, value: &str) -> Result<SocketAddr, String> {
@@ -176,6 +182,61 @@ fn summary(config: &Config) -> String {
     )
 }
 
+/// Where `--upstream` or `--mirror` is this very proxy, as far as can be
+/// told without asking the system for its addresses: the listen port, and
+/// the listen address or, when listening on every address, a loopback one.
+/// Each request to it would come straight back (answered 508 by the loop
+/// detection, but still a misconfiguration worth a line at start-up).
+fn own_address_warnings(config: &Config, listen: IpAddr, port: u16) -> Vec<String> {
+    // `[::]` takes IPv4 too (unless the system says v6only); `0.0.0.0`
+    // takes no IPv6.
+    let any_takes = |ip: IpAddr| listen.is_ipv6() || ip.is_ipv4();
+    let is_self = |addr: &SocketAddr| {
+        let ip = addr.ip();
+        port != 0
+            && addr.port() == port
+            && (ip == listen
+                || listen.is_unspecified()
+                    && (ip.is_loopback() || ip.is_unspecified())
+                    && any_takes(ip))
+    };
+    let upstreams = config.upstreams.iter().map(|a| ("--upstream", a));
+    let mirror = config.mirror.iter().map(|a| ("--mirror", a));
+    upstreams
+        .chain(mirror)
+        .filter(|(_, addr)| is_self(addr))
+        .map(|(flag, addr)| {
+            format!(
+                "fanout: {flag} {addr} is this proxy's own address (it listens on {}): \
+                 every request sent there comes back to it, and is answered 508 Loop Detected",
+                SocketAddr::new(listen, port)
+            )
+        })
+        .collect()
+}
+
+/// Each core's proxy counters for the `--stats` thread, registered by the
+/// handler factory (which runs on the core) under the core's index.
+#[derive(Debug, Clone, Default)]
+struct CoreCounters(Arc<Mutex<Vec<Option<ProxyStatsReader>>>>);
+
+impl CoreCounters {
+    fn register(&self, index: usize, reader: ProxyStatsReader) {
+        let mut readers = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if readers.len() <= index {
+            readers.resize(index + 1, None);
+        }
+        readers[index] = Some(reader);
+    }
+
+    /// The text after `stats cpu=N ` for core `index`.
+    fn line(&self, index: usize) -> Option<String> {
+        let readers = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let reader = readers.get(index)?.as_ref()?;
+        Some(format!("fanout {}", reader.snapshot()))
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
@@ -194,13 +255,20 @@ fn main() {
     };
     init_logging();
     tracing::info!("{}", summary(&config));
-    let result = run("fanout", &common, move |_core| {
+    for warning in own_address_warnings(&config, common.host, common.port) {
+        tracing::warn!("{warning}");
+    }
+    let counters = CoreCounters::default();
+    let registry = counters.clone();
+    let factory = move |core: &percore::CoreContext| {
         // Validated above, so this cannot fail; a core without a proxy
         // would be worse than a clear stop at start-up.
-        HttpHandler::with_config(
-            FanOut::new(config.clone()).expect("config validated at start-up"),
-            http,
-        )
+        let proxy = FanOut::new(config.clone()).expect("config validated at start-up");
+        registry.register(core.index, proxy.stats_reader());
+        HttpHandler::with_config(proxy, http)
+    };
+    let result = run_with_stats("fanout", &common, factory, move |index| {
+        counters.line(index)
     });
     if let Err(e) = result {
         eprintln!("fanout: {e}");
@@ -211,6 +279,10 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().expect("an IP address")
+    }
 
     /// The settings from `(flag, value)` pairs, or the message.
     fn parse(flags: &[(&str, &str)]) -> Result<Config, String> {
@@ -281,6 +353,38 @@ mod tests {
         );
         let c = parse(&[("--upstream", "localhost:18410")]).expect("a host name");
         assert!(c.upstreams[0].ip().is_loopback());
+    }
+
+    #[test]
+    fn own_address_is_warned_about() {
+        let c = parse(&[
+            ("--upstream", "127.0.0.1:8081"),
+            ("--upstream", "127.0.0.1:8080"),
+            ("--mirror", "127.0.0.1:8081"),
+        ])
+        .expect("valid");
+        let warnings = own_address_warnings(&c, ip("0.0.0.0"), 8081);
+        assert_eq!(
+            warnings,
+            [
+                "fanout: --upstream 127.0.0.1:8081 is this proxy's own address (it listens on \
+                 0.0.0.0:8081): every request sent there comes back to it, and is answered \
+                 508 Loop Detected",
+                "fanout: --mirror 127.0.0.1:8081 is this proxy's own address (it listens on \
+                 0.0.0.0:8081): every request sent there comes back to it, and is answered \
+                 508 Loop Detected",
+            ]
+        );
+        // The same address it listens on; not another port, not another
+        // host's, not a port chosen by the system (0).
+        assert_eq!(own_address_warnings(&c, ip("127.0.0.1"), 8081).len(), 2);
+        assert!(own_address_warnings(&c, ip("127.0.0.1"), 9000).is_empty());
+        assert!(own_address_warnings(&c, ip("10.1.2.3"), 8081).is_empty());
+        assert!(own_address_warnings(&c, ip("0.0.0.0"), 0).is_empty());
+        let v6 = parse(&[("--upstream", "[::1]:8081")]).expect("valid");
+        assert_eq!(own_address_warnings(&v6, ip("::"), 8081).len(), 1);
+        assert!(own_address_warnings(&v6, ip("0.0.0.0"), 8081).is_empty());
+        assert_eq!(own_address_warnings(&c, ip("::"), 8081).len(), 2);
     }
 
     #[test]

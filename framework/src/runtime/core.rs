@@ -27,6 +27,9 @@ use crate::executor::{Executor, JoinError};
 use crate::slab::Slab;
 use crate::time::wheel::Wheel;
 
+/// A deadline far enough to mean "never" without overflowing `Instant`.
+const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+
 /// The core's notion of time: read once per loop turn.
 pub(crate) struct Clock {
     start: Instant,
@@ -82,6 +85,13 @@ pub(crate) struct Core {
     /// own entry when dropped, so the set is bounded by live futures.
     shutdown_waiters: RefCell<Slab<Waker>>,
     shutdown_seen: Cell<bool>,
+    /// How long the server drains at a stop (`None`: no server, as under
+    /// `block_on`), set before the core's first turn.
+    drain_timeout: Cell<Option<Duration>>,
+    /// When the drain ends: set with `shutdown_seen`, from the clock of the
+    /// turn that saw the stop, so that the drain and every handler that
+    /// asks use one instant.
+    drain_deadline: Cell<Option<Instant>>,
     incoming: RefCell<VecDeque<TaskKey>>,
     messages: RefCell<VecDeque<Message>>,
     graveyard: RefCell<Vec<Retained>>,
@@ -130,6 +140,8 @@ impl Core {
             fixed,
             shutdown_waiters: RefCell::new(Slab::with_capacity(16)),
             shutdown_seen: Cell::new(false),
+            drain_timeout: Cell::new(None),
+            drain_deadline: Cell::new(None),
             incoming: RefCell::new(VecDeque::with_capacity(64)),
             messages: RefCell::new(VecDeque::new()),
             graveyard: RefCell::new(Vec::new()),
@@ -253,6 +265,12 @@ impl Core {
     fn check_shutdown(&self) {
         if !self.shutdown_seen.get() && self.shared.shutdown.is_triggered() {
             self.shutdown_seen.set(true);
+            if let Some(timeout) = self.drain_timeout.get() {
+                let now = self.clock.now();
+                // A `Duration::MAX` drain saturates to "a century away".
+                let end = now.checked_add(timeout).unwrap_or(now + CENTURY);
+                self.drain_deadline.set(Some(end));
+            }
             let waiters = self.shutdown_waiters.borrow();
             for key in waiters.keys() {
                 if let Some(waker) = waiters.get(key) {
@@ -284,6 +302,17 @@ impl Core {
 
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutdown_seen.get()
+    }
+
+    /// Sets how long the server drains once it stops (before the stop).
+    pub(crate) fn set_drain_timeout(&self, timeout: Duration) {
+        self.drain_timeout.set(Some(timeout));
+    }
+
+    /// When the drain of a stopping server ends; `None` before the stop,
+    /// or without a server.
+    pub(crate) fn drain_deadline(&self) -> Option<Instant> {
+        self.drain_deadline.get()
     }
 
     /// Drops the resources of finished orphaned operations, outside every

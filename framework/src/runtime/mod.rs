@@ -93,6 +93,22 @@ pub fn is_shutting_down() -> bool {
     context::with_core(|core| core.is_shutting_down())
 }
 
+/// When this core's server gives up on its open connections: the end of
+/// the graceful stop's drain ([`ServerBuilder::drain_timeout`] after the
+/// stop began), when the tasks still serving connections are cancelled
+/// (dropped) and their clients see the connection close with no answer.
+/// `None` until the stop begins, outside a core, and on a core without a
+/// server (as under [`block_on`]).
+///
+/// A handler whose work may outlast the drain reads it once it sees the
+/// stop (through [`shutdown_signal`] or [`is_shutting_down`]) to answer in
+/// time, say with a 503 a little before this instant; the HTTP layer of
+/// `percore-handlers` does that. The instant is on the core's clock
+/// ([`time::now`](crate::time::now)), as the drain's own timer is.
+pub fn drain_deadline() -> Option<std::time::Instant> {
+    context::try_with_core(|core| core.drain_deadline()).flatten()
+}
+
 /// Adds `n` to this core's request counter (shown in [`StatsSnapshot`]).
 /// Protocol handlers call it; outside a core it does nothing.
 pub fn count_requests(n: u64) {

@@ -81,7 +81,12 @@ pub(crate) async fn serve_core<H: Handler>(
     let open = tracker.active.get();
     if open > 0 {
         tracing::info!(open, drain = ?limits.drain_timeout, "draining connections");
-        let drained = crate::time::timeout(limits.drain_timeout, tracker.below(1)).await;
+        // The instant handlers see in `drain_deadline()` (set by the turn
+        // that saw the stop), so that one answering just before it is not
+        // cancelled first.
+        let deadline = context::with_core(|core| core.drain_deadline())
+            .unwrap_or_else(|| crate::time::now() + limits.drain_timeout);
+        let drained = crate::time::timeout_at(deadline, tracker.below(1)).await;
         if drained.is_err() {
             tracing::warn!(
                 left = tracker.active.get(),

@@ -95,7 +95,8 @@ impl ServerBuilder {
     }
 
     /// How long a stopping server lets open connections finish before it
-    /// cancels them.
+    /// cancels them (default 10 s). Handlers learn when that is through
+    /// [`drain_deadline`](crate::drain_deadline), to answer before it.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
         self
@@ -320,6 +321,9 @@ where
             return Err(e);
         }
     };
+    // Before the first turn, which may already see the stop and then sets
+    // the drain deadline from this.
+    core.set_drain_timeout(limits.drain_timeout);
     let guard = super::context::enter(core.clone());
     let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let listener = TcpListener::from_socket(socket)?;

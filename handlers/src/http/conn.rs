@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use percore::buf::RecvBuf;
 use percore::Connection;
 
+use super::cutoff::Cutoff;
 use super::request::{BodyEnd, BodyReader, Failure};
 use super::response::{effective_status, no_body_status, Streaming};
 use super::service::HttpHandler;
@@ -190,11 +191,12 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             );
             let called = {
                 let call = pin!(h.service.call(&mut req, &mut res));
-                CatchUnwind(call).await
+                Cutoff::new(CatchUnwind(call), &stop).await
             };
             let result = match called {
-                Ok(result) => result,
-                Err(panic) => return answer_panic(h, &wire, &res, panic).await,
+                Some(Ok(result)) => result,
+                Some(Err(panic)) => return answer_panic(h, &wire, &res, panic).await,
+                None => return answer_stopping(h, &wire, &req, &res).await,
             };
             // `res.keep_alive`, not `keep_alive`: the service may have
             // closed the connection.
@@ -372,6 +374,34 @@ async fn answer_panic<S>(
         let _ = close(wire, &h.config).await;
     }
     std::panic::resume_unwind(panic)
+}
+
+/// After a stop cut the service off shortly before the drain deadline
+/// (see `cutoff.rs`): a 503 saying the server is stopping (unless the
+/// response head is out already; then the body ends incomplete), sent
+/// and closed as any error answer, while there is still time to.
+async fn answer_stopping<S>(
+    h: &HttpHandler<S>,
+    wire: &Wire,
+    req: &Request<'_>,
+    res: &Response<'_>,
+) -> io::Result<()> {
+    if let Some(left_out) = h.cut_off.admit(percore::time::now()) {
+        tracing::warn!(
+            method = req.method(),
+            target = req.target(),
+            left_out,
+            "stopping: the service had not answered near the drain deadline; answered 503 \
+             (left_out: ones not logged since the last line)"
+        );
+    }
+    if res.streaming.is_some() {
+        return Ok(());
+    }
+    let e = HttpError::stopping();
+    h.date
+        .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
+    close(wire, &h.config).await
 }
 
 /// Logs a service's error: one answered with a 5xx (a failure of the

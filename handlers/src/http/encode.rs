@@ -273,6 +273,8 @@ statuses! {
     503 "Service Unavailable",
     504 "Gateway Timeout",
     505 "HTTP Version Not Supported",
+    // RFC 5842 §7.2; the fan-out proxy's answer to a request that loops.
+    508 "Loop Detected",
 }
 
 /// Writes `HTTP/1.1 NNN Reason\r\n`. We always answer as HTTP/1.1, the

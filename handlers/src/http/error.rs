@@ -18,8 +18,8 @@ use std::fmt;
 /// [`Response`](super::Response) and return `Ok`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpError {
-    /// Status code to answer with: 400, 408, 413, 414, 417, 431, 500, 501
-    /// or 505.
+    /// Status code to answer with: 400, 408, 413, 414, 417, 431, 500, 501,
+    /// 503 or 505.
     pub status: u16,
     /// Short, static description of the cause, for the client and the log;
     /// empty when the status says all there is to say.
@@ -88,6 +88,15 @@ impl HttpError {
         Self {
             status: 501,
             reason,
+        }
+    }
+
+    /// 503 Service Unavailable: the server stopped before the service
+    /// answered (see the HTTP module's docs on stopping).
+    pub(crate) const fn stopping() -> Self {
+        Self {
+            status: 503,
+            reason: "the server is stopping",
         }
     }
 

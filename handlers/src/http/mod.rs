@@ -108,12 +108,18 @@
 //!   kernel still held for a client that does not read).
 //! - **Stopping**: when the server begins its graceful stop, idle
 //!   connections close at once; a request in progress is finished and
-//!   answered with `Connection: close`.
+//!   answered with `Connection: close`. One whose service is still
+//!   running shortly before the drain deadline
+//!   ([`percore::ServerBuilder::drain_timeout`]; a tenth of the drain
+//!   before it, at most 500 ms) is not left to be cancelled with its
+//!   connection, which would close without a word: the service's future is
+//!   dropped and the client gets `503 Service Unavailable: the server is
+//!   stopping`, with `Connection: close`.
 //! - **Statuses**: 400 malformed, 408 timeout, 413 body too large, 414
 //!   request line too long, 417 unknown expectation, 431 header section
 //!   or trailers too large, 500 service error (or the status of an
-//!   [`HttpError`] it returned), 501 unknown transfer coding, 505
-//!   unsupported version. See [`Limits`] for the sizes.
+//!   [`HttpError`] it returned), 501 unknown transfer coding, 503 a
+//!   service still running at the end of a stop, 505 unsupported version. See [`Limits`] for the sizes.
 //!
 //! # Memory and allocation
 //!
@@ -163,6 +169,7 @@ mod chars;
 mod chunked;
 mod config;
 mod conn;
+mod cutoff;
 mod date;
 mod echo;
 mod encode;

@@ -36,6 +36,16 @@ use crate::log_limit::LogLimit;
 /// incomplete) and closes the connection; the core counts it (`panics` in
 /// its stats) and goes on.
 ///
+/// When the server stops, a call in progress may finish until shortly
+/// before the drain deadline ([`percore::drain_deadline`]; a tenth of the
+/// drain time before it, at most 500 ms). A call still running then is
+/// dropped, as any future may be at an `.await`, and the client is
+/// answered `503 Service Unavailable: the server is stopping` with
+/// `Connection: close` (or, if [`Response::flush`] already sent the head,
+/// the body ends incomplete), rather than seeing its connection close
+/// without an answer when the drain cancels it. A service that counts its
+/// requests can notice with a guard whose `Drop` sees it was not finished.
+///
 /// # Examples
 ///
 /// ```no_run
@@ -83,6 +93,8 @@ pub struct HttpHandler<S> {
     pub(crate) stop: Rc<StopWatch>,
     /// Rate limit of the core's "service failed" warnings.
     pub(crate) failures: LogLimit,
+    /// Rate limit of the core's warnings for calls cut off by a stop.
+    pub(crate) cut_off: LogLimit,
 }
 
 impl<S: Service> HttpHandler<S> {
@@ -99,6 +111,7 @@ impl<S: Service> HttpHandler<S> {
             date: SharedDate::default(),
             stop: Rc::new(StopWatch::default()),
             failures: LogLimit::default(),
+            cut_off: LogLimit::default(),
         }
     }
 

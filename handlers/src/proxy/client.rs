@@ -128,7 +128,7 @@ pub(crate) struct ResponseLimits {
 // ===== request bytes =====
 
 /// Writes what every branch of a request shares, after its `Host` line:
-/// the end-to-end fields, `Via`, `X-Forwarded-For` (see
+/// the end-to-end fields, `Via` (ending in `via`), `X-Forwarded-For` (see
 /// [`write_forwarded`]), the framing and the body. Every line ends in CRLF
 /// whatever the client used (FAULTS A13). The body is re-framed with
 /// `Content-Length` (the HTTP layer has already de-chunked it and rejected
@@ -137,10 +137,11 @@ pub(crate) fn write_shared(
     out: &mut Vec<u8>,
     headers: &[httparse::Header<'_>],
     client: Option<IpAddr>,
+    via: &[u8],
     body: &[u8],
     has_body: bool,
 ) {
-    write_forwarded(out, headers, client);
+    write_forwarded(out, headers, client, via);
     if has_body || !body.is_empty() {
         out.extend_from_slice(b"Content-Length: ");
         write_decimal(out, body.len() as u64);

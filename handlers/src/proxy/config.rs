@@ -182,6 +182,18 @@ pub struct Config {
     /// Most mirrored copies waiting or in flight per core; more are
     /// dropped (and counted). Default 256.
     pub mirror_max_pending: usize,
+    /// This proxy's name in the `Via` field of its sub-requests (`Via: 1.1
+    /// NAME`, RFC 9110 §7.6.3, a pseudonym in place of a host name), and
+    /// how it recognises a request that has already passed through it: one
+    /// whose `Via` lists NAME is answered 508 Loop Detected without being
+    /// fanned out. A token (RFC 9110 §5.6.2) of at most
+    /// [`Config::MAX_PSEUDONYM`] bytes. Default: `percore-` and 16 random
+    /// hex digits, new for each [`Config::new`]: clones share it, so every
+    /// core of a server built from one `Config` has the same name, while
+    /// two proxies (even in one process) differ. Set it to name the proxy
+    /// in upstream logs; two proxies that may forward to each other must
+    /// not share a name.
+    pub pseudonym: String,
 }
 
 impl Config {
@@ -195,6 +207,10 @@ impl Config {
     /// scatter-gather uses (tens) and quadratic beyond. A wider setting is
     /// a typo, not a plan.
     pub const MAX_WIDTH: usize = 1024;
+
+    /// The longest [`pseudonym`](Self::pseudonym): it is written into every
+    /// sub-request.
+    pub const MAX_PSEUDONYM: usize = 64;
 
     /// The defaults, with one branch per upstream.
     pub fn new(upstreams: Vec<SocketAddr>) -> Self {
@@ -211,6 +227,7 @@ impl Config {
             max_pending: 1024,
             mirror: None,
             mirror_max_pending: 256,
+            pseudonym: random_pseudonym(),
         }
     }
 
@@ -222,7 +239,9 @@ impl Config {
     /// of 0 or above the width, a zero
     /// deadline or connect timeout, a `max_pending` (or, with a mirror,
     /// `mirror_max_pending`) of 0, an ejection
-    /// percentage above 100 or a zero ejection time.
+    /// percentage above 100, a zero ejection time, or a
+    /// [`pseudonym`](Self::pseudonym) that is empty, longer than
+    /// [`Config::MAX_PSEUDONYM`] or not a token.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let text = |why| Err(ConfigError(Problem::Text(why)));
         if self.upstreams.is_empty() {
@@ -259,8 +278,29 @@ impl Config {
         if ej.consecutive_failures > 0 && (ej.base_time.is_zero() || ej.max_time.is_zero()) {
             return text("ejection times must be above zero");
         }
+        let name = self.pseudonym.as_bytes();
+        if name.is_empty()
+            || name.len() > Self::MAX_PSEUDONYM
+            || !name.iter().all(|&b| crate::tchar::is_tchar(b))
+        {
+            return text(
+                "the pseudonym must be 1 to 64 letters, digits or !#$%&'*+-.^_`|~ (a token)",
+            );
+        }
         Ok(())
     }
+}
+
+/// `percore-` and 16 hex digits that differ between calls and between
+/// processes. std's `RandomState` is seeded from the OS once per thread and
+/// then stepped for each new one; the time and process id are mixed in so
+/// that a fork (same seed) still differs. Not a secret, only a name: a
+/// collision would merely make two proxies take each other for a loop.
+fn random_pseudonym() -> String {
+    use std::hash::BuildHasher;
+    let seed = (std::process::id(), std::time::SystemTime::now());
+    let bits = std::collections::hash_map::RandomState::new().hash_one(seed);
+    format!("percore-{bits:016x}")
 }
 
 /// A setting of [`Config`] or a [`Policy`] string is invalid.

@@ -32,12 +32,14 @@ const NOT_FORWARDED: [&str; 13] = [
 ];
 
 /// Writes the fields every sub-request of a request forwards, after its
-/// `Host` line: the end-to-end fields, then `Via` and `X-Forwarded-For` as
+/// `Host` line: the end-to-end fields, then `Via` (ending in the proxy's
+/// own element `via`, such as `1.1 percore-…`) and `X-Forwarded-For` as
 /// one line each. Every line ends in CRLF whatever the client used.
 pub(crate) fn write_forwarded(
     out: &mut Vec<u8>,
     headers: &[httparse::Header<'_>],
     client: Option<IpAddr>,
+    via: &[u8],
 ) {
     // Most requests have no `Connection` field, and then no field is named
     // in one: the lookups per field below are skipped.
@@ -58,7 +60,8 @@ pub(crate) fn write_forwarded(
     if !hop_only("via") {
         write_list_elements(out, headers, "via");
     }
-    out.extend_from_slice(b"1.1 percore\r\n");
+    out.extend_from_slice(via);
+    out.extend_from_slice(b"\r\n");
     let line = out.len();
     out.extend_from_slice(b"X-Forwarded-For: ");
     let list = out.len();

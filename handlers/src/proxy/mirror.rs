@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ use percore::time::{now, timeout};
 use super::client::{exchange, Failure, IoFailure, ResponseLimits};
 use super::forward::write_request;
 use super::scratch::BufPool;
-use super::stats::bump;
+use super::stats::{bump, Counters};
 use super::upstream::Upstream;
 use super::warn::{FailureLog, Reason, Role};
 use super::PoolConfig;
@@ -57,9 +58,9 @@ pub(crate) struct Mirror {
     connect_timeout: Duration,
     deadline: Duration,
     bufs: BufPool,
-    pub(crate) mirrored: Cell<u64>,
-    pub(crate) failed: Cell<u64>,
-    pub(crate) dropped: Cell<u64>,
+    /// The core's counters (`mirrored`, `mirror_failed`, `mirror_dropped`
+    /// are the mirror's), shared with its fan-out.
+    stats: Arc<Counters>,
     /// The core's rate-limited failure lines, shared with its fan-out.
     log: Rc<FailureLog>,
 }
@@ -76,7 +77,7 @@ pub(crate) struct MirrorSettings {
 }
 
 impl Mirror {
-    pub(crate) fn new(s: MirrorSettings, log: Rc<FailureLog>) -> Self {
+    pub(crate) fn new(s: MirrorSettings, log: Rc<FailureLog>, stats: Arc<Counters>) -> Self {
         Self {
             upstream: Upstream::new(s.addr, s.pool),
             queue: RefCell::new(VecDeque::with_capacity(s.max_pending)),
@@ -88,9 +89,7 @@ impl Mirror {
             connect_timeout: s.connect_timeout,
             deadline: s.deadline,
             bufs: BufPool::default(),
-            mirrored: Cell::new(0),
-            failed: Cell::new(0),
-            dropped: Cell::new(0),
+            stats,
             log,
         }
     }
@@ -100,7 +99,7 @@ impl Mirror {
     /// already pending. Returns at once: the copy is sent by a worker.
     pub(crate) fn submit(self: &Rc<Self>, line: &[u8], shared: &[u8], head_only: bool) {
         if self.pending.get() >= self.max_pending {
-            bump(&self.dropped);
+            bump(&self.stats.mirror_dropped);
             return;
         }
         self.pending.set(self.pending.get() + 1);
@@ -134,9 +133,9 @@ impl Mirror {
                 Err(_) => Some(Reason::Failed(Failure::Deadline)),
             };
             match failure {
-                None => bump(&self.mirrored),
+                None => bump(&self.stats.mirrored),
                 Some(reason) => {
-                    bump(&self.failed);
+                    bump(&self.stats.mirror_failed);
                     let name = &self.upstream.name;
                     self.log.failed(now(), Role::Mirror, name, reason);
                 }

@@ -72,6 +72,20 @@
 //! read, never queued (FAULTS F9). [`ProxyStats`] counts ejections, 503s
 //! for all-ejected and breaker rejections.
 //!
+//! # Loops
+//!
+//! Every sub-request's `Via` ends in the proxy's own element, `1.1 NAME`,
+//! with NAME its [`Config::pseudonym`] (RFC 9110 §7.6.3 allows a
+//! pseudonym in place of a host name; by default `percore-` and 16 random
+//! hex digits, one per [`Config`] and shared by its clones). A request
+//! whose `Via` already lists NAME has passed through this proxy: fanning
+//! it out would send it round again (a proxy that is its own upstream, or
+//! one reached again through others, would otherwise multiply each request
+//! until the deadline). It is answered 508 Loop Detected at once, before
+//! the breaker and without reading its body, logged at WARN (at most one
+//! line a second per core) and counted in [`ProxyStats::loops`]. A chain
+//! of distinct proxies, each with its own name, is not a loop.
+//!
 //! # Mirroring
 //!
 //! With [`Config::mirror`] set, a copy of every fanned-out request also goes
@@ -89,7 +103,18 @@
 //! connect or I/O error; running out of file descriptors says to raise
 //! `ulimit -n`. Each core writes at most one such line a second; the next
 //! says how many it left out (`warn.rs`). An ejection always logs a WARN,
-//! and the [`ProxyStats`] totals are logged when the proxy stops.
+//! and the [`ProxyStats`] totals are logged when the proxy stops. Meanwhile
+//! [`FanOut::stats_reader`] reads them from any thread, at no cost to the
+//! core (the `fanout` example prints them every second with `--stats`).
+//!
+//! # Stopping
+//!
+//! At a graceful stop a fan-out in progress goes on, up to shortly before
+//! the server's drain deadline; one still waiting on its upstreams then is
+//! cut off by the HTTP layer, which answers the client 503 (the server is
+//! stopping) rather than let the drain close the connection without an
+//! answer (see [`Service`](crate::http::Service)). Its branches are
+//! cancelled like any others, and it counts as [`ProxyStats::stopped`].
 //!
 //! # Memory
 //!
@@ -116,6 +141,7 @@
 //!     .unwrap();
 //! ```
 
+mod branch;
 mod client;
 mod combine;
 mod config;
@@ -123,16 +149,18 @@ mod forward;
 mod head;
 mod join;
 mod mirror;
+mod refuse;
 mod scratch;
 mod service;
 mod stats;
 mod target;
 mod upstream;
+mod via;
 mod warn;
 
 pub use config::{Config, ConfigError, EjectionConfig, Policy, PoolConfig};
 pub use service::FanOut;
-pub use stats::ProxyStats;
+pub use stats::{ProxyStats, ProxyStatsReader};
 
 #[cfg(test)]
 mod tests;

@@ -1,26 +1,26 @@
-//! [`FanOut`]: the fan-out proxy as an HTTP [`Service`].
+//! [`FanOut`]: the fan-out proxy as an HTTP [`Service`]: the request path
+//! from the client's request to the joined answer. One branch is in
+//! `branch.rs`, the answers given without fanning out in `refuse.rs`.
 
 use std::cell::Cell;
-use std::io::{self, Write as _};
-use std::ops::Range;
+use std::io;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use percore::net::TcpStream;
 use percore::time::now;
 
-use super::client::{
-    exchange, write_request_line, write_shared, Failure, IoFailure, ResponseLimits,
-};
-use super::combine::{entry_bound, write_entry, write_failure, Entry};
-use super::forward::write_request;
+use super::branch::Job;
+use super::client::{write_request_line, write_shared, Failure, ResponseLimits};
+use super::combine::{write_entry, write_failure, Entry};
 use super::join::{Branches, Verdict};
 use super::mirror::{Mirror, MirrorSettings};
 use super::scratch::{ArenaPool, BufPool};
-use super::stats::{bump, LocalStats};
-use super::target::origin_form;
+use super::stats::{bump, Counters, InFlight, ProxyStatsReader};
+use super::target::{origin_form, OriginForm};
 use super::upstream::Upstream;
-use super::warn::{FailureLog, Reason, Role};
+use super::via::Via;
+use super::warn::FailureLog;
 use super::{Config, ConfigError, ProxyStats};
 use crate::http::{BodyKind, Request, Response, Service};
 
@@ -33,60 +33,26 @@ use crate::http::{BodyKind, Request, Response, Service};
 /// and counters, with no locks.
 #[derive(Debug)]
 pub struct FanOut {
-    config: Config,
-    upstreams: Vec<Upstream>,
+    pub(crate) config: Config,
+    pub(crate) upstreams: Vec<Upstream>,
     /// The upstream the next request's first branch goes to, counted
     /// among the upstreams not ejected.
     next: Cell<usize>,
     /// Most upstreams ejected at once (FAULTS F8).
-    max_ejected: usize,
+    pub(crate) max_ejected: usize,
     /// Fanned-out requests in flight on this core (FAULTS F9).
     pending: Cell<usize>,
-    limits: ResponseLimits,
-    stats: LocalStats,
-    bufs: BufPool,
+    pub(crate) limits: ResponseLimits,
+    /// This core's counters, shared with its mirror and with readers on
+    /// other threads.
+    pub(crate) stats: Arc<Counters>,
+    pub(crate) bufs: BufPool,
     arenas: ArenaPool,
     mirror: Option<Rc<Mirror>>,
     /// Rate-limited WARN lines for failures, shared with the mirror.
-    log: Rc<FailureLog>,
-}
-
-/// A successful branch.
-#[derive(Debug)]
-struct Reply {
-    upstream: usize,
-    status: u16,
-    /// When its response was complete, on the core's clock.
-    done: Instant,
-    buf: Vec<u8>,
-    body: Range<usize>,
-    /// Its [`entry_bound`], counted once: both the reservation and the
-    /// entry need it.
-    bound: usize,
-}
-
-/// A failed branch.
-#[derive(Debug, Clone, Copy)]
-struct BranchError {
-    upstream: usize,
-    failure: Failure,
-}
-
-/// What one sub-request is about, shared by all branches of a request.
-#[derive(Debug, Clone, Copy)]
-struct Job<'a> {
-    /// The request line, the same for every branch.
-    line: &'a [u8],
-    /// Everything after the `Host` line (see [`write_shared`]).
-    shared: &'a [u8],
-    /// RFC 9110 §9.2.2: may be retried (FAULTS F1, F5).
-    idempotent: bool,
-    /// A HEAD: the response has no body whatever it says.
-    head_only: bool,
-    /// Per upstream (indexed like [`FanOut::upstreams`]): the run of
-    /// failures this request has added a failure to, plus one (0: none;
-    /// see [`FanOut::record`]).
-    counted: &'a [Cell<u64>],
+    pub(crate) log: Rc<FailureLog>,
+    /// The `Via` element and the loop check.
+    pub(crate) via: Via,
 }
 
 impl FanOut {
@@ -109,6 +75,7 @@ impl FanOut {
         let max_ejected =
             (config.upstreams.len() * usize::from(config.ejection.max_percent) / 100).max(1);
         let log = Rc::new(FailureLog::default());
+        let stats = Arc::new(Counters::default());
         let mirror = config.mirror.map(|addr| {
             let settings = MirrorSettings {
                 addr,
@@ -118,8 +85,9 @@ impl FanOut {
                 connect_timeout: config.connect_timeout,
                 deadline: config.deadline,
             };
-            Rc::new(Mirror::new(settings, log.clone()))
+            Rc::new(Mirror::new(settings, log.clone(), stats.clone()))
         });
+        let via = Via::new(&config.pseudonym);
         Ok(Self {
             config,
             upstreams,
@@ -127,11 +95,12 @@ impl FanOut {
             max_ejected,
             pending: Cell::new(0),
             limits,
-            stats: LocalStats::default(),
+            stats,
             bufs: BufPool::default(),
             arenas: ArenaPool::default(),
             mirror,
             log,
+            via,
         })
     }
 
@@ -142,265 +111,27 @@ impl FanOut {
 
     /// This core's counters now.
     pub fn stats(&self) -> ProxyStats {
-        let mut stats = self.stats.snapshot();
-        if let Some(m) = &self.mirror {
-            stats.mirrored = m.mirrored.get();
-            stats.mirror_failed = m.failed.get();
-            stats.mirror_dropped = m.dropped.get();
-        }
-        stats
+        self.stats.snapshot()
     }
 
-    /// One branch: a sub-request to the upstream `at` holds, with at most
-    /// one retry (see the module docs). A connect retry moves to another
-    /// upstream and says so in `at`, so that a branch still running at the
-    /// deadline is reported against the upstream it is waiting on. Returns
-    /// its buffer to the pool on failure; on success the reply carries it.
-    async fn branch(&self, at: &Cell<usize>, job: Job<'_>) -> Result<Reply, BranchError> {
-        let mut index = at.get();
-        let mut buf = self.bufs.take();
-        let mut retried = false;
-        let mut fresh_only = false;
-        loop {
-            let upstream = &self.upstreams[index % self.upstreams.len()];
-            let pooled = if fresh_only {
-                None
-            } else {
-                upstream.pool.checkout(now())
-            };
-            let reused = pooled.is_some();
-            let conn = match pooled {
-                Some(conn) => {
-                    bump(&self.stats.reuses);
-                    conn
-                }
-                None => match self.connect(upstream).await {
-                    Ok(conn) => conn,
-                    Err(failure) => {
-                        bump(&self.stats.errors_connect);
-                        self.log_failure(index, failure);
-                        self.record(index, false, job.counted);
-                        // Nothing was sent: an idempotent request may go to
-                        // the next upstream not ejected instead (FAULTS F1).
-                        if job.idempotent && !retried {
-                            if let Some(next) = self.next_healthy_after(index, now()) {
-                                retried = true;
-                                bump(&self.stats.retries);
-                                index = next;
-                                at.set(next);
-                                continue;
-                            }
-                        }
-                        self.bufs.put(buf);
-                        return Err(BranchError {
-                            upstream: index,
-                            failure,
-                        });
-                    }
-                },
-            };
-            bump(&self.stats.sub_requests);
-            buf.clear();
-            write_request(&mut buf, job.line, &upstream.host_line, job.shared);
-            let (result, returned) = exchange(&conn, buf, self.limits, job.head_only).await;
-            buf = returned;
-            match result {
-                Ok(answer) => {
-                    self.record(index, answer.status < 500, job.counted);
-                    if answer.reusable {
-                        upstream.pool.release(conn, now());
-                    }
-                    let body = buf.get(answer.body.clone()).unwrap_or_default();
-                    return Ok(Reply {
-                        upstream: index,
-                        status: answer.status,
-                        done: now(),
-                        bound: entry_bound(&upstream.entry_prefix, body),
-                        buf,
-                        body: answer.body,
-                    });
-                }
-                Err(e) => {
-                    // Never pooled again: its state is unknown.
-                    drop(conn);
-                    // The keep-alive race (FAULTS F5): a reused connection
-                    // that the upstream had closed fails before any byte of
-                    // a response; the upstream cannot have acted on it.
-                    if reused && !e.response_started && job.idempotent && !retried {
-                        retried = true;
-                        fresh_only = true;
-                        bump(&self.stats.retries);
-                        continue;
-                    }
-                    bump(&self.stats.errors_exchange);
-                    self.log_failure(index, e.failure);
-                    self.record(index, false, job.counted);
-                    self.bufs.put(buf);
-                    return Err(BranchError {
-                        upstream: index,
-                        failure: e.failure,
-                    });
-                }
-            }
-        }
-    }
-
-    async fn connect(&self, upstream: &Upstream) -> Result<TcpStream, Failure> {
-        bump(&self.stats.connects);
-        match percore::time::timeout(
-            self.config.connect_timeout,
-            TcpStream::connect(upstream.addr),
-        )
-        .await
-        {
-            Ok(Ok(conn)) => Ok(conn),
-            Ok(Err(e)) => Err(Failure::Connect(IoFailure::from(&e))),
-            Err(_) => Err(Failure::ConnectTimeout),
-        }
-    }
-
-    /// A WARN line (rate-limited) for a failed sub-request to upstream
-    /// `index`; a connect failure is logged even when the branch then
-    /// moves on to another upstream, since this one is still failing.
-    fn log_failure(&self, index: usize, failure: Failure) {
-        let name = self.upstream_name(index);
-        self.log
-            .failed(now(), Role::Upstream, name, Reason::Failed(failure));
-    }
-
-    fn upstream_name(&self, index: usize) -> &str {
-        &self.upstreams[index % self.upstreams.len()].name
-    }
-
-    fn entry_prefix(&self, index: usize) -> &[u8] {
-        &self.upstreams[index % self.upstreams.len()].entry_prefix
-    }
-
-    /// Records the outcome of an exchange with upstream `index` (a 5xx
-    /// answer or a connection failure is a failure) for the request whose
-    /// run marks are `counted`, and ejects the upstream after too many failed
-    /// requests in a row if the cap on ejections allows (FAULTS F8). When
-    /// the cap does not, it stays in and the next failure tries again.
-    ///
-    /// A request adds at most one failure to an upstream's run, however
-    /// many of its branches went there. Counted per branch, the threshold
-    /// would depend on the width: at width 16 over two upstreams, one
-    /// request that failed its 8 branches on an upstream would eject it
-    /// alone, where 5 failures in a row are meant to show a pattern.
-    ///
-    /// Runs are numbered rather than the request's flag cleared on its own
-    /// success, because another request's success (or an ejection) also
-    /// starts a new run, in which this request's next failure counts.
-    fn record(&self, index: usize, ok: bool, counted: &[Cell<u64>]) {
-        let index = index % self.upstreams.len();
-        let health = &self.upstreams[index].health;
-        if ok {
-            health.success();
-            return;
-        }
-        if !health.first_in_run(&counted[index]) {
-            return;
-        }
-        if !health.failure(&self.config.ejection) {
-            return;
-        }
-        let at = now();
-        // A branch started before the ejection may still fail: no new one.
-        if health.is_ejected(at) || self.ejected_count(at) >= self.max_ejected {
-            return;
-        }
-        let time = health.eject(&self.config.ejection, at);
-        bump(&self.stats.ejections);
-        tracing::warn!(
-            "fanout: upstream {} ejected for {time:?} after {} failed requests in a row",
-            self.upstream_name(index),
-            self.config.ejection.consecutive_failures
-        );
-    }
-
-    fn ejected_count(&self, now: Instant) -> usize {
-        self.upstreams
-            .iter()
-            .filter(|u| u.health.is_ejected(now))
-            .count()
-    }
-
-    /// The index of the `k`-th upstream not ejected (`k` < their number).
-    fn nth_healthy(&self, k: usize, now: Instant) -> usize {
-        self.upstreams
-            .iter()
-            .enumerate()
-            .filter(|(_, u)| !u.health.is_ejected(now))
-            .nth(k)
-            .map_or(k % self.upstreams.len(), |(i, _)| i)
-    }
-
-    /// The first upstream after `index` in the ring that is not ejected,
-    /// other than `index` itself.
-    fn next_healthy_after(&self, index: usize, now: Instant) -> Option<usize> {
-        let n = self.upstreams.len();
-        (1..n)
-            .map(|step| (index + step) % n)
-            .find(|&j| !self.upstreams[j].health.is_ejected(now))
-    }
-
-    /// 503 at once: this core already has `max_pending` fan-outs in flight
-    /// (FAULTS F9).
-    fn reject_pending(&self, res: &mut Response<'_>) -> io::Result<()> {
-        bump(&self.stats.rejected_pending);
-        res.header("Content-Type", b"text/plain; charset=utf-8")?;
-        res.set_status(503);
-        let _ = writeln!(
-            res.body_mut(),
-            "too many requests in flight: {} pending on this core (max_pending)",
-            self.config.max_pending
-        );
-        Ok(())
-    }
-
-    /// 503: every upstream is ejected (FAULTS F8); names each and when it
-    /// returns.
-    fn reject_all_ejected(&self, res: &mut Response<'_>, now: Instant) -> io::Result<()> {
-        bump(&self.stats.all_ejected);
-        res.header("Content-Type", b"text/plain; charset=utf-8")?;
-        res.set_status(503);
-        let out = res.body_mut();
-        let _ = writeln!(out, "no upstream available: every upstream is ejected");
-        for u in &self.upstreams {
-            if let Some(until) = u.health.until() {
-                let _ = writeln!(
-                    out,
-                    "upstream {}: ejected after {} failed requests in a row, back in {} ms",
-                    u.name,
-                    self.config.ejection.consecutive_failures,
-                    until.saturating_duration_since(now).as_millis()
-                );
-            }
-        }
-        Ok(())
-    }
-}
-
-/// One fan-out in flight: counted in [`FanOut::pending`] until dropped
-/// (also when the client goes away and the request future is dropped).
-struct PendingGuard<'a>(&'a Cell<usize>);
-
-impl<'a> PendingGuard<'a> {
-    fn new(pending: &'a Cell<usize>) -> Self {
-        pending.set(pending.get() + 1);
-        Self(pending)
-    }
-}
-
-impl Drop for PendingGuard<'_> {
-    fn drop(&mut self) {
-        self.0.set(self.0.get() - 1);
+    /// A reader of this core's counters for other threads, such as the one
+    /// that prints a server's periodic stats lines (see
+    /// [`ProxyStatsReader`] for an example). Reading costs the core
+    /// nothing: it writes its counters as it always does.
+    pub fn stats_reader(&self) -> ProxyStatsReader {
+        self.stats.reader()
     }
 }
 
 impl Service for FanOut {
     async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
         let method = req.method();
+        let headers = req.headers();
+        // Before anything else: a request that came back here must not go
+        // round again, nor take a place in the breaker.
+        if self.via.seen_in(headers) {
+            return self.reject_loop(res, method, req.target());
+        }
         let target = match origin_form(method, req.target()) {
             Ok(target) => target,
             // The HTTP layer logs it, answers with its status and closes.
@@ -411,7 +142,23 @@ impl Service for FanOut {
         if self.pending.get() >= self.config.max_pending {
             return self.reject_pending(res);
         }
-        let _pending = PendingGuard::new(&self.pending);
+        let in_flight = InFlight::new(&self.pending, &self.stats.stopped);
+        let result = self.fan_out(req, res, target).await;
+        in_flight.finish();
+        result
+    }
+}
+
+impl FanOut {
+    /// Reads the body, fans the request out, joins the branches and writes
+    /// the answer (see the module docs' steps 1 to 4).
+    async fn fan_out(
+        &self,
+        req: &mut Request<'_>,
+        res: &mut Response<'_>,
+        target: OriginForm<'_>,
+    ) -> io::Result<()> {
+        let method = req.method();
         let has_body = req.body_kind() != BodyKind::None;
         let headers = req.headers();
         let client = req.peer_addr().ok().map(|a| a.ip());
@@ -421,7 +168,14 @@ impl Service for FanOut {
         let line_len = shared.len();
         {
             let body: &[u8] = if has_body { req.body().await? } else { &[] };
-            write_shared(&mut shared, headers, client, body, has_body);
+            write_shared(
+                &mut shared,
+                headers,
+                client,
+                self.via.element(),
+                body,
+                has_body,
+            );
         }
         let started = now();
         let healthy = self.upstreams.len() - self.ejected_count(started);
@@ -476,9 +230,7 @@ impl Service for FanOut {
         match verdict {
             Verdict::Met => {
                 let cancelled = branches.cancel_running();
-                self.stats
-                    .cancelled
-                    .set(self.stats.cancelled.get() + cancelled as u64);
+                self.stats.cancelled.add(cancelled as u64);
                 res.header("Content-Type", b"application/json")?;
                 res.set_status(200);
                 let bound: usize = (0..width)
@@ -549,14 +301,15 @@ impl Service for FanOut {
                 }
                 let cancelled = branches.cancel_running();
                 if !timed_out {
-                    self.stats
-                        .cancelled
-                        .set(self.stats.cancelled.get() + cancelled as u64);
+                    self.stats.cancelled.add(cancelled as u64);
                 }
                 for i in 0..width {
                     if let Some(Ok(reply)) = branches.take(i) {
                         self.bufs.put(reply.buf);
                     }
+                }
+                if status == 504 {
+                    bump(&self.stats.failed_504);
                 }
                 res.set_status(status);
             }
@@ -570,7 +323,7 @@ impl Service for FanOut {
 impl Drop for FanOut {
     fn drop(&mut self) {
         let stats = self.stats();
-        if stats.requests > 0 {
+        if stats != ProxyStats::default() {
             tracing::info!("fanout {stats}");
         }
     }

@@ -1,12 +1,24 @@
-//! Per-core counters of the fan-out proxy.
+//! Per-core counters of the fan-out proxy, written by their core and
+//! readable from any thread (a periodic stats line, a test), not only in
+//! the summary logged when the proxy stops.
+//!
+//! Each counter has one writer, its core (the fan-out and its mirror
+//! workers), so an increment is a relaxed load and store of an atomic, not
+//! a locked read-modify-write: the cost of a plain add, and a reader on
+//! another thread still sees a value that was really there (the
+//! framework's own per-core counters work the same way).
 
-use std::cell::Cell;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-/// A copy of one core's proxy counters (see [`FanOut::stats`](super::FanOut::stats)).
+/// A copy of one core's proxy counters (see [`FanOut::stats`] and
+/// [`ProxyStatsReader`]).
 ///
 /// Client requests are counted by the HTTP layer in the core's
 /// [`percore::StatsSnapshot`]; these count what happened upstream.
+///
+/// [`FanOut::stats`]: super::FanOut::stats
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ProxyStats {
@@ -14,6 +26,9 @@ pub struct ProxyStats {
     pub requests: u64,
     /// Client requests answered 502 or 504.
     pub failed: u64,
+    /// Of [`failed`](Self::failed), those answered 504 (the deadline or a
+    /// connect timeout); the rest were 502.
+    pub failed_504: u64,
     /// Sub-requests sent (each attempt, retries included).
     pub sub_requests: u64,
     /// New upstream connections opened.
@@ -30,6 +45,15 @@ pub struct ProxyStats {
     pub deadline: u64,
     /// Branches cancelled because the policy was decided without them.
     pub cancelled: u64,
+    /// Client requests the proxy was still working on (reading the body,
+    /// or waiting on upstreams) when the server's stop cut them off near
+    /// its drain deadline: the HTTP layer answered them 503 (see
+    /// [`Service`](crate::http::Service)) and their branches were
+    /// cancelled.
+    pub stopped: u64,
+    /// Client requests answered 508 because they had already passed
+    /// through this proxy: its own pseudonym was in their `Via`.
+    pub loops: u64,
     /// Upstreams ejected for failing in a row (FAULTS F8).
     pub ejections: u64,
     /// Client requests answered 503 because every upstream was ejected.
@@ -49,12 +73,13 @@ impl fmt::Display for ProxyStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "requests={} failed={} sub_requests={} connects={} reuses={} retries={} \
-             errors_connect={} errors_exchange={} deadline={} cancelled={} ejections={} \
-             all_ejected={} rejected_pending={} mirrored={} mirror_failed={} \
-             mirror_dropped={}",
+            "requests={} failed={} failed_504={} sub_requests={} connects={} reuses={} \
+             retries={} errors_connect={} errors_exchange={} deadline={} cancelled={} \
+             stopped={} loops={} ejections={} all_ejected={} rejected_pending={} \
+             mirrored={} mirror_failed={} mirror_dropped={}",
             self.requests,
             self.failed,
+            self.failed_504,
             self.sub_requests,
             self.connects,
             self.reuses,
@@ -63,6 +88,8 @@ impl fmt::Display for ProxyStats {
             self.errors_exchange,
             self.deadline,
             self.cancelled,
+            self.stopped,
+            self.loops,
             self.ejections,
             self.all_ejected,
             self.rejected_pending,
@@ -73,35 +100,96 @@ impl fmt::Display for ProxyStats {
     }
 }
 
-/// The live counters: plain `Cell`s, since a core's proxy is never shared
-/// across threads (no atomics on the hot path).
+/// Reads one core's proxy counters from any thread: `Send`, `Sync`, cheap
+/// to clone, and still readable after the proxy is gone (its last values).
+/// Get one from [`FanOut::stats_reader`](super::FanOut::stats_reader) in
+/// the server's factory, which runs on the core.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::sync::{Arc, Mutex};
+/// use percore_handlers::http::HttpHandler;
+/// use percore_handlers::proxy::{Config, FanOut, ProxyStatsReader};
+///
+/// let config = Config::new(vec!["127.0.0.1:8080".parse().unwrap()]);
+/// let readers: Arc<Mutex<Vec<ProxyStatsReader>>> = Arc::default();
+/// let registry = readers.clone();
+/// let server = percore::Server::builder()
+///     .address("127.0.0.1:8081".parse().unwrap())
+///     .start(move |_core| {
+///         let proxy = FanOut::new(config.clone()).unwrap();
+///         registry.lock().unwrap().push(proxy.stats_reader());
+///         HttpHandler::new(proxy)
+///     })
+///     .unwrap();
+/// for reader in readers.lock().unwrap().iter() {
+///     println!("{}", reader.snapshot());
+/// }
+/// # drop(server);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ProxyStatsReader(Arc<Counters>);
+
+impl ProxyStatsReader {
+    /// The core's counters now (each one exact; taken one after another,
+    /// so counters that move together may be a request apart).
+    pub fn snapshot(&self) -> ProxyStats {
+        self.0.snapshot()
+    }
+}
+
+/// A counter with a single writer (its core).
 #[derive(Debug, Default)]
-pub(crate) struct LocalStats {
-    pub(crate) requests: Cell<u64>,
-    pub(crate) failed: Cell<u64>,
-    pub(crate) sub_requests: Cell<u64>,
-    pub(crate) connects: Cell<u64>,
-    pub(crate) reuses: Cell<u64>,
-    pub(crate) retries: Cell<u64>,
-    pub(crate) errors_connect: Cell<u64>,
-    pub(crate) errors_exchange: Cell<u64>,
-    pub(crate) deadline: Cell<u64>,
-    pub(crate) cancelled: Cell<u64>,
-    pub(crate) ejections: Cell<u64>,
-    pub(crate) all_ejected: Cell<u64>,
-    pub(crate) rejected_pending: Cell<u64>,
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    pub(crate) fn add(&self, n: u64) {
+        let c = &self.0;
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// Adds one to a counter.
-pub(crate) fn bump(c: &Cell<u64>) {
-    c.set(c.get() + 1);
+pub(crate) fn bump(c: &Counter) {
+    c.add(1);
 }
 
-impl LocalStats {
+/// The live counters of one core, shared (`Arc`) between the core's
+/// fan-out, its mirror and any [`ProxyStatsReader`]; only the core writes.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) requests: Counter,
+    pub(crate) failed: Counter,
+    pub(crate) failed_504: Counter,
+    pub(crate) sub_requests: Counter,
+    pub(crate) connects: Counter,
+    pub(crate) reuses: Counter,
+    pub(crate) retries: Counter,
+    pub(crate) errors_connect: Counter,
+    pub(crate) errors_exchange: Counter,
+    pub(crate) deadline: Counter,
+    pub(crate) cancelled: Counter,
+    pub(crate) stopped: Counter,
+    pub(crate) loops: Counter,
+    pub(crate) ejections: Counter,
+    pub(crate) all_ejected: Counter,
+    pub(crate) rejected_pending: Counter,
+    pub(crate) mirrored: Counter,
+    pub(crate) mirror_failed: Counter,
+    pub(crate) mirror_dropped: Counter,
+}
+
+impl Counters {
     pub(crate) fn snapshot(&self) -> ProxyStats {
         ProxyStats {
             requests: self.requests.get(),
             failed: self.failed.get(),
+            failed_504: self.failed_504.get(),
             sub_requests: self.sub_requests.get(),
             connects: self.connects.get(),
             reuses: self.reuses.get(),
@@ -110,12 +198,57 @@ impl LocalStats {
             errors_exchange: self.errors_exchange.get(),
             deadline: self.deadline.get(),
             cancelled: self.cancelled.get(),
+            stopped: self.stopped.get(),
+            loops: self.loops.get(),
             ejections: self.ejections.get(),
             all_ejected: self.all_ejected.get(),
             rejected_pending: self.rejected_pending.get(),
-            mirrored: 0,
-            mirror_failed: 0,
-            mirror_dropped: 0,
+            mirrored: self.mirrored.get(),
+            mirror_failed: self.mirror_failed.get(),
+            mirror_dropped: self.mirror_dropped.get(),
+        }
+    }
+
+    /// A reader of these counters for other threads.
+    pub(crate) fn reader(self: &Arc<Self>) -> ProxyStatsReader {
+        ProxyStatsReader(self.clone())
+    }
+}
+
+/// A fanned-out request in progress: counted in the core's pending
+/// fan-outs (FAULTS F9) while it lives, and as [`ProxyStats::stopped`] if
+/// its future is dropped before [`finish`](Self::finish). Only a stop does
+/// that: the HTTP layer's cut-off near the drain deadline, or the drain's
+/// end (a client that leaves is not noticed while the service runs, as
+/// the HTTP layer does not read then). A panic unwinding through it is
+/// the HTTP layer's to count, not a stop.
+pub(crate) struct InFlight<'a> {
+    pending: &'a std::cell::Cell<usize>,
+    stopped: &'a Counter,
+    finished: bool,
+}
+
+impl<'a> InFlight<'a> {
+    pub(crate) fn new(pending: &'a std::cell::Cell<usize>, stopped: &'a Counter) -> Self {
+        pending.set(pending.get() + 1);
+        Self {
+            pending,
+            stopped,
+            finished: false,
+        }
+    }
+
+    /// The request was answered (or failed) by the proxy itself.
+    pub(crate) fn finish(mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.pending.set(self.pending.get() - 1);
+        if !self.finished && !std::thread::panicking() {
+            bump(self.stopped);
         }
     }
 }

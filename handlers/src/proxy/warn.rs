@@ -3,8 +3,9 @@
 //! answer by the deadline) and a failed mirror copy, each naming the
 //! upstream and the reason.
 //!
-//! Without them a proxy answering 502 and 504 looks healthy in its log
-//! until it stops (the counters only appear in the stop summary). A dead
+//! Without them a proxy answering 502 and 504 looks healthy in its log:
+//! its counters (in the stop summary, and in the `--stats` lines) say how
+//! many failed, not which upstream or why. A dead
 //! upstream under load fails on every request, though, so each core
 //! writes at most one such line a second ([`LogLimit`]), and the next line
 //! it writes says how many it left out in between ([`ProxyStats`] has the

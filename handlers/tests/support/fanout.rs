@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use percore_handlers::proxy::{Config as ProxyConfig, FanOut};
+use percore_handlers::proxy::{Config as ProxyConfig, FanOut, ProxyStats, ProxyStatsReader};
 
 use crate::common::{Backend, Config, TestServer};
 
@@ -32,14 +32,44 @@ pub fn proxy(
     upstreams: &[SocketAddr],
     tweak: impl FnOnce(&mut ProxyConfig),
 ) -> TestServer {
+    proxy_counted(backend, upstreams, tweak).0
+}
+
+/// The proxy core's counters, readable from the test's thread.
+#[derive(Clone, Default)]
+pub struct Counted(Arc<Mutex<Option<ProxyStatsReader>>>);
+
+impl Counted {
+    /// The counters now (all zero before the proxy's core made it).
+    pub fn get(&self) -> ProxyStats {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(ProxyStatsReader::snapshot)
+            .unwrap_or_default()
+    }
+}
+
+/// [`proxy`], with its counters.
+pub fn proxy_counted(
+    backend: Backend,
+    upstreams: &[SocketAddr],
+    tweak: impl FnOnce(&mut ProxyConfig),
+) -> (TestServer, Counted) {
     let mut config = ProxyConfig::new(upstreams.to_vec());
     config.deadline = Duration::from_secs(1);
     config.connect_timeout = Duration::from_millis(200);
     tweak(&mut config);
     config.validate().expect("valid proxy config");
-    TestServer::start(backend, Config::default(), move || {
-        FanOut::new(config.clone()).expect("validated")
-    })
+    let counted = Counted::default();
+    let slot = counted.0.clone();
+    let server = TestServer::start(backend, Config::default(), move || {
+        let proxy = FanOut::new(config.clone()).expect("validated");
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(proxy.stats_reader());
+        proxy
+    });
+    (server, counted)
 }
 
 /// An address nothing listens on: bound, then closed (FAULTS F1).

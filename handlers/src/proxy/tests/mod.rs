@@ -28,6 +28,7 @@ fn request_bytes() {
         &mut shared,
         req.headers,
         Some([127, 0, 0, 1].into()),
+        b"1.1 percore",
         b"body",
         true,
     );
@@ -78,7 +79,7 @@ fn request_bytes() {
     ] {
         let ip: std::net::IpAddr = ip.parse().expect("address");
         let mut shared = Vec::new();
-        write_shared(&mut shared, &[], Some(ip), b"", false);
+        write_shared(&mut shared, &[], Some(ip), b"1.1 percore", b"", false);
         assert_eq!(
             String::from_utf8(shared).expect("ascii"),
             format!("Via: 1.1 percore\r\nX-Forwarded-For: {ip}\r\n\r\n")
@@ -96,7 +97,7 @@ fn shared_text(raw: &[u8], fields: usize, client: Option<std::net::IpAddr>) -> S
     };
     let headers = &req.headers[..fields.min(req.headers.len())];
     let mut shared = Vec::new();
-    write_shared(&mut shared, headers, client, b"", false);
+    write_shared(&mut shared, headers, client, b"1.1 percore", b"", false);
     String::from_utf8(shared).expect("ascii")
 }
 
@@ -435,6 +436,37 @@ fn config_faults_validation() {
         config.validate().is_ok(),
         "times do not matter when ejection is off"
     );
+}
+
+/// The `Via` pseudonym: `percore-` and 16 hex digits, new per
+/// `Config::new` and shared by clones; a name that is no token (or empty,
+/// or too long) is refused, since it is written into every sub-request.
+#[test]
+fn pseudonyms() {
+    let up = vec!["127.0.0.1:1".parse().unwrap()];
+    let a = Config::new(up.clone());
+    let b = Config::new(up);
+    for c in [&a, &b] {
+        let digits = c.pseudonym.strip_prefix("percore-").expect("prefix");
+        assert_eq!(digits.len(), 16, "{}", c.pseudonym);
+        assert!(
+            digits.bytes().all(|d| d.is_ascii_hexdigit()),
+            "{}",
+            c.pseudonym
+        );
+    }
+    assert_ne!(a.pseudonym, b.pseudonym, "two proxies, two names");
+    assert_eq!(a.clone().pseudonym, a.pseudonym, "every core of one proxy");
+    let mut c = a.clone();
+    for good in ["edge-1", "x", &"n".repeat(Config::MAX_PSEUDONYM)] {
+        c.pseudonym = good.to_owned();
+        assert!(c.validate().is_ok(), "{good}");
+    }
+    for bad in ["", "two words", "a,b", "(x)", "caf\u{e9}", &"n".repeat(65)] {
+        c.pseudonym = bad.to_owned();
+        let e = c.validate().expect_err(bad).to_string();
+        assert!(e.contains("pseudonym"), "{e}");
+    }
 }
 
 /// A failed connect or exchange names the OS's reason and error number,

@@ -1,0 +1,257 @@
+//! One branch of a fan-out: a sub-request to one upstream over a pooled
+//! or new connection, with at most one retry, and the bookkeeping of the
+//! upstreams' health that its outcome feeds (outlier ejection, FAULTS F8;
+//! see the [module docs](super)).
+
+use std::cell::Cell;
+use std::ops::Range;
+use std::time::Instant;
+
+use percore::net::TcpStream;
+use percore::time::now;
+
+use super::client::{exchange, Failure, IoFailure};
+use super::combine::entry_bound;
+use super::forward::write_request;
+use super::service::FanOut;
+use super::stats::bump;
+use super::upstream::Upstream;
+use super::warn::{Reason, Role};
+
+/// A successful branch.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub(crate) upstream: usize,
+    pub(crate) status: u16,
+    /// When its response was complete, on the core's clock.
+    pub(crate) done: Instant,
+    pub(crate) buf: Vec<u8>,
+    pub(crate) body: Range<usize>,
+    /// Its [`entry_bound`], counted once: both the reservation and the
+    /// entry need it.
+    pub(crate) bound: usize,
+}
+
+/// A failed branch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BranchError {
+    pub(crate) upstream: usize,
+    pub(crate) failure: Failure,
+}
+
+/// What one sub-request is about, shared by all branches of a request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Job<'a> {
+    /// The request line, the same for every branch.
+    pub(crate) line: &'a [u8],
+    /// Everything after the `Host` line (see
+    /// [`write_shared`](super::client::write_shared)).
+    pub(crate) shared: &'a [u8],
+    /// RFC 9110 §9.2.2: may be retried (FAULTS F1, F5).
+    pub(crate) idempotent: bool,
+    /// A HEAD: the response has no body whatever it says.
+    pub(crate) head_only: bool,
+    /// Per upstream (indexed like [`FanOut::upstreams`]): the run of
+    /// failures this request has added a failure to, plus one (0: none;
+    /// see [`FanOut::record`]).
+    pub(crate) counted: &'a [Cell<u64>],
+}
+
+impl FanOut {
+    /// One branch: a sub-request to the upstream `at` holds, with at most
+    /// one retry (see the module docs). A connect retry moves to another
+    /// upstream and says so in `at`, so that a branch still running at the
+    /// deadline is reported against the upstream it is waiting on. Returns
+    /// its buffer to the pool on failure; on success the reply carries it.
+    pub(crate) async fn branch(
+        &self,
+        at: &Cell<usize>,
+        job: Job<'_>,
+    ) -> Result<Reply, BranchError> {
+        let mut index = at.get();
+        let mut buf = self.bufs.take();
+        let mut retried = false;
+        let mut fresh_only = false;
+        loop {
+            let upstream = &self.upstreams[index % self.upstreams.len()];
+            let pooled = if fresh_only {
+                None
+            } else {
+                upstream.pool.checkout(now())
+            };
+            let reused = pooled.is_some();
+            let conn = match pooled {
+                Some(conn) => {
+                    bump(&self.stats.reuses);
+                    conn
+                }
+                None => match self.connect(upstream).await {
+                    Ok(conn) => conn,
+                    Err(failure) => {
+                        bump(&self.stats.errors_connect);
+                        self.log_failure(index, failure);
+                        self.record(index, false, job.counted);
+                        // Nothing was sent: an idempotent request may go to
+                        // the next upstream not ejected instead (FAULTS F1).
+                        if job.idempotent && !retried {
+                            if let Some(next) = self.next_healthy_after(index, now()) {
+                                retried = true;
+                                bump(&self.stats.retries);
+                                index = next;
+                                at.set(next);
+                                continue;
+                            }
+                        }
+                        self.bufs.put(buf);
+                        return Err(BranchError {
+                            upstream: index,
+                            failure,
+                        });
+                    }
+                },
+            };
+            bump(&self.stats.sub_requests);
+            buf.clear();
+            write_request(&mut buf, job.line, &upstream.host_line, job.shared);
+            let (result, returned) = exchange(&conn, buf, self.limits, job.head_only).await;
+            buf = returned;
+            match result {
+                Ok(answer) => {
+                    self.record(index, answer.status < 500, job.counted);
+                    if answer.reusable {
+                        upstream.pool.release(conn, now());
+                    }
+                    let body = buf.get(answer.body.clone()).unwrap_or_default();
+                    return Ok(Reply {
+                        upstream: index,
+                        status: answer.status,
+                        done: now(),
+                        bound: entry_bound(&upstream.entry_prefix, body),
+                        buf,
+                        body: answer.body,
+                    });
+                }
+                Err(e) => {
+                    // Never pooled again: its state is unknown.
+                    drop(conn);
+                    // The keep-alive race (FAULTS F5): a reused connection
+                    // that the upstream had closed fails before any byte of
+                    // a response; the upstream cannot have acted on it.
+                    if reused && !e.response_started && job.idempotent && !retried {
+                        retried = true;
+                        fresh_only = true;
+                        bump(&self.stats.retries);
+                        continue;
+                    }
+                    bump(&self.stats.errors_exchange);
+                    self.log_failure(index, e.failure);
+                    self.record(index, false, job.counted);
+                    self.bufs.put(buf);
+                    return Err(BranchError {
+                        upstream: index,
+                        failure: e.failure,
+                    });
+                }
+            }
+        }
+    }
+
+    async fn connect(&self, upstream: &Upstream) -> Result<TcpStream, Failure> {
+        bump(&self.stats.connects);
+        match percore::time::timeout(
+            self.config.connect_timeout,
+            TcpStream::connect(upstream.addr),
+        )
+        .await
+        {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(Failure::Connect(IoFailure::from(&e))),
+            Err(_) => Err(Failure::ConnectTimeout),
+        }
+    }
+
+    /// A WARN line (rate-limited) for a failed sub-request to upstream
+    /// `index`; a connect failure is logged even when the branch then
+    /// moves on to another upstream, since this one is still failing.
+    pub(crate) fn log_failure(&self, index: usize, failure: Failure) {
+        let name = self.upstream_name(index);
+        self.log
+            .failed(now(), Role::Upstream, name, Reason::Failed(failure));
+    }
+
+    pub(crate) fn upstream_name(&self, index: usize) -> &str {
+        &self.upstreams[index % self.upstreams.len()].name
+    }
+
+    pub(crate) fn entry_prefix(&self, index: usize) -> &[u8] {
+        &self.upstreams[index % self.upstreams.len()].entry_prefix
+    }
+
+    /// Records the outcome of an exchange with upstream `index` (a 5xx
+    /// answer or a connection failure is a failure) for the request whose
+    /// run marks are `counted`, and ejects the upstream after too many failed
+    /// requests in a row if the cap on ejections allows (FAULTS F8). When
+    /// the cap does not, it stays in and the next failure tries again.
+    ///
+    /// A request adds at most one failure to an upstream's run, however
+    /// many of its branches went there. Counted per branch, the threshold
+    /// would depend on the width: at width 16 over two upstreams, one
+    /// request that failed its 8 branches on an upstream would eject it
+    /// alone, where 5 failures in a row are meant to show a pattern.
+    ///
+    /// Runs are numbered rather than the request's flag cleared on its own
+    /// success, because another request's success (or an ejection) also
+    /// starts a new run, in which this request's next failure counts.
+    pub(crate) fn record(&self, index: usize, ok: bool, counted: &[Cell<u64>]) {
+        let index = index % self.upstreams.len();
+        let health = &self.upstreams[index].health;
+        if ok {
+            health.success();
+            return;
+        }
+        if !health.first_in_run(&counted[index]) {
+            return;
+        }
+        if !health.failure(&self.config.ejection) {
+            return;
+        }
+        let at = now();
+        // A branch started before the ejection may still fail: no new one.
+        if health.is_ejected(at) || self.ejected_count(at) >= self.max_ejected {
+            return;
+        }
+        let time = health.eject(&self.config.ejection, at);
+        bump(&self.stats.ejections);
+        tracing::warn!(
+            "fanout: upstream {} ejected for {time:?} after {} failed requests in a row",
+            self.upstream_name(index),
+            self.config.ejection.consecutive_failures
+        );
+    }
+
+    pub(crate) fn ejected_count(&self, now: Instant) -> usize {
+        self.upstreams
+            .iter()
+            .filter(|u| u.health.is_ejected(now))
+            .count()
+    }
+
+    /// The index of the `k`-th upstream not ejected (`k` < their number).
+    pub(crate) fn nth_healthy(&self, k: usize, now: Instant) -> usize {
+        self.upstreams
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| !u.health.is_ejected(now))
+            .nth(k)
+            .map_or(k % self.upstreams.len(), |(i, _)| i)
+    }
+
+    /// The first upstream after `index` in the ring that is not ejected,
+    /// other than `index` itself.
+    pub(crate) fn next_healthy_after(&self, index: usize, now: Instant) -> Option<usize> {
+        let n = self.upstreams.len();
+        (1..n)
+            .map(|step| (index + step) % n)
+            .find(|&j| !self.upstreams[j].health.is_ejected(now))
+    }
+}

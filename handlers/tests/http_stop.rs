@@ -1,0 +1,125 @@
+//! The end of a graceful stop, on both backends: a service call still
+//! running a little before the drain deadline is cut off and its client
+//! answered `503 Service Unavailable: the server is stopping` with
+//! `Connection: close`, instead of seeing its connection close without an
+//! answer when the drain cancels it. (A request that finishes in time is
+//! answered normally: `http_slow.rs`.)
+//!
+//! The test servers drain for 2 s, so the cut-off comes at 1.8 s (a tenth
+//! of the drain before its end).
+
+#[macro_use]
+#[path = "support/http.rs"]
+mod common;
+#[path = "support/log_capture.rs"]
+mod log_capture;
+
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// The test server's drain (see `TestServer::start`).
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Never answers. Counts the calls that reached the wait; with path
+/// `/stream` it first sends the head and a chunk of its body.
+struct Never {
+    waiting: Arc<AtomicUsize>,
+}
+
+impl Service for Never {
+    async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+        if req.path() == "/stream" {
+            res.write(b"part one\n");
+            res.flush().await?;
+        }
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        std::future::pending::<()>().await;
+        Ok(())
+    }
+}
+
+/// A server of [`Never`] and the count of calls waiting in it.
+fn never(backend: Backend) -> (TestServer, Arc<AtomicUsize>) {
+    let waiting = Arc::new(AtomicUsize::new(0));
+    let count = waiting.clone();
+    let server = TestServer::start(backend, Config::default(), move || Never {
+        waiting: count.clone(),
+    });
+    (server, waiting)
+}
+
+http_tests! {
+    /// 1. Two requests wait in the service (a GET and a HEAD) when the stop
+    /// begins. 2. Each is answered 503 with `Connection: close` and a body
+    /// saying why (none for the HEAD), before the drain deadline but not
+    /// long before it. 3. Then the connections close and the server stops;
+    /// 4. the log says what happened, naming the request.
+    fn a_call_still_running_near_the_drain_deadline_gets_503(backend) {
+        log_capture::install();
+        let (mut server, waiting) = never(backend);
+        let target = format!("/never-{backend}");
+        let mut get_client = Client::connect(server.addr);
+        get_client.send(&get(&target));
+        let mut head_client = Client::connect(server.addr);
+        head_client.send(format!("HEAD {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        // 1.
+        wait_until(Duration::from_secs(5), "both calls to wait", || {
+            waiting.load(Ordering::SeqCst) == 2
+        });
+        let stopped = Instant::now();
+        server.begin_stop();
+        // 2.
+        let r = get_client.response();
+        let answered = stopped.elapsed();
+        assert_eq!(r.status, 503, "{:?}", String::from_utf8_lossy(&r.body));
+        assert!(r.closes(), "503 with Connection: close: {:?}", r.headers);
+        assert_eq!(r.body, b"Service Unavailable: the server is stopping\n");
+        assert!(
+            answered >= DRAIN / 2 && answered < DRAIN,
+            "answered {answered:?} after the stop, for a {DRAIN:?} drain"
+        );
+        let h = head_client.response_to(true);
+        assert_eq!(h.status, 503);
+        assert!(h.closes());
+        // 3.
+        get_client.expect_eof_within(Duration::from_secs(2));
+        head_client.expect_eof_within(Duration::from_secs(2));
+        drop((get_client, head_client));
+        assert!(server.stop_within(Duration::from_secs(5)).is_some(), "the server stopped");
+        // 4.
+        let lines = log_capture::warnings(&target);
+        assert!(
+            lines.iter().any(|l| l.contains("answered 503") && l.contains("method=\"GET\"")),
+            "{lines:?}"
+        );
+    }
+
+    /// A call that already sent its response head (streaming) cannot be
+    /// answered 503: its body ends incomplete (no last chunk) and the
+    /// connection closes, before the drain deadline.
+    fn a_streaming_call_is_cut_off_incomplete(backend) {
+        let (mut server, waiting) = never(backend);
+        let mut c = Client::connect(server.addr);
+        c.send(&get("/stream"));
+        wait_until(Duration::from_secs(5), "the call to wait", || {
+            waiting.load(Ordering::SeqCst) == 1
+        });
+        let stopped = Instant::now();
+        server.begin_stop();
+        let bytes = c.read_to_end();
+        let closed = stopped.elapsed();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(text.to_ascii_lowercase().contains("transfer-encoding: chunked\r\n"), "{text}");
+        assert!(text.contains("part one\n"), "{text}");
+        assert!(!text.ends_with("0\r\n\r\n"), "no last chunk: {text}");
+        assert!(!text.contains("503"), "{text}");
+        assert!(closed < DRAIN, "closed {closed:?} after the stop");
+        drop(c);
+        assert!(server.stop_within(Duration::from_secs(5)).is_some(), "the server stopped");
+    }
+}
