@@ -219,9 +219,10 @@ impl<F: Future + Unpin, D: Fn() -> Instant + Unpin> Future for Wait<'_, F, D> {
 ///
 /// One task per core awaits [`percore::shutdown_signal`] and wakes every
 /// registered slot. Connections register here rather than each awaiting
-/// `shutdown_signal` themselves because the framework keeps every waker it
-/// was ever polled with until the server stops (see the report to the
-/// lead), which would grow with every connection served.
+/// `shutdown_signal` themselves because they ask on every pending read and
+/// every pending service call: a slot answers a poll by the task it
+/// already holds with a flag and a waker comparison, without touching the
+/// core's table of shutdown waiters.
 #[derive(Debug, Default)]
 pub(crate) struct StopWatch {
     stopping: Cell<bool>,
