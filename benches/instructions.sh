@@ -57,6 +57,8 @@ total=$(awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }' "$out/annotated.t
 echo "$requests requests, $(awk -v t="$total" -v r="$requests" 'BEGIN { printf "%.0f", t / r }') instructions per request (whole process, user space)"
 echo "top functions, instructions per request (inlined code counts where it was inlined):"
 # Lines look like "12,345 (1.23%)  file:function [object]"; sum by function.
+# sed, not head: head's early exit can kill sort with SIGPIPE, which
+# pipefail turns into a failure after the output was printed.
 awk -v r="$requests" '
     /^ *[0-9,]+ \( *[0-9.]+%\) / && !/PROGRAM TOTALS/ {
         n = $1; gsub(",", "", n)
@@ -66,4 +68,4 @@ awk -v r="$requests" '
         sum[fn] += n
     }
     END { for (f in sum) printf "%9.1f  %s\n", sum[f] / r, f }
-' "$out/annotated.txt" | sort -rn | head -n "$TOP"
+' "$out/annotated.txt" | sort -rn | sed -n "1,${TOP}p"
