@@ -46,17 +46,17 @@ ratios=()
 for run in $(seq "$RUNS"); do
     duel_start
     t0=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
-    clients=()
     for i in 0 1; do
-        taskset -c 1 "$BULK_CLIENT" $((PORT + i)) "$DURATION" "$CHUNK" "${mode[@]}" >"/tmp/bulk_duel.$$.$i" &
+        taskset -c 1 "$BULK_CLIENT" $((PORT + i)) "$DURATION" "$CHUNK" "${mode[@]}" >"$tmp/bytes.$i" &
         clients+=($!)
     done
     for pid in "${clients[@]}"; do wait "$pid" || die "bulk_client failed"; done
+    clients=()
     t1=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
     duel_stop
     per_cpu=()
     for i in 0 1; do
-        bytes=$(cat "/tmp/bulk_duel.$$.$i"); rm -f "/tmp/bulk_duel.$$.$i"
+        bytes=$(cat "$tmp/bytes.$i")
         per_cpu+=("$(awk -v n="$bytes" -v a="${t0[$i]}" -v b="${t1[$i]}" -v h="$(getconf CLK_TCK)" \
             'BEGIN { printf "%.0f", n / 1e6 / ((b - a) / h) }')")
         printf '  run %d: %-8s %6.0f MB echoed %7s MB per CPU-s\n' "$run" "${labels[$i]}" \

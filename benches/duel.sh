@@ -49,26 +49,26 @@ p99s_b=()
 for run in $(seq "$RUNS"); do
     duel_start
     # Warm-up, not measured.
-    clients=()
     for i in 0 1; do
         taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$((PORT + i))/" >/dev/null 2>&1 &
         clients+=($!)
     done
     wait "${clients[@]}" || true
+    clients=()
     t0=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
     u0=("$(user_ticks "${pids[0]}")" "$(user_ticks "${pids[1]}")")
-    clients=()
     for i in 0 1; do
-        taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$((PORT + i))/" >"/tmp/duel.$$.$i" 2>&1 &
+        taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$((PORT + i))/" >"$tmp/wrk.$i" 2>&1 &
         clients+=($!)
     done
     for pid in "${clients[@]}"; do wait "$pid" || die "wrk failed"; done
+    clients=()
     t1=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
     u1=("$(user_ticks "${pids[0]}")" "$(user_ticks "${pids[1]}")")
     duel_stop
     per_cpu=()
     for i in 0 1; do
-        out=$(cat "/tmp/duel.$$.$i"); rm -f "/tmp/duel.$$.$i"
+        out=$(cat "$tmp/wrk.$i")
         r=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
         [[ -n $r ]] || die "could not parse wrk output:
 $out"

@@ -34,7 +34,7 @@ out=$(mktemp -d)
 valgrind --tool=callgrind --callgrind-out-file="$out/cg" "$@" --port "$PORT" --cores 0 \
     >"$out/server.log" 2>&1 &
 server=$!
-trap 'kill -KILL "$server" 2>/dev/null || true; rm -rf "$out"' EXIT
+on_exit 'kill -KILL "$server" 2>/dev/null || true; rm -rf "$out"'
 # Under valgrind a server starts in seconds, not milliseconds.
 for _ in $(seq 300); do
     wait_listening "$server" "$PORT" && break

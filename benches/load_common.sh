@@ -18,6 +18,15 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # User CPU time of process $1, in clock ticks (/proc/PID/stat).
 user_ticks() { awk '{ print $14 }' "/proc/$1/stat"; }
 
+# Runs the command string $1 when the script exits, also on Ctrl-C or
+# SIGTERM, which end the script at once: by default bash lets a foreground
+# wrk finish first, or goes on after it if wrk caught the Ctrl-C itself.
+on_exit() {
+    trap "$1" EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
 # Waits until process $1 listens on 127.0.0.1 port $2; fails if it exits
 # or five seconds pass.
 wait_listening() {
@@ -31,14 +40,17 @@ wait_listening() {
 
 # The two servers of a duel (duel.sh, bulk_duel.sh), from the arguments
 # "LABEL_A:COMMAND_A" "LABEL_B:COMMAND_B": duel_setup parses them into
-# `labels` and `commands` and stops the servers on exit; duel_start starts
-# both pinned to CPU 0 on ports PORT and PORT+1 (the caller's `die` on
-# failure); duel_stop stops them.
+# `labels` and `commands`, makes the scratch folder `tmp` and, on exit,
+# stops the servers and the clients the caller put in `clients`, and
+# removes `tmp`; duel_start starts both servers pinned to CPU 0 on ports
+# PORT and PORT+1 (the caller's `die` on failure); duel_stop stops them.
 duel_setup() {
     labels=("${1%%:*}" "${2%%:*}")
     commands=("${1#*:}" "${2#*:}")
     pids=()
-    trap duel_stop EXIT
+    clients=()
+    tmp=$(mktemp -d)
+    on_exit 'duel_stop; rm -rf "$tmp"'
 }
 duel_start() {
     for i in 0 1; do
@@ -49,7 +61,8 @@ duel_start() {
     done
 }
 duel_stop() {
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    for pid in "${clients[@]}" "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${clients[@]}" "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    clients=()
     pids=()
 }

@@ -110,7 +110,7 @@ cleanup() {
     fi
     server_pid=
 }
-trap 'cleanup; stop_upstreams' EXIT
+on_exit 'cleanup; stop_upstreams'
 
 # Starts the server for one backend: the percore example on uring or epoll,
 # or the tokio current-thread baseline ("tokio"). Fan-out servers get the
