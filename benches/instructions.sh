@@ -30,6 +30,8 @@ for tool in valgrind callgrind_annotate callgrind_control wrk; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed (apt-get install -y valgrind wrk)"
 done
 
+require_free_ports "$PORT"
+
 out=$(mktemp -d)
 valgrind --tool=callgrind --callgrind-out-file="$out/cg" "$@" --port "$PORT" --cores 0 \
     >"$out/server.log" 2>&1 &

@@ -27,6 +27,16 @@ on_exit() {
     trap 'exit 143' TERM
 }
 
+# Fails (the caller's `die`) if something already listens on one of the
+# 127.0.0.1 ports given: the load would go to it rather than to our server.
+require_free_ports() {
+    for p in "$@"; do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            die "port $p is in use on 127.0.0.1 (another server?); choose others with PORT=N"
+        fi
+    done
+}
+
 # Waits until process $1 listens on 127.0.0.1 port $2; fails if it exits
 # or five seconds pass.
 wait_listening() {
@@ -43,7 +53,8 @@ wait_listening() {
 # `labels` and `commands`, makes the scratch folder `tmp` and, on exit,
 # stops the servers and the clients the caller put in `clients`, and
 # removes `tmp`; duel_start starts both servers pinned to CPU 0 on ports
-# PORT and PORT+1 (the caller's `die` on failure); duel_stop stops them.
+# PORT and PORT+1 (the caller's `die`, with the server's output, on
+# failure); duel_stop stops them.
 duel_setup() {
     labels=("${1%%:*}" "${2%%:*}")
     commands=("${1#*:}" "${2#*:}")
@@ -53,11 +64,13 @@ duel_setup() {
     on_exit 'duel_stop; rm -rf "$tmp"'
 }
 duel_start() {
+    require_free_ports "$PORT" $((PORT + 1))
     for i in 0 1; do
         # shellcheck disable=SC2086 # the command's own arguments split on purpose
-        taskset -c 0 ${commands[$i]} --port $((PORT + i)) --cores 0 >/dev/null 2>&1 &
+        taskset -c 0 ${commands[$i]} --port $((PORT + i)) --cores 0 >"$tmp/server.$i" 2>&1 &
         pids+=($!)
-        wait_listening "${pids[$i]}" $((PORT + i)) || die "${labels[$i]} did not start listening on 127.0.0.1:$((PORT + i))"
+        wait_listening "${pids[$i]}" $((PORT + i)) || die "${labels[$i]} did not start listening on 127.0.0.1:$((PORT + i)); its output:
+$(tail -n 20 "$tmp/server.$i")"
     done
 }
 duel_stop() {

@@ -95,6 +95,8 @@ clk=$(getconf CLK_TCK)
 
 server_pid=
 upstream_pids=()
+# The servers' output, shown when one does not start.
+logs=$(mktemp -d)
 stop_upstreams() {
     for pid in "${upstream_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${upstream_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
@@ -110,7 +112,7 @@ cleanup() {
     fi
     server_pid=
 }
-on_exit 'cleanup; stop_upstreams'
+on_exit 'cleanup; stop_upstreams; rm -rf "$logs"'
 
 # Starts the server for one backend: the percore example on uring or epoll,
 # or the tokio current-thread baseline ("tokio"). Fan-out servers get the
@@ -124,21 +126,24 @@ start_server() {
         http:*) exec "$bin" --port "$PORT" --cores "$2" --backend "$1" "${percore_args[@]}" ;;
         fanout:tokio) exec "$tokio_bin" --service fanout --port "$PORT" --cores "$2" "${up[@]}" --width "$3" ;;
         fanout:*) exec "$fanout_bin" --port "$PORT" --cores "$2" --backend "$1" "${up[@]}" --width "$3" "${percore_args[@]}" ;;
-    esac >/dev/null 2>&1 &
+    esac >"$logs/server" 2>&1 &
     server_pid=$!
 }
 
 echo "wrk.sh: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $ncpu CPUs, Linux $(uname -r)"
 echo "wrk.sh: $SERVICE, wrk -t$THREADS -c$CONNS -d${DURATION}s --latency, median of $RUNS, servers alternated run by run"
 upstream_ports=()
+require_free_ports "$PORT"
 if [[ $SERVICE == fanout ]]; then
     # The upstreams share the client's CPU (the last one), away from the proxy.
     for i in $(seq "$UPSTREAMS"); do
         port=$((PORT + i))
-        taskset -c "$((ncpu - 1))" "$bin" --port "$port" --cores "$((ncpu - 1))" --backend epoll >/dev/null 2>&1 &
+        require_free_ports "$port"
+        taskset -c "$((ncpu - 1))" "$bin" --port "$port" --cores "$((ncpu - 1))" --backend epoll >"$logs/upstream.$i" 2>&1 &
         upstream_pids+=($!)
         upstream_ports+=("$port")
-        wait_listening "$!" "$port" || die "upstream http_echo did not start listening on 127.0.0.1:$port"
+        wait_listening "$!" "$port" || die "upstream http_echo did not start listening on 127.0.0.1:$port; its output:
+$(tail -n 20 "$logs/upstream.$i")"
     done
     echo "wrk.sh: $UPSTREAMS upstream http_echo servers on CPU $((ncpu - 1)), ports ${upstream_ports[*]}"
 fi
@@ -157,7 +162,8 @@ for cores in $CORESETS; do
         for run in $(seq "$RUNS"); do
             for backend in $BACKENDS; do
                 start_server "$backend" "$cores" "$width"
-                wait_listening "$server_pid" "$PORT" || die "$backend server (cores $cores) did not start listening on 127.0.0.1:$PORT"
+                wait_listening "$server_pid" "$PORT" || die "$backend server (cores $cores) did not start listening on 127.0.0.1:$PORT; its output:
+$(tail -n 20 "$logs/server")"
                 # Warm-up, not measured.
                 "${wrk_cmd[@]}" -t"$THREADS" -c"$CONNS" -d2s http://127.0.0.1:"$PORT"/ >/dev/null 2>&1 || true
                 t0=$(cpu_ticks "$server_pid"); u0=$(user_ticks "$server_pid"); s0=$(date +%s.%N)
