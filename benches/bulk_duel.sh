@@ -35,6 +35,7 @@ die() { echo "bulk_duel.sh: $*" >&2; exit 1; }
 # shellcheck source=benches/load_common.sh
 . "$(dirname "$0")/load_common.sh"
 [[ $# -eq 2 && $1 == *:* && $2 == *:* ]] || die 'usage: bulk_duel.sh "LABEL_A:COMMAND_A" "LABEL_B:COMMAND_B"'
+require_counts CHUNK RUNS DURATION PORT
 [[ -x $BULK_CLIENT ]] || die "$BULK_CLIENT not found (cargo build --release -p percore-benches)"
 command -v taskset >/dev/null 2>&1 || die "taskset (util-linux) is required"
 [[ $(nproc) -ge 2 ]] || die "needs two CPUs: the servers share CPU 0, the clients use CPU 1"

@@ -35,6 +35,7 @@ die() { echo "duel.sh: $*" >&2; exit 1; }
 # shellcheck source=benches/load_common.sh
 . "$(dirname "$0")/load_common.sh"
 [[ $# -eq 2 && $1 == *:* && $2 == *:* ]] || die 'usage: duel.sh "LABEL_A:COMMAND_A" "LABEL_B:COMMAND_B"'
+require_counts CONNS RUNS DURATION PORT
 command -v wrk >/dev/null 2>&1 || die "wrk is not installed (apt-get install -y wrk)"
 command -v taskset >/dev/null 2>&1 || die "taskset (util-linux) is required"
 [[ $(nproc) -ge 2 ]] || die "needs two CPUs: the servers share CPU 0, the clients use CPU 1"

@@ -26,6 +26,7 @@ die() { echo "instructions.sh: $*" >&2; exit 1; }
 # shellcheck source=benches/load_common.sh
 . "$(dirname "$0")/load_common.sh"
 [[ $# -ge 1 ]] || die "usage: instructions.sh COMMAND [ARGS...]"
+require_counts DURATION CONNS PORT TOP
 for tool in valgrind callgrind_annotate callgrind_control wrk; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed (apt-get install -y valgrind wrk)"
 done

@@ -27,6 +27,13 @@ on_exit() {
     trap 'exit 143' TERM
 }
 
+# Fails (the caller's `die`) unless each variable named is a positive integer.
+require_counts() {
+    for v in "$@"; do
+        [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, not '${!v}'"
+    done
+}
+
 # Fails (the caller's `die`) if something already listens on one of the
 # 127.0.0.1 ports given: the load would go to it rather than to our server.
 require_free_ports() {

@@ -54,6 +54,10 @@ die() { echo "wrk.sh: $*" >&2; exit 1; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=benches/load_common.sh
 . "$root/benches/load_common.sh"
+require_counts DURATION RUNS CONNS THREADS PORT UPSTREAMS
+for backend in $BACKENDS; do
+    case $backend in uring | epoll | tokio) ;; *) die "BACKENDS: unknown server $backend (uring, epoll, tokio)" ;; esac
+done
 target=${CARGO_TARGET_DIR:-$root/target}
 case $target in /*) ;; *) target=$root/$target ;; esac
 bin=${HTTP_ECHO:-$target/release/http_echo}
