@@ -19,14 +19,19 @@
 # Environment: CHUNK=1048576 RUNS=3 DURATION=5 PORT=18070
 #   LOCKSTEP=1: each client writes one CHUNK and reads its echo before the
 #   next (the pattern of `cargo bench`'s unidirectional cells)
-#   BULK_CLIENT=target/release/bulk_client (cargo build --release -p percore-benches)
+#   BULK_CLIENT=path/to/bulk_client (default: the workspace's
+#   target/release/bulk_client, or $CARGO_TARGET_DIR/release/bulk_client;
+#   cargo build --release -p percore-benches)
 set -euo pipefail
 
 CHUNK=${CHUNK:-1048576}
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-5}
 PORT=${PORT:-18070}
-BULK_CLIENT=${BULK_CLIENT:-target/release/bulk_client}
+root=$(cd "$(dirname "$0")/.." && pwd)
+target=${CARGO_TARGET_DIR:-$root/target}
+case $target in /*) ;; *) target=$root/$target ;; esac
+BULK_CLIENT=${BULK_CLIENT:-$target/release/bulk_client}
 LOCKSTEP=${LOCKSTEP:-0}
 mode=()
 [[ $LOCKSTEP == 1 ]] && mode=(--lockstep)
