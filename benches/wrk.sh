@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# benches/wrk.sh — external load on the example HTTP servers, the method of
-# BASELINES.md ("HTTP echo, wrk -t2, 10 s x 3 (median)").
+# benches/wrk.sh — external load on the example HTTP servers: by default
+# wrk -t2 -c1000 for 10 s, 3 runs per server (median).
 #
 # What it measures: for each server (percore on uring and on epoll, and
 # `tokio_baseline`, the tokio current-thread server of the bench harness)
@@ -13,14 +13,14 @@
 # share), and requests per kernel CPU-second ("kreq/kernel-s": the ceiling
 # of kreq/CPU-s for that server's kernel path, were its user space free).
 # wrk is pinned to the CPU the server does not use; with two server
-# cores nothing is pinned (as in BASELINES.md).
+# cores nothing is pinned.
 #
 # SERVICE=http (default) loads `http_echo` (GET, the 20-byte JSON answer).
 # SERVICE=fanout loads the `fanout` proxy instead, once per width in WIDTHS:
 # UPSTREAMS http_echo servers (epoll backend, on wrk's CPU) answer its
 # sub-requests, and the tokio server runs the harness's tokio fan-out to the
-# same upstreams with the same width. What it does not: run monoio or
-# glommio (BASELINES.md has those numbers), or run anywhere but 127.0.0.1.
+# same upstreams with the same width. What it does not: run any runtime
+# but percore and tokio, or run anywhere but 127.0.0.1.
 #
 # Usage: benches/wrk.sh            (from anywhere inside the repository)
 # Environment: DURATION=10 RUNS=3 CONNS=1000 THREADS=2
