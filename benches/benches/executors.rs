@@ -60,10 +60,29 @@ fn main() {
     } else {
         Mode::full()
     };
-    let jobs: Vec<_> = harness::jobs(&mode)
+    let all_jobs = harness::jobs(&mode);
+    let (jobs, others): (Vec<_>, Vec<_>) = all_jobs
         .into_iter()
-        .filter(|j| cli::selected(&args.filters, &j.id()))
-        .collect();
+        .partition(|j| cli::selected(&args.filters, &j.id()));
+    if args.list {
+        for j in &jobs {
+            println!("{}", j.id());
+        }
+        return;
+    }
+    if jobs.is_empty() {
+        // Status 2, like a bad option: a mistyped filter must not pass for
+        // a run (the last report stays as it was).
+        eprintln!(
+            "error: no workload of the {} mode matches {:?}; the workloads are:",
+            if args.quick { "quick" } else { "full" },
+            args.filters
+        );
+        for j in &others {
+            eprintln!("  {}", j.id());
+        }
+        std::process::exit(2);
+    }
     let machine_line = format!(
         "{}, {} CPUs, Linux {}",
         machine.cpu_model, machine.nproc, machine.kernel
@@ -82,10 +101,6 @@ fn main() {
     );
     for n in &notes {
         println!("{n}");
-    }
-    if jobs.is_empty() {
-        println!("no workload matches the filter {:?}", args.filters);
-        return;
     }
     println!("{} workloads; progress on stderr", jobs.len());
 
