@@ -174,6 +174,13 @@ fn write_outputs(
     mut meta: ReportMeta,
 ) -> std::io::Result<Vec<String>> {
     std::fs::create_dir_all(dir)?;
+    // Charts of an earlier run (another filter) would pass for this one's.
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "svg") {
+            std::fs::remove_file(&path)?;
+        }
+    }
     let mut files = Vec::new();
     let names: Vec<&str> = executors.iter().map(|e| e.name()).collect();
     let mut categories: Vec<&str> = Vec::new();
@@ -181,6 +188,10 @@ fn write_outputs(
         if !categories.contains(&r.category.as_str()) {
             categories.push(&r.category);
         }
+    }
+    // Every bar is relative to the baseline: without it a chart is empty.
+    if !executors.contains(&Executor::BASELINE) {
+        categories.clear();
     }
     for c in categories {
         let name = format!("{c}.svg");
