@@ -55,6 +55,14 @@ fn main() {
         notes.push("warning: the counting allocator is not active; allocs/op are zero".into());
     }
 
+    if args.quick {
+        notes.push(
+            "note: quick mode checks that every cell runs; its short rounds resolve only large \
+             differences (to choose an executor, run the full mode, or benches/duel.sh for a \
+             few percent)"
+                .into(),
+        );
+    }
     let mode = if args.quick {
         Mode::quick()
     } else {
@@ -123,6 +131,13 @@ fn main() {
 
     println!();
     print!("{}", report::format_table(&outcome.rows));
+    println!();
+    println!(
+        "ratio: median / {b}'s (us cells: below 1 is better). verdict: faster or slower\n\
+         only beyond 2*sqrt(cv^2 + cv_{b}^2), else within noise. ops/cpu-s: operations per\n\
+         server CPU-second. report.md explains every column.",
+        b = Executor::BASELINE.name()
+    );
     println!();
 
     let out_dir = sys::output_dir(
