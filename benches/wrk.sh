@@ -22,7 +22,8 @@
 # same upstreams with the same width. What it does not: run any runtime
 # but percore and tokio, or run anywhere but 127.0.0.1.
 #
-# Usage: benches/wrk.sh            (from anywhere inside the repository)
+# Usage: benches/wrk.sh            (from anywhere inside the repository;
+#                                   installs wrk with apt-get if it is missing)
 # Environment: DURATION=10 RUNS=3 CONNS=1000 THREADS=2
 #              BACKENDS="uring epoll tokio" CORESETS="0 0,1" PORT=18080
 #              SERVICE=http|fanout WIDTHS="1 4 16" UPSTREAMS=3
