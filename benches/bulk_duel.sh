@@ -19,14 +19,19 @@
 # Environment: CHUNK=1048576 RUNS=3 DURATION=5 PORT=18070
 #   LOCKSTEP=1: each client writes one CHUNK and reads its echo before the
 #   next (the pattern of `cargo bench`'s unidirectional cells)
-#   BULK_CLIENT=target/release/bulk_client (cargo build --release -p percore-benches)
+#   BULK_CLIENT=path/to/bulk_client (default: the workspace's
+#   target/release/bulk_client, or $CARGO_TARGET_DIR/release/bulk_client;
+#   cargo build --release -p percore-benches)
 set -euo pipefail
 
 CHUNK=${CHUNK:-1048576}
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-5}
 PORT=${PORT:-18070}
-BULK_CLIENT=${BULK_CLIENT:-target/release/bulk_client}
+root=$(cd "$(dirname "$0")/.." && pwd)
+target=${CARGO_TARGET_DIR:-$root/target}
+case $target in /*) ;; *) target=$root/$target ;; esac
+BULK_CLIENT=${BULK_CLIENT:-$target/release/bulk_client}
 LOCKSTEP=${LOCKSTEP:-0}
 mode=()
 [[ $LOCKSTEP == 1 ]] && mode=(--lockstep)
@@ -35,6 +40,7 @@ die() { echo "bulk_duel.sh: $*" >&2; exit 1; }
 # shellcheck source=benches/load_common.sh
 . "$(dirname "$0")/load_common.sh"
 [[ $# -eq 2 && $1 == *:* && $2 == *:* ]] || die 'usage: bulk_duel.sh "LABEL_A:COMMAND_A" "LABEL_B:COMMAND_B"'
+require_counts CHUNK RUNS DURATION PORT
 [[ -x $BULK_CLIENT ]] || die "$BULK_CLIENT not found (cargo build --release -p percore-benches)"
 command -v taskset >/dev/null 2>&1 || die "taskset (util-linux) is required"
 [[ $(nproc) -ge 2 ]] || die "needs two CPUs: the servers share CPU 0, the clients use CPU 1"
@@ -46,17 +52,17 @@ ratios=()
 for run in $(seq "$RUNS"); do
     duel_start
     t0=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
-    clients=()
     for i in 0 1; do
-        taskset -c 1 "$BULK_CLIENT" $((PORT + i)) "$DURATION" "$CHUNK" "${mode[@]}" >"/tmp/bulk_duel.$$.$i" &
+        taskset -c 1 "$BULK_CLIENT" $((PORT + i)) "$DURATION" "$CHUNK" "${mode[@]}" >"$tmp/bytes.$i" &
         clients+=($!)
     done
     for pid in "${clients[@]}"; do wait "$pid" || die "bulk_client failed"; done
+    clients=()
     t1=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
     duel_stop
     per_cpu=()
     for i in 0 1; do
-        bytes=$(cat "/tmp/bulk_duel.$$.$i"); rm -f "/tmp/bulk_duel.$$.$i"
+        bytes=$(cat "$tmp/bytes.$i")
         per_cpu+=("$(awk -v n="$bytes" -v a="${t0[$i]}" -v b="${t1[$i]}" -v h="$(getconf CLK_TCK)" \
             'BEGIN { printf "%.0f", n / 1e6 / ((b - a) / h) }')")
         printf '  run %d: %-8s %6.0f MB echoed %7s MB per CPU-s\n' "$run" "${labels[$i]}" \

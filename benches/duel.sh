@@ -35,6 +35,7 @@ die() { echo "duel.sh: $*" >&2; exit 1; }
 # shellcheck source=benches/load_common.sh
 . "$(dirname "$0")/load_common.sh"
 [[ $# -eq 2 && $1 == *:* && $2 == *:* ]] || die 'usage: duel.sh "LABEL_A:COMMAND_A" "LABEL_B:COMMAND_B"'
+require_counts CONNS RUNS DURATION PORT
 command -v wrk >/dev/null 2>&1 || die "wrk is not installed (apt-get install -y wrk)"
 command -v taskset >/dev/null 2>&1 || die "taskset (util-linux) is required"
 [[ $(nproc) -ge 2 ]] || die "needs two CPUs: the servers share CPU 0, the clients use CPU 1"
@@ -49,26 +50,26 @@ p99s_b=()
 for run in $(seq "$RUNS"); do
     duel_start
     # Warm-up, not measured.
-    clients=()
     for i in 0 1; do
         taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$((PORT + i))/" >/dev/null 2>&1 &
         clients+=($!)
     done
     wait "${clients[@]}" || true
+    clients=()
     t0=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
     u0=("$(user_ticks "${pids[0]}")" "$(user_ticks "${pids[1]}")")
-    clients=()
     for i in 0 1; do
-        taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$((PORT + i))/" >"/tmp/duel.$$.$i" 2>&1 &
+        taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$((PORT + i))/" >"$tmp/wrk.$i" 2>&1 &
         clients+=($!)
     done
     for pid in "${clients[@]}"; do wait "$pid" || die "wrk failed"; done
+    clients=()
     t1=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
     u1=("$(user_ticks "${pids[0]}")" "$(user_ticks "${pids[1]}")")
     duel_stop
     per_cpu=()
     for i in 0 1; do
-        out=$(cat "/tmp/duel.$$.$i"); rm -f "/tmp/duel.$$.$i"
+        out=$(cat "$tmp/wrk.$i")
         r=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
         [[ -n $r ]] || die "could not parse wrk output:
 $out"

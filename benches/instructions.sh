@@ -26,15 +26,18 @@ die() { echo "instructions.sh: $*" >&2; exit 1; }
 # shellcheck source=benches/load_common.sh
 . "$(dirname "$0")/load_common.sh"
 [[ $# -ge 1 ]] || die "usage: instructions.sh COMMAND [ARGS...]"
+require_counts DURATION CONNS PORT TOP
 for tool in valgrind callgrind_annotate callgrind_control wrk; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed (apt-get install -y valgrind wrk)"
 done
+
+require_free_ports "$PORT"
 
 out=$(mktemp -d)
 valgrind --tool=callgrind --callgrind-out-file="$out/cg" "$@" --port "$PORT" --cores 0 \
     >"$out/server.log" 2>&1 &
 server=$!
-trap 'kill -KILL "$server" 2>/dev/null || true; rm -rf "$out"' EXIT
+on_exit 'kill -KILL "$server" 2>/dev/null || true; rm -rf "$out"'
 # Under valgrind a server starts in seconds, not milliseconds.
 for _ in $(seq 300); do
     wait_listening "$server" "$PORT" && break
@@ -57,6 +60,8 @@ total=$(awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }' "$out/annotated.t
 echo "$requests requests, $(awk -v t="$total" -v r="$requests" 'BEGIN { printf "%.0f", t / r }') instructions per request (whole process, user space)"
 echo "top functions, instructions per request (inlined code counts where it was inlined):"
 # Lines look like "12,345 (1.23%)  file:function [object]"; sum by function.
+# sed, not head: head's early exit can kill sort with SIGPIPE, which
+# pipefail turns into a failure after the output was printed.
 awk -v r="$requests" '
     /^ *[0-9,]+ \( *[0-9.]+%\) / && !/PROGRAM TOTALS/ {
         n = $1; gsub(",", "", n)
@@ -66,4 +71,4 @@ awk -v r="$requests" '
         sum[fn] += n
     }
     END { for (f in sum) printf "%9.1f  %s\n", sum[f] / r, f }
-' "$out/annotated.txt" | sort -rn | head -n "$TOP"
+' "$out/annotated.txt" | sort -rn | sed -n "1,${TOP}p"

@@ -18,6 +18,32 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # User CPU time of process $1, in clock ticks (/proc/PID/stat).
 user_ticks() { awk '{ print $14 }' "/proc/$1/stat"; }
 
+# Runs the command string $1 when the script exits, also on Ctrl-C or
+# SIGTERM, which end the script at once: by default bash lets a foreground
+# wrk finish first, or goes on after it if wrk caught the Ctrl-C itself.
+on_exit() {
+    trap "$1" EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+# Fails (the caller's `die`) unless each variable named is a positive integer.
+require_counts() {
+    for v in "$@"; do
+        [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, not '${!v}'"
+    done
+}
+
+# Fails (the caller's `die`) if something already listens on one of the
+# 127.0.0.1 ports given: the load would go to it rather than to our server.
+require_free_ports() {
+    for p in "$@"; do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            die "port $p is in use on 127.0.0.1 (another server?); choose others with PORT=N"
+        fi
+    done
+}
+
 # Waits until process $1 listens on 127.0.0.1 port $2; fails if it exits
 # or five seconds pass.
 wait_listening() {
@@ -31,25 +57,32 @@ wait_listening() {
 
 # The two servers of a duel (duel.sh, bulk_duel.sh), from the arguments
 # "LABEL_A:COMMAND_A" "LABEL_B:COMMAND_B": duel_setup parses them into
-# `labels` and `commands` and stops the servers on exit; duel_start starts
-# both pinned to CPU 0 on ports PORT and PORT+1 (the caller's `die` on
+# `labels` and `commands`, makes the scratch folder `tmp` and, on exit,
+# stops the servers and the clients the caller put in `clients`, and
+# removes `tmp`; duel_start starts both servers pinned to CPU 0 on ports
+# PORT and PORT+1 (the caller's `die`, with the server's output, on
 # failure); duel_stop stops them.
 duel_setup() {
     labels=("${1%%:*}" "${2%%:*}")
     commands=("${1#*:}" "${2#*:}")
     pids=()
-    trap duel_stop EXIT
+    clients=()
+    tmp=$(mktemp -d)
+    on_exit 'duel_stop; rm -rf "$tmp"'
 }
 duel_start() {
+    require_free_ports "$PORT" $((PORT + 1))
     for i in 0 1; do
         # shellcheck disable=SC2086 # the command's own arguments split on purpose
-        taskset -c 0 ${commands[$i]} --port $((PORT + i)) --cores 0 >/dev/null 2>&1 &
+        taskset -c 0 ${commands[$i]} --port $((PORT + i)) --cores 0 >"$tmp/server.$i" 2>&1 &
         pids+=($!)
-        wait_listening "${pids[$i]}" $((PORT + i)) || die "${labels[$i]} did not start listening on 127.0.0.1:$((PORT + i))"
+        wait_listening "${pids[$i]}" $((PORT + i)) || die "${labels[$i]} did not start listening on 127.0.0.1:$((PORT + i)); its output:
+$(tail -n 20 "$tmp/server.$i")"
     done
 }
 duel_stop() {
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    for pid in "${clients[@]}" "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${clients[@]}" "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    clients=()
     pids=()
 }

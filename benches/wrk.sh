@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# benches/wrk.sh — external load on the example HTTP servers, the method of
-# BASELINES.md ("HTTP echo, wrk -t2, 10 s x 3 (median)").
+# benches/wrk.sh — external load on the example HTTP servers: by default
+# wrk -t2 -c1000 for 10 s, 3 runs per server (median).
 #
 # What it measures: for each server (percore on uring and on epoll, and
 # `tokio_baseline`, the tokio current-thread server of the bench harness)
@@ -13,16 +13,17 @@
 # share), and requests per kernel CPU-second ("kreq/kernel-s": the ceiling
 # of kreq/CPU-s for that server's kernel path, were its user space free).
 # wrk is pinned to the CPU the server does not use; with two server
-# cores nothing is pinned (as in BASELINES.md).
+# cores nothing is pinned.
 #
 # SERVICE=http (default) loads `http_echo` (GET, the 20-byte JSON answer).
 # SERVICE=fanout loads the `fanout` proxy instead, once per width in WIDTHS:
 # UPSTREAMS http_echo servers (epoll backend, on wrk's CPU) answer its
 # sub-requests, and the tokio server runs the harness's tokio fan-out to the
-# same upstreams with the same width. What it does not: run monoio or
-# glommio (BASELINES.md has those numbers), or run anywhere but 127.0.0.1.
+# same upstreams with the same width. What it does not: run any runtime
+# but percore and tokio, or run anywhere but 127.0.0.1.
 #
-# Usage: benches/wrk.sh            (from anywhere inside the repository)
+# Usage: benches/wrk.sh            (from anywhere inside the repository;
+#                                   installs wrk with apt-get if it is missing)
 # Environment: DURATION=10 RUNS=3 CONNS=1000 THREADS=2
 #              BACKENDS="uring epoll tokio" CORESETS="0 0,1" PORT=18080
 #              SERVICE=http|fanout WIDTHS="1 4 16" UPSTREAMS=3
@@ -54,6 +55,10 @@ die() { echo "wrk.sh: $*" >&2; exit 1; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=benches/load_common.sh
 . "$root/benches/load_common.sh"
+require_counts DURATION RUNS CONNS THREADS PORT UPSTREAMS
+for backend in $BACKENDS; do
+    case $backend in uring | epoll | tokio) ;; *) die "BACKENDS: unknown server $backend (uring, epoll, tokio)" ;; esac
+done
 target=${CARGO_TARGET_DIR:-$root/target}
 case $target in /*) ;; *) target=$root/$target ;; esac
 bin=${HTTP_ECHO:-$target/release/http_echo}
@@ -95,6 +100,8 @@ clk=$(getconf CLK_TCK)
 
 server_pid=
 upstream_pids=()
+# The servers' output, shown when one does not start.
+logs=$(mktemp -d)
 stop_upstreams() {
     for pid in "${upstream_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${upstream_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
@@ -110,7 +117,7 @@ cleanup() {
     fi
     server_pid=
 }
-trap 'cleanup; stop_upstreams' EXIT
+on_exit 'cleanup; stop_upstreams; rm -rf "$logs"'
 
 # Starts the server for one backend: the percore example on uring or epoll,
 # or the tokio current-thread baseline ("tokio"). Fan-out servers get the
@@ -124,21 +131,24 @@ start_server() {
         http:*) exec "$bin" --port "$PORT" --cores "$2" --backend "$1" "${percore_args[@]}" ;;
         fanout:tokio) exec "$tokio_bin" --service fanout --port "$PORT" --cores "$2" "${up[@]}" --width "$3" ;;
         fanout:*) exec "$fanout_bin" --port "$PORT" --cores "$2" --backend "$1" "${up[@]}" --width "$3" "${percore_args[@]}" ;;
-    esac >/dev/null 2>&1 &
+    esac >"$logs/server" 2>&1 &
     server_pid=$!
 }
 
 echo "wrk.sh: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $ncpu CPUs, Linux $(uname -r)"
 echo "wrk.sh: $SERVICE, wrk -t$THREADS -c$CONNS -d${DURATION}s --latency, median of $RUNS, servers alternated run by run"
 upstream_ports=()
+require_free_ports "$PORT"
 if [[ $SERVICE == fanout ]]; then
     # The upstreams share the client's CPU (the last one), away from the proxy.
     for i in $(seq "$UPSTREAMS"); do
         port=$((PORT + i))
-        taskset -c "$((ncpu - 1))" "$bin" --port "$port" --cores "$((ncpu - 1))" --backend epoll >/dev/null 2>&1 &
+        require_free_ports "$port"
+        taskset -c "$((ncpu - 1))" "$bin" --port "$port" --cores "$((ncpu - 1))" --backend epoll >"$logs/upstream.$i" 2>&1 &
         upstream_pids+=($!)
         upstream_ports+=("$port")
-        wait_listening "$!" "$port" || die "upstream http_echo did not start listening on 127.0.0.1:$port"
+        wait_listening "$!" "$port" || die "upstream http_echo did not start listening on 127.0.0.1:$port; its output:
+$(tail -n 20 "$logs/upstream.$i")"
     done
     echo "wrk.sh: $UPSTREAMS upstream http_echo servers on CPU $((ncpu - 1)), ports ${upstream_ports[*]}"
 fi
@@ -157,7 +167,8 @@ for cores in $CORESETS; do
         for run in $(seq "$RUNS"); do
             for backend in $BACKENDS; do
                 start_server "$backend" "$cores" "$width"
-                wait_listening "$server_pid" "$PORT" || die "$backend server (cores $cores) did not start listening on 127.0.0.1:$PORT"
+                wait_listening "$server_pid" "$PORT" || die "$backend server (cores $cores) did not start listening on 127.0.0.1:$PORT; its output:
+$(tail -n 20 "$logs/server")"
                 # Warm-up, not measured.
                 "${wrk_cmd[@]}" -t"$THREADS" -c"$CONNS" -d2s http://127.0.0.1:"$PORT"/ >/dev/null 2>&1 || true
                 t0=$(cpu_ticks "$server_pid"); u0=$(user_ticks "$server_pid"); s0=$(date +%s.%N)

@@ -55,15 +55,42 @@ fn main() {
         notes.push("warning: the counting allocator is not active; allocs/op are zero".into());
     }
 
+    if args.quick {
+        notes.push(
+            "note: quick mode checks that every cell runs; its short rounds resolve only large \
+             differences (to choose an executor, run the full mode, or benches/duel.sh for a \
+             few percent)"
+                .into(),
+        );
+    }
     let mode = if args.quick {
         Mode::quick()
     } else {
         Mode::full()
     };
-    let jobs: Vec<_> = harness::jobs(&mode)
+    let all_jobs = harness::jobs(&mode);
+    let (jobs, others): (Vec<_>, Vec<_>) = all_jobs
         .into_iter()
-        .filter(|j| cli::selected(&args.filters, &j.id()))
-        .collect();
+        .partition(|j| cli::selected(&args.filters, &j.id()));
+    if args.list {
+        for j in &jobs {
+            println!("{}", j.id());
+        }
+        return;
+    }
+    if jobs.is_empty() {
+        // Status 2, like a bad option: a mistyped filter must not pass for
+        // a run (the last report stays as it was).
+        eprintln!(
+            "error: no workload of the {} mode matches {:?}; the workloads are:",
+            if args.quick { "quick" } else { "full" },
+            args.filters
+        );
+        for j in &others {
+            eprintln!("  {}", j.id());
+        }
+        std::process::exit(2);
+    }
     let machine_line = format!(
         "{}, {} CPUs, Linux {}",
         machine.cpu_model, machine.nproc, machine.kernel
@@ -82,10 +109,6 @@ fn main() {
     );
     for n in &notes {
         println!("{n}");
-    }
-    if jobs.is_empty() {
-        println!("no workload matches the filter {:?}", args.filters);
-        return;
     }
     println!("{} workloads; progress on stderr", jobs.len());
 
@@ -108,6 +131,13 @@ fn main() {
 
     println!();
     print!("{}", report::format_table(&outcome.rows));
+    println!();
+    println!(
+        "ratio: median / {b}'s (us cells: below 1 is better). verdict: faster or slower\n\
+         only beyond 2*sqrt(cv^2 + cv_{b}^2), else within noise. ops/cpu-s: operations per\n\
+         server CPU-second. report.md explains every column.",
+        b = Executor::BASELINE.name()
+    );
     println!();
 
     let out_dir = sys::output_dir(
@@ -159,6 +189,13 @@ fn write_outputs(
     mut meta: ReportMeta,
 ) -> std::io::Result<Vec<String>> {
     std::fs::create_dir_all(dir)?;
+    // Charts of an earlier run (another filter) would pass for this one's.
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "svg") {
+            std::fs::remove_file(&path)?;
+        }
+    }
     let mut files = Vec::new();
     let names: Vec<&str> = executors.iter().map(|e| e.name()).collect();
     let mut categories: Vec<&str> = Vec::new();
@@ -166,6 +203,10 @@ fn write_outputs(
         if !categories.contains(&r.category.as_str()) {
             categories.push(&r.category);
         }
+    }
+    // Every bar is relative to the baseline: without it a chart is empty.
+    if !executors.contains(&Executor::BASELINE) {
+        categories.clear();
     }
     for c in categories {
         let name = format!("{c}.svg");

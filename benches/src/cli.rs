@@ -1,7 +1,8 @@
 //! Command-line arguments of the bench binary.
 //!
 //! What it handles: what `cargo bench` passes (`--bench`), our own
-//! `--quick`, `--exec LIST` and `--help`, and free-standing filter strings.
+//! `--quick`, `--exec LIST`, `--list` and `--help`, and free-standing filter
+//! strings.
 //! What it does not: criterion's or libtest's other options (rejected with a
 //! message rather than silently ignored).
 
@@ -19,16 +20,23 @@ pub struct Args {
     pub executors: Vec<Executor>,
     /// `--help`.
     pub help: bool,
+    /// `--list`: print the workloads the filters select, run nothing.
+    pub list: bool,
 }
 
 /// Usage text.
 pub const USAGE: &str = "\
-usage: cargo bench -p percore-benches -- [--quick] [--exec LIST] [FILTER...]
+usage: cargo bench -p percore-benches -- [--quick] [--exec LIST] [--list] [FILTER...]
 
-  --quick       every category briefly (about 90 s)
+  --quick       every category briefly (about 75 s; the full run takes about 10 min)
   --exec LIST   comma-separated executors: uring,epoll,tokio-ct,tokio-mt
                 (default: all; tokio-ct is the baseline of every ratio)
+  --list        print the workloads that would run, and run nothing
   FILTER        run only workloads whose `category/workload` contains it
+
+Results: the table on stdout, and results.csv, report.md (what each column
+means) and one SVG chart per category in target/percore-bench/
+(under CARGO_TARGET_DIR if set), replaced on every run.
 ";
 
 /// Parses a `--cores` value of the baseline servers: `0,1` (comma-separated
@@ -46,6 +54,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Args, String> {
         filters: Vec::new(),
         executors: Executor::ALL.to_vec(),
         help: false,
+        list: false,
     };
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
@@ -53,6 +62,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Args, String> {
             "--bench" => {}
             "--quick" => a.quick = true,
             "-h" | "--help" => a.help = true,
+            "--list" => a.list = true,
             "--exec" => {
                 let list = it.next().ok_or("--exec needs a list")?;
                 a.executors = parse_executors(&list)?;
@@ -100,7 +110,8 @@ mod tests {
         assert_eq!(a.filters, vec!["http"]);
         assert_eq!(a.executors, Executor::ALL.to_vec());
         let a = p(&["--bench"]).unwrap();
-        assert!(!a.quick && a.filters.is_empty());
+        assert!(!a.quick && !a.list && a.filters.is_empty());
+        assert!(p(&["--list", "--quick"]).unwrap().list);
     }
 
     #[test]

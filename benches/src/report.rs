@@ -241,8 +241,9 @@ pub fn to_markdown(rows: &[Row], meta: &ReportMeta) -> String {
          within one run. cv = coefficient of variation; ratio = median / tokio-ct median \
          (for µs cells lower is better); verdict: within noise when \
          |relative difference| < 2·sqrt(cv² + cv_tokio-ct²). Server CPU is utime + stime of \
-         the server's threads over all measured iterations; allocs/op counts the whole \
-         process, clients included.\n\n",
+         the server's threads over all measured iterations; ops per CPU-s is the cell's \
+         operations (round trips, chunks, requests or connections) per second of it; \
+         allocs/op counts the whole process, clients included.\n\n",
     );
     out.push_str(&markdown_table(rows));
     if !meta.notes.is_empty() {

@@ -4,14 +4,14 @@
 //! one listener), each serving raw echo or the fixed keep-alive HTTP answer.
 //!
 //! What it measures: nothing by itself; it is the comparison point. The
-//! servers do what BASELINES.md describes for the peers: TCP_NODELAY, the
+//! servers are tuned as a careful tokio server would be: TCP_NODELAY, the
 //! responses to all requests of one read batched into one write, no
 //! allocation per request (one buffer per connection). The HTTP server does
 //! the work of percore's `http_echo` per request (see `baseline_http`).
 //!
 //! tokio-mt gets as many worker threads as server CPUs and all its threads
 //! are confined to those CPUs: that is what tokio's default worker count
-//! gives under `taskset` with the same CPUs, which is how BASELINES.md ran it.
+//! gives under `taskset` with the same CPUs.
 
 use std::io;
 use std::net::SocketAddr;
