@@ -1,8 +1,15 @@
 # benches/load_common.sh — shell helpers shared by wrk.sh, duel.sh and bulk_duel.sh
 # (sourced, not run).
 
-# Median of the numeric arguments (the lower middle one for an even count).
-median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+# Median of the numeric arguments; of an even count, the mean of the middle
+# two (trailing zeros cut), so that RUNS=2 reports neither run's value as
+# the middle one.
+median() {
+    printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END {
+        if (NR % 2) { print a[(NR + 1) / 2]; exit }
+        m = sprintf("%.4f", (a[NR / 2] + a[NR / 2 + 1]) / 2)
+        sub(/0+$/, "", m); sub(/\.$/, "", m); print m }'
+}
 
 # wrk latency "17.00ms" / "850.00us" / "1.20s" -> milliseconds
 to_ms() {
