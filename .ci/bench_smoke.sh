@@ -18,3 +18,5 @@ for exec in uring epoll tokio-ct tokio-mt; do
     fi
     echo "bench smoke: $exec has $rows rows"
 done
+grep -q '^## io_uring against epoll' "$out/report.md" \
+    || { echo "bench smoke: report.md has no io_uring against epoll section" >&2; exit 1; }

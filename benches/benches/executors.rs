@@ -18,7 +18,7 @@ use percore_benches::alloc::{self, CountingAlloc};
 use percore_benches::harness::{self, Console, Mode};
 use percore_benches::report::{self, ReportMeta};
 use percore_benches::server::Executor;
-use percore_benches::{cli, sys};
+use percore_benches::{cli, pair, sys};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
@@ -139,6 +139,11 @@ fn main() {
         b = Executor::BASELINE.name()
     );
     println!();
+    let pairs = pair::uring_against_epoll(&outcome.rows);
+    if !pairs.is_empty() {
+        print!("{}", pair::summary(&pairs));
+        println!();
+    }
 
     let out_dir = sys::output_dir(
         std::env::var("CARGO_TARGET_DIR").ok().as_deref(),

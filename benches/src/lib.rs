@@ -22,6 +22,7 @@ pub mod cli;
 pub mod client;
 pub mod harness;
 pub mod http;
+pub mod pair;
 #[cfg(feature = "percore")]
 pub mod percore_servers;
 pub mod probe;

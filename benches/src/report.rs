@@ -246,6 +246,9 @@ pub fn to_markdown(rows: &[Row], meta: &ReportMeta) -> String {
          allocs/op counts the whole process, clients included.\n\n",
     );
     out.push_str(&markdown_table(rows));
+    out.push_str(&crate::pair::markdown(&crate::pair::uring_against_epoll(
+        rows,
+    )));
     if !meta.notes.is_empty() {
         out.push_str("\n## Skipped and warnings\n\n");
         for n in &meta.notes {
