@@ -307,7 +307,14 @@ pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &st
     }
     let bar_h = 14.0;
     let gap = 12.0;
-    let left = 190.0;
+    // Room for the longest cell label (about 6.5 px a character at 11 px
+    // sans-serif), so that none is cut at the left edge.
+    let longest = groups
+        .iter()
+        .map(|(c, _)| c.chars().count())
+        .max()
+        .unwrap_or(0);
+    let left = f64::max(190.0, 16.0 + 6.5 * longest as f64);
     let plot_w = 520.0;
     let top = 62.0;
     let max = groups
@@ -484,6 +491,27 @@ mod tests {
         assert!(svg.contains(">2.00</text>")); // uring twice as fast
         assert!(svg.contains(">1.00</text>"));
         assert!(!svg.contains("pingpong/1B"));
+    }
+
+    #[test]
+    fn long_cell_labels_fit() {
+        let cell = "http/10k_rps/server_cpu_per_req_and_then_some";
+        let rows = [
+            row(cell, "uring", 10.0, Better::Lower),
+            row(cell, "tokio-ct", 20.0, Better::Lower),
+        ];
+        let svg = svg_chart("socket_latency", &rows, &["uring", "tokio-ct"], "tokio-ct");
+        let label = svg
+            .lines()
+            .find(|l| l.contains(&format!(">{cell}</text>")))
+            .expect("the label");
+        let x: f64 = label
+            .split('"')
+            .nth(1)
+            .and_then(|v| v.parse().ok())
+            .expect("its x");
+        // Right-aligned at x: its width at 11 px must fit left of it.
+        assert!(x >= 6.0 * cell.len() as f64, "{label}");
     }
 
     #[test]
