@@ -164,6 +164,31 @@ http_tests! {
         assert!(text.ends_with("7\r\npartial\r\n"), "no last chunk: {text:?}");
     }
 
+    /// An HTTP/1.0 body runs until the close, so a FIN after a failure
+    /// would pass the partial body off as whole: the connection is reset
+    /// instead, after the bytes sent.
+    fn error_after_flush_to_http_1_0_resets(backend) {
+        use std::io::{ErrorKind, Read, Write};
+        let server = api(backend);
+        let mut s = std::net::TcpStream::connect(server.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        s.write_all(b"GET /stream-fail HTTP/1.0\r\n\r\n").expect("send");
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let end = loop {
+            match s.read(&mut chunk) {
+                Ok(0) => break Ok(()),
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => break Err(e.kind()),
+            }
+        };
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text:?}");
+        assert!(text.ends_with("\r\n\r\npartial"), "{text:?}");
+        assert_eq!(end, Err(ErrorKind::ConnectionReset), "{text:?}");
+    }
+
     /// `chunk()` streams a request body as it arrives, here echoed back
     /// as a streamed response; the body spans many reads.
     fn request_body_streamed_with_chunk(backend) {

@@ -282,6 +282,7 @@ fn complete<S>(
         if res.streaming.is_some() {
             // The head is out: only an incomplete response can tell the
             // client something went wrong.
+            mark_incomplete(wire, res.streaming);
             return Outcome::Abort;
         }
         let e = if (400..=599).contains(&e.status) {
@@ -365,6 +366,7 @@ async fn answer_panic<S>(
     res: &Response<'_>,
     panic: Panic,
 ) -> io::Result<()> {
+    mark_incomplete(wire, res.streaming);
     if res.streaming.is_none() {
         let e = HttpError::internal();
         h.date
@@ -396,6 +398,7 @@ async fn answer_stopping<S>(
         );
     }
     if res.streaming.is_some() {
+        mark_incomplete(wire, res.streaming);
         return Ok(());
     }
     let e = HttpError::stopping();
@@ -447,6 +450,18 @@ async fn close(wire: &Wire, config: &Config) -> io::Result<()> {
     while let Waited::Done(Ok(Some(_dropped))) = wire.wait(wire.conn.read(), deadline, None).await {
     }
     Ok(())
+}
+
+/// Makes the close of a connection whose response head is out, but whose
+/// body failed, say so. A chunked body says it by lacking its last chunk;
+/// a body delimited by the close (HTTP/1.0) would look complete after a
+/// FIN, so that connection is reset instead. What the client has received
+/// stays readable before the reset on Linux.
+fn mark_incomplete(wire: &Wire, streaming: Option<Streaming>) {
+    if streaming == Some(Streaming::UntilClose) {
+        // The peer may be gone already; nothing else to tell it then.
+        let _ = wire.conn.set_linger(Some(Duration::ZERO));
+    }
 }
 
 /// Ends the connection after a write error: resets and broken pipes are

@@ -190,7 +190,8 @@ impl<'r> Response<'r> {
     /// delimited by the connection's close. Once flushed, the status and
     /// headers are fixed, and an error (from the service or the request
     /// body) can only abort the connection, which the client sees as an
-    /// incomplete response.
+    /// incomplete response: a chunked body without its last chunk, or for
+    /// HTTP/1.0, whose body ends with the close, a reset connection.
     ///
     /// # Errors
     ///
