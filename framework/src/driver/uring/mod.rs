@@ -50,12 +50,11 @@ pub(crate) struct BufConfig {
     pub(crate) stream_cap: usize,
 }
 
-/// Completions one wake-up must bring for the core to count as busy. A busy
-/// core's next wait asks for a batch (see `Enter::enter`): with wait
-/// batching on it holds out briefly for more, which costs connections little
-/// latency when many are in flight and saves most enters; without it, it
-/// only lets the kernel run more of the completions already due. A core
-/// serving a few connections never reaches it and keeps waking on the first.
+/// Completions one wake-up must bring for the core to count as busy. With
+/// wait batching on, a busy core's next wait holds out briefly for a batch
+/// (see `Enter::enter`), which costs connections little latency when many
+/// are in flight and saves most enters. A core serving a few connections
+/// never reaches it and keeps waking on the first.
 const BATCH_ENGAGE: u32 = 32;
 /// Completions a busy core's wake-up must bring for it to stay busy: lower
 /// than [`BATCH_ENGAGE`] so that a loaded core does not flap between modes.
