@@ -20,7 +20,7 @@ use std::task::Poll;
 
 pub use messaging::{core_count, core_index, submit_to, SubmitError};
 pub use server::{CoreContext, Server, ServerBuilder, ServerHandle, StatsReader, Stopper};
-pub use stats::StatsSnapshot;
+pub use stats::{Counter, StatsSnapshot};
 
 use crate::executor::{JoinError, JoinHandle};
 use crate::sync::Shutdown;

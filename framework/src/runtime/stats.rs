@@ -10,12 +10,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::Backend;
 
-/// A counter with a single writer.
+/// A counter with a single writer, readable from any thread: the kind the
+/// framework keeps per core, for a handler's own per-core counters (share
+/// it in an `Arc` with whatever reads it).
+///
+/// Only one thread may add to it, the core that owns it: an increment is a
+/// relaxed load and store, as cheap as a plain add, and concurrent adds
+/// from two threads would lose counts (never memory safety). Readers see a
+/// value that was really there.
 #[derive(Debug, Default)]
-pub(crate) struct Counter(AtomicU64);
+pub struct Counter(AtomicU64);
 
 impl Counter {
-    pub(crate) fn add(&self, n: u64) {
+    /// Adds `n` (wrapping); from the owning thread only.
+    pub fn add(&self, n: u64) {
         self.0.store(
             self.0.load(Ordering::Relaxed).wrapping_add(n),
             Ordering::Relaxed,
@@ -33,7 +41,8 @@ impl Counter {
         self.0.store(n, Ordering::Relaxed);
     }
 
-    pub(crate) fn get(&self) -> u64 {
+    /// The current value, from any thread.
+    pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }

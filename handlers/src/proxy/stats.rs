@@ -3,14 +3,13 @@
 //! the summary logged when the proxy stops.
 //!
 //! Each counter has one writer, its core (the fan-out and its mirror
-//! workers), so an increment is a relaxed load and store of an atomic, not
-//! a locked read-modify-write: the cost of a plain add, and a reader on
-//! another thread still sees a value that was really there (the
-//! framework's own per-core counters work the same way).
+//! workers): they are the framework's single-writer
+//! [`Counter`](percore::runtime::Counter)s, as cheap as a plain add.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+use percore::runtime::Counter;
 
 /// A copy of one core's proxy counters (see [`FanOut::stats`] and
 /// [`ProxyStatsReader`]).
@@ -136,21 +135,6 @@ impl ProxyStatsReader {
     /// so counters that move together may be a request apart).
     pub fn snapshot(&self) -> ProxyStats {
         self.0.snapshot()
-    }
-}
-
-/// A counter with a single writer (its core).
-#[derive(Debug, Default)]
-pub(crate) struct Counter(AtomicU64);
-
-impl Counter {
-    pub(crate) fn add(&self, n: u64) {
-        let c = &self.0;
-        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-    }
-
-    pub(crate) fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
     }
 }
 
