@@ -29,6 +29,8 @@ pub struct CommonArgs {
     pub drain: Duration,
     /// Opt-in io_uring wait batching bound on busy cores (`--wait-batch-us`).
     pub wait_batch: Option<Duration>,
+    /// Join the server already on the port, to replace it (`--take-over`).
+    pub take_over: bool,
 }
 
 /// Splits the command line into the common options and the rest (returned
@@ -51,6 +53,7 @@ pub fn parse_common(
         max_connections: 10_000,
         drain: Duration::from_secs(10),
         wait_batch: None,
+        take_over: false,
     };
     let mut rest = Vec::new();
     let mut args = args.into_iter();
@@ -59,11 +62,15 @@ pub fn parse_common(
             Some((f, v)) => (f.to_owned(), Some(v.to_owned())),
             None => (flag, None),
         };
-        if flag == "--stats" {
+        if flag == "--stats" || flag == "--take-over" {
             if let Some(v) = inline {
-                return Err(format!("--stats takes no value, got {v:?}"));
+                return Err(format!("{flag} takes no value, got {v:?}"));
             }
-            common.stats = true;
+            if flag == "--stats" {
+                common.stats = true;
+            } else {
+                common.take_over = true;
+            }
             continue;
         }
         let mut value = || {
@@ -145,6 +152,9 @@ pub const COMMON_USAGE: &str = "  --port N              TCP port (0 picks a free
                         completions (fewer syscalls with many connections, slower with
                         a few dozen busy ones; default 0 = off)
   --stats               print a line of counters per core every second
+  --take-over           share the port with the server already on it, to replace
+                        it without refusing connections: start this, then stop
+                        that one (same user; see net.ipv4.tcp_migrate_req)
   RUST_LOG=debug        more logging
 
 SIGINT or SIGTERM stops gracefully (no new connections; open ones get the
@@ -241,7 +251,8 @@ where
         .backend(common.backend)
         .max_connections(common.max_connections)
         .drain_timeout(common.drain)
-        .wait_batching(common.wait_batch);
+        .wait_batching(common.wait_batch)
+        .take_over(common.take_over);
     if let Some(cores) = &common.cores {
         builder = builder.cores(cores.iter().copied());
     }

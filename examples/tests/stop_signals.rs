@@ -1,7 +1,7 @@
 //! Stopping the `echo` binary as an operator does, on both backends:
 //! SIGTERM drains and exits 0, also when nobody reads the log any more; a
 //! second signal exits at once and says so; a log written to a file is
-//! plain text.
+//! plain text; a server started with `--take-over` replaces a running one.
 
 #[path = "../../handlers/tests/support/mod.rs"]
 #[macro_use]
@@ -40,6 +40,44 @@ fn sigterm_stops_with_status_zero() {
             Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
             other => panic!("{backend}: the idle connection was not closed: {other:?}"),
         }
+    }
+}
+
+/// A restart without refusing connections: a second server started with
+/// `--take-over` on the first one's port says it shares the port, both
+/// serve, and after the first one's SIGTERM the second serves alone.
+#[test]
+fn take_over_replaces_a_running_server() {
+    let _serial = serial();
+    for backend in ["uring", "epoll"] {
+        if require(backend.parse().expect("backend")).is_none() {
+            continue;
+        }
+        let old = serve(echo_cmd(&["--backend", backend]));
+        let port = old.addr.port().to_string();
+        let new = serve(echo_cmd(&[
+            "--backend",
+            backend,
+            "--port",
+            &port,
+            "--take-over",
+        ]));
+        assert_eq!(new.addr, old.addr);
+        assert!(
+            new.log().contains("take-over: sharing the port"),
+            "{backend}: {}",
+            new.log()
+        );
+        for _ in 0..20 {
+            ping(old.addr);
+        }
+        let addr = old.addr;
+        stop(old, Duration::from_secs(5));
+        for _ in 0..20 {
+            ping(addr);
+        }
+        let log = stop(new, Duration::from_secs(5));
+        assert!(log.contains("stopped"), "{backend}: {log}");
     }
 }
 

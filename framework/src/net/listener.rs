@@ -76,11 +76,20 @@ impl TcpListener {
         adopt(fd)
     }
 
+    /// Leaves new connections in the kernel's queue until the next
+    /// [`accept`](Self::accept) (a core at its connection limit).
+    pub(crate) fn pause_accepting(&self) {
+        op::accept::pause_accept(&self.io);
+    }
+
     /// Takes a connection that is already complete, without waiting for a
     /// new one; `None` when none is left. Used at a server stop, before the
     /// listener closes: what it hands over is served instead of reset.
-    pub(crate) fn accept_queued(&self) -> Option<io::Result<TcpStream>> {
-        Some(op::accept::accept_queued(&self.fd, &self.io)?.and_then(adopt))
+    /// Without `from_kernel`, only what this core has accepted already
+    /// (io_uring's accept completions) is taken, and the kernel's queue is
+    /// left to the close.
+    pub(crate) fn accept_queued(&self, from_kernel: bool) -> Option<io::Result<TcpStream>> {
+        Some(op::accept::accept_queued(&self.fd, &self.io, from_kernel)?.and_then(adopt))
     }
 
     /// The bound address (with the real port when bound to port 0).

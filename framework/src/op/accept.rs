@@ -103,12 +103,34 @@ pub(crate) fn poll_accept(
     })
 }
 
+/// Stops taking connections from the kernel's queue until the next
+/// [`poll_accept`]: on io_uring the multishot accept is cancelled (what it
+/// accepted already stays queued for the next accept), so that a core at
+/// its connection limit leaves new connections in the kernel's backlog, as
+/// epoll does by not calling `accept4`. There they are the kernel's to
+/// hand to another listener on the port when this one closes.
+pub(crate) fn pause_accept(io: &SocketIo) {
+    context::with_core(|core| {
+        if let (Driver::Uring(d), SocketIo::Uring { standing, .. }) =
+            (&mut *core.driver.borrow_mut(), io)
+        {
+            if let Standing::Multishot(key) = standing.get() {
+                d.end_stream(key);
+            }
+        }
+    });
+}
+
 /// A connection that is already complete, without arming or waiting for
 /// anything; `None` when none is left. On io_uring the connections the
 /// accept's completions carry come first, then the accept is released
-/// (cancelled; one it completes after that is closed); then `accept4` takes
-/// the kernel's queue until it is empty.
-pub(crate) fn accept_queued(fd: &SharedFd, io: &SocketIo) -> Option<io::Result<OwnedFd>> {
+/// (cancelled; one it completes after that is closed); then, if
+/// `from_kernel`, `accept4` takes the kernel's queue until it is empty.
+pub(crate) fn accept_queued(
+    fd: &SharedFd,
+    io: &SocketIo,
+    from_kernel: bool,
+) -> Option<io::Result<OwnedFd>> {
     context::with_core(|core| {
         match (&mut *core.driver.borrow_mut(), io) {
             (Driver::Uring(d), SocketIo::Uring { standing, .. }) => {
@@ -116,8 +138,11 @@ pub(crate) fn accept_queued(fd: &SharedFd, io: &SocketIo) -> Option<io::Result<O
                     return Some(accepted_fd(res));
                 }
             }
-            (Driver::Epoll(d), _) => d.count_syscall(),
+            (Driver::Epoll(d), _) if from_kernel => d.count_syscall(),
             _ => {}
+        }
+        if !from_kernel {
+            return None;
         }
         loop {
             match sys::accept(fd.as_raw_fd()) {

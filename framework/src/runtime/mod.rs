@@ -2,6 +2,7 @@
 //! their own core.
 
 mod backend;
+mod bind;
 pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod core;

@@ -140,6 +140,7 @@ async fn accept_loop<H: Handler>(
                      (`paused` in the stats counts the pauses)"
                 );
             }
+            listener.pause_accepting();
             tracker.below(limits.max_connections).await;
         }
         match listener.accept().await {
@@ -206,7 +207,10 @@ fn spawn_connection<H: Handler>(
 
 /// At a stop: serves the connections already complete in the listener
 /// (up to the connection limit), so closing it resets none of them. Past
-/// the limit, the rest are taken and closed, to count them in the log.
+/// the limit, the rest are taken and closed, to count them in the log;
+/// unless the kernel hands a closing listener's queue to another listener
+/// on the port (`tcp_migrate_req`): then the kernel's queue is left to the
+/// close, for a server taking this one's place to serve.
 fn take_queued<H: Handler>(
     listener: &TcpListener,
     handler: &Rc<H>,
@@ -216,10 +220,14 @@ fn take_queued<H: Handler>(
     let stats = context::with_core(|core| core.shared.stats.clone());
     let mut taken = 0usize;
     let mut unserved = 0usize;
+    let hand_over = super::bind::listeners_hand_over();
+    let mut left_to_kernel = false;
     // Bounded by the backlog, so that clients still connecting cannot keep
     // a stopping core here.
     while taken + unserved < limits.backlog {
-        match listener.accept_queued() {
+        let at_limit = tracker.active.get() >= limits.max_connections;
+        left_to_kernel = at_limit && hand_over;
+        match listener.accept_queued(!left_to_kernel) {
             Some(Ok(stream)) if tracker.active.get() < limits.max_connections => {
                 spawn_connection(stream, handler, tracker, &stats);
                 taken += 1;
@@ -246,6 +254,13 @@ fn take_queued<H: Handler>(
             unserved,
             max_connections = limits.max_connections,
             "stopping: the connection limit is reached; the connections queued in the listener were closed unserved"
+        );
+    }
+    if left_to_kernel {
+        tracing::info!(
+            max_connections = limits.max_connections,
+            "stopping: the connection limit is reached; any connections still queued in the \
+             listener go to another server on the port, if there is one (tcp_migrate_req=1)"
         );
     }
 }

@@ -3,13 +3,14 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
 use super::backend;
+use super::bind::bind_group;
 use super::config::CoreConfig;
 use super::core::Core;
 use super::serve::{serve_core, ServeLimits};
@@ -50,6 +51,7 @@ impl Server {
             drain_timeout: Duration::from_secs(10),
             config: CoreConfig::default(),
             backlog: 1024,
+            take_over: false,
         }
     }
 }
@@ -64,6 +66,7 @@ pub struct ServerBuilder {
     drain_timeout: Duration,
     config: CoreConfig,
     backlog: i32,
+    take_over: bool,
 }
 
 impl ServerBuilder {
@@ -150,6 +153,20 @@ impl ServerBuilder {
         self
     }
 
+    /// Joins the server already listening on the address instead of
+    /// refusing its port (off by default), to restart without refusing
+    /// connections: start the new server with this, then stop the old one.
+    /// Both share new connections until then. What the old one's listeners
+    /// still hold when they close comes to the new one if
+    /// `net.ipv4.tcp_migrate_req` is 1 (Linux 5.14+), and is reset
+    /// otherwise (a warning says so at start). Only a server of the same
+    /// user can be joined, and the address needs its port (not 0). With
+    /// no server on the port, this one serves it alone.
+    pub fn take_over(mut self, take_over: bool) -> Self {
+        self.take_over = take_over;
+        self
+    }
+
     /// Starts one thread per core and returns once every core is serving.
     ///
     /// `factory` runs on each core's thread and makes that core's handler,
@@ -158,7 +175,8 @@ impl ServerBuilder {
     /// # Errors
     ///
     /// An invalid CPU list, a failed bind (the address is in use, possibly
-    /// by another server with `SO_REUSEPORT`), an explicit
+    /// by another server with `SO_REUSEPORT`; see
+    /// [`take_over`](Self::take_over)), an explicit
     /// [`Backend::Uring`] that the kernel refuses, or a core that fails to
     /// start (its error, with the CPU named).
     pub fn start<H, F>(self, factory: F) -> io::Result<ServerHandle>
@@ -168,7 +186,8 @@ impl ServerBuilder {
     {
         let cpus = super::cpus::resolve(self.cores.as_deref())?;
         let backend = backend::resolve(self.backend, &self.config)?;
-        let (sockets, local_addr) = bind_group(self.address, cpus.len(), self.backlog)?;
+        let (sockets, local_addr) =
+            bind_group(self.address, cpus.len(), self.backlog, self.take_over)?;
         let shutdown = Arc::new(Shutdown::new());
         let factory = Arc::new(factory);
         let mut cores = Vec::new();
@@ -260,37 +279,6 @@ impl ServerBuilder {
         handle.shutdown_on_signals()?;
         handle.join()
     }
-}
-
-/// Binds one `SO_REUSEPORT` listener per core on one port.
-///
-/// A probe socket without `SO_REUSEPORT` is bound first: it fails if
-/// anything else holds the port, including another server's reuse-port
-/// group, which the kernel would otherwise let us join silently and split
-/// traffic with. The probe is closed right before the group binds.
-fn bind_group(
-    address: SocketAddr,
-    count: usize,
-    backlog: i32,
-) -> io::Result<(Vec<OwnedFd>, SocketAddr)> {
-    let in_use = |e: io::Error| {
-        if e.kind() == io::ErrorKind::AddrInUse {
-            io::Error::new(
-                e.kind(),
-                format!("cannot listen on {address}: address already in use (another server on this port?)"),
-            )
-        } else {
-            io::Error::new(e.kind(), format!("cannot listen on {address}: {e}"))
-        }
-    };
-    let probe = crate::net::bind_probe(address).map_err(in_use)?;
-    let address = crate::sys::local_addr(probe.as_raw_fd())?;
-    drop(probe);
-    let mut sockets = Vec::with_capacity(count);
-    for _ in 0..count {
-        sockets.push(crate::net::bind_reuseport(address, backlog).map_err(in_use)?);
-    }
-    Ok((sockets, address))
 }
 
 #[allow(clippy::too_many_arguments)]

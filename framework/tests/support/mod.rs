@@ -20,8 +20,11 @@ use std::os::fd::AsRawFd;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+mod netns;
 mod streams;
 #[allow(unused_imports)] // not every test binary uses every helper
+pub use netns::private_network;
+#[allow(unused_imports)]
 pub use streams::{within_polls, Progress, Streams};
 
 pub use percore::{Backend, Server, ServerBuilder, ServerHandle, StatsSnapshot};

@@ -174,7 +174,7 @@ impl super::Driver {
     /// The completions it has queued stay queued, and
     /// [`poll_stream`](super::Driver::poll_stream) reports the end after
     /// them.
-    pub(super) fn end_stream(&mut self, key: OpKey) -> bool {
+    pub(crate) fn end_stream(&mut self, key: OpKey) -> bool {
         let Some(Op {
             state: OpState::Stream {
                 ended, cancelling, ..

@@ -1,0 +1,97 @@
+//! The server's listening sockets: one `SO_REUSEPORT` listener per core on
+//! one port, refusing a port another server holds unless asked to take it
+//! over.
+//!
+//! Taking over is how a server is restarted without refusing connections:
+//! the new process joins the running one's `SO_REUSEPORT` group (the kernel
+//! allows that only to the same user), both share new connections, and the
+//! old one is then stopped. What the old one's listeners still hold when
+//! they close is handed to the new one's only if
+//! `net.ipv4.tcp_migrate_req` is 1; otherwise the kernel resets it.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// Where Linux (5.14+) says whether a closing listener's queued
+/// connections move to another listener of its `SO_REUSEPORT` group.
+const MIGRATE_REQ: &str = "/proc/sys/net/ipv4/tcp_migrate_req";
+
+/// Binds `count` listeners on `address`, all in one `SO_REUSEPORT` group,
+/// and returns them with the address bound (the port chosen when it was 0).
+///
+/// Without `take_over`, a probe socket without `SO_REUSEPORT` is bound
+/// first: it fails if anything else holds the port, including another
+/// server's reuse-port group, which the kernel would otherwise let us join
+/// silently and split traffic with. With it, the group is joined on
+/// purpose, and the log says whether anyone was there.
+pub(crate) fn bind_group(
+    address: SocketAddr,
+    count: usize,
+    backlog: i32,
+    take_over: bool,
+) -> io::Result<(Vec<OwnedFd>, SocketAddr)> {
+    if take_over && address.port() == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "take-over needs the port of the running server, not port 0",
+        ));
+    }
+    let address = match crate::net::bind_probe(address) {
+        Ok(probe) => {
+            let bound = crate::sys::local_addr(probe.as_raw_fd())?;
+            if take_over {
+                tracing::info!(%address, "take-over: no server was listening on the port; serving it alone");
+            }
+            bound
+        }
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse && take_over => {
+            announce_take_over(address);
+            address
+        }
+        Err(e) => return Err(in_use(address, e, false)),
+    };
+    let mut sockets = Vec::with_capacity(count);
+    for _ in 0..count {
+        let socket = crate::net::bind_reuseport(address, backlog)
+            .map_err(|e| in_use(address, e, take_over))?;
+        sockets.push(socket);
+    }
+    Ok((sockets, address))
+}
+
+/// Names the cause of a failed bind.
+fn in_use(address: SocketAddr, e: io::Error, take_over: bool) -> io::Error {
+    let why = match (e.kind() == io::ErrorKind::AddrInUse, take_over) {
+        (true, false) => "address already in use (another server on this port?)".to_string(),
+        (true, true) => "the port is held by a socket that cannot be shared (one without \
+                         SO_REUSEPORT, or another user's)"
+            .to_string(),
+        (false, _) => e.to_string(),
+    };
+    let verb = if take_over { "take over" } else { "listen on" };
+    io::Error::new(e.kind(), format!("cannot {verb} {address}: {why}"))
+}
+
+/// Whether a closing listener's queued connections go to another listener
+/// of its group (and are reset only when there is none).
+pub(crate) fn listeners_hand_over() -> bool {
+    std::fs::read_to_string(MIGRATE_REQ).is_ok_and(|v| v.trim() == "1")
+}
+
+fn announce_take_over(address: SocketAddr) {
+    if listeners_hand_over() {
+        tracing::info!(
+            %address,
+            "take-over: sharing the port with the server already listening there; when it \
+             stops, the connections its listeners still hold come here (tcp_migrate_req=1)"
+        );
+    } else {
+        tracing::warn!(
+            %address,
+            "take-over: sharing the port with the server already listening there; when it \
+             stops, connections still queued in its listeners are reset: set \
+             net.ipv4.tcp_migrate_req=1 (Linux 5.14+) to have them handed over"
+        );
+    }
+}
