@@ -225,19 +225,44 @@ http_tests! {
         assert_eq!(server.stats().panics, 0);
     }
 
-    /// A stopping server closes idle keep-alive connections at once (not
-    /// at the idle timeout or the drain deadline) and stops promptly.
-    fn stop_closes_idle_connections_promptly(backend) {
+    /// A stopping server keeps an idle keep-alive connection open for
+    /// `stop_grace` (here 300 ms) in case a request crossed the stop, then
+    /// closes it and stops (not at the idle timeout or the drain
+    /// deadline); with a grace of zero it closes it at once.
+    fn stop_closes_idle_connections_after_the_grace(backend) {
+        let ms = Duration::from_millis;
+        for (grace, least, most) in [(ms(300), ms(250), ms(1300)), (ms(0), ms(0), ms(500))] {
+            let mut config = Config::default();
+            config.stop_grace = grace;
+            let mut server = TestServer::echo_with(backend, config);
+            let mut clients: Vec<Client> = (0..3).map(|_| Client::connect(server.addr)).collect();
+            for c in &mut clients {
+                assert_eq!(c.roundtrip(&get("/")).status, 200);
+            }
+            let took = server.stop_within(Duration::from_secs(5)).expect("the server stopped");
+            assert!(took >= least && took < most, "grace {grace:?}: stop took {took:?}");
+            for c in &mut clients {
+                c.expect_eof_within(Duration::from_secs(1));
+            }
+        }
+    }
+
+    /// A request sent on a kept-alive connection just after the stop
+    /// began, as one that crossed the stop on the wire, is answered with
+    /// `Connection: close`, and then the connection closes.
+    fn a_request_right_after_the_stop_is_answered(backend) {
         let mut server = TestServer::echo(backend);
-        let mut clients: Vec<Client> = (0..3).map(|_| Client::connect(server.addr)).collect();
-        for c in &mut clients {
-            assert_eq!(c.roundtrip(&get("/")).status, 200);
-        }
-        let took = server.stop_within(Duration::from_secs(5)).expect("the server stopped");
-        assert!(took < Duration::from_millis(1500), "stop took {took:?}");
-        for c in &mut clients {
-            c.expect_eof_within(Duration::from_secs(1));
-        }
+        let mut c = Client::connect(server.addr);
+        assert_eq!(c.roundtrip(&get("/before")).status, 200);
+        server.begin_stop();
+        // Long enough for the connection to see the stop, well within
+        // the grace (1 s by default).
+        thread::sleep(Duration::from_millis(100));
+        let r = c.roundtrip(&post("/after", "text/plain", b"crossed"));
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"crossed"[..]));
+        assert!(r.closes(), "answered with Connection: close");
+        c.expect_eof_within(Duration::from_secs(2));
+        assert!(server.stop_within(Duration::from_secs(5)).is_some(), "the server stopped");
     }
 
     /// A request in flight when the stop begins is finished and answered

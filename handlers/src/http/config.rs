@@ -54,6 +54,14 @@ pub struct Config {
     /// Age after which a connection gets `Connection: close` on its next
     /// response. Default 1 h (nginx `keepalive_time`).
     pub max_age: Duration,
+    /// When the server begins to stop, how long a connection waiting
+    /// between requests stays open for one more, answered with
+    /// `Connection: close`. Closing it at once would fail a request that
+    /// crossed the close on the wire, which a client may not retry (it
+    /// cannot know whether a `POST` was acted on). A connection that sends
+    /// nothing in that time is closed; never later than shortly before the
+    /// drain deadline. Default 1 s; zero closes such connections at once.
+    pub stop_grace: Duration,
 }
 
 impl Default for Config {
@@ -67,6 +75,7 @@ impl Default for Config {
             linger_timeout: Duration::from_secs(5),
             max_requests: 1000,
             max_age: Duration::from_secs(3600),
+            stop_grace: Duration::from_secs(1),
         }
     }
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use percore::buf::RecvBuf;
 use percore::Connection;
 
-use super::cutoff::Cutoff;
+use super::cutoff::{cut_at, Cutoff};
 use super::request::{BodyEnd, BodyReader, Failure};
 use super::response::{effective_status, no_body_status, Streaming};
 use super::service::HttpHandler;
@@ -100,6 +100,8 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
     let mut head_started: Option<Instant> = None;
     let mut retry = HeadRetry::default();
     let max_head = max_head_len(&config.limits);
+    // Set once the server's stop was seen while waiting between requests.
+    let mut stopping = false;
 
     loop {
         // The one write of this turn's answers, then the next read.
@@ -108,6 +110,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
         }
         let (deadline, watch) = match head_started {
             Some(t) => (after(t, config.head_timeout), None),
+            None if stopping => (idle_deadline, None),
             None => (idle_deadline, Some(&stop)),
         };
         let mut input = match wire.wait(wire.conn.read(), deadline, watch).await {
@@ -124,7 +127,14 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 return close(&wire, config).await;
             }
             // Idle: close without a word (no 408, see Config).
-            Waited::TimedOut | Waited::Stopped => return Ok(()),
+            Waited::TimedOut => return Ok(()),
+            // A request may be on its way: wait a little for it (it is
+            // answered with `Connection: close`) rather than close under it.
+            Waited::Stopped => {
+                stopping = true;
+                idle_deadline = idle_deadline.min(stop_grace_end(config));
+                continue;
+            }
         };
         let mut pos = 0;
         let mut parse = true;
@@ -429,6 +439,19 @@ fn log_failure<S>(h: &HttpHandler<S>, req: &Request<'_>, e: &io::Error, end: &Bo
             left_out,
             "service failed (left_out: failures not logged since the last line)"
         );
+    }
+}
+
+/// Until when a connection waiting between requests at a stop is kept for
+/// one more request: [`Config::stop_grace`] from now, but no later than
+/// the cut-off before the drain deadline, where a request would only be
+/// answered 503.
+fn stop_grace_end(config: &Config) -> Instant {
+    let now = percore::time::now();
+    let end = after(now, config.stop_grace);
+    match percore::drain_deadline() {
+        Some(deadline) => end.min(cut_at(deadline, now)),
+        None => end,
     }
 }
 
