@@ -197,6 +197,10 @@ pub use error::HttpError;
 pub use head::{
     header_storage, max_head_len, parse_head, BodyKind, HeadRetry, HeaderSlot, RequestHead,
 };
+/// A request header field, as [`Request::headers`] and
+/// [`RequestHead::headers`] list them: re-exported so that code naming it
+/// needs no `httparse` dependency of its own.
+pub use httparse::Header;
 pub use limits::Limits;
 pub use request::Request;
 pub use response::Response;

@@ -9,7 +9,7 @@ use std::time::Instant;
 use percore::buf::RecvBuf;
 
 use super::wire::{after, Waited, Wire};
-use super::{BodyDecoder, BodyKind, Config, HttpError, RequestHead, CONTINUE_100};
+use super::{BodyDecoder, BodyKind, Config, Header, HttpError, RequestHead, CONTINUE_100};
 
 /// One request, as a [`Service`](super::Service) sees it.
 ///
@@ -83,7 +83,26 @@ impl<'r> Request<'r> {
     }
 
     /// All header fields in the order received, names as sent.
-    pub fn headers(&self) -> &'r [httparse::Header<'r>] {
+    ///
+    /// ```
+    /// use percore_handlers::http::Header;
+    ///
+    /// /// Every `Cookie` field's value, say of `req.headers()`.
+    /// fn cookies<'a>(headers: &'a [Header<'a>]) -> Vec<&'a [u8]> {
+    ///     headers
+    ///         .iter()
+    ///         .filter(|h| h.name.eq_ignore_ascii_case("cookie"))
+    ///         .map(|h| h.value)
+    ///         .collect()
+    /// }
+    ///
+    /// let headers = [
+    ///     Header { name: "Host", value: b"example.com" },
+    ///     Header { name: "cookie", value: b"a=1" },
+    /// ];
+    /// assert_eq!(cookies(&headers), [b"a=1"]);
+    /// ```
+    pub fn headers(&self) -> &'r [Header<'r>] {
         self.head.headers
     }
 
