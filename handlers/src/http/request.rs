@@ -15,9 +15,10 @@ use super::{BodyDecoder, BodyKind, Config, Header, HttpError, RequestHead, CONTI
 ///
 /// The head (method, target, fields) borrows the bytes as received: no
 /// copy, no allocation. The body is not read until the service asks for
-/// it, with [`body`](Self::body) (all of it, up to
-/// [`Limits::max_body`](super::Limits::max_body)) or [`chunk`](Self::chunk)
-/// (piece by piece, as it arrives). A client that sent
+/// it, with [`body`](Self::body) (all of it) or [`chunk`](Self::chunk)
+/// (piece by piece, as it arrives); either way at most
+/// [`Limits::max_body`](super::Limits::max_body) bytes of it, beyond which
+/// the client gets 413. A client that sent
 /// `Expect: 100-continue` gets its `100 Continue` only then; a body the
 /// service never asks for is discarded after the response, or the
 /// connection is closed if the client is still waiting for permission.
@@ -148,6 +149,8 @@ impl<'r> Request<'r> {
     }
 
     /// The next piece of the body as it arrives, or `None` at its end.
+    /// Nothing is gathered, but the body as a whole is still bounded by
+    /// [`Limits::max_body`](super::Limits::max_body).
     ///
     /// # Errors
     ///
