@@ -122,4 +122,23 @@ http_tests! {
         drop(c);
         assert!(server.stop_within(Duration::from_secs(5)).is_some(), "the server stopped");
     }
+
+    /// A connection whose last answer is out lingers, reading and dropping
+    /// what its client still sends, for the linger timeout (here 30 s). A
+    /// stop that begins meanwhile cuts the linger short, though the client
+    /// keeps its end open: the server stops well before the drain
+    /// deadline, where it would otherwise cancel the lingering connection.
+    fn a_stop_cuts_short_a_linger_that_began_before_it(backend) {
+        let mut config = Config::default();
+        config.linger_timeout = Duration::from_secs(30);
+        let mut server = TestServer::echo_with(backend, config);
+        let mut c = Client::connect(server.addr);
+        let r = c.roundtrip(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        assert_eq!(r.status, 200);
+        assert!(r.closes(), "{:?}", r.headers);
+        c.expect_eof_within(Duration::from_secs(2));
+        let took = server.stop_within(Duration::from_secs(5)).expect("the server stopped");
+        assert!(took < DRAIN * 3 / 4, "stopped {took:?} after the stop began");
+        drop(c);
+    }
 }

@@ -12,6 +12,23 @@ use bytes::{Bytes, BytesMut};
 ///   exists, even if the value itself is moved (the bytes must live on the
 ///   heap or in static memory, not inline in the value);
 /// - neither method has side effects.
+///
+/// percore implements it for `Vec<u8>`, `Box<[u8]>`, `String`, static
+/// bytes and strings (byte string literals included), `Bytes`,
+/// `BytesMut`, and its own [`RecvBuf`](crate::buf::RecvBuf),
+/// [`FixedBuf`](crate::buf::FixedBuf) and [`Slice`](crate::buf::Slice).
+///
+/// ```
+/// use percore::buf::IoBuf;
+///
+/// fn sendable(buf: impl IoBuf) -> usize {
+///     buf.as_bytes().len()
+/// }
+///
+/// assert_eq!(sendable(b"ERR unknown command\n"), 20);
+/// assert_eq!(sendable(&b"OK\n"[..]), 3);
+/// assert_eq!(sendable(String::from("hi")), 2);
+/// ```
 pub unsafe trait IoBuf: Unpin + 'static {
     /// Start of the bytes to send.
     fn stable_ptr(&self) -> *const u8;
@@ -72,6 +89,17 @@ unsafe impl IoBuf for &'static [u8] {
     }
     fn bytes_init(&self) -> usize {
         self.len()
+    }
+}
+
+// SAFETY: static memory never moves or goes away. A byte string literal
+// (`b"..."`) is one of these, so it can be written without `[..]`.
+unsafe impl<const N: usize> IoBuf for &'static [u8; N] {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        N
     }
 }
 

@@ -43,9 +43,50 @@ where
     context::with_core(|core| core.executor.spawn(&core.shared, future))
 }
 
-/// Completes when the server this core belongs to begins its graceful stop.
-/// Handlers use it to finish keep-alive connections early. Cheap to create
+/// Completes when the server this core belongs to begins its graceful stop
+/// (at once if it already has). Handlers use it to finish keep-alive connections early. Cheap to create
 /// and drop per connection.
+///
+/// Without it, a connection waiting for its client's next bytes holds the
+/// stop until the drain deadline cancels it. To end such a wait at the
+/// stop, race the read against the signal (reads are cancel-safe, so
+/// nothing is lost when the read is the one dropped):
+///
+/// ```no_run
+/// use std::future::{poll_fn, Future};
+/// use std::pin::pin;
+/// use std::task::Poll;
+///
+/// use percore::{Connection, Handler};
+///
+/// struct Echo;
+///
+/// impl Handler for Echo {
+///     async fn serve(&self, conn: Connection) -> std::io::Result<()> {
+///         let mut stop = pin!(percore::shutdown_signal());
+///         loop {
+///             let mut read = pin!(conn.read());
+///             // `None`: the server is stopping.
+///             let next = poll_fn(|cx| {
+///                 if stop.as_mut().poll(cx).is_ready() {
+///                     return Poll::Ready(None);
+///                 }
+///                 read.as_mut().poll(cx).map(Some)
+///             })
+///             .await;
+///             let Some(read) = next else { break };
+///             let Some(buf) = read? else { break };
+///             let (res, _) = conn.write_all(buf).await;
+///             res?;
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// fn main() -> std::io::Result<()> {
+///     percore::Server::builder().serve(|_core| Echo)
+/// }
+/// ```
 ///
 /// # Panics
 ///

@@ -396,6 +396,7 @@ impl ServerHandle {
 
     /// Stops the server gracefully on SIGINT or SIGTERM (a second signal
     /// exits the process at once, with status 128 + the signal's number).
+    /// Every server of a process may ask: one signal stops them all.
     ///
     /// # Errors
     ///

@@ -32,7 +32,8 @@ pub struct Sleep {
 ///
 /// # Panics
 ///
-/// When polled outside a percore core thread.
+/// When called outside a percore core thread: the deadline is taken from
+/// the core's clock ([`now`]) at once.
 pub fn sleep(duration: Duration) -> Sleep {
     sleep_until(now() + duration)
 }
@@ -170,6 +171,37 @@ impl From<Elapsed> for std::io::Error {
 /// Runs `future` until it completes or `duration` passes. On time-out the
 /// future is dropped, which cancels its I/O safely (buffers stay with the
 /// kernel operation until its completion arrives).
+///
+/// An idle timeout on a connection is a timeout around each read; reads
+/// are cancel-safe, so a read that timed out loses no data:
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use percore::time::timeout;
+/// use percore::{Connection, Handler};
+///
+/// struct Echo;
+///
+/// impl Handler for Echo {
+///     async fn serve(&self, conn: Connection) -> std::io::Result<()> {
+///         // `Err(Elapsed)` after 30 s without a byte: close.
+///         while let Ok(read) = timeout(Duration::from_secs(30), conn.read()).await {
+///             let Some(buf) = read? else { break };
+///             let (res, _) = conn.write_all(buf).await;
+///             res?;
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// fn main() -> std::io::Result<()> {
+///     percore::Server::builder().serve(|_core| Echo)
+/// }
+/// ```
+///
+/// # Panics
+///
+/// When called outside a percore core thread, as [`sleep`].
 pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
     Timeout {
         future,
@@ -178,6 +210,10 @@ pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
 }
 
 /// Like [`timeout`], with an absolute deadline.
+///
+/// # Panics
+///
+/// When polled outside a percore core thread.
 pub fn timeout_at<F: Future>(deadline: Instant, future: F) -> Timeout<F> {
     Timeout {
         future,

@@ -65,7 +65,7 @@ impl BodyDecoder {
 
     /// For `Content-Length` bodies, the number of body bytes not yet seen.
     /// Lets the connection loop size its reads, or detect a body cut short
-    /// by EOF (then the request must be dropped, FAULTS A17).
+    /// by EOF (then the request must be dropped, not served).
     pub fn remaining(&self) -> Option<u64> {
         match self.state {
             State::Length { remaining } => Some(remaining),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::Limits;
 
 /// Settings of an [`HttpHandler`](super::HttpHandler). `Default` gives the
-/// FAULTS.md defaults, chosen after nginx, h2o and hyper.
+/// defaults each field names, chosen after nginx, h2o and hyper.
 ///
 /// Every timeout is a *total* deadline for its phase, not a per-read idle
 /// gap: a client that trickles one byte a second (slowloris, R.U.D.Y.)

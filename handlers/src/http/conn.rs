@@ -26,7 +26,7 @@ use super::request::{BodyEnd, BodyReader, Failure};
 use super::response::{effective_status, no_body_status, Streaming};
 use super::service::HttpHandler;
 use super::unwind::{CatchUnwind, Panic};
-use super::wire::{after, Waited, Wire, KEEP_CAPACITY};
+use super::wire::{after, StopSlot, Waited, Wire, KEEP_CAPACITY};
 use super::{
     encode_last_chunk, error_response, header_storage, max_head_len, parse_head, Config, Framing,
     HeadRetry, HttpError, Request, Response, ResponseHead, Service,
@@ -124,7 +124,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 let head_only = names_head(&carry);
                 h.date
                     .with(|d| wire.with_out(|out| error_response(out, &e, head_only, d)));
-                return close(&wire, config).await;
+                return close(&wire, config, &stop).await;
             }
             // Idle: close without a word (no 408, see Config).
             Waited::TimedOut => return Ok(()),
@@ -205,8 +205,8 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             };
             let result = match called {
                 Some(Ok(result)) => result,
-                Some(Err(panic)) => return answer_panic(h, &wire, &res, panic).await,
-                None => return answer_stopping(h, &wire, &req, &res).await,
+                Some(Err(panic)) => return answer_panic(h, &wire, &res, &stop, panic).await,
+                None => return answer_stopping(h, &wire, &req, &res, &stop).await,
             };
             // `res.keep_alive`, not `keep_alive`: the service may have
             // closed the connection.
@@ -267,7 +267,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             }
             Next::Close => {
                 drop(input);
-                return close(&wire, config).await;
+                return close(&wire, config, &stop).await;
             }
             Next::Abort => return Ok(()),
         }
@@ -374,6 +374,7 @@ async fn answer_panic<S>(
     h: &HttpHandler<S>,
     wire: &Wire,
     res: &Response<'_>,
+    stop: &StopSlot,
     panic: Panic,
 ) -> io::Result<()> {
     mark_incomplete(wire, res.streaming);
@@ -383,7 +384,7 @@ async fn answer_panic<S>(
             .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
         // Whatever ends the close, the panic is what this connection
         // reports.
-        let _ = close(wire, &h.config).await;
+        let _ = close(wire, &h.config, stop).await;
     }
     std::panic::resume_unwind(panic)
 }
@@ -397,6 +398,7 @@ async fn answer_stopping<S>(
     wire: &Wire,
     req: &Request<'_>,
     res: &Response<'_>,
+    stop: &StopSlot,
 ) -> io::Result<()> {
     if let Some(left_out) = h.cut_off.admit(percore::time::now()) {
         tracing::warn!(
@@ -414,7 +416,7 @@ async fn answer_stopping<S>(
     let e = HttpError::stopping();
     h.date
         .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
-    close(wire, &h.config).await
+    close(wire, &h.config, stop).await
 }
 
 /// Logs a service's error: one answered with a 5xx (a failure of the
@@ -457,22 +459,28 @@ fn stop_grace_end(config: &Config) -> Instant {
 
 /// Sends what is pending, shuts down the write side, and reads and drops
 /// input for a bounded time so the client sees the answer, not a reset
-/// caused by its own unread bytes (RFC 9112 §9.6).
-async fn close(wire: &Wire, config: &Config) -> io::Result<()> {
+/// caused by its own unread bytes (RFC 9112 §9.6). A stop, whether it
+/// began before or during the linger, cuts what is left of it to
+/// [`STOP_LINGER`]: a client that keeps its end open after the answer
+/// must not hold the server's stop for the whole linger.
+async fn close(wire: &Wire, config: &Config, stop: &StopSlot) -> io::Result<()> {
     if let Err(e) = wire.flush().await {
         return quiet(e);
     }
     // ENOTCONN here means the peer already reset: nothing left to finish.
     let _ = wire.conn.shutdown_write();
-    let linger = if percore::is_shutting_down() {
-        config.linger_timeout.min(STOP_LINGER)
-    } else {
-        config.linger_timeout
-    };
-    let deadline = after(percore::time::now(), linger);
-    while let Waited::Done(Ok(Some(_dropped))) = wire.wait(wire.conn.read(), deadline, None).await {
+    let mut deadline = after(percore::time::now(), config.linger_timeout);
+    let mut watch = Some(stop);
+    loop {
+        match wire.wait(wire.conn.read(), deadline, watch).await {
+            Waited::Done(Ok(Some(_dropped))) => {}
+            Waited::Stopped => {
+                deadline = deadline.min(after(percore::time::now(), STOP_LINGER));
+                watch = None;
+            }
+            Waited::Done(_) | Waited::TimedOut => return Ok(()),
+        }
     }
-    Ok(())
 }
 
 /// Makes the close of a connection whose response head is out, but whose

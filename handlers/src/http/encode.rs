@@ -159,8 +159,8 @@ pub fn encode_last_chunk(out: &mut Vec<u8>) {
 /// has one (`Bad Request: duplicate Content-Length`), so that whoever reads
 /// the answer learns what to fix. The answer to a `HEAD` request
 /// (`head_only`) has the same fields and no body (RFC 9110 §9.3.2). The
-/// caller must close the connection after writing it (FAULTS: every error
-/// response closes).
+/// caller must close the connection after writing it: after an error the
+/// position of the next request is unknown, so every error answer closes.
 pub fn error_response(out: &mut Vec<u8>, error: &HttpError, head_only: bool, date: &DateCache) {
     let phrase = reason_phrase(error.status).as_bytes();
     let detail = error.reason.as_bytes();

@@ -16,10 +16,23 @@ use std::fmt;
 /// `HttpError` whose status is outside 400–599 gets a bare 500 instead
 /// (to answer with another status, set it on the
 /// [`Response`](super::Response) and return `Ok`).
+///
+/// ```
+/// use std::io;
+/// use percore_handlers::http::HttpError;
+///
+/// fn busy() -> io::Result<()> {
+///     // The client gets `503 Service Unavailable: try again later`.
+///     Err(HttpError { status: 503, reason: "try again later" }.into())
+/// }
+///
+/// let e = busy().unwrap_err();
+/// assert_eq!(HttpError::of(&e).map(|e| e.status), Some(503));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpError {
     /// Status code to answer with: 400, 408, 413, 414, 417, 431, 500, 501,
-    /// 503 or 505.
+    /// 503 or 505 from the server itself; any 400–599 from a service.
     pub status: u16,
     /// Short, static description of the cause, for the client and the log;
     /// empty when the status says all there is to say.

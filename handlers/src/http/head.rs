@@ -120,7 +120,12 @@ pub enum BodyKind {
 pub struct RequestHead<'h, 'b> {
     /// Method token, e.g. `GET`; case-sensitive (RFC 9110 §9.1).
     pub method: &'b str,
-    /// Request target as sent (origin-form, absolute-form, `*` or authority).
+    /// Request target as sent (origin-form, absolute-form, `*` or
+    /// authority), query included: what [`Request::target`] returns, not
+    /// [`Request::path`].
+    ///
+    /// [`Request::target`]: super::Request::target
+    /// [`Request::path`]: super::Request::path
     pub path: &'b str,
     /// Minor version: `0` for HTTP/1.0, `1` for HTTP/1.1.
     pub version: u8,

@@ -1,6 +1,7 @@
 //! Size limits applied while parsing, so memory per connection stays bounded.
 
-/// Size limits for one request. `Default` gives the FAULTS.md defaults.
+/// Size limits for one request. `Default` gives the defaults each field
+/// names.
 ///
 /// RFC 9112 §2.3: "A server that receives a request-target longer than any
 /// URI it wishes to parse MUST respond with a 414 (URI Too Long) status
@@ -21,6 +22,9 @@ pub struct Limits {
     /// passed to [`super::parse_head`] caps this further.
     pub max_headers: usize,
     /// Largest request body in bytes; larger gives 413. Default 1 MiB.
+    /// It bounds a body streamed with [`Request::chunk`](super::Request::chunk)
+    /// as well as one collected with [`Request::body`](super::Request::body):
+    /// raise it for a service that takes large uploads.
     pub max_body: u64,
     /// Largest total of chunk extensions on one chunk-size line; larger
     /// gives 400. Default 16 KiB.

@@ -107,9 +107,10 @@
 //!   (30 s; the connection is then reset, which frees the output the
 //!   kernel still held for a client that does not read).
 //! - **Stopping**: when the server begins its graceful stop, idle
-//!   connections close at once; a request in progress is finished and
-//!   answered with `Connection: close`. One whose service is still
-//!   running shortly before the drain deadline
+//!   connections close at once, and one lingering after its last answer
+//!   (see **Errors**) lingers at most 500 ms more; a request in progress
+//!   is finished and answered with `Connection: close`. One whose service
+//!   is still running shortly before the drain deadline
 //!   ([`percore::ServerBuilder::drain_timeout`]; a tenth of the drain
 //!   before it, at most 500 ms) is not left to be cancelled with its
 //!   connection, which would close without a word: the service's future is
@@ -197,6 +198,10 @@ pub use error::HttpError;
 pub use head::{
     header_storage, max_head_len, parse_head, BodyKind, HeadRetry, HeaderSlot, RequestHead,
 };
+/// A request header field, as [`Request::headers`] and
+/// [`RequestHead::headers`] list them: re-exported so that code naming it
+/// needs no `httparse` dependency of its own.
+pub use httparse::Header;
 pub use limits::Limits;
 pub use request::Request;
 pub use response::Response;

@@ -9,15 +9,16 @@ use std::time::Instant;
 use percore::buf::RecvBuf;
 
 use super::wire::{after, Waited, Wire};
-use super::{BodyDecoder, BodyKind, Config, HttpError, RequestHead, CONTINUE_100};
+use super::{BodyDecoder, BodyKind, Config, Header, HttpError, RequestHead, CONTINUE_100};
 
 /// One request, as a [`Service`](super::Service) sees it.
 ///
 /// The head (method, target, fields) borrows the bytes as received: no
 /// copy, no allocation. The body is not read until the service asks for
-/// it, with [`body`](Self::body) (all of it, up to
-/// [`Limits::max_body`](super::Limits::max_body)) or [`chunk`](Self::chunk)
-/// (piece by piece, as it arrives). A client that sent
+/// it, with [`body`](Self::body) (all of it) or [`chunk`](Self::chunk)
+/// (piece by piece, as it arrives); either way at most
+/// [`Limits::max_body`](super::Limits::max_body) bytes of it, beyond which
+/// the client gets 413. A client that sent
 /// `Expect: 100-continue` gets its `100 Continue` only then; a body the
 /// service never asks for is discarded after the response, or the
 /// connection is closed if the client is still waiting for permission.
@@ -83,7 +84,26 @@ impl<'r> Request<'r> {
     }
 
     /// All header fields in the order received, names as sent.
-    pub fn headers(&self) -> &'r [httparse::Header<'r>] {
+    ///
+    /// ```
+    /// use percore_handlers::http::Header;
+    ///
+    /// /// Every `Cookie` field's value, say of `req.headers()`.
+    /// fn cookies<'a>(headers: &'a [Header<'a>]) -> Vec<&'a [u8]> {
+    ///     headers
+    ///         .iter()
+    ///         .filter(|h| h.name.eq_ignore_ascii_case("cookie"))
+    ///         .map(|h| h.value)
+    ///         .collect()
+    /// }
+    ///
+    /// let headers = [
+    ///     Header { name: "Host", value: b"example.com" },
+    ///     Header { name: "cookie", value: b"a=1" },
+    /// ];
+    /// assert_eq!(cookies(&headers), [b"a=1"]);
+    /// ```
+    pub fn headers(&self) -> &'r [Header<'r>] {
         self.head.headers
     }
 
@@ -129,6 +149,8 @@ impl<'r> Request<'r> {
     }
 
     /// The next piece of the body as it arrives, or `None` at its end.
+    /// Nothing is gathered, but the body as a whole is still bounded by
+    /// [`Limits::max_body`](super::Limits::max_body).
     ///
     /// # Errors
     ///
