@@ -44,8 +44,8 @@ where
 }
 
 /// Completes when the server this core belongs to begins its graceful stop
-/// (at once if it already has). Handlers use it to finish keep-alive connections early. Cheap to create
-/// and drop per connection.
+/// (at once if it already has). Handlers use it to finish keep-alive
+/// connections early. Cheap to create and drop per connection.
 ///
 /// Without it, a connection waiting for its client's next bytes holds the
 /// stop until the drain deadline cancels it. To end such a wait at the
