@@ -28,8 +28,8 @@ use super::service::HttpHandler;
 use super::unwind::{CatchUnwind, Panic};
 use super::wire::{after, StopSlot, Waited, Wire, KEEP_CAPACITY};
 use super::{
-    encode_last_chunk, error_response, header_storage, max_head_len, parse_head, Config, Framing,
-    HeadRetry, HttpError, Request, Response, ResponseHead, Service,
+    encode_last_chunk, error_response, header_storage, max_head_len, parse_head, BodyKind, Config,
+    Framing, HeadRetry, HttpError, Limits, Request, RequestHead, Response, ResponseHead, Service,
 };
 
 /// Header storage per request. [`Limits::max_headers`](super::Limits)
@@ -100,6 +100,12 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
     let mut head_started: Option<Instant> = None;
     let mut retry = HeadRetry::default();
     let max_head = max_head_len(&config.limits);
+    // A body's limit is the service's to choose per request (see
+    // `body_limit`), so the parser does not check `Content-Length`.
+    let parse_limits = Limits {
+        max_body: u64::MAX,
+        ..config.limits
+    };
     // Set once the server's stop was seen while waiting between requests.
     let mut stopping = false;
 
@@ -160,8 +166,10 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 break Next::Read;
             }
             let mut storage = header_storage::<HEADER_SLOTS>();
-            let head = match parse_head(bytes, &mut storage, &config.limits) {
-                Ok(Some(head)) => head,
+            let (head, max_body) = match parse_head(bytes, &mut storage, &parse_limits)
+                .and_then(|head| body_limit(h, head))
+            {
+                Ok(Some(limited)) => limited,
                 Ok(None) => {
                     retry.tried(bytes.len());
                     break Next::Partial;
@@ -188,7 +196,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             let head_only = head.method == "HEAD";
             let rest = bytes.get(head_len..).unwrap_or_default();
 
-            let body = BodyReader::new(&wire, config, &head, rest, &mut gather);
+            let body = BodyReader::new(&wire, config, &head, max_body, rest, &mut gather);
             let mut req = Request::new(head, body);
             let mut res = Response::new(
                 &wire,
@@ -441,6 +449,28 @@ fn log_failure<S>(h: &HttpHandler<S>, req: &Request<'_>, e: &io::Error, end: &Bo
             left_out,
             "service failed (left_out: failures not logged since the last line)"
         );
+    }
+}
+
+/// A parsed request with its body limit: the service's for it
+/// ([`Service::body_limit`], asked only when the request has a body). A
+/// `Content-Length` over the limit is refused here, before the service is
+/// called, as the parser would with the configured limit.
+fn body_limit<'h, 'b, S: Service>(
+    h: &HttpHandler<S>,
+    head: Option<RequestHead<'h, 'b>>,
+) -> Result<Option<(RequestHead<'h, 'b>, u64)>, HttpError> {
+    let Some(head) = head else {
+        return Ok(None);
+    };
+    let configured = h.config.limits.max_body;
+    let max = match head.body {
+        BodyKind::None | BodyKind::Length(0) => return Ok(Some((head, configured))),
+        _ => h.service.body_limit(&head, configured),
+    };
+    match head.body {
+        BodyKind::Length(n) if n > max => Err(HttpError::too_large("Content-Length over limit")),
+        _ => Ok(Some((head, max))),
     }
 }
 

@@ -23,8 +23,9 @@ pub struct Limits {
     pub max_headers: usize,
     /// Largest request body in bytes; larger gives 413. Default 1 MiB.
     /// It bounds a body streamed with [`Request::chunk`](super::Request::chunk)
-    /// as well as one collected with [`Request::body`](super::Request::body):
-    /// raise it for a service that takes large uploads.
+    /// as well as one collected with [`Request::body`](super::Request::body).
+    /// A service can set its own per request (say, larger for an upload
+    /// route only) with [`Service::body_limit`](super::Service::body_limit).
     pub max_body: u64,
     /// Largest total of chunk extensions on one chunk-size line; larger
     /// gives 400. Default 16 KiB.

@@ -9,7 +9,7 @@ use std::time::Instant;
 use percore::buf::RecvBuf;
 
 use super::wire::{after, Waited, Wire};
-use super::{BodyDecoder, BodyKind, Config, Header, HttpError, RequestHead, CONTINUE_100};
+use super::{BodyDecoder, BodyKind, Config, Header, HttpError, Limits, RequestHead, CONTINUE_100};
 
 /// One request, as a [`Service`](super::Service) sees it.
 ///
@@ -17,8 +17,10 @@ use super::{BodyDecoder, BodyKind, Config, Header, HttpError, RequestHead, CONTI
 /// copy, no allocation. The body is not read until the service asks for
 /// it, with [`body`](Self::body) (all of it) or [`chunk`](Self::chunk)
 /// (piece by piece, as it arrives); either way at most
-/// [`Limits::max_body`](super::Limits::max_body) bytes of it, beyond which
-/// the client gets 413. A client that sent
+/// [`Limits::max_body`](super::Limits::max_body) bytes of it (or the
+/// service's own limit for the request, see
+/// [`Service::body_limit`](super::Service::body_limit)), beyond which the
+/// client gets 413. A client that sent
 /// `Expect: 100-continue` gets its `100 Continue` only then; a body the
 /// service never asks for is discarded after the response, or the
 /// connection is closed if the client is still waiting for permission.
@@ -150,7 +152,8 @@ impl<'r> Request<'r> {
 
     /// The next piece of the body as it arrives, or `None` at its end.
     /// Nothing is gathered, but the body as a whole is still bounded by
-    /// [`Limits::max_body`](super::Limits::max_body).
+    /// [`Limits::max_body`](super::Limits::max_body), or by the service's
+    /// [`body_limit`](super::Service::body_limit) for the request.
     ///
     /// # Errors
     ///
@@ -244,9 +247,14 @@ impl<'r> BodyReader<'r> {
         wire: &'r Wire,
         config: &'r Config,
         head: &RequestHead<'_, '_>,
+        max_body: u64,
         input: &'r [u8],
         gather: &'r mut Vec<u8>,
     ) -> Self {
+        let limits = Limits {
+            max_body,
+            ..config.limits
+        };
         Self {
             wire,
             config,
@@ -254,7 +262,7 @@ impl<'r> BodyReader<'r> {
             input_used: 0,
             lease: None,
             lease_used: 0,
-            decoder: BodyDecoder::new(head.body, &config.limits),
+            decoder: BodyDecoder::new(head.body, &limits),
             gather,
             collected: None,
             expect: if head.expect_continue {

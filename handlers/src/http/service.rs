@@ -10,7 +10,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use percore::{Connection, Handler};
 
 use super::wire::StopWatch;
-use super::{Config, DateCache, Request, Response};
+use super::{Config, DateCache, Request, RequestHead, Response};
 use crate::log_limit::LogLimit;
 
 /// An HTTP application: answers one request at a time.
@@ -78,6 +78,31 @@ pub trait Service: 'static {
         req: &mut Request<'_>,
         res: &mut Response<'_>,
     ) -> impl Future<Output = io::Result<()>>;
+
+    /// The most body bytes the request of `head` may carry, asked once per
+    /// request that has a body, before [`call`](Self::call).
+    /// `configured` is the handler's [`Limits::max_body`](super::Limits)
+    /// (1 MiB by default), which the default keeps. A `Content-Length` over
+    /// the answer is refused with 413 before `call`, and a chunked body
+    /// that grows past it fails its read with 413. So one route can take
+    /// large uploads (streamed with [`Request::chunk`]) while every other
+    /// keeps the small limit, or one can take less:
+    ///
+    /// ```
+    /// use percore_handlers::http::{RequestHead, Service};
+    /// # use percore_handlers::http::{Request, Response};
+    /// # struct Uploads;
+    /// impl Service for Uploads {
+    ///     # async fn call(&self, _: &mut Request<'_>, _: &mut Response<'_>) -> std::io::Result<()> { Ok(()) }
+    ///     fn body_limit(&self, head: &RequestHead<'_, '_>, configured: u64) -> u64 {
+    ///         if head.path.starts_with("/upload") { 1 << 30 } else { configured }
+    ///     }
+    /// }
+    /// ```
+    fn body_limit(&self, head: &RequestHead<'_, '_>, configured: u64) -> u64 {
+        let _ = head;
+        configured
+    }
 }
 
 /// Serves a [`Service`] over HTTP/1.1 on percore connections: the
