@@ -10,72 +10,14 @@
 mod support;
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::*;
 
-/// Connections a client thread has in flight at once.
-const BATCH: usize = 32;
+/// Flood threads.
 const CLIENTS: usize = 4;
-
-/// What the clients saw: a full echo, a connection reset or closed before
-/// its echo, or a refusal.
-#[derive(Debug, Default, Clone, Copy)]
-struct Outcomes {
-    echoed: u32,
-    lost: u32,
-    refused: u32,
-}
-
-/// Opens batches of connections, sends a message on each, then reads each
-/// echo, until `done`. Anything but an echo, a loss or a refusal fails the
-/// test (a hang is a read timeout).
-fn clients(addr: SocketAddr, done: &AtomicBool) -> Outcomes {
-    let mut seen = Outcomes::default();
-    let msg = pattern(3, 100);
-    let gone = |e: &std::io::Error| {
-        matches!(
-            e.kind(),
-            ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof | ErrorKind::BrokenPipe
-        )
-    };
-    let give_up = Instant::now() + Duration::from_secs(30);
-    while !done.load(Relaxed) {
-        assert!(
-            Instant::now() < give_up,
-            "the clients were never told to stop"
-        );
-        let mut batch = Vec::with_capacity(BATCH);
-        for _ in 0..BATCH {
-            match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
-                Ok(c) => batch.push(c),
-                Err(e) if e.kind() == ErrorKind::ConnectionRefused => seen.refused += 1,
-                Err(e) if gone(&e) => seen.lost += 1,
-                Err(e) => panic!("connect: {e}"),
-            }
-        }
-        for client in &mut batch {
-            client
-                .set_read_timeout(Some(Duration::from_secs(5)))
-                .expect("timeout");
-            let mut back = [0u8; 100];
-            match client
-                .write_all(msg)
-                .and_then(|()| client.read_exact(&mut back))
-            {
-                Ok(()) => {
-                    assert_eq!(&back[..], msg);
-                    seen.echoed += 1;
-                }
-                Err(e) if gone(&e) => seen.lost += 1,
-                Err(e) => panic!("a client neither got its echo nor was closed: {e}"),
-            }
-        }
-    }
-    seen
-}
 
 /// Two-core servers on `127.0.0.1:0`.
 fn two_cores(backend: Backend) -> ServerBuilder {
@@ -106,7 +48,7 @@ fn hand_over(backend: Backend, migrate_req: bool) -> Outcomes {
     let done = AtomicBool::new(false);
     let seen = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..CLIENTS)
-            .map(|_| scope.spawn(|| clients(addr, &done)))
+            .map(|_| scope.spawn(|| flood(addr, |_| done.load(Relaxed))))
             .collect();
         let shared = |s: &Vec<StatsSnapshot>| sum(s, |c| c.accepted) >= 300;
         wait_until(
@@ -131,14 +73,10 @@ fn hand_over(backend: Backend, migrate_req: bool) -> Outcomes {
             |s| sum(s, |c| c.accepted) >= at_stop + 1000,
         );
         done.store(true, Relaxed);
-        threads.into_iter().fold(Outcomes::default(), |acc, t| {
-            let o = t.join().expect("client thread");
-            Outcomes {
-                echoed: acc.echoed + o.echoed,
-                lost: acc.lost + o.lost,
-                refused: acc.refused + o.refused,
-            }
-        })
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("client thread"))
+            .fold(Outcomes::default(), |a, b| a + b)
     });
     new.shutdown();
     new.join().expect("the new server stops");
@@ -167,7 +105,7 @@ backend_tests! {
     /// when they close is reset (at most the connections in flight).
     fn take_over_refuses_nothing_without_migration(backend) {
         let seen = hand_over(backend, false);
-        assert!(seen.lost <= (CLIENTS * BATCH) as u32, "{seen:?}");
+        assert!(seen.lost <= (CLIENTS * FLOOD_BATCH) as u32, "{seen:?}");
     }
 
     /// A server stopping at its connection limit leaves the connections

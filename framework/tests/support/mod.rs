@@ -20,9 +20,12 @@ use std::os::fd::AsRawFd;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+mod flood;
 mod netns;
 mod streams;
 #[allow(unused_imports)] // not every test binary uses every helper
+pub use flood::{flood, Outcomes, FLOOD_BATCH};
+#[allow(unused_imports)]
 pub use netns::private_network;
 #[allow(unused_imports)]
 pub use streams::{within_polls, Progress, Streams};
