@@ -13,7 +13,7 @@ fail() { echo "duel_smoke: FAIL: $*" >&2; exit 1; }
 cargo build --release -p percore-benches --bin percore_baseline --bin tokio_baseline --bin bulk_client
 cargo build --release -p percore-examples --bin echo
 
-port=18190
+port=18195
 target/release/percore_baseline --port "$port" --cores 0 >/dev/null 2>&1 &
 pid=$!
 trap 'kill -TERM "$pid" 2>/dev/null || true' EXIT
