@@ -9,6 +9,7 @@
 //! they close is handed to the new one's only if
 //! `net.ipv4.tcp_migrate_req` is 1; otherwise the kernel resets it.
 
+use std::borrow::Cow;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -37,18 +38,10 @@ pub(crate) fn bind_group(
             "take-over needs the port of the running server, not port 0",
         ));
     }
-    let address = match crate::net::bind_probe(address) {
-        Ok(probe) => {
-            let bound = crate::sys::local_addr(probe.as_raw_fd())?;
-            if take_over {
-                tracing::info!(%address, "take-over: no server was listening on the port; serving it alone");
-            }
-            bound
-        }
-        Err(e) if e.kind() == io::ErrorKind::AddrInUse && take_over => {
-            announce_take_over(address);
-            address
-        }
+    // Whether a server already listens there (and is joined).
+    let (address, joined) = match crate::net::bind_probe(address) {
+        Ok(probe) => (crate::sys::local_addr(probe.as_raw_fd())?, false),
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse && take_over => (address, true),
         Err(e) => return Err(in_use(address, e, false)),
     };
     let mut sockets = Vec::with_capacity(count);
@@ -57,17 +50,22 @@ pub(crate) fn bind_group(
             .map_err(|e| in_use(address, e, take_over))?;
         sockets.push(socket);
     }
+    if joined {
+        announce_take_over(address);
+    } else if take_over {
+        tracing::info!(%address, "take-over: no server was listening on the port; serving it alone");
+    }
     Ok((sockets, address))
 }
 
 /// Names the cause of a failed bind.
 fn in_use(address: SocketAddr, e: io::Error, take_over: bool) -> io::Error {
-    let why = match (e.kind() == io::ErrorKind::AddrInUse, take_over) {
-        (true, false) => "address already in use (another server on this port?)".to_string(),
+    let why: Cow<'_, str> = match (e.kind() == io::ErrorKind::AddrInUse, take_over) {
+        (true, false) => "address already in use (another server on this port?)".into(),
         (true, true) => "the port is held by a socket that cannot be shared (one without \
                          SO_REUSEPORT, or another user's)"
-            .to_string(),
-        (false, _) => e.to_string(),
+            .into(),
+        (false, _) => e.to_string().into(),
     };
     let verb = if take_over { "take over" } else { "listen on" };
     io::Error::new(e.kind(), format!("cannot {verb} {address}: {why}"))

@@ -125,7 +125,7 @@ pub(crate) fn decide<'b>(
 
 /// RFC 9110 §8.6: `Content-Length = 1*DIGIT`. No sign, no hex, no spaces
 /// inside, no list, and no silent wrap-around on overflow. Stricter than
-/// the grammar, leading zeros (`010`) are refused too (FAULTS A7): a hop
+/// the grammar, leading zeros (`010`) are refused too: a hop
 /// that reads them as octal would frame the body differently.
 fn parse_length(value: &[u8]) -> Result<u64, HttpError> {
     let bad = HttpError::bad_request("invalid Content-Length");

@@ -1,6 +1,6 @@
 //! One branch of a fan-out: a sub-request to one upstream over a pooled
 //! or new connection, with at most one retry, and the bookkeeping of the
-//! upstreams' health that its outcome feeds (outlier ejection, FAULTS F8;
+//! upstreams' health that its outcome feeds (outlier ejection;
 //! see the [module docs](super)).
 
 use std::cell::Cell;
@@ -47,7 +47,7 @@ pub(crate) struct Job<'a> {
     /// Everything after the `Host` line (see
     /// [`write_shared`](super::client::write_shared)).
     pub(crate) shared: &'a [u8],
-    /// RFC 9110 §9.2.2: may be retried (FAULTS F1, F5).
+    /// RFC 9110 §9.2.2: may be retried.
     pub(crate) idempotent: bool,
     /// A HEAD: the response has no body whatever it says.
     pub(crate) head_only: bool,
@@ -92,7 +92,7 @@ impl FanOut {
                         self.log_failure(index, failure);
                         self.record(index, false, job.counted);
                         // Nothing was sent: an idempotent request may go to
-                        // the next upstream not ejected instead (FAULTS F1).
+                        // the next upstream not ejected instead.
                         if job.idempotent && !retried {
                             if let Some(next) = self.next_healthy_after(index, now()) {
                                 retried = true;
@@ -134,7 +134,7 @@ impl FanOut {
                 Err(e) => {
                     // Never pooled again: its state is unknown.
                     drop(conn);
-                    // The keep-alive race (FAULTS F5): a reused connection
+                    // The keep-alive race: a reused connection
                     // that the upstream had closed fails before any byte of
                     // a response; the upstream cannot have acted on it.
                     if reused && !e.response_started && job.idempotent && !retried {
@@ -190,7 +190,7 @@ impl FanOut {
     /// Records the outcome of an exchange with upstream `index` (a 5xx
     /// answer or a connection failure is a failure) for the request whose
     /// run marks are `counted`, and ejects the upstream after too many failed
-    /// requests in a row if the cap on ejections allows (FAULTS F8). When
+    /// requests in a row if the cap on ejections allows. When
     /// the cap does not, it stays in and the next failure tries again.
     ///
     /// A request adds at most one failure to an upstream's run, however

@@ -130,9 +130,9 @@ pub(crate) struct ResponseLimits {
 /// Writes what every branch of a request shares, after its `Host` line:
 /// the end-to-end fields, `Via` (ending in `via`), `X-Forwarded-For` (see
 /// [`write_forwarded`]), the framing and the body. Every line ends in CRLF
-/// whatever the client used (FAULTS A13). The body is re-framed with
+/// whatever the client used. The body is re-framed with
 /// `Content-Length` (the HTTP layer has already de-chunked it and rejected
-/// ambiguous framing, FAULTS F10).
+/// ambiguous framing).
 pub(crate) fn write_shared(
     out: &mut Vec<u8>,
     headers: &[httparse::Header<'_>],
@@ -455,7 +455,7 @@ impl ResponseParser {
 }
 
 /// The response framing per RFC 9112 §6.3, strictly: `Content-Length`
-/// together with `Transfer-Encoding` is refused (FAULTS F4; a proxy that
+/// together with `Transfer-Encoding` is refused (a proxy that
 /// picks one of them is how response smuggling works), as are differing
 /// lengths and any coding but `chunked` (see [`Fields`]).
 fn framing(fields: &Fields, status: u16, head_only: bool) -> Result<Framing, Failure> {

@@ -79,7 +79,8 @@ pub struct PoolConfig {
     /// An idle connection older than this is closed instead of reused.
     /// Keep it below the upstreams' keep-alive timeout (nginx 75 s, percore
     /// http 30 s, many servers 5 s), so that the proxy, not the upstream,
-    /// closes idle connections and the reuse race of FAULTS F5 stays rare.
+    /// closes idle connections and the reuse race (the upstream
+    /// closing a connection as it is reused) stays rare.
     /// Default 4 s.
     pub idle_timeout: Duration,
 }
@@ -93,7 +94,7 @@ impl Default for PoolConfig {
     }
 }
 
-/// Outlier ejection (FAULTS F8), kept per upstream per core: after
+/// Outlier ejection, kept per upstream per core: after
 /// [`consecutive_failures`](Self::consecutive_failures) requests in a row
 /// failed on an upstream (a 5xx answer, a connect failure or a broken
 /// exchange) it gets no branches for `base_time × n` (the n-th ejection
@@ -129,10 +130,9 @@ impl Default for EjectionConfig {
     }
 }
 
-/// Settings of a [`FanOut`](super::FanOut). Defaults follow FAULTS.md:
-/// connect timeout 1 s, overall deadline 15 s, ejection after 5 failed
-/// requests in a row for 30 s (F8), at most 1024 fan-outs pending per core
-/// (F9).
+/// Settings of a [`FanOut`](super::FanOut). Defaults: connect timeout
+/// 1 s, overall deadline 15 s, ejection after 5 failed requests in a row
+/// for 30 s, at most 1024 fan-outs pending per core.
 ///
 /// # Examples
 ///
@@ -169,14 +169,14 @@ pub struct Config {
     pub max_response_head: usize,
     /// Largest upstream response body; larger is a 502. Default 1 MiB.
     pub max_response_body: usize,
-    /// Outlier ejection of failing upstreams (FAULTS F8).
+    /// Outlier ejection of failing upstreams.
     pub ejection: EjectionConfig,
     /// Most fanned-out requests in flight per core; more are answered 503
-    /// at once, never queued (FAULTS F9). Default 1024.
+    /// at once, never queued. Default 1024.
     pub max_pending: usize,
     /// A shadow upstream that gets a copy of every fanned-out request; its
     /// answers are read and discarded, its failures only counted and
-    /// logged (rate-limited), and it never delays a client (FAULTS F7; see
+    /// logged (rate-limited), and it never delays a client (see
     /// the [module docs](super)). Default none.
     pub mirror: Option<SocketAddr>,
     /// Most mirrored copies waiting or in flight per core; more are

@@ -1,4 +1,4 @@
-//! Mirroring (shadow traffic, FAULTS F7): a copy of every fanned-out
+//! Mirroring (shadow traffic): a copy of every fanned-out
 //! request goes to a shadow upstream, whose answer is read in full and
 //! thrown away.
 //!

@@ -15,7 +15,7 @@
 //!    `Via`, `X-Forwarded-For`, a `Content-Length` and the body) once, into
 //!    a per-core scratch buffer. Hop-by-hop fields, and fields named in
 //!    `Connection`, are dropped; the body is always re-framed with
-//!    `Content-Length` and every line ends in CRLF (FAULTS A13, F10, F11).
+//!    `Content-Length` and every line ends in CRLF.
 //! 2. It starts K branches ([`Config::width`]), spread round-robin over the
 //!    upstreams, each a future that takes a keep-alive connection from the
 //!    core's pool for its upstream (`upstream.rs`), or connects under
@@ -39,9 +39,9 @@
 //! (RFC 9110 §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT, DELETE):
 //!
 //! - on a *reused* pooled connection that failed before any byte of the
-//!   response arrived (the upstream closed it as we reused it, FAULTS F5),
+//!   response arrived (the upstream closed it as we reused it),
 //!   the branch retries on a fresh connection to the same upstream;
-//! - when connecting fails (nothing was sent, FAULTS F1) and there is
+//! - when connecting fails (nothing was sent) and there is
 //!   another upstream, the branch retries on the next upstream in the ring.
 //!
 //! A POST (or any non-idempotent method) is never retried: once sent, the
@@ -63,13 +63,13 @@
 //! [`EjectionConfig::max_percent`] of the upstreams (default 10 %, but
 //! always at least one) are ejected at once; past that, failing upstreams
 //! stay in. When every upstream is ejected the request is answered 503 at
-//! once, naming each upstream and when it returns (FAULTS F8). Branches cut
+//! once, naming each upstream and when it returns. Branches cut
 //! off by the deadline or cancelled are not counted either way. A 5xx
 //! answer is still passed on to the client in the combined body.
 //!
 //! At most [`Config::max_pending`] fan-outs (default 1024) are in flight
 //! per core; a request beyond that is answered 503 before its body is
-//! read, never queued (FAULTS F9). [`ProxyStats`] counts ejections, 503s
+//! read, never queued. [`ProxyStats`] counts ejections, 503s
 //! for all-ejected and breaker rejections.
 //!
 //! # Loops
@@ -89,7 +89,7 @@
 //! # Mirroring
 //!
 //! With [`Config::mirror`] set, a copy of every fanned-out request also goes
-//! to a shadow upstream (FAULTS F7), queued for a few worker tasks per core
+//! to a shadow upstream, queued for a few worker tasks per core
 //! so that the client's answer, and its next request on the connection,
 //! never wait for the shadow; the shadow's answers are discarded and its
 //! failures only counted and logged. At most [`Config::mirror_max_pending`]

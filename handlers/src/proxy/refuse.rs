@@ -1,5 +1,5 @@
 //! The answers the proxy gives without fanning out: 503 from the
-//! pending-request breaker (FAULTS F9) or because every upstream is
+//! pending-request breaker or because every upstream is
 //! ejected (F8), and 508 for a request that came back to this proxy (a
 //! loop, see `via.rs`). Each is counted in [`ProxyStats`](super::ProxyStats).
 
@@ -11,8 +11,7 @@ use super::stats::bump;
 use crate::http::Response;
 
 impl FanOut {
-    /// 503 at once: this core already has `max_pending` fan-outs in flight
-    /// (FAULTS F9).
+    /// 503 at once: this core already has `max_pending` fan-outs in flight.
     pub(crate) fn reject_pending(&self, res: &mut Response<'_>) -> io::Result<()> {
         bump(&self.stats.rejected_pending);
         res.header("Content-Type", b"text/plain; charset=utf-8")?;
@@ -25,7 +24,7 @@ impl FanOut {
         Ok(())
     }
 
-    /// 503: every upstream is ejected (FAULTS F8); names each and when it
+    /// 503: every upstream is ejected; names each and when it
     /// returns.
     pub(crate) fn reject_all_ejected(
         &self,

@@ -38,9 +38,9 @@ pub struct FanOut {
     /// The upstream the next request's first branch goes to, counted
     /// among the upstreams not ejected.
     next: Cell<usize>,
-    /// Most upstreams ejected at once (FAULTS F8).
+    /// Most upstreams ejected at once.
     pub(crate) max_ejected: usize,
-    /// Fanned-out requests in flight on this core (FAULTS F9).
+    /// Fanned-out requests in flight on this core.
     pending: Cell<usize>,
     pub(crate) limits: ResponseLimits,
     /// This core's counters, shared with its mirror and with readers on
@@ -203,7 +203,7 @@ impl FanOut {
             counted,
         };
         let width = self.config.width;
-        // Round-robin over the upstreams not ejected (FAULTS F8).
+        // Round-robin over the upstreams not ejected.
         let first = self.next.get() % healthy;
         self.next.set((first + width) % healthy);
 

@@ -34,7 +34,8 @@ pub struct ProxyStats {
     pub connects: u64,
     /// Sub-requests sent on a pooled (reused) connection.
     pub reuses: u64,
-    /// Automatic retries (FAULTS F1, F5).
+    /// Automatic retries: of an idempotent request whose upstream refused
+    /// the connection, or whose pooled connection turned out closed.
     pub retries: u64,
     /// Connect failures (refused, unreachable, connect timeout).
     pub errors_connect: u64,
@@ -53,7 +54,7 @@ pub struct ProxyStats {
     /// Client requests answered 508 because they had already passed
     /// through this proxy: its own pseudonym was in their `Via`.
     pub loops: u64,
-    /// Upstreams ejected for failing in a row (FAULTS F8).
+    /// Upstreams ejected for failing several times in a row.
     pub ejections: u64,
     /// Client requests answered 503 because every upstream was ejected.
     pub all_ejected: u64,
@@ -200,7 +201,7 @@ impl Counters {
 }
 
 /// A fanned-out request in progress: counted in the core's pending
-/// fan-outs (FAULTS F9) while it lives, and as [`ProxyStats::stopped`] if
+/// fan-outs (the per-core limit's count) while it lives, and as [`ProxyStats::stopped`] if
 /// its future is dropped before [`finish`](Self::finish). Only a stop does
 /// that: the HTTP layer's cut-off near the drain deadline, or the drain's
 /// end (a client that leaves is not noticed while the service runs, as

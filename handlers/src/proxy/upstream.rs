@@ -1,5 +1,5 @@
 //! One upstream as a core sees it: its address, its keep-alive pool, and
-//! its health (outlier ejection, FAULTS F8).
+//! its health (outlier ejection).
 //!
 //! The pool is per core and per upstream (no locks, no sharing): a stack of
 //! idle connections, reused last-in first-out so that the few connections
@@ -52,7 +52,7 @@ impl Upstream {
 }
 
 /// This core's view of an upstream's health: consecutive failures and
-/// ejection (FAULTS F8). Plain `Cell`s: per core, never shared. The caller
+/// ejection. Plain `Cell`s: per core, never shared. The caller
 /// reports at most one failure per request (see `FanOut::record`).
 #[derive(Debug, Default)]
 pub(crate) struct Health {
@@ -152,7 +152,8 @@ impl Pool {
     /// Connections idle for longer than the idle timeout are closed, and so
     /// are connections the upstream has already closed or sent unsolicited
     /// bytes on (found by polling a read once, without waiting). This
-    /// narrows the keep-alive race of FAULTS F5 to a close that is still in
+    /// narrows the keep-alive race (the upstream closing a connection as it
+    /// is reused) to a close that is still in
     /// flight; the exchange's retry rule covers the rest.
     pub(crate) fn checkout(&self, now: Instant) -> Option<TcpStream> {
         let mut idle = self.idle.borrow_mut();
