@@ -94,8 +94,10 @@ backend_tests! {
         server.join().expect("join");
     }
 
-    /// At `max_connections` the core stops accepting (no busy loop) and
-    /// resumes as soon as a connection closes.
+    /// At `max_connections` the core stops accepting (no busy loop; on
+    /// io_uring its multishot accept is cancelled, so clients past the
+    /// limit wait in the kernel's backlog, not accepted into the process)
+    /// and resumes as soon as a connection closes.
     fn connection_limit_pauses_and_resumes_accepting(backend) {
         let server = start_echo(builder(backend).max_connections(4), backend);
         let addr = server.local_addr();
@@ -106,8 +108,11 @@ backend_tests! {
                 c
             })
             .collect();
+        let fds = fd_count();
         let mut fifth = connect(addr);
         fifth.write_all(b"fifth").expect("write");
+        // Queued behind the fifth, so they do not take the slot it waits for.
+        let behind: Vec<_> = (0..4).map(|_| connect(addr)).collect();
         fifth.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
         let mut back = [0u8; 5];
         // (A thread that ran an io_uring core may see EINTR once when the
@@ -122,6 +127,8 @@ backend_tests! {
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             other => panic!("the fifth connection was served over the limit: {other:?}"),
         }
+        // Only the clients' own sockets: the server took none of them.
+        assert_eq!(fd_count() - fds, behind.len() + 1, "descriptors {:?}", fd_table());
         let stats = server.stats();
         assert_eq!(sum(&stats, |c| c.active), 4);
         assert!(sum(&stats, |c| c.accept_paused) >= 1);
@@ -137,6 +144,7 @@ backend_tests! {
         assert_eq!(&back, b"fifth");
         drop(open);
         drop(fifth);
+        drop(behind);
         wait_until(Duration::from_secs(5), "connections to close", || server.stats(), |s| sum(s, |c| c.active) == 0);
         server.shutdown();
         server.join().expect("join");
