@@ -3,12 +3,12 @@
 //!
 //! What it measures: nothing; it formats [`Row`]s. What it does not: judge
 //! results beyond the verdict column computed in `stats` (the charts show
-//! speed relative to tokio-ct oriented so that taller is better, with no
-//! error bars; the CV column carries the noise).
+//! speed relative to tokio-ct oriented so that longer is better, each bar
+//! with a whisker of the same noise bound the verdict uses).
 
 use std::fmt::Write as _;
 
-use crate::stats::{speedup, Better, Verdict};
+use crate::stats::{noise_bound, speedup, Better, Verdict};
 
 /// One executor × cell result.
 #[derive(Clone, Debug, PartialEq)]
@@ -276,10 +276,13 @@ const COLORS: [&str; 6] = [
 ];
 
 /// A horizontal grouped bar chart of one category: per cell, one bar per
-/// executor showing its speed relative to `baseline` (taller is better;
-/// 1.0 marked). Cells without a baseline result are left out.
+/// executor showing its speed relative to `baseline` (longer is better;
+/// 1.0 marked), with a whisker of ± the verdict's noise bound around it
+/// (none on the baseline's own bar): a bar whose whisker reaches 1.0 is
+/// within noise. Cells without a baseline result are left out.
 pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &str) -> String {
-    let mut groups: Vec<(String, Vec<(usize, f64)>)> = Vec::new();
+    // Per cell: (executor index, speed, noise bound) per bar.
+    let mut groups: Vec<(String, Vec<(usize, f64, f64)>)> = Vec::new();
     let mut cells: Vec<&str> = Vec::new();
     for r in rows.iter().filter(|r| r.category == category) {
         if !cells.contains(&r.workload.as_str()) {
@@ -294,13 +297,18 @@ pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &st
         let Some(base) = in_cell.iter().find(|r| r.executor == baseline) else {
             continue;
         };
-        let bars: Vec<(usize, f64)> = executors
+        let bars: Vec<(usize, f64, f64)> = executors
             .iter()
             .enumerate()
             .filter_map(|(i, e)| {
                 let r = in_cell.iter().find(|r| r.executor == *e)?;
                 let s = speedup(r.median, base.median, r.better);
-                s.is_finite().then_some((i, s))
+                let bound = if *e == baseline {
+                    0.0
+                } else {
+                    noise_bound(r.cv, base.cv)
+                };
+                s.is_finite().then_some((i, s, bound))
             })
             .collect();
         groups.push((cell.to_string(), bars));
@@ -316,10 +324,10 @@ pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &st
         .unwrap_or(0);
     let left = f64::max(190.0, 16.0 + 6.5 * longest as f64);
     let plot_w = 520.0;
-    let top = 62.0;
+    let top = 74.0;
     let max = groups
         .iter()
-        .flat_map(|(_, b)| b.iter().map(|(_, s)| *s))
+        .flat_map(|(_, b)| b.iter().map(|(_, s, _)| *s))
         .fold(1.5f64, f64::max)
         .min(10.0);
     let x_of = |s: f64| left + plot_w * (s.min(max) / max);
@@ -344,14 +352,14 @@ pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &st
     );
     let _ = writeln!(
         s,
-        r##"<text x="10" y="34" fill="#555">throughput cells: executor / {b}; latency cells: {b} / executor</text>"##,
+        r##"<text x="10" y="32" fill="#555">throughput cells: executor / {b}; latency cells: {b} / executor</text><text x="10" y="46" fill="#555">whiskers: ± 2·√(cv² + cv_{b}²), the verdict's noise bound: within noise where one reaches 1.0</text>"##,
         b = xml_escape(baseline)
     );
     for (i, e) in executors.iter().enumerate() {
         let x = left + i as f64 * 110.0;
         let _ = writeln!(
             s,
-            r#"<rect x="{x}" y="42" width="10" height="10" fill="{}"/><text x="{}" y="51">{}</text>"#,
+            r#"<rect x="{x}" y="54" width="10" height="10" fill="{}"/><text x="{}" y="63">{}</text>"#,
             COLORS[i % COLORS.len()],
             x + 14.0,
             xml_escape(e)
@@ -367,18 +375,31 @@ pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &st
             y + gh / 2.0 + 4.0,
             xml_escape(cell)
         );
-        for (k, (i, v)) in bars.iter().enumerate() {
+        for (k, (i, v, bound)) in bars.iter().enumerate() {
             let by = y + k as f64 * bar_h;
+            // The label goes right of the whisker, so that it covers neither.
+            let label_x = x_of(v * (1.0 + bound)).max(x_of(*v)) + 4.0;
             let _ = writeln!(
                 s,
-                r#"<rect x="{left}" y="{by}" width="{:.1}" height="{}" fill="{}"/><text x="{:.1}" y="{}">{:.2}</text>"#,
+                r#"<rect x="{left}" y="{by}" width="{:.1}" height="{}" fill="{}"/><text x="{label_x:.1}" y="{}">{:.2}</text>"#,
                 (x_of(*v) - left).max(0.5),
                 bar_h - 2.0,
                 COLORS[i % COLORS.len()],
-                x_of(*v) + 4.0,
                 by + bar_h - 4.0,
                 v
             );
+            if *bound > 0.0 {
+                let (lo, hi) = (x_of(v * (1.0 - bound)).max(left), x_of(v * (1.0 + bound)));
+                let (mid, cap) = (by + (bar_h - 2.0) / 2.0, (bar_h - 2.0) / 4.0);
+                let _ = writeln!(
+                    s,
+                    r#"<path class="noise" d="M{lo:.1} {mid:.1}H{hi:.1}M{lo:.1} {:.1}V{:.1}M{hi:.1} {:.1}V{:.1}" stroke="black" fill="none"/>"#,
+                    mid - cap,
+                    mid + cap,
+                    mid - cap,
+                    mid + cap
+                );
+            }
         }
         y += gh + gap;
     }
@@ -491,6 +512,44 @@ mod tests {
         assert!(svg.contains(">2.00</text>")); // uring twice as fast
         assert!(svg.contains(">1.00</text>"));
         assert!(!svg.contains("pingpong/1B"));
+        // One whisker, uring's: ± 2·√(0.05² + 0.05²) ≈ 14 % of its 2.00.
+        assert_eq!(svg.matches(r#"class="noise""#).count(), 1);
+    }
+
+    #[test]
+    fn whiskers_span_the_noise_bound() {
+        let mut even = row("pingpong/64B", "uring", 10.0, Better::Lower);
+        even.cv = 0.0;
+        let mut base = row("pingpong/64B", "tokio-ct", 10.0, Better::Lower);
+        base.cv = 0.25; // bound 2·0.25 = 0.5: from 0.5 to 1.5 of uring's 1.00
+        let svg = svg_chart(
+            "socket_latency",
+            &[even, base],
+            &["uring", "tokio-ct"],
+            "tokio-ct",
+        );
+        // The number after `key` on the first line containing `mark`.
+        let num = |mark: &str, key: &str| -> f64 {
+            let line = svg.lines().find(|l| l.contains(mark)).expect(mark);
+            let rest = line.split(key).nth(1).expect(key);
+            let end = rest
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap_or(rest.len());
+            rest[..end].parse().expect("a number")
+        };
+        let zero = num("<rect x=\"", "<rect x=\"");
+        let one = num("stroke-dasharray", "x1=\"");
+        let lo = num("class=\"noise\"", "d=\"M");
+        let hi = num("class=\"noise\"", "H");
+        let unit = one - zero;
+        assert!(
+            (lo - (zero + unit / 2.0)).abs() < 0.2,
+            "lo {lo}, zero {zero}, one {one}"
+        );
+        assert!(
+            (hi - (zero + unit * 1.5)).abs() < 0.2,
+            "hi {hi}, zero {zero}, one {one}"
+        );
     }
 
     #[test]
