@@ -275,14 +275,21 @@ const COLORS: [&str; 6] = [
     "#1f77b4", "#ff7f0e", "#7f7f7f", "#2ca02c", "#9467bd", "#8c564b",
 ];
 
+/// One bar of a chart: an executor's speed relative to the baseline and
+/// the noise bound of that comparison (0 for the baseline itself).
+struct Bar {
+    executor: usize,
+    speed: f64,
+    noise: f64,
+}
+
 /// A horizontal grouped bar chart of one category: per cell, one bar per
 /// executor showing its speed relative to `baseline` (longer is better;
 /// 1.0 marked), with a whisker of ± the verdict's noise bound around it
 /// (none on the baseline's own bar): a bar whose whisker reaches 1.0 is
 /// within noise. Cells without a baseline result are left out.
 pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &str) -> String {
-    // Per cell: (executor index, speed, noise bound) per bar.
-    let mut groups: Vec<(String, Vec<(usize, f64, f64)>)> = Vec::new();
+    let mut groups: Vec<(String, Vec<Bar>)> = Vec::new();
     let mut cells: Vec<&str> = Vec::new();
     for r in rows.iter().filter(|r| r.category == category) {
         if !cells.contains(&r.workload.as_str()) {
@@ -297,18 +304,22 @@ pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &st
         let Some(base) = in_cell.iter().find(|r| r.executor == baseline) else {
             continue;
         };
-        let bars: Vec<(usize, f64, f64)> = executors
+        let bars: Vec<Bar> = executors
             .iter()
             .enumerate()
             .filter_map(|(i, e)| {
                 let r = in_cell.iter().find(|r| r.executor == *e)?;
-                let s = speedup(r.median, base.median, r.better);
-                let bound = if *e == baseline {
+                let speed = speedup(r.median, base.median, r.better);
+                let noise = if *e == baseline {
                     0.0
                 } else {
                     noise_bound(r.cv, base.cv)
                 };
-                s.is_finite().then_some((i, s, bound))
+                speed.is_finite().then_some(Bar {
+                    executor: i,
+                    speed,
+                    noise,
+                })
             })
             .collect();
         groups.push((cell.to_string(), bars));
@@ -327,7 +338,7 @@ pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &st
     let top = 74.0;
     let max = groups
         .iter()
-        .flat_map(|(_, b)| b.iter().map(|(_, s, _)| *s))
+        .flat_map(|(_, b)| b.iter().map(|bar| bar.speed))
         .fold(1.5f64, f64::max)
         .min(10.0);
     let x_of = |s: f64| left + plot_w * (s.min(max) / max);
@@ -375,20 +386,21 @@ pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &st
             y + gh / 2.0 + 4.0,
             xml_escape(cell)
         );
-        for (k, (i, v, bound)) in bars.iter().enumerate() {
+        for (k, bar) in bars.iter().enumerate() {
+            let (i, v, bound) = (bar.executor, bar.speed, bar.noise);
             let by = y + k as f64 * bar_h;
             // The label goes right of the whisker, so that it covers neither.
-            let label_x = x_of(v * (1.0 + bound)).max(x_of(*v)) + 4.0;
+            let label_x = x_of(v * (1.0 + bound)).max(x_of(v)) + 4.0;
             let _ = writeln!(
                 s,
                 r#"<rect x="{left}" y="{by}" width="{:.1}" height="{}" fill="{}"/><text x="{label_x:.1}" y="{}">{:.2}</text>"#,
-                (x_of(*v) - left).max(0.5),
+                (x_of(v) - left).max(0.5),
                 bar_h - 2.0,
                 COLORS[i % COLORS.len()],
                 by + bar_h - 4.0,
                 v
             );
-            if *bound > 0.0 {
+            if bound > 0.0 {
                 let (lo, hi) = (x_of(v * (1.0 - bound)).max(left), x_of(v * (1.0 + bound)));
                 let (mid, cap) = (by + (bar_h - 2.0) / 2.0, (bar_h - 2.0) / 4.0);
                 let _ = writeln!(
