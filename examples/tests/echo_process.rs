@@ -11,6 +11,8 @@
 //!   does not spin on EMFILE, and accepts again once fds free up.
 //! - FAULTS C2: registering the write buffers fails (memlock): a warning
 //!   naming the limit, and the server still serves.
+//! - The open-file limit is raised to what the connection limit needs, or
+//!   a warning says what it allows.
 //!
 //! Stopping it is in `stop_signals.rs`.
 
@@ -517,4 +519,53 @@ fn the_connection_limit_is_logged() {
             "{backend}: {log}"
         );
     }
+}
+
+/// The open-file limit at start, fitted to the connection limit: a soft
+/// limit below what one core of 1,000 connections needs (1,040 with the
+/// cores' and the process's own descriptors) is raised to that, up to the
+/// hard limit, and logged; a hard limit far below it is raised to and
+/// warned about, naming the connections it allows.
+#[test]
+fn the_open_file_limit_is_fitted_to_the_connection_limit() {
+    let _serial = serial();
+    let cpu = server_cpu().to_string();
+    let under = |limits: &str| {
+        let mut cmd = Command::new("prlimit");
+        cmd.args([&format!("--nofile={limits}"), "--", ECHO])
+            .args(["--port", "0", "--host", "127.0.0.1", "--cores", &cpu])
+            .args(["--max-connections", "1000"])
+            .env("RUST_LOG", "info")
+            .env_remove("PERCORE_BACKEND")
+            .env_remove("PERCORE_FAULT");
+        serve(cmd)
+    };
+    let soft = |child: &support::ChildServer| {
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.pid()))
+            .expect("the server's limits");
+        let line = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .expect("an open-files line")
+            .to_owned();
+        line.split_whitespace().nth(3).expect("soft").to_owned()
+    };
+
+    let child = under("256:4096");
+    assert_eq!(soft(&child), "1040");
+    let log = child.log();
+    assert!(log.contains("raised the open-file limit"), "{log}");
+    assert!(!log.contains("the open-file limit allows"), "{log}");
+    ping(child.addr);
+    stop(child, Duration::from_secs(5));
+
+    let child = under("256:512");
+    assert_eq!(soft(&child), "512");
+    let log = child.log();
+    assert!(
+        log.contains("the open-file limit allows about 472 connections, not the 1000 configured"),
+        "{log}"
+    );
+    ping(child.addr);
+    stop(child, Duration::from_secs(5));
 }

@@ -247,3 +247,25 @@ pub(crate) fn thread_cpu_time() -> std::time::Duration {
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
+
+/// The process's open-file limit: `(soft, hard)`.
+pub(crate) fn nofile_limit() -> io::Result<(u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit for the call's duration.
+    syscall!(getrlimit(libc::RLIMIT_NOFILE, &mut lim))?;
+    Ok((lim.rlim_cur, lim.rlim_max))
+}
+
+/// Sets the process's soft open-file limit (at most the hard one).
+pub(crate) fn set_nofile_soft(soft: u64, hard: u64) -> io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: `lim` is a valid rlimit for the call's duration.
+    syscall!(setrlimit(libc::RLIMIT_NOFILE, &lim))?;
+    Ok(())
+}

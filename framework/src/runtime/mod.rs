@@ -7,6 +7,7 @@ pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod core;
 pub mod cpus;
+mod fd_limit;
 mod messaging;
 mod serve;
 mod server;

@@ -91,7 +91,9 @@ impl ServerBuilder {
     }
 
     /// Open connections per core before accepting pauses (at least 1: 0
-    /// is taken as 1).
+    /// is taken as 1). At start the process's soft open-file limit is
+    /// raised as far as this needs (up to the hard limit), with a log line;
+    /// a warning says so when even the hard limit allows far fewer.
     pub fn max_connections(mut self, max: usize) -> Self {
         self.max_connections = max.max(1);
         self
@@ -188,6 +190,7 @@ impl ServerBuilder {
         let backend = backend::resolve(self.backend, &self.config)?;
         let (sockets, local_addr) =
             bind_group(self.address, cpus.len(), self.backlog, self.take_over)?;
+        super::fd_limit::fit_to_connections(cpus.len(), self.max_connections);
         let shutdown = Arc::new(Shutdown::new());
         let factory = Arc::new(factory);
         let mut cores = Vec::new();
