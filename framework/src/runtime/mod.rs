@@ -15,8 +15,9 @@ pub(crate) mod shared;
 mod signal;
 pub(crate) mod stats;
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::io;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::Poll;
 
@@ -49,45 +50,8 @@ where
 /// connections early. Cheap to create and drop per connection.
 ///
 /// Without it, a connection waiting for its client's next bytes holds the
-/// stop until the drain deadline cancels it. To end such a wait at the
-/// stop, race the read against the signal (reads are cancel-safe, so
-/// nothing is lost when the read is the one dropped):
-///
-/// ```no_run
-/// use std::future::{poll_fn, Future};
-/// use std::pin::pin;
-/// use std::task::Poll;
-///
-/// use percore::{Connection, Handler};
-///
-/// struct Echo;
-///
-/// impl Handler for Echo {
-///     async fn serve(&self, conn: Connection) -> std::io::Result<()> {
-///         let mut stop = pin!(percore::shutdown_signal());
-///         loop {
-///             let mut read = pin!(conn.read());
-///             // `None`: the server is stopping.
-///             let next = poll_fn(|cx| {
-///                 if stop.as_mut().poll(cx).is_ready() {
-///                     return Poll::Ready(None);
-///                 }
-///                 read.as_mut().poll(cx).map(Some)
-///             })
-///             .await;
-///             let Some(read) = next else { break };
-///             let Some(buf) = read? else { break };
-///             let (res, _) = conn.write_all(buf).await;
-///             res?;
-///         }
-///         Ok(())
-///     }
-/// }
-///
-/// fn main() -> std::io::Result<()> {
-///     percore::Server::builder().serve(|_core| Echo)
-/// }
-/// ```
+/// stop until the drain deadline cancels it; [`until_stopped`] ends such a
+/// wait at the stop.
 ///
 /// # Panics
 ///
@@ -125,6 +89,50 @@ impl Drop for ShutdownSignal {
             context::try_with_core(|core| core.drop_shutdown_waiter(key));
         }
     }
+}
+
+/// Runs `future` until it completes (`Some`) or the server begins its
+/// graceful stop (`None`; the future is dropped, so it must be safe to
+/// cancel, as percore's reads are: a read dropped loses no data). If both
+/// are ready, the future's result wins. For a connection that waits for
+/// its client's next bytes, so that it ends at the stop instead of holding
+/// it until the drain deadline:
+///
+/// ```no_run
+/// use percore::{until_stopped, Connection, Handler};
+///
+/// struct Echo;
+///
+/// impl Handler for Echo {
+///     async fn serve(&self, conn: Connection) -> std::io::Result<()> {
+///         // `None`: the server is stopping; `Some(None)`: the client left.
+///         while let Some(read) = until_stopped(conn.read()).await {
+///             let Some(buf) = read? else { break };
+///             let (res, _) = conn.write_all(buf).await;
+///             res?;
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// fn main() -> std::io::Result<()> {
+///     percore::Server::builder().serve(|_core| Echo)
+/// }
+/// ```
+///
+/// # Panics
+///
+/// When polled outside a percore core thread.
+pub async fn until_stopped<F: Future>(future: F) -> Option<F::Output> {
+    let mut future = pin!(future);
+    let mut stop = shutdown_signal();
+    poll_fn(|cx| {
+        if let Poll::Ready(out) = future.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        Pin::new(&mut stop).poll(cx).map(|()| None)
+    })
+    .await
 }
 
 /// Whether this core's server is stopping (cheap; for a check per request).
