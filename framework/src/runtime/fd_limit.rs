@@ -48,16 +48,31 @@ pub(crate) fn fit_to_connections(cores: usize, max_connections: usize) {
         }
     }
     if limit.saturating_mul(10) < needed.saturating_mul(9) {
+        // Saturating: `usize::MAX` connections per core (in effect, no
+        // limit) is a valid setting.
+        let configured = (cores as u64).saturating_mul(max_connections as u64);
+        let allowed = limit.saturating_sub(PROCESS + PER_CORE * cores as u64);
         tracing::warn!(
             limit,
             hard,
             cores,
             max_connections,
-            "the open-file limit allows about {} connections, not the {} configured: past \
-             them accepting pauses (EMFILE) until connections close; raise the hard limit \
-             (ulimit -Hn, LimitNOFILE=) or lower the connection limit",
-            limit.saturating_sub(PROCESS + PER_CORE * cores as u64),
-            cores as u64 * max_connections as u64
+            "the open-file limit allows about {allowed} connections, not the {configured} \
+             configured: past them accepting pauses (EMFILE) until connections close; raise \
+             the hard limit (ulimit -Hn, LimitNOFILE=) or lower the connection limit"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The warning names the connections configured over all cores; a
+    /// limit too large to count them must not overflow that product.
+    #[test]
+    fn an_unbounded_connection_limit_is_warned_about() {
+        let log = tracing_subscriber::fmt().with_test_writer().finish();
+        tracing::subscriber::with_default(log, || fit_to_connections(4, usize::MAX));
     }
 }
