@@ -276,18 +276,33 @@ const COLORS: [&str; 6] = [
 ];
 
 /// One bar of a chart: an executor's speed relative to the baseline and
-/// the noise bound of that comparison (0 for the baseline itself).
+/// the whisker of that comparison's noise bound (none for the baseline
+/// itself).
 struct Bar {
     executor: usize,
     speed: f64,
-    noise: f64,
+    whisker: Option<(f64, f64)>,
+}
+
+/// The speeds around `speed` within `bound` of it as the verdict judges:
+/// it compares medians relative to the baseline's, so a throughput speed
+/// (candidate / baseline) is within noise of 1.0 when it is within
+/// ± `bound` of it, and a latency speed (baseline / candidate) when
+/// 1.0 / speed is. So 1.0 lies in the whisker exactly when the verdict
+/// is within noise.
+fn whisker(speed: f64, bound: f64, better: Better) -> (f64, f64) {
+    match better {
+        Better::Higher => (speed - bound, speed + bound),
+        Better::Lower => (speed * (1.0 - bound), speed * (1.0 + bound)),
+    }
 }
 
 /// A horizontal grouped bar chart of one category: per cell, one bar per
 /// executor showing its speed relative to `baseline` (longer is better;
-/// 1.0 marked), with a whisker of ± the verdict's noise bound around it
-/// (none on the baseline's own bar): a bar whose whisker reaches 1.0 is
-/// within noise. Cells without a baseline result are left out.
+/// 1.0 marked), with a whisker of the verdict's noise bound around it
+/// (none on the baseline's own bar, see [`whisker`]): a bar whose whisker
+/// reaches 1.0 is within noise. Cells without a baseline result are left
+/// out.
 pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &str) -> String {
     let mut groups: Vec<(String, Vec<Bar>)> = Vec::new();
     let mut cells: Vec<&str> = Vec::new();
@@ -310,15 +325,12 @@ pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &st
             .filter_map(|(i, e)| {
                 let r = in_cell.iter().find(|r| r.executor == *e)?;
                 let speed = speedup(r.median, base.median, r.better);
-                let noise = if *e == baseline {
-                    0.0
-                } else {
-                    noise_bound(r.cv, base.cv)
-                };
+                let whisker =
+                    (*e != baseline).then(|| whisker(speed, noise_bound(r.cv, base.cv), r.better));
                 speed.is_finite().then_some(Bar {
                     executor: i,
                     speed,
-                    noise,
+                    whisker,
                 })
             })
             .collect();
@@ -363,7 +375,7 @@ pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &st
     );
     let _ = writeln!(
         s,
-        r##"<text x="10" y="32" fill="#555">throughput cells: executor / {b}; latency cells: {b} / executor</text><text x="10" y="46" fill="#555">whiskers: ± 2·√(cv² + cv_{b}²), the verdict's noise bound: within noise where one reaches 1.0</text>"##,
+        r##"<text x="10" y="32" fill="#555">throughput cells: executor / {b}; latency cells: {b} / executor</text><text x="10" y="46" fill="#555">whiskers: the verdict's noise bound, 2·√(cv² + cv_{b}²): within noise where one reaches 1.0</text>"##,
         b = xml_escape(baseline)
     );
     for (i, e) in executors.iter().enumerate() {
@@ -387,10 +399,10 @@ pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &st
             xml_escape(cell)
         );
         for (k, bar) in bars.iter().enumerate() {
-            let (i, v, bound) = (bar.executor, bar.speed, bar.noise);
+            let (i, v) = (bar.executor, bar.speed);
             let by = y + k as f64 * bar_h;
             // The label goes right of the whisker, so that it covers neither.
-            let label_x = x_of(v * (1.0 + bound)).max(x_of(v)) + 4.0;
+            let label_x = x_of(bar.whisker.map_or(v, |(_, hi)| hi)).max(x_of(v)) + 4.0;
             let _ = writeln!(
                 s,
                 r#"<rect x="{left}" y="{by}" width="{:.1}" height="{}" fill="{}"/><text x="{label_x:.1}" y="{}">{:.2}</text>"#,
@@ -400,8 +412,8 @@ pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &st
                 by + bar_h - 4.0,
                 v
             );
-            if bound > 0.0 {
-                let (lo, hi) = (x_of(v * (1.0 - bound)).max(left), x_of(v * (1.0 + bound)));
+            if let Some((lo, hi)) = bar.whisker.filter(|(lo, hi)| hi > lo) {
+                let (lo, hi) = (x_of(lo).max(left), x_of(hi));
                 let (mid, cap) = (by + (bar_h - 2.0) / 2.0, (bar_h - 2.0) / 4.0);
                 let _ = writeln!(
                     s,
@@ -431,6 +443,7 @@ pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &st
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::verdict;
 
     fn row(workload: &str, executor: &str, median: f64, better: Better) -> Row {
         Row {
@@ -528,6 +541,16 @@ mod tests {
         assert_eq!(svg.matches(r#"class="noise""#).count(), 1);
     }
 
+    /// The number after `key` on the first line of `svg` containing `mark`.
+    fn number_after(svg: &str, mark: &str, key: &str) -> f64 {
+        let line = svg.lines().find(|l| l.contains(mark)).expect(mark);
+        let rest = line.split(key).nth(1).expect(key);
+        let end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        rest[..end].parse().expect("a number")
+    }
+
     #[test]
     fn whiskers_span_the_noise_bound() {
         let mut even = row("pingpong/64B", "uring", 10.0, Better::Lower);
@@ -540,19 +563,10 @@ mod tests {
             &["uring", "tokio-ct"],
             "tokio-ct",
         );
-        // The number after `key` on the first line containing `mark`.
-        let num = |mark: &str, key: &str| -> f64 {
-            let line = svg.lines().find(|l| l.contains(mark)).expect(mark);
-            let rest = line.split(key).nth(1).expect(key);
-            let end = rest
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .unwrap_or(rest.len());
-            rest[..end].parse().expect("a number")
-        };
-        let zero = num("<rect x=\"", "<rect x=\"");
-        let one = num("stroke-dasharray", "x1=\"");
-        let lo = num("class=\"noise\"", "d=\"M");
-        let hi = num("class=\"noise\"", "H");
+        let zero = number_after(&svg, "<rect x=\"", "<rect x=\"");
+        let one = number_after(&svg, "stroke-dasharray", "x1=\"");
+        let lo = number_after(&svg, "class=\"noise\"", "d=\"M");
+        let hi = number_after(&svg, "class=\"noise\"", "H");
         let unit = one - zero;
         assert!(
             (lo - (zero + unit / 2.0)).abs() < 0.2,
@@ -562,6 +576,35 @@ mod tests {
             (hi - (zero + unit * 1.5)).abs() < 0.2,
             "hi {hi}, zero {zero}, one {one}"
         );
+    }
+
+    /// On either kind of cell, a whisker reaches 1.0 exactly when the
+    /// verdict is within noise (bound 0.5 here).
+    #[test]
+    fn a_whisker_reaches_one_only_within_noise() {
+        for better in [Better::Higher, Better::Lower] {
+            for median in [4.0, 6.0, 8.0, 14.0, 18.0, 25.0] {
+                let mut candidate = row("echo/64B", "uring", median, better);
+                candidate.cv = 0.0;
+                let mut base = row("echo/64B", "tokio-ct", 10.0, better);
+                base.cv = 0.25;
+                let within = verdict(median, 0.0, 10.0, 0.25, better) == Verdict::WithinNoise;
+                let svg = svg_chart(
+                    "socket_latency",
+                    &[candidate, base],
+                    &["uring", "tokio-ct"],
+                    "tokio-ct",
+                );
+                let one = number_after(&svg, "stroke-dasharray", "x1=\"");
+                let lo = number_after(&svg, "class=\"noise\"", "d=\"M");
+                let hi = number_after(&svg, "class=\"noise\"", "H");
+                assert_eq!(
+                    lo <= one && one <= hi,
+                    within,
+                    "{better:?} median {median}: whisker {lo}..{hi}, 1.0 at {one}"
+                );
+            }
+        }
     }
 
     #[test]
