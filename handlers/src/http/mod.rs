@@ -106,10 +106,13 @@
 //!   requests (30 s; silent close, no 408), [`Config::write_timeout`]
 //!   (30 s; the connection is then reset, which frees the output the
 //!   kernel still held for a client that does not read).
-//! - **Stopping**: when the server begins its graceful stop, idle
-//!   connections close at once, and one lingering after its last answer
-//!   (see **Errors**) lingers at most 500 ms more; a request in progress
-//!   is finished and answered with `Connection: close`. One whose service
+//! - **Stopping**: when the server begins its graceful stop, a connection
+//!   waiting between requests is kept for [`Config::stop_grace`] (1 s) in
+//!   case a request crossed the stop, which is answered with
+//!   `Connection: close`, and is closed if none comes; one lingering after
+//!   its last answer (see **Errors**) lingers at most 500 ms more; a
+//!   request in progress is finished and answered with
+//!   `Connection: close`. One whose service
 //!   is still running shortly before the drain deadline
 //!   ([`percore::ServerBuilder::drain_timeout`]; a tenth of the drain
 //!   before it, at most 500 ms) is not left to be cancelled with its
