@@ -1,6 +1,6 @@
 //! The answers the proxy gives without fanning out: 503 from the
 //! pending-request breaker or because every upstream is
-//! ejected (F8), and 508 for a request that came back to this proxy (a
+//! ejected, and 508 for a request that came back to this proxy (a
 //! loop, see `via.rs`). Each is counted in [`ProxyStats`](super::ProxyStats).
 
 use std::io::{self, Write as _};

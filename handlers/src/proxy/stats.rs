@@ -58,9 +58,10 @@ pub struct ProxyStats {
     pub ejections: u64,
     /// Client requests answered 503 because every upstream was ejected.
     pub all_ejected: u64,
-    /// Client requests answered 503 by the pending-request breaker (F9).
+    /// Client requests answered 503 by the pending-request breaker
+    /// ([`Config::max_pending`](super::Config::max_pending)).
     pub rejected_pending: u64,
-    /// Copies the mirror (F7) sent and got an answer below 500 for.
+    /// Copies the mirror sent and got an answer below 500 for.
     pub mirrored: u64,
     /// Copies the mirror sent that failed: no connection, a broken
     /// exchange, a 5xx answer, or no answer by the deadline.
