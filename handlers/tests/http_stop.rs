@@ -141,4 +141,35 @@ http_tests! {
         assert!(took < DRAIN * 3 / 4, "stopped {took:?} after the stop began");
         drop(c);
     }
+
+    /// A request head still arriving at the stop, whether it began before
+    /// the stop or in the grace after it, is not left for the drain to
+    /// cancel without a word: shortly before the drain deadline (at the
+    /// cut-off) its client gets `408` with `Connection: close`.
+    fn a_head_still_arriving_at_the_cut_off_is_answered_408(backend) {
+        for before_the_stop in [true, false] {
+            let mut server = TestServer::echo(backend);
+            let mut c = Client::connect(server.addr);
+            assert_eq!(c.roundtrip(&get("/")).status, 200);
+            let partial = b"GET /slow HTTP/1.1\r\nHost: t\r\n";
+            if before_the_stop {
+                c.send(partial);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let stopping = Instant::now();
+            server.begin_stop();
+            if !before_the_stop {
+                // Within the grace (1 s by default).
+                std::thread::sleep(Duration::from_millis(100));
+                c.send(partial);
+            }
+            let r = c.response();
+            let took = stopping.elapsed();
+            assert_eq!(r.status, 408, "head sent before the stop: {before_the_stop}");
+            assert!(r.closes(), "{:?}", r.headers);
+            assert!(took < DRAIN, "answered {took:?} after the stop began");
+            drop(c);
+            assert!(server.stop_within(Duration::from_secs(5)).is_some(), "the server stopped");
+        }
+    }
 }

@@ -106,18 +106,23 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
         max_body: u64::MAX,
         ..config.limits
     };
-    // Set once the server's stop was seen while waiting between requests.
+    // Set once the server's stop was seen while waiting for a request.
     let mut stopping = false;
+    // Once stopping: see `stop_cut_off`.
+    let mut head_cut: Option<Instant> = None;
 
     loop {
         // The one write of this turn's answers, then the next read.
         if let Err(e) = wire.flush().await {
             return quiet(e);
         }
-        let (deadline, watch) = match head_started {
-            Some(t) => (after(t, config.head_timeout), None),
-            None if stopping => (idle_deadline, None),
-            None => (idle_deadline, Some(&stop)),
+        let watch = (!stopping).then_some(&stop);
+        let deadline = match head_started {
+            Some(t) => {
+                let end = after(t, config.head_timeout);
+                head_cut.map_or(end, |cut| end.min(cut))
+            }
+            None => idle_deadline,
         };
         let mut input = match wire.wait(wire.conn.read(), deadline, watch).await {
             Waited::Done(Ok(Some(buf))) => Input::Lease(buf),
@@ -136,9 +141,12 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             Waited::TimedOut => return Ok(()),
             // A request may be on its way: wait a little for it (it is
             // answered with `Connection: close`) rather than close under it.
+            // The read dropped loses nothing: a head begun stays in `carry`.
             Waited::Stopped => {
                 stopping = true;
-                idle_deadline = idle_deadline.min(stop_grace_end(config));
+                head_cut = stop_cut_off();
+                let grace_end = after(percore::time::now(), config.stop_grace);
+                idle_deadline = idle_deadline.min(head_cut.map_or(grace_end, |c| c.min(grace_end)));
                 continue;
             }
         };
@@ -474,17 +482,13 @@ fn body_limit<'h, 'b, S: Service>(
     }
 }
 
-/// Until when a connection waiting between requests at a stop is kept for
-/// one more request: [`Config::stop_grace`] from now, but no later than
-/// the cut-off before the drain deadline, where a request would only be
-/// answered 503.
-fn stop_grace_end(config: &Config) -> Instant {
-    let now = percore::time::now();
-    let end = after(now, config.stop_grace);
-    match percore::drain_deadline() {
-        Some(deadline) => end.min(cut_at(deadline, now)),
-        None => end,
-    }
+/// For a connection that learns of the stop now, the cut-off before the
+/// drain deadline (`None` when no drain bounds the stop): the end of its
+/// grace at the latest, as a request after it would only be answered 503,
+/// and when a head still arriving is answered 408 rather than cancelled
+/// with its connection at the deadline, without a word.
+fn stop_cut_off() -> Option<Instant> {
+    percore::drain_deadline().map(|deadline| cut_at(deadline, percore::time::now()))
 }
 
 /// Sends what is pending, shuts down the write side, and reads and drops

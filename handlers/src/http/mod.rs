@@ -109,9 +109,10 @@
 //! - **Stopping**: when the server begins its graceful stop, a connection
 //!   waiting between requests is kept for [`Config::stop_grace`] (1 s) in
 //!   case a request crossed the stop, which is answered with
-//!   `Connection: close`, and is closed if none comes; one lingering after
-//!   its last answer (see **Errors**) lingers at most 500 ms more; a
-//!   request in progress is finished and answered with
+//!   `Connection: close`, and is closed if none comes (a request head
+//!   still arriving shortly before the drain deadline is answered 408);
+//!   one lingering after its last answer (see **Errors**) lingers at most
+//!   500 ms more; a request in progress is finished and answered with
 //!   `Connection: close`. One whose service
 //!   is still running shortly before the drain deadline
 //!   ([`percore::ServerBuilder::drain_timeout`]; a tenth of the drain
