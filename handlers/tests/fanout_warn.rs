@@ -64,12 +64,22 @@ impl Starved {
         let set = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) };
         assert_eq!(set, 0);
         let mut fillers = Vec::new();
+        // Threads of earlier tests may still close sockets, each opening a
+        // hole that the proxy's connect would take: fill again until the
+        // table has stayed full for 50 ms.
         loop {
-            match File::open("/dev/null") {
-                Ok(f) => fillers.push(f),
-                Err(e) if e.raw_os_error() == Some(libc::EMFILE) => break,
-                Err(e) => panic!("filling the descriptor table: {e}"),
+            let before = fillers.len();
+            loop {
+                match File::open("/dev/null") {
+                    Ok(f) => fillers.push(f),
+                    Err(e) if e.raw_os_error() == Some(libc::EMFILE) => break,
+                    Err(e) => panic!("filling the descriptor table: {e}"),
+                }
             }
+            if fillers.len() == before {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
         Starved {
             saved,

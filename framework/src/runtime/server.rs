@@ -162,8 +162,11 @@ impl ServerBuilder {
     /// still hold when they close comes to the new one if
     /// `net.ipv4.tcp_migrate_req` is 1 (Linux 5.14+), and is reset
     /// otherwise (a warning says so at start). Only a server of the same
-    /// user can be joined, and the address needs its port (not 0). With
-    /// no server on the port, this one serves it alone.
+    /// user can be joined, and the address needs its port (not 0) and must
+    /// be the running server's own: the kernel shares connections, and
+    /// hands them over, only between listeners of the same address and
+    /// port (`0.0.0.0:8080` and `127.0.0.1:8080` are two groups). With no
+    /// server on the port, this one serves it alone.
     pub fn take_over(mut self, take_over: bool) -> Self {
         self.take_over = take_over;
         self
