@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use percore_benches::alloc::{self, CountingAlloc};
+use percore_benches::chart;
 use percore_benches::harness::{self, Console, Mode};
 use percore_benches::report::{self, ReportMeta};
 use percore_benches::server::Executor;
@@ -218,7 +219,7 @@ fn write_outputs(
         let path = dir.join(&name);
         std::fs::write(
             &path,
-            report::svg_chart(c, rows, &names, Executor::BASELINE.name()),
+            chart::svg_chart(c, rows, &names, Executor::BASELINE.name()),
         )?;
         files.push(path.display().to_string());
         meta.charts.push(name);

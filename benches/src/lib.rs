@@ -18,6 +18,7 @@
 
 pub mod alloc;
 pub mod baseline_http;
+pub mod chart;
 pub mod cli;
 pub mod client;
 pub mod harness;
