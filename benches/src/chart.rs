@@ -46,7 +46,7 @@ fn whisker(speed: f64, bound: f64, better: Better) -> (f64, f64) {
 /// A horizontal grouped bar chart of one category: per cell, one bar per
 /// executor showing its speed relative to `baseline` (longer is better;
 /// 1.0 marked), with a whisker of the verdict's noise bound around it
-/// (none on the baseline's own bar, see [`whisker`]): a bar whose whisker
+/// (none on the baseline's own bar, see `whisker`): a bar whose whisker
 /// reaches 1.0 is within noise. Cells without a baseline result are left
 /// out.
 pub fn svg_chart(category: &str, rows: &[Row], executors: &[&str], baseline: &str) -> String {
