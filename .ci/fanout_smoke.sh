@@ -6,10 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need() { command -v "$1" >/dev/null 2>&1; }
-if ! need wrk || ! need curl; then
-    apt-get update -qq && apt-get install -y -qq wrk curl >/dev/null
-fi
+# shellcheck source=.ci/tools.sh
+. .ci/tools.sh
+need_tools wrk curl
 
 cargo build --release -p percore-examples --bin http_echo --bin fanout
 bin=target/release

@@ -40,20 +40,9 @@ fail() {
     exit 1
 }
 
-# --- tools: install what is missing; update the package lists only if the
-# install fails without it.
-missing=()
-for tool in curl wrk; do
-    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-    echo "http_smoke: installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1; then
-        apt-get update -qq
-        apt-get install -y -qq "${missing[@]}" >/dev/null
-    fi
-fi
+# shellcheck source=.ci/tools.sh
+. .ci/tools.sh
+need_tools curl wrk
 
 echo "http_smoke: building http_echo (release)"
 cargo build --release -p percore-examples --bin http_echo

@@ -14,16 +14,9 @@ bin=target/release/http_echo
 port=8080
 
 if [ "${1:-}" != "--inside" ]; then
-    missing=()
-    command -v wrk >/dev/null 2>&1 || missing+=(wrk)
-    command -v ip >/dev/null 2>&1 || missing+=(iproute2)
-    if [ "${#missing[@]}" -gt 0 ]; then
-        export DEBIAN_FRONTEND=noninteractive
-        if ! apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1; then
-            apt-get update -qq
-            apt-get install -y -qq "${missing[@]}" >/dev/null
-        fi
-    fi
+    # shellcheck source=.ci/tools.sh
+    . .ci/tools.sh
+    need_tools wrk ip:iproute2
     echo "takeover_smoke: building http_echo (release)"
     cargo build --release -p percore-examples --bin http_echo
     exec unshare --net "$0" --inside

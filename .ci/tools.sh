@@ -1,0 +1,19 @@
+# Sourced by the CI scripts: installs the tools a script needs.
+#
+# need_tools COMMAND[:PACKAGE]...  installs, with apt-get, the package of
+# each command that is not on PATH (the package is the command's name
+# unless given). The package lists are updated only if the install fails
+# without it, which keeps a run on a machine with fresh lists short.
+need_tools() {
+    local missing=() spec
+    for spec in "$@"; do
+        command -v "${spec%%:*}" >/dev/null 2>&1 || missing+=("${spec#*:}")
+    done
+    [ "${#missing[@]}" -gt 0 ] || return 0
+    echo "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1; then
+        apt-get update -qq
+        apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+}
