@@ -186,6 +186,21 @@ backend_tests! {
         assert!(err.to_string().contains("cannot be shared"), "unclear error: {err}");
         ping_std(&other);
     }
+
+    /// A take-over on another address than the running server's would make
+    /// a second group that neither shares its connections nor takes over
+    /// its queue: refused, naming the address to take over instead.
+    fn take_over_on_another_address_is_refused(backend) {
+        let old = builder(backend).address("0.0.0.0:0".parse().unwrap()).start(|_core| PlainEcho).expect("start");
+        let port = old.local_addr().port();
+        let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let err = builder(backend).address(loopback).take_over(true).start(|_core| PlainEcho).expect_err("another address");
+        assert_eq!(err.kind(), ErrorKind::AddrInUse, "{err}");
+        assert!(err.to_string().contains(&format!("listens on 0.0.0.0:{port}")), "unclear error: {err}");
+        ping(loopback);
+        old.shutdown();
+        old.join().expect("join");
+    }
 }
 
 /// The other program's listener still works after the refused take-over.

@@ -41,7 +41,10 @@ pub(crate) fn bind_group(
     // Whether a server already listens there (and is joined).
     let (address, joined) = match crate::net::bind_probe(address) {
         Ok(probe) => (crate::sys::local_addr(probe.as_raw_fd())?, false),
-        Err(e) if e.kind() == io::ErrorKind::AddrInUse && take_over => (address, true),
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse && take_over => {
+            same_address_as_running(address)?;
+            (address, true)
+        }
         Err(e) => return Err(in_use(address, e, false)),
     };
     let mut sockets = Vec::with_capacity(count);
@@ -69,6 +72,34 @@ fn in_use(address: SocketAddr, e: io::Error, take_over: bool) -> io::Error {
     };
     let verb = if take_over { "take over" } else { "listen on" };
     io::Error::new(e.kind(), format!("cannot {verb} {address}: {why}"))
+}
+
+/// Refuses a take-over on another address than the running server's, say
+/// `127.0.0.1:P` for a server on `0.0.0.0:P`: the kernel lets both bind,
+/// but makes them two groups that neither share new connections (each
+/// gets the ones its address matches best) nor hand over queued ones, so
+/// the old server's stop would reset what its listeners hold. The
+/// listening sockets of this network namespace are read from
+/// `/proc/net/tcp{,6}`; when neither can be read, the take-over goes on.
+fn same_address_as_running(address: SocketAddr) -> io::Result<()> {
+    let Some(listening) = super::listening::on_port(address.port()) else {
+        return Ok(());
+    };
+    if listening.is_empty() || listening.contains(&address) {
+        return Ok(());
+    }
+    let names: Vec<String> = listening.iter().map(SocketAddr::to_string).collect();
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!(
+            "cannot take over {address}: the server on port {} listens on {}, and only a \
+             server on the same address shares its connections and takes over its queue \
+             (take over {} instead)",
+            address.port(),
+            names.join(", "),
+            names[0],
+        ),
+    ))
 }
 
 /// Whether a closing listener's queued connections go to another listener

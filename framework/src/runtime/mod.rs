@@ -8,6 +8,7 @@ pub(crate) mod context;
 pub(crate) mod core;
 pub mod cpus;
 mod fd_limit;
+mod listening;
 mod messaging;
 mod serve;
 mod server;

@@ -165,8 +165,10 @@ impl ServerBuilder {
     /// user can be joined, and the address needs its port (not 0) and must
     /// be the running server's own: the kernel shares connections, and
     /// hands them over, only between listeners of the same address and
-    /// port (`0.0.0.0:8080` and `127.0.0.1:8080` are two groups). With no
-    /// server on the port, this one serves it alone.
+    /// port (`0.0.0.0:8080` and `127.0.0.1:8080` are two groups), so a
+    /// take-over on another address than the running server's is refused,
+    /// naming that address. With no server on the port, this one serves it
+    /// alone.
     pub fn take_over(mut self, take_over: bool) -> Self {
         self.take_over = take_over;
         self
