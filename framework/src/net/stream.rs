@@ -102,11 +102,17 @@ impl TcpStream {
         )
     }
 
-    /// Sets `SO_LINGER`; `Some(0)` makes `close` send a reset.
+    /// Sets `SO_LINGER`; `Some(0)` makes `close` send a reset. The kernel
+    /// counts whole seconds: a part of a second counts as one, so that a
+    /// short linger is not taken for a reset.
     pub fn set_linger(&self, linger: Option<std::time::Duration>) -> io::Result<()> {
+        let seconds = linger.map_or(0, |d| {
+            let whole = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+            i32::try_from(whole).unwrap_or(i32::MAX)
+        });
         let value = libc::linger {
             l_onoff: i32::from(linger.is_some()),
-            l_linger: linger.map_or(0, |d| d.as_secs() as i32),
+            l_linger: seconds,
         };
         sys::syscall!(setsockopt(
             self.fd.as_raw_fd(),
