@@ -24,6 +24,27 @@
 //! it every time and starve the other. Nest them for more
 //! (`join(a, join(b, c))`).
 //!
+//! The futures take turns on one thread, so they may share the handler's
+//! per-core state in `Cell`s and `RefCell`s, but a `RefCell` borrow must
+//! not be held across an `.await`: the other future runs in the pause and
+//! its own borrow panics. A borrow in a `match` scrutinee lives until the
+//! end of the `match`; take the value out first:
+//!
+//! ```no_run
+//! # use std::cell::RefCell;
+//! # use std::net::SocketAddr;
+//! # use percore::net::TcpStream;
+//! # #[allow(dead_code)]
+//! # async fn f(pool: &RefCell<Vec<TcpStream>>, addr: SocketAddr) -> std::io::Result<TcpStream> {
+//! let pooled = pool.borrow_mut().pop(); // the borrow ends here
+//! let conn = match pooled {
+//!     Some(conn) => conn,
+//!     None => TcpStream::connect(addr).await?,
+//! };
+//! # Ok(conn)
+//! # }
+//! ```
+//!
 //! A TCP relay, both directions at once, ending as soon as either side
 //! fails:
 //!
