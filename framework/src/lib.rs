@@ -37,6 +37,12 @@
 //! [`IoBuf`](buf::IoBuf) by value and hand it back. Dropping a future with
 //! an operation in flight is safe: the kernel's buffer stays alive until
 //! the kernel is done with it.
+//!
+//! A handler that does several things at once (asks two backends, relays
+//! bytes both ways between its client and a backend) runs them in its own
+//! task with [`future::join`], [`future::try_join`] and
+//! [`future::select`]; [`spawn_local`] starts a separate task that
+//! outlives the handler.
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -50,6 +56,7 @@
 pub mod buf;
 mod driver;
 mod executor;
+pub mod future;
 mod handler;
 pub mod net;
 mod op;

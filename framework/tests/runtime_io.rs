@@ -6,7 +6,8 @@
 //! that arrive together are both read; `write_all` resumes after partial
 //! sends and completes an empty write at once; a bulk stream read in
 //! bursts arrives in order, and a close after it is seen; `block_on`
-//! returns even when its future finishes without any I/O.
+//! returns even when its future finishes without any I/O; a linger
+//! shorter than a second is not a reset.
 
 #[macro_use]
 mod support;
@@ -42,6 +43,29 @@ fn std_echo(conns: usize) -> (SocketAddr, std::thread::JoinHandle<()>) {
         }
     });
     (addr, thread)
+}
+
+/// The socket's `SO_LINGER` as the kernel holds it.
+fn linger_of(stream: &TcpStream) -> libc::linger {
+    use std::os::fd::AsRawFd;
+    let mut value = libc::linger {
+        l_onoff: 0,
+        l_linger: 0,
+    };
+    let mut len = std::mem::size_of::<libc::linger>() as libc::socklen_t;
+    // SAFETY: a valid socket fd, and `value` and `len` describe a writable
+    // `linger` of the size given.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&mut value as *mut libc::linger).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0, "SO_LINGER: {}", std::io::Error::last_os_error());
+    value
 }
 
 /// Reads from a percore stream until `want` bytes came.
@@ -214,6 +238,28 @@ backend_tests! {
         })
         .expect("block_on");
         server.join().expect("echo thread");
+    }
+
+    /// A linger of less than a second is a linger of one (the kernel counts
+    /// seconds), not zero, which would make the close a reset: the peer
+    /// reads what was sent, then the end of stream.
+    fn a_short_linger_is_not_a_reset(backend) {
+        let listener = StdListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let linger = percore::block_on(backend, async move {
+            let stream = TcpStream::connect(addr).await.expect("connect");
+            stream.set_linger(Some(Duration::from_millis(500))).expect("set_linger");
+            let (res, _) = stream.write_all(&b"bye"[..]).await;
+            res.expect("write");
+            let linger = linger_of(&stream);
+            stream.close();
+            linger
+        })
+        .expect("block_on");
+        assert_eq!((linger.l_onoff, linger.l_linger), (1, 1));
+        let (mut peer, _) = listener.accept().expect("accept");
+        peer.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+        assert_eq!(read_to_end(&mut peer).expect("the bytes, then the end"), b"bye");
     }
 
     /// Data and the peer's end of stream that arrive together, before the

@@ -15,8 +15,13 @@ use crate::sys;
 /// A TCP connection owned by one core.
 ///
 /// Reads hand out [`RecvBuf`] leases; writes take owned buffers and give
-/// them back. All methods take `&self`, so one task may read while another
-/// writes (share the stream with an `Rc`). Reads are cancel-safe: the
+/// them back. All methods take `&self`, so a read and a write may wait at
+/// the same time: two futures of one task, run together by
+/// [`future::try_join`](crate::future::try_join) (whose module shows a
+/// relay that copies both ways at once), or two tasks that share the
+/// stream through an `Rc`. At most one read and one write at a time: a
+/// second read would take the first one's wake-up, a second write could
+/// interleave its bytes with the first's. Reads are cancel-safe: the
 /// receive operation belongs to the stream, not to the `read()` future, so
 /// dropping a read (say, on a timeout) loses no data. Dropping the stream
 /// cancels what is in flight and closes the socket once the kernel is done
@@ -97,11 +102,17 @@ impl TcpStream {
         )
     }
 
-    /// Sets `SO_LINGER`; `Some(0)` makes `close` send a reset.
+    /// Sets `SO_LINGER`; `Some(0)` makes `close` send a reset. The kernel
+    /// counts whole seconds: a part of a second counts as one, so that a
+    /// short linger is not taken for a reset.
     pub fn set_linger(&self, linger: Option<std::time::Duration>) -> io::Result<()> {
+        let seconds = linger.map_or(0, |d| {
+            let whole = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+            i32::try_from(whole).unwrap_or(i32::MAX)
+        });
         let value = libc::linger {
             l_onoff: i32::from(linger.is_some()),
-            l_linger: linger.map_or(0, |d| d.as_secs() as i32),
+            l_linger: seconds,
         };
         sys::syscall!(setsockopt(
             self.fd.as_raw_fd(),

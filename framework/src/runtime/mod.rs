@@ -35,6 +35,15 @@ use crate::Backend;
 /// The future need not be `Send`: it never leaves this core. Dropping the
 /// returned handle lets the task run on, detached.
 ///
+/// The task is not tied to its caller: it runs on when the handler that
+/// spawned it returns, fails or is dropped, and keeps open what it holds
+/// (a stream shared through an `Rc`) until it ends by itself or the core
+/// stops. Work that belongs to one connection (two backend requests at
+/// once, the two directions of a relay) runs inside the handler's task
+/// with [`future::join`](crate::future::join),
+/// [`future::try_join`](crate::future::try_join) or
+/// [`future::select`](crate::future::select) instead, and ends with it.
+///
 /// # Panics
 ///
 /// Outside a percore core thread.
