@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use percore::{Backend, CoreContext, Handler, Server};
 
+mod stats_lines;
+pub use stats_lines::CoreReaders;
+
 /// Options every example server takes.
 #[derive(Debug, Clone)]
 pub struct CommonArgs {
@@ -166,7 +169,10 @@ pub const HTTP_FLAGS: &[&str] = &["--keepalive-requests"];
 /// The usage text of [`HTTP_FLAGS`].
 pub const HTTP_USAGE: &str =
     "  --keepalive-requests N  requests served on one connection, the last with
-                        `Connection: close` (default 1000, as nginx; 0 = no limit)";
+                        `Connection: close` (default 1000, as nginx; 0 = no limit)
+With --stats, an HTTP server's line per core is followed by its responses:
+  stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=..
+  service_errors=.. cut_off=..";
 
 /// The HTTP layer's settings: the defaults, changed by the [`HTTP_FLAGS`]
 /// among `own` (other flags are left to the caller).
@@ -223,14 +229,14 @@ where
     H: Handler,
     F: Fn(&CoreContext) -> H + Send + Sync + 'static,
 {
-    run_with_stats(name, common, factory, |_| None)
+    run_with_stats(name, common, factory, |_| Vec::new())
 }
 
 /// [`run`], with counters of the binary's own in the `--stats` output:
 /// once a second, after each core's `stats cpu=N ...` line, `extra(index)`
-/// (the core's position in the server's core list) may give the text of
-/// a second line for that core, printed as `stats cpu=N TEXT`. Its keys
-/// should not repeat the core line's.
+/// (the core's position in the server's core list) gives the text of
+/// more lines for that core, each printed as `stats cpu=N TEXT` (see
+/// [`CoreReaders`]). Their keys should not repeat the core line's.
 ///
 /// # Errors
 ///
@@ -244,7 +250,7 @@ pub fn run_with_stats<H, F, X>(
 where
     H: Handler,
     F: Fn(&CoreContext) -> H + Send + Sync + 'static,
-    X: Fn(usize) -> Option<String> + Send + 'static,
+    X: Fn(usize) -> Vec<String> + Send + 'static,
 {
     let mut builder = Server::builder()
         .address(SocketAddr::new(common.host, common.port))
@@ -274,7 +280,7 @@ where
                     // Not `eprintln!`, which panics once stderr's reader is
                     // gone: the lines are dropped then, as the log's are.
                     let _ = writeln!(io::stderr(), "stats {line}");
-                    if let Some(more) = extra(index) {
+                    for more in extra(index) {
                         let _ = writeln!(io::stderr(), "stats cpu={} {more}", line.cpu);
                     }
                 }

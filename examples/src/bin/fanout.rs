@@ -10,13 +10,13 @@
 //! ```
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use percore_examples::{
-    http_config, init_logging, parse_common, run_with_stats, COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
+    http_config, init_logging, parse_common, run_with_stats, CoreReaders, COMMON_USAGE, HTTP_FLAGS,
+    HTTP_USAGE,
 };
-use percore_handlers::http::HttpHandler;
+use percore_handlers::http::{HttpHandler, HttpStatsReader};
 use percore_handlers::proxy::{Config, FanOut, Policy, ProxyStatsReader};
 
 const OWN_FLAGS: &[&str] = &[
@@ -49,7 +49,8 @@ const USAGE: &str =
                         its answers are discarded, its failures counted and logged
   --mirror-max-pending N  mirrored copies waiting or in flight per core; more are
                         dropped and counted (default 256)
-With --stats, each core's line is followed by one with its proxy counters:
+With --stats, each core's line is followed by its HTTP and proxy counters:
+  stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=.. ...
   stats cpu=N fanout requests=.. failed=.. failed_504=.. sub_requests=.. connects=..
   reuses=.. errors_connect=.. errors_exchange=.. deadline=.. stopped=.. loops=.. ...
 A request that already passed through this proxy (its Via carries the proxy's
@@ -215,28 +216,6 @@ fn own_address_warnings(config: &Config, listen: IpAddr, port: u16) -> Vec<Strin
         .collect()
 }
 
-/// Each core's proxy counters for the `--stats` thread, registered by the
-/// handler factory (which runs on the core) under the core's index.
-#[derive(Debug, Clone, Default)]
-struct CoreCounters(Arc<Mutex<Vec<Option<ProxyStatsReader>>>>);
-
-impl CoreCounters {
-    fn register(&self, index: usize, reader: ProxyStatsReader) {
-        let mut readers = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if readers.len() <= index {
-            readers.resize(index + 1, None);
-        }
-        readers[index] = Some(reader);
-    }
-
-    /// The text after `stats cpu=N ` for core `index`.
-    fn line(&self, index: usize) -> Option<String> {
-        let readers = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let reader = readers.get(index)?.as_ref()?;
-        Some(format!("fanout {}", reader.snapshot()))
-    }
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
@@ -258,17 +237,22 @@ fn main() {
     for warning in own_address_warnings(&config, common.host, common.port) {
         tracing::warn!("{warning}");
     }
-    let counters = CoreCounters::default();
-    let registry = counters.clone();
+    let proxies = CoreReaders::<ProxyStatsReader>::default();
+    let fronts = CoreReaders::<HttpStatsReader>::default();
+    let (proxy_registry, front_registry) = (proxies.clone(), fronts.clone());
     let factory = move |core: &percore::CoreContext| {
         // Validated above, so this cannot fail; a core without a proxy
         // would be worse than a clear stop at start-up.
         let proxy = FanOut::new(config.clone()).expect("config validated at start-up");
-        registry.register(core.index, proxy.stats_reader());
-        HttpHandler::with_config(proxy, http)
+        proxy_registry.register(core.index, proxy.stats_reader());
+        let handler = HttpHandler::with_config(proxy, http);
+        front_registry.register(core.index, handler.stats_reader());
+        handler
     };
     let result = run_with_stats("fanout", &common, factory, move |index| {
-        counters.line(index)
+        let front = fronts.line(index, |r| format!("http {}", r.snapshot()));
+        let proxy = proxies.line(index, |r| format!("fanout {}", r.snapshot()));
+        front.into_iter().chain(proxy).collect()
     });
     if let Err(e) = result {
         eprintln!("fanout: {e}");

@@ -9,9 +9,10 @@
 //! ```
 
 use percore_examples::{
-    http_config, init_logging, parse_common, run, COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
+    http_config, init_logging, parse_common, run_with_stats, CoreReaders, COMMON_USAGE, HTTP_FLAGS,
+    HTTP_USAGE,
 };
-use percore_handlers::http::{HttpEcho, HttpHandler};
+use percore_handlers::http::{HttpEcho, HttpHandler, HttpStatsReader};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -31,9 +32,18 @@ fn main() {
         }
     };
     init_logging();
-    if let Err(e) = run("http_echo", &common, move |_core| {
-        HttpHandler::with_config(HttpEcho, config)
-    }) {
+    let http = CoreReaders::<HttpStatsReader>::default();
+    let registry = http.clone();
+    let factory = move |core: &percore::CoreContext| {
+        let handler = HttpHandler::with_config(HttpEcho, config);
+        registry.register(core.index, handler.stats_reader());
+        handler
+    };
+    let lines = move |index| {
+        let line = http.line(index, |r| format!("http {}", r.snapshot()));
+        line.into_iter().collect()
+    };
+    if let Err(e) = run_with_stats("http_echo", &common, factory, lines) {
         eprintln!("http_echo: {e}");
         std::process::exit(1);
     }

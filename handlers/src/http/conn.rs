@@ -25,6 +25,7 @@ use super::cutoff::{cut_at, Cutoff};
 use super::request::{BodyEnd, BodyReader, Failure};
 use super::response::{effective_status, no_body_status, Streaming};
 use super::service::HttpHandler;
+use super::stats::Reason;
 use super::unwind::{CatchUnwind, Panic};
 use super::wire::{after, StopSlot, Waited, Wire, KEEP_CAPACITY};
 use super::{
@@ -132,6 +133,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             Waited::Done(Err(e)) => return Err(e),
             Waited::TimedOut if head_started.is_some() => {
                 let e = HttpError::timeout("request head timed out");
+                h.counters.answered(e.status, Reason::Timeout);
                 let head_only = names_head(&carry);
                 h.date
                     .with(|d| wire.with_out(|out| error_response(out, &e, head_only, d)));
@@ -184,6 +186,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "bad request");
+                    h.counters.answered(e.status, Reason::refusal(e.status));
                     h.date.with(|d| {
                         wire.with_out(|out| error_response(out, &e, names_head(bytes), d))
                     });
@@ -300,14 +303,18 @@ fn complete<S>(
 ) -> Outcome {
     let failed = match (end.failure, &result) {
         (Some(Failure::Gone), _) => return Outcome::Abort,
-        (Some(Failure::Refused(e)), _) => Some(e),
-        (None, Err(e)) => Some(HttpError::of(e).unwrap_or(HttpError::internal())),
+        (Some(Failure::Refused(e)), _) => Some((e, Reason::refusal(e.status))),
+        (None, Err(e)) => Some((
+            HttpError::of(e).unwrap_or(HttpError::internal()),
+            Reason::ServiceError,
+        )),
         (None, Ok(())) => None,
     };
-    if let Some(e) = failed {
+    if let Some((e, reason)) = failed {
         if res.streaming.is_some() {
             // The head is out: only an incomplete response can tell the
             // client something went wrong.
+            h.counters.answered(effective_status(res.status), reason);
             mark_incomplete(wire, res.streaming);
             return Outcome::Abort;
         }
@@ -316,6 +323,7 @@ fn complete<S>(
         } else {
             HttpError::internal()
         };
+        h.counters.answered(e.status, reason);
         h.date
             .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
         return Outcome::Close;
@@ -328,6 +336,7 @@ fn complete<S>(
         || percore::is_shutting_down();
     match res.streaming {
         Some(streaming) => {
+            h.counters.response(effective_status(res.status));
             res.move_body();
             if streaming == Streaming::Chunked {
                 wire.with_out(encode_last_chunk);
@@ -367,6 +376,7 @@ fn complete<S>(
             });
             if encoded.is_err() {
                 // Unreachable in practice: headers are checked as added.
+                h.counters.response(500);
                 h.date.with(|d| {
                     wire.with_out(|out| {
                         error_response(out, &HttpError::internal(), res.head_only, d)
@@ -374,6 +384,7 @@ fn complete<S>(
                 });
                 return Outcome::Close;
             }
+            h.counters.response(status);
         }
     }
     if close {
@@ -394,6 +405,11 @@ async fn answer_panic<S>(
     panic: Panic,
 ) -> io::Result<()> {
     mark_incomplete(wire, res.streaming);
+    let status = match res.streaming {
+        Some(_) => effective_status(res.status),
+        None => HttpError::internal().status,
+    };
+    h.counters.answered(status, Reason::ServiceError);
     if res.streaming.is_none() {
         let e = HttpError::internal();
         h.date
@@ -426,10 +442,13 @@ async fn answer_stopping<S>(
         );
     }
     if res.streaming.is_some() {
+        h.counters
+            .answered(effective_status(res.status), Reason::CutOff);
         mark_incomplete(wire, res.streaming);
         return Ok(());
     }
     let e = HttpError::stopping();
+    h.counters.answered(e.status, Reason::CutOff);
     h.date
         .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
     close(wire, &h.config, stop).await

@@ -186,6 +186,7 @@ mod line;
 mod request;
 mod response;
 mod service;
+mod stats;
 mod unwind;
 mod wire;
 
@@ -210,6 +211,7 @@ pub use limits::Limits;
 pub use request::Request;
 pub use response::Response;
 pub use service::{HttpHandler, Service};
+pub use stats::{HttpStats, HttpStatsReader};
 
 #[cfg(test)]
 mod tests;

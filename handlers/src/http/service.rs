@@ -5,10 +5,12 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use percore::{Connection, Handler};
 
+use super::stats::{Counters, HttpStats, HttpStatsReader};
 use super::wire::StopWatch;
 use super::{Config, DateCache, Request, RequestHead, Response};
 use crate::log_limit::LogLimit;
@@ -120,6 +122,8 @@ pub struct HttpHandler<S> {
     pub(crate) failures: LogLimit,
     /// Rate limit of the core's warnings for calls cut off by a stop.
     pub(crate) cut_off: LogLimit,
+    /// The core's HTTP counters.
+    pub(crate) counters: Arc<Counters>,
 }
 
 impl<S: Service> HttpHandler<S> {
@@ -137,6 +141,7 @@ impl<S: Service> HttpHandler<S> {
             stop: Rc::new(StopWatch::default()),
             failures: LogLimit::default(),
             cut_off: LogLimit::default(),
+            counters: Arc::default(),
         }
     }
 
@@ -148,6 +153,29 @@ impl<S: Service> HttpHandler<S> {
     /// The settings.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// This core's HTTP counters now: responses by status class, and why
+    /// the layer answered requests itself.
+    pub fn stats(&self) -> HttpStats {
+        self.counters.snapshot()
+    }
+
+    /// A reader of this core's HTTP counters for other threads (a stats
+    /// line, a metrics exporter); take it in the server's factory.
+    pub fn stats_reader(&self) -> HttpStatsReader {
+        self.counters.reader()
+    }
+}
+
+/// The core's counters, logged once at the server's stop (when the core
+/// drops its handler), if it sent anything.
+impl<S> Drop for HttpHandler<S> {
+    fn drop(&mut self) {
+        let stats = self.counters.snapshot();
+        if stats != HttpStats::default() {
+            tracing::info!("http {stats}");
+        }
     }
 }
 

@@ -14,12 +14,12 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use percore::{Backend, Server, ServerHandle, StatsSnapshot};
 pub use percore_handlers::http::{
-    Config, HttpEcho, HttpHandler, Request, Response, Service, HELLO,
+    Config, HttpEcho, HttpHandler, HttpStats, HttpStatsReader, Request, Response, Service, HELLO,
 };
 
 /// Every client read and write fails after this long instead of hanging.
@@ -111,6 +111,8 @@ pub fn short_config() -> Config {
 pub struct TestServer {
     handle: Option<ServerHandle>,
     pub addr: SocketAddr,
+    /// The core's HTTP counters, registered by the factory.
+    http: Arc<Mutex<Option<HttpStatsReader>>>,
 }
 
 impl TestServer {
@@ -134,12 +136,18 @@ impl TestServer {
             .first()
             .copied()
             .unwrap_or(0);
+        let http = Arc::new(Mutex::new(None));
+        let registry = http.clone();
         let handle = Server::builder()
             .address(SocketAddr::from(([127, 0, 0, 1], 0)))
             .cores([cpu])
             .backend(backend)
             .drain_timeout(Duration::from_secs(2))
-            .start(move |_core| HttpHandler::with_config(make(), config))
+            .start(move |_core| {
+                let handler = HttpHandler::with_config(make(), config);
+                *registry.lock().unwrap() = Some(handler.stats_reader());
+                handler
+            })
             .unwrap_or_else(|e| panic!("start a {backend} server: {e}"));
         assert_eq!(
             handle.backend(),
@@ -150,7 +158,14 @@ impl TestServer {
         TestServer {
             handle: Some(handle),
             addr,
+            http,
         }
+    }
+
+    /// The core's HTTP counters now.
+    pub fn http_stats(&self) -> HttpStats {
+        let reader = self.http.lock().unwrap();
+        reader.as_ref().expect("registered at start").snapshot()
     }
 
     /// The core's counters now.

@@ -1,0 +1,186 @@
+//! Per-core counters of the HTTP layer: the responses it sent, by status
+//! class, and why it answered requests itself. Written by their core,
+//! readable from any thread (a periodic stats line, a test, a metrics
+//! exporter), and logged once when the core's handler is dropped at the
+//! server's stop.
+//!
+//! Each counter has one writer, its core: they are the framework's
+//! single-writer [`Counter`](percore::runtime::Counter)s, as cheap as a
+//! plain add, one or two per request.
+
+use std::fmt;
+use std::sync::Arc;
+
+use percore::runtime::Counter;
+
+/// A copy of one core's HTTP counters (see
+/// [`HttpHandler::stats`](super::HttpHandler::stats) and
+/// [`HttpStatsReader`]).
+///
+/// Every response the layer sends is counted once, by the class of its
+/// status (`100 Continue` is not a response): the service's own, and those
+/// the layer sends instead (a refused request, a timeout, a failed or
+/// panicked service, a stop). The other fields say why the layer answered
+/// itself; requests are counted in the core's [`percore::StatsSnapshot`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HttpStats {
+    /// Responses with a 2xx status.
+    pub status_2xx: u64,
+    /// Responses with a 3xx status.
+    pub status_3xx: u64,
+    /// Responses with a 4xx status.
+    pub status_4xx: u64,
+    /// Responses with a 5xx status.
+    pub status_5xx: u64,
+    /// Requests refused by the layer before or instead of the service:
+    /// malformed or ambiguous (400), over a limit (413, 414, 431), or of a
+    /// coding or version it does not serve (501, 505).
+    pub refused: u64,
+    /// Request heads or bodies that did not arrive in time (408).
+    pub timeouts: u64,
+    /// Service calls that failed: an error (answered with its
+    /// [`HttpError`](super::HttpError)'s status, else 500) or a panic.
+    pub service_errors: u64,
+    /// Service calls cut off near the drain deadline of a stop (503).
+    pub cut_off: u64,
+}
+
+impl fmt::Display for HttpStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "2xx={} 3xx={} 4xx={} 5xx={} refused={} timeouts={} service_errors={} cut_off={}",
+            self.status_2xx,
+            self.status_3xx,
+            self.status_4xx,
+            self.status_5xx,
+            self.refused,
+            self.timeouts,
+            self.service_errors,
+            self.cut_off
+        )
+    }
+}
+
+/// Reads one core's HTTP counters from any thread: `Send`, `Sync`, cheap to
+/// clone, and still readable after the handler is gone (its last values).
+/// Get one from [`HttpHandler::stats_reader`](super::HttpHandler::stats_reader)
+/// in the server's factory, which runs on the core.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::sync::{Arc, Mutex};
+/// use percore_handlers::http::{HttpEcho, HttpHandler, HttpStatsReader};
+///
+/// let readers: Arc<Mutex<Vec<HttpStatsReader>>> = Arc::default();
+/// let registry = readers.clone();
+/// let server = percore::Server::builder()
+///     .address("127.0.0.1:8080".parse().unwrap())
+///     .start(move |_core| {
+///         let handler = HttpHandler::new(HttpEcho);
+///         registry.lock().unwrap().push(handler.stats_reader());
+///         handler
+///     })
+///     .unwrap();
+/// for reader in readers.lock().unwrap().iter() {
+///     println!("{}", reader.snapshot());
+/// }
+/// # drop(server);
+/// ```
+#[derive(Debug, Clone)]
+pub struct HttpStatsReader(Arc<Counters>);
+
+impl HttpStatsReader {
+    /// The core's counters now (each one exact; taken one after another,
+    /// so counters that move together may be a response apart).
+    pub fn snapshot(&self) -> HttpStats {
+        self.0.snapshot()
+    }
+}
+
+/// Why the layer answered a request itself, beside the status it sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    Refused,
+    Timeout,
+    ServiceError,
+    CutOff,
+}
+
+impl Reason {
+    /// A request the layer would not serve, answered with `status`: a
+    /// head or body too slow (408), else refused.
+    pub(crate) fn refusal(status: u16) -> Self {
+        if status == 408 {
+            Reason::Timeout
+        } else {
+            Reason::Refused
+        }
+    }
+}
+
+/// The live counters of one core, shared (`Arc`) between the core's
+/// handler and any [`HttpStatsReader`]; only the core writes.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    status_2xx: Counter,
+    status_3xx: Counter,
+    status_4xx: Counter,
+    status_5xx: Counter,
+    refused: Counter,
+    timeouts: Counter,
+    service_errors: Counter,
+    cut_off: Counter,
+}
+
+impl Counters {
+    /// A response with `status` went into the output. Statuses outside
+    /// 200–599 (which a service may set, up to 999) count as their
+    /// nearest class, so that every response is counted.
+    pub(crate) fn response(&self, status: u16) {
+        let class = match status {
+            ..=299 => &self.status_2xx,
+            300..=399 => &self.status_3xx,
+            400..=499 => &self.status_4xx,
+            _ => &self.status_5xx,
+        };
+        class.add(1);
+    }
+
+    /// The layer answered a request itself with `status`, for `reason`.
+    pub(crate) fn answered(&self, status: u16, reason: Reason) {
+        self.response(status);
+        self.reason(reason);
+    }
+
+    /// The layer answered a request itself, for `reason`.
+    pub(crate) fn reason(&self, reason: Reason) {
+        let counter = match reason {
+            Reason::Refused => &self.refused,
+            Reason::Timeout => &self.timeouts,
+            Reason::ServiceError => &self.service_errors,
+            Reason::CutOff => &self.cut_off,
+        };
+        counter.add(1);
+    }
+
+    pub(crate) fn snapshot(&self) -> HttpStats {
+        HttpStats {
+            status_2xx: self.status_2xx.get(),
+            status_3xx: self.status_3xx.get(),
+            status_4xx: self.status_4xx.get(),
+            status_5xx: self.status_5xx.get(),
+            refused: self.refused.get(),
+            timeouts: self.timeouts.get(),
+            service_errors: self.service_errors.get(),
+            cut_off: self.cut_off.get(),
+        }
+    }
+
+    /// A reader of these counters for other threads.
+    pub(crate) fn reader(self: &Arc<Self>) -> HttpStatsReader {
+        HttpStatsReader(self.clone())
+    }
+}

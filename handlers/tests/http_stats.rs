@@ -1,0 +1,117 @@
+//! The HTTP layer's per-core counters, on both backends: every response
+//! counted once by its status class, whether the service or the layer
+//! sent it, and the layer's own answers by reason (refused, timed out,
+//! service failed or panicked, cut off by a stop).
+
+#[macro_use]
+#[path = "support/http.rs"]
+mod common;
+
+use std::io;
+use std::time::Duration;
+
+use common::*;
+use percore_handlers::http::HttpError;
+
+/// A route per outcome.
+struct Outcomes;
+
+impl Service for Outcomes {
+    async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+        match req.path() {
+            "/ok" => res.send(200, None, b"ok")?,
+            "/moved" => res.send(301, None, b"")?,
+            "/missing" => res.send(404, None, b"")?,
+            "/refuse" => {
+                return Err(HttpError {
+                    status: 403,
+                    reason: "no",
+                }
+                .into())
+            }
+            "/fail" => return Err(io::Error::other("the database is down")),
+            "/panic" => panic!("a bug in the service"),
+            "/slow" => percore::time::sleep(Duration::from_secs(30)).await,
+            _ => res.send(200, None, b"")?,
+        }
+        Ok(())
+    }
+}
+
+fn server(backend: Backend) -> TestServer {
+    let mut config = short_config();
+    config.limits.max_body = 16;
+    TestServer::start(backend, config, || Outcomes)
+}
+
+/// Waits until the counters read `want` (they are written before the
+/// response is sent, but read from another thread).
+fn expect_stats(server: &TestServer, want: HttpStats) {
+    wait_until(Duration::from_secs(5), "the HTTP counters", || {
+        server.http_stats() == want
+    });
+}
+
+http_tests! {
+    /// The service's own answers count by class only; its errors and
+    /// panics count as service errors too.
+    fn service_answers_are_counted_by_class(backend) {
+        let server = server(backend);
+        let mut c = Client::connect(server.addr);
+        for (path, status) in [("/ok", 200), ("/moved", 301), ("/missing", 404), ("/ok", 200)] {
+            assert_eq!(c.roundtrip(&get(path)).status, status, "{path}");
+        }
+        let mut want = HttpStats::default();
+        want.status_2xx = 2;
+        want.status_3xx = 1;
+        want.status_4xx = 1;
+        expect_stats(&server, want);
+
+        expect_error(server.addr, &get("/refuse"), 403);
+        expect_error(server.addr, &get("/fail"), 500);
+        expect_error(server.addr, &get("/panic"), 500);
+        want.status_4xx += 1;
+        want.status_5xx += 2;
+        want.service_errors = 3;
+        expect_stats(&server, want);
+    }
+
+    /// Requests the layer answers itself: malformed, over a limit, too
+    /// slow; none reaches the service.
+    fn the_layers_own_answers_say_why(backend) {
+        let server = server(backend);
+        let smuggled = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n";
+        expect_error(server.addr, smuggled, 400);
+        expect_error(server.addr, &post("/ok", "text/plain", &[b'x'; 17]), 413);
+        expect_error(server.addr, b"GET / HTTP/2.0\r\nHost: t\r\n\r\n", 505);
+        let mut want = HttpStats::default();
+        want.status_4xx = 2;
+        want.status_5xx = 1;
+        want.refused = 3;
+        expect_stats(&server, want);
+
+        // A head that never ends: 408 at the head timeout.
+        let mut slow = Client::connect(server.addr);
+        slow.send(b"GET / HTTP/1.1\r\nHost: t\r\n");
+        assert_eq!(slow.response().status, 408);
+        want.status_4xx += 1;
+        want.timeouts = 1;
+        expect_stats(&server, want);
+    }
+
+    /// A stop that cuts off a service still running near the drain
+    /// deadline answers 503, counted as cut off.
+    fn a_call_cut_off_by_the_stop_is_counted(backend) {
+        let mut server = server(backend);
+        let mut c = Client::connect(server.addr);
+        c.send(&get("/slow"));
+        wait_until(Duration::from_secs(5), "the request to be taken", || server.stats().requests == 1);
+        server.begin_stop();
+        assert_eq!(c.response().status, 503);
+        let mut want = HttpStats::default();
+        want.status_5xx = 1;
+        want.cut_off = 1;
+        expect_stats(&server, want);
+        assert!(server.stop_within(Duration::from_secs(5)).is_some(), "stopped");
+    }
+}
