@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use percore_examples::{
-    http_config, init_logging, parse_common, run_with_stats, COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
+    exit_with, http_config, init_logging, parse_common, print_help, run_with_stats, COMMON_USAGE,
+    HTTP_FLAGS, HTTP_USAGE,
 };
 use percore_handlers::http::HttpHandler;
 use percore_handlers::proxy::{Config, FanOut, Policy, ProxyStatsReader};
@@ -240,7 +241,7 @@ impl CoreCounters {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("fanout: a fan-out HTTP proxy on percore (port 8081 unless --port)\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}");
+        print_help(&format!("fanout: a fan-out HTTP proxy on percore (port 8081 unless --port)\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}"));
         return;
     }
     let flags: Vec<&str> = OWN_FLAGS.iter().chain(HTTP_FLAGS).copied().collect();
@@ -248,10 +249,10 @@ fn main() {
         .and_then(|(common, own)| Ok((common, proxy_config(&own)?, http_config(&own)?)));
     let (common, config, http) = match parsed {
         Ok(parsed) => parsed,
-        Err(e) => {
-            eprintln!("fanout: {e}\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}");
-            std::process::exit(2);
-        }
+        Err(e) => exit_with(
+            2,
+            &format!("fanout: {e}\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}"),
+        ),
     };
     init_logging();
     tracing::info!("{}", summary(&config));
@@ -271,8 +272,7 @@ fn main() {
         counters.line(index)
     });
     if let Err(e) = result {
-        eprintln!("fanout: {e}");
-        std::process::exit(1);
+        exit_with(1, &format!("fanout: {e}"));
     }
 }
 

@@ -9,32 +9,32 @@
 //! ```
 
 use percore_examples::{
-    http_config, init_logging, parse_common, run, COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
+    exit_with, http_config, init_logging, parse_common, print_help, run, COMMON_USAGE, HTTP_FLAGS,
+    HTTP_USAGE,
 };
 use percore_handlers::http::{HttpEcho, HttpHandler};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!(
+        print_help(&format!(
             "http_echo: an HTTP/1.1 echo server on percore (port 8080 unless --port)\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}"
-        );
+        ));
         return;
     }
     let parsed = parse_common(8080, args, HTTP_FLAGS)
         .and_then(|(common, own)| Ok((common, http_config(&own)?)));
     let (common, config) = match parsed {
         Ok(parsed) => parsed,
-        Err(e) => {
-            eprintln!("http_echo: {e}\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}");
-            std::process::exit(2);
-        }
+        Err(e) => exit_with(
+            2,
+            &format!("http_echo: {e}\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}"),
+        ),
     };
     init_logging();
     if let Err(e) = run("http_echo", &common, move |_core| {
         HttpHandler::with_config(HttpEcho, config)
     }) {
-        eprintln!("http_echo: {e}");
-        std::process::exit(1);
+        exit_with(1, &format!("http_echo: {e}"));
     }
 }
