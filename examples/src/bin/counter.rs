@@ -12,7 +12,7 @@
 //! ```
 
 use std::cell::Cell;
-use std::io;
+use std::io::{self, Write};
 
 use percore::{core_count, core_index, submit_to, Connection, Handler};
 use percore_examples::{exit_with, init_logging, parse_common, print_help, run, COMMON_USAGE};
@@ -44,7 +44,10 @@ impl Counter {
                 }
                 let total: u64 = counts.iter().sum();
                 if self.print_stats {
-                    eprintln!(
+                    // Not `eprintln!`, which panics once stderr's reader is
+                    // gone, and would cost this client its answer.
+                    let _ = writeln!(
+                        io::stderr(),
                         "counter: per-core {counts:?}, total {total} (asked by core {})",
                         core_index()
                     );
