@@ -87,13 +87,15 @@ pub fn parse_common(
             }
             "--host" => common.host = resolve_host(&value()?)?,
             "--cores" => {
-                common.cores =
-                    Some(percore::runtime::cpus::parse_list(&value()?).map_err(|e| e.to_string())?);
+                common.cores = Some(
+                    percore::runtime::cpus::parse_list(&value()?)
+                        .map_err(|e| format!("--cores: {e}"))?,
+                );
             }
             "--backend" => {
                 common.backend = value()?
                     .parse()
-                    .map_err(|e: percore::ParseBackendError| e.to_string())?
+                    .map_err(|e: percore::ParseBackendError| format!("--backend: {e}"))?
             }
             "--max-connections" => {
                 let v = value()?;

@@ -86,3 +86,30 @@ fn usage_errors_to_a_reader_that_left() {
         );
     }
 }
+
+/// Each bad value is refused with exit status 2 and a message that names
+/// its flag.
+#[test]
+fn bad_values_name_their_flag() {
+    let cases: [(&[&str], &str); 4] = [
+        (&["--backend", "foo"], "--backend: unknown backend \"foo\""),
+        (&["--cores", "1-0"], "--cores: invalid CPU list \"1-0\""),
+        (
+            &["--upstream", "127.0.0.1:1", "--max-pending", "0"],
+            "--max-pending: expected a number from 1, got \"0\"",
+        ),
+        (
+            &["--upstream", "127.0.0.1:1", "--timeout-ms", "0"],
+            "--timeout-ms: expected a number from 1, got \"0\"",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = run(command(BINARIES[2], args));
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "fanout {args:?}:\n{text}");
+        assert!(
+            text.starts_with(&format!("fanout: {message}")),
+            "fanout {args:?}:\n{text}"
+        );
+    }
+}

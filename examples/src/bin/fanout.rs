@@ -95,10 +95,17 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
             .parse::<u64>()
             .map_err(|_| format!("{flag}: expected a number, got {value:?}"))
     };
+    // Zero is checked here rather than left to `validate`, whose message
+    // names the setting in the library's terms, not the flag.
+    let positive = |flag: &str, value: &str| -> Result<u64, String> {
+        Some(number(flag, value)?)
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("{flag}: expected a number from 1, got {value:?}"))
+    };
     for (flag, value) in flags {
         match flag.as_str() {
             "--width" => {
-                config.width = usize::try_from(number(flag, value)?)
+                config.width = usize::try_from(positive(flag, value)?)
                     .map_err(|_| format!("{flag}: too large"))?;
             }
             "--policy" => {
@@ -106,17 +113,17 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
                     .parse()
                     .map_err(|e| format!("{flag}: {e}, got {value:?}"))?;
             }
-            "--timeout-ms" => config.deadline = Duration::from_millis(number(flag, value)?),
+            "--timeout-ms" => config.deadline = Duration::from_millis(positive(flag, value)?),
             "--connect-timeout-ms" => {
-                config.connect_timeout = Duration::from_millis(number(flag, value)?);
+                config.connect_timeout = Duration::from_millis(positive(flag, value)?);
             }
             "--mirror" => config.mirror = Some(resolve(flag, value)?),
             "--mirror-max-pending" => {
-                config.mirror_max_pending = usize::try_from(number(flag, value)?)
+                config.mirror_max_pending = usize::try_from(positive(flag, value)?)
                     .map_err(|_| format!("{flag}: too large"))?;
             }
             "--max-pending" => {
-                config.max_pending = usize::try_from(number(flag, value)?)
+                config.max_pending = usize::try_from(positive(flag, value)?)
                     .map_err(|_| format!("{flag}: too large"))?;
             }
             "--eject-after" => {
@@ -124,7 +131,7 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
                     .map_err(|_| format!("{flag}: too large"))?;
             }
             "--eject-ms" => {
-                let base = Duration::from_millis(number(flag, value)?);
+                let base = Duration::from_millis(positive(flag, value)?);
                 config.ejection.base_time = base;
                 config.ejection.max_time = base.saturating_mul(10);
             }
@@ -321,6 +328,21 @@ mod tests {
         assert!(e.starts_with("width 5000 is above 1024"), "{e}");
         let e = parse(&[("--policy", "quorum:2")]).expect_err("no upstream");
         assert_eq!(e, "at least one upstream is needed");
+    }
+
+    #[test]
+    fn zero_is_refused_naming_the_flag() {
+        for flag in [
+            "--width",
+            "--timeout-ms",
+            "--connect-timeout-ms",
+            "--max-pending",
+            "--mirror-max-pending",
+            "--eject-ms",
+        ] {
+            let e = parse(&[UP, ("--mirror", "127.0.0.1:18412"), (flag, "0")]).expect_err(flag);
+            assert_eq!(e, format!("{flag}: expected a number from 1, got \"0\""));
+        }
     }
 
     #[test]
