@@ -15,9 +15,21 @@ use support::*;
 
 const COUNTER: &str = env!("CARGO_BIN_EXE_counter");
 
+/// The running `counter`, killed if a failed assertion leaves it running.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Starts `counter` on a free loopback port with stderr piped, and returns
 /// it with its address and its log, read up to the `listening on` line.
-fn start(backend: &str) -> (Child, SocketAddr, BufReader<std::process::ChildStderr>) {
+fn start(backend: &str) -> (Running, SocketAddr, BufReader<std::process::ChildStderr>) {
     let mut child = Command::new(COUNTER)
         .args(["--port", "0", "--host", "127.0.0.1", "--backend", backend])
         .arg("--stats")
@@ -30,6 +42,7 @@ fn start(backend: &str) -> (Child, SocketAddr, BufReader<std::process::ChildStde
         .spawn()
         .expect("spawn counter");
     let mut log = BufReader::new(child.stderr.take().expect("piped stderr"));
+    let child = Running(child);
     let mut line = String::new();
     let addr = loop {
         line.clear();
@@ -56,15 +69,11 @@ fn ask(addr: SocketAddr, commands: &str) -> String {
 }
 
 /// SIGTERM, and a graceful exit within 5 s.
-fn stop(mut child: Child, backend: &str) {
+fn stop(mut child: Running, backend: &str) {
     // SAFETY: `kill` only sends a signal to the child's pid, which is ours
     // to signal until `wait_timeout` below reaps it.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    let status = wait_timeout(&mut child, Duration::from_secs(5));
-    if status.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    unsafe { libc::kill(child.0.id() as libc::pid_t, libc::SIGTERM) };
+    let status = wait_timeout(&mut child.0, Duration::from_secs(5));
     let status = status.unwrap_or_else(|| panic!("{backend}: SIGTERM did not stop counter"));
     assert!(status.success(), "{backend}: counter exited with {status}");
 }
