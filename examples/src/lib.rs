@@ -90,13 +90,15 @@ pub fn parse_common(
             }
             "--host" => common.host = resolve_host(&value()?)?,
             "--cores" => {
-                common.cores =
-                    Some(percore::runtime::cpus::parse_list(&value()?).map_err(|e| e.to_string())?);
+                common.cores = Some(
+                    percore::runtime::cpus::parse_list(&value()?)
+                        .map_err(|e| format!("--cores: {e}"))?,
+                );
             }
             "--backend" => {
                 common.backend = value()?
                     .parse()
-                    .map_err(|e: percore::ParseBackendError| e.to_string())?
+                    .map_err(|e: percore::ParseBackendError| format!("--backend: {e}"))?
             }
             "--max-connections" => {
                 let v = value()?;
@@ -191,6 +193,21 @@ pub fn http_config(own: &[(String, String)]) -> Result<percore_handlers::http::C
         }
     }
     Ok(config)
+}
+
+/// Prints the `--help` text on stdout. A reader that stops early
+/// (`--help | head -1`) is no error: the rest is dropped, where `println!`
+/// would panic.
+pub fn print_help(text: &str) {
+    let _ = writeln!(io::stdout(), "{text}");
+}
+
+/// Says why on stderr and exits with `status` (2 for a usage error, 1 for
+/// a server that failed): a stderr whose reader is gone must not turn
+/// that status into a panic's.
+pub fn exit_with(status: i32, text: &str) -> ! {
+    let _ = writeln!(io::stderr(), "{text}");
+    std::process::exit(status)
 }
 
 /// Logs to stderr at `info` unless `RUST_LOG` says otherwise, in colour

@@ -273,7 +273,10 @@ fn percore_backend_overrides_and_is_checked() {
     cmd.env("PERCORE_BACKEND", "bogus");
     let log = refused(cmd, Duration::from_secs(5));
     assert!(
-        log.contains("PERCORE_BACKEND=\"bogus\"") && log.contains("expected uring, epoll or auto"),
+        log.contains(
+            "PERCORE_BACKEND=\"bogus\": unknown backend \"bogus\": \
+             expected uring, epoll or auto\n"
+        ),
         "{log}"
     );
 

@@ -1,7 +1,8 @@
 //! Stopping the `echo` binary as an operator does, on both backends:
 //! SIGTERM drains and exits 0, also when nobody reads the log any more; a
 //! second signal exits at once and says so; a log written to a file is
-//! plain text; a server started with `--take-over` replaces a running one.
+//! plain text; a server started with `--take-over` replaces a running one;
+//! a server restarted right after a kill gets the port.
 
 #[path = "../../handlers/tests/support/mod.rs"]
 #[macro_use]
@@ -194,5 +195,33 @@ fn a_second_signal_exits_at_once() {
             log.contains("second stop signal: exiting without draining"),
             "{log}"
         );
+    }
+}
+
+/// A server restarted the moment the last one died (as a supervisor does
+/// after a kill) gets the port: on io_uring the dead one's listeners
+/// outlive it by a few milliseconds, which must not be refused as
+/// "another server on this port".
+#[test]
+fn a_restart_right_after_a_kill_gets_the_port() {
+    let _serial = serial();
+    for backend in ["uring", "epoll"] {
+        if require(backend.parse().expect("backend")).is_none() {
+            continue;
+        }
+        let mut child = serve(echo_cmd(&["--backend", backend]));
+        let port = child.addr.port().to_string();
+        for _ in 0..3 {
+            child.signal(libc::SIGKILL);
+            let mut status = 0;
+            // SAFETY: waitpid(2) on our own child's pid, with a writable
+            // status; it reaps the child at once, unlike `ChildServer::wait`,
+            // which lingers for the child's last log lines.
+            let rc = unsafe { libc::waitpid(child.pid() as libc::pid_t, &mut status, 0) };
+            assert_eq!(rc, child.pid() as libc::pid_t, "waitpid");
+            child = serve(echo_cmd(&["--backend", backend, "--port", &port]));
+        }
+        let log = stop(child, Duration::from_secs(5));
+        assert!(log.contains("stopped"), "{backend}: {log}");
     }
 }

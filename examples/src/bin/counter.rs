@@ -12,10 +12,10 @@
 //! ```
 
 use std::cell::Cell;
-use std::io;
+use std::io::{self, Write};
 
 use percore::{core_count, core_index, submit_to, Connection, Handler};
-use percore_examples::{init_logging, parse_common, run, COMMON_USAGE};
+use percore_examples::{exit_with, init_logging, parse_common, print_help, run, COMMON_USAGE};
 
 thread_local! {
     /// This core's count: each core is one thread, so a thread-local is
@@ -44,7 +44,10 @@ impl Counter {
                 }
                 let total: u64 = counts.iter().sum();
                 if self.print_stats {
-                    eprintln!(
+                    // Not `eprintln!`, which panics once stderr's reader is
+                    // gone, and would cost this client its answer.
+                    let _ = writeln!(
+                        io::stderr(),
                         "counter: per-core {counts:?}, total {total} (asked by core {})",
                         core_index()
                     );
@@ -92,20 +95,16 @@ impl Handler for Counter {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("counter: per-core counters summed with submit_to (port 7001 unless --port)\n\nCommands: incr, sum (one per line)\n\nOptions:\n{COMMON_USAGE}");
+        print_help(&format!("counter: per-core counters summed with submit_to (port 7001 unless --port)\n\nCommands: incr, sum (one per line)\n\nOptions:\n{COMMON_USAGE}"));
         return;
     }
     let common = match parse_common(7001, args, &[]) {
         Ok((common, _)) => common,
-        Err(e) => {
-            eprintln!("counter: {e}\n\nOptions:\n{COMMON_USAGE}");
-            std::process::exit(2);
-        }
+        Err(e) => exit_with(2, &format!("counter: {e}\n\nOptions:\n{COMMON_USAGE}")),
     };
     init_logging();
     let print_stats = common.stats;
     if let Err(e) = run("counter", &common, move |_core| Counter { print_stats }) {
-        eprintln!("counter: {e}");
-        std::process::exit(1);
+        exit_with(1, &format!("counter: {e}"));
     }
 }

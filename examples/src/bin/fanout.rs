@@ -13,8 +13,8 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use percore_examples::{
-    http_config, init_logging, parse_common, run_with_stats, CoreReaders, COMMON_USAGE, HTTP_FLAGS,
-    HTTP_USAGE,
+    exit_with, http_config, init_logging, parse_common, print_help, run_with_stats, CoreReaders,
+    COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
 };
 use percore_handlers::http::{HttpHandler, HttpStatsReader};
 use percore_handlers::proxy::{Config, FanOut, Policy, ProxyStatsReader};
@@ -95,10 +95,17 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
             .parse::<u64>()
             .map_err(|_| format!("{flag}: expected a number, got {value:?}"))
     };
+    // Zero is checked here rather than left to `validate`, whose message
+    // names the setting in the library's terms, not the flag.
+    let positive = |flag: &str, value: &str| -> Result<u64, String> {
+        Some(number(flag, value)?)
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("{flag}: expected a number from 1, got {value:?}"))
+    };
     for (flag, value) in flags {
         match flag.as_str() {
             "--width" => {
-                config.width = usize::try_from(number(flag, value)?)
+                config.width = usize::try_from(positive(flag, value)?)
                     .map_err(|_| format!("{flag}: too large"))?;
             }
             "--policy" => {
@@ -106,17 +113,17 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
                     .parse()
                     .map_err(|e| format!("{flag}: {e}, got {value:?}"))?;
             }
-            "--timeout-ms" => config.deadline = Duration::from_millis(number(flag, value)?),
+            "--timeout-ms" => config.deadline = Duration::from_millis(positive(flag, value)?),
             "--connect-timeout-ms" => {
-                config.connect_timeout = Duration::from_millis(number(flag, value)?);
+                config.connect_timeout = Duration::from_millis(positive(flag, value)?);
             }
             "--mirror" => config.mirror = Some(resolve(flag, value)?),
             "--mirror-max-pending" => {
-                config.mirror_max_pending = usize::try_from(number(flag, value)?)
+                config.mirror_max_pending = usize::try_from(positive(flag, value)?)
                     .map_err(|_| format!("{flag}: too large"))?;
             }
             "--max-pending" => {
-                config.max_pending = usize::try_from(number(flag, value)?)
+                config.max_pending = usize::try_from(positive(flag, value)?)
                     .map_err(|_| format!("{flag}: too large"))?;
             }
             "--eject-after" => {
@@ -124,7 +131,7 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
                     .map_err(|_| format!("{flag}: too large"))?;
             }
             "--eject-ms" => {
-                let base = Duration::from_millis(number(flag, value)?);
+                let base = Duration::from_millis(positive(flag, value)?);
                 config.ejection.base_time = base;
                 config.ejection.max_time = base.saturating_mul(10);
             }
@@ -219,7 +226,7 @@ fn own_address_warnings(config: &Config, listen: IpAddr, port: u16) -> Vec<Strin
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("fanout: a fan-out HTTP proxy on percore (port 8081 unless --port)\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}");
+        print_help(&format!("fanout: a fan-out HTTP proxy on percore (port 8081 unless --port)\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}"));
         return;
     }
     let flags: Vec<&str> = OWN_FLAGS.iter().chain(HTTP_FLAGS).copied().collect();
@@ -227,10 +234,10 @@ fn main() {
         .and_then(|(common, own)| Ok((common, proxy_config(&own)?, http_config(&own)?)));
     let (common, config, http) = match parsed {
         Ok(parsed) => parsed,
-        Err(e) => {
-            eprintln!("fanout: {e}\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}");
-            std::process::exit(2);
-        }
+        Err(e) => exit_with(
+            2,
+            &format!("fanout: {e}\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}"),
+        ),
     };
     init_logging();
     tracing::info!("{}", summary(&config));
@@ -255,8 +262,7 @@ fn main() {
         front.into_iter().chain(proxy).collect()
     });
     if let Err(e) = result {
-        eprintln!("fanout: {e}");
-        std::process::exit(1);
+        exit_with(1, &format!("fanout: {e}"));
     }
 }
 
@@ -305,6 +311,21 @@ mod tests {
         assert!(e.starts_with("width 5000 is above 1024"), "{e}");
         let e = parse(&[("--policy", "quorum:2")]).expect_err("no upstream");
         assert_eq!(e, "at least one upstream is needed");
+    }
+
+    #[test]
+    fn zero_is_refused_naming_the_flag() {
+        for flag in [
+            "--width",
+            "--timeout-ms",
+            "--connect-timeout-ms",
+            "--max-pending",
+            "--mirror-max-pending",
+            "--eject-ms",
+        ] {
+            let e = parse(&[UP, ("--mirror", "127.0.0.1:18412"), (flag, "0")]).expect_err(flag);
+            assert_eq!(e, format!("{flag}: expected a number from 1, got \"0\""));
+        }
     }
 
     #[test]

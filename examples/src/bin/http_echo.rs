@@ -9,27 +9,27 @@
 //! ```
 
 use percore_examples::{
-    http_config, init_logging, parse_common, run_with_stats, CoreReaders, COMMON_USAGE, HTTP_FLAGS,
-    HTTP_USAGE,
+    exit_with, http_config, init_logging, parse_common, print_help, run_with_stats, CoreReaders,
+    COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
 };
 use percore_handlers::http::{HttpEcho, HttpHandler, HttpStatsReader};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!(
+        print_help(&format!(
             "http_echo: an HTTP/1.1 echo server on percore (port 8080 unless --port)\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}"
-        );
+        ));
         return;
     }
     let parsed = parse_common(8080, args, HTTP_FLAGS)
         .and_then(|(common, own)| Ok((common, http_config(&own)?)));
     let (common, config) = match parsed {
         Ok(parsed) => parsed,
-        Err(e) => {
-            eprintln!("http_echo: {e}\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}");
-            std::process::exit(2);
-        }
+        Err(e) => exit_with(
+            2,
+            &format!("http_echo: {e}\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}"),
+        ),
     };
     init_logging();
     let http = CoreReaders::<HttpStatsReader>::default();
@@ -44,7 +44,6 @@ fn main() {
         line.into_iter().collect()
     };
     if let Err(e) = run_with_stats("http_echo", &common, factory, lines) {
-        eprintln!("http_echo: {e}");
-        std::process::exit(1);
+        exit_with(1, &format!("http_echo: {e}"));
     }
 }

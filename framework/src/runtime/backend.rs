@@ -40,7 +40,7 @@ fn env_override() -> io::Result<Option<Backend>> {
     value.parse().map(Some).map_err(|e| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("PERCORE_BACKEND={value:?}: {e}; expected uring, epoll or auto"),
+            format!("PERCORE_BACKEND={value:?}: {e}"),
         )
     })
 }

@@ -13,6 +13,7 @@ use std::borrow::Cow;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
 
 /// Where Linux (5.14+) says whether a closing listener's queued
 /// connections move to another listener of its `SO_REUSEPORT` group.
@@ -39,7 +40,12 @@ pub(crate) fn bind_group(
         ));
     }
     // Whether a server already listens there (and is joined).
-    let (address, joined) = match crate::net::bind_probe(address) {
+    let probe = if take_over {
+        crate::net::bind_probe(address)
+    } else {
+        bind_probe_patiently(address)
+    };
+    let (address, joined) = match probe {
         Ok(probe) => (crate::sys::local_addr(probe.as_raw_fd())?, false),
         Err(e) if e.kind() == io::ErrorKind::AddrInUse && take_over => {
             same_address_as_running(address)?;
@@ -59,6 +65,27 @@ pub(crate) fn bind_group(
         tracing::info!(%address, "take-over: no server was listening on the port; serving it alone");
     }
     Ok((sockets, address))
+}
+
+/// How long a port in use may take to come free before it is refused.
+const PROBE_PATIENCE: Duration = Duration::from_millis(500);
+
+/// Binds the probe, waiting a moment for a port in use to come free: a
+/// process on io_uring that has just died (killed, or stopped by a second
+/// signal) holds its listeners until the kernel has torn its rings down,
+/// 5 to 12 ms after it was reaped (measured on Linux 6.18), and a
+/// supervisor that restarts it at once must not be refused as if another
+/// server were there.
+fn bind_probe_patiently(address: SocketAddr) -> io::Result<OwnedFd> {
+    let give_up = Instant::now() + PROBE_PATIENCE;
+    loop {
+        match crate::net::bind_probe(address) {
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse && Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            probe => return probe,
+        }
+    }
 }
 
 /// Names the cause of a failed bind.
