@@ -162,8 +162,9 @@ pub const COMMON_USAGE: &str = "  --port N              TCP port (0 picks a free
                         that one (same user; see net.ipv4.tcp_migrate_req)
   RUST_LOG=debug        more logging
 
-SIGINT or SIGTERM stops gracefully (no new connections; open ones get the
-drain deadline); a second one exits at once (status 128 + signal).";
+SIGINT, SIGTERM or SIGHUP (unless ignored, as under nohup) stops gracefully (no
+new connections; open ones get the drain deadline); a second one exits at once
+(status 128 + signal).";
 
 /// Flags of the HTTP servers' front side, interpreted by [`http_config`].
 pub const HTTP_FLAGS: &[&str] = &["--keepalive-requests"];
@@ -171,8 +172,11 @@ pub const HTTP_FLAGS: &[&str] = &["--keepalive-requests"];
 /// The usage text of [`HTTP_FLAGS`].
 pub const HTTP_USAGE: &str =
     "  --keepalive-requests N  requests served on one connection, the last with
-                        `Connection: close` (default 1000, as nginx; 0 = no limit)
-With --stats, an HTTP server's line per core is followed by its responses:
+                        `Connection: close` (default 1000, as nginx; 0 = no limit)";
+
+/// What `--stats` adds for an HTTP server, for the end of its help.
+pub const HTTP_STATS_USAGE: &str =
+    "With --stats, each core's line is followed by the responses it sent:
   stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=..
   service_errors=.. cut_off=..";
 
@@ -236,7 +240,7 @@ pub fn init_logging() {
 }
 
 /// Starts the server, prints its address, stats if asked, stops on
-/// SIGINT/SIGTERM, and returns when it has finished.
+/// SIGINT, SIGTERM or SIGHUP, and returns when it has finished.
 ///
 /// # Errors
 ///
@@ -282,10 +286,13 @@ where
     let handle = builder.start(factory)?;
     handle.shutdown_on_signals()?;
     tracing::info!(
-        "{name} listening on {} ({} backend, {} cores)",
+        "{name} listening on {} ({} backend, {})",
         handle.local_addr(),
         handle.backend(),
-        handle.stats().len()
+        match handle.stats().len() {
+            1 => "1 core".to_owned(),
+            n => format!("{n} cores"),
+        }
     );
     if common.stats {
         let stopper_stats = handle.stats_reader();

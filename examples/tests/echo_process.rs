@@ -153,8 +153,12 @@ fn assert_fell_back(log: &str, cause: &str, cores: usize) {
         "logged more than once:\n{log}"
     );
     let line = listening_line(log);
+    let cores = match cores {
+        1 => "1 core".to_owned(),
+        n => format!("{n} cores"),
+    };
     assert!(
-        line.contains(&format!("(epoll backend, {cores} cores)")),
+        line.contains(&format!("(epoll backend, {cores})")),
         "not epoll on every core: {line}"
     );
     assert!(

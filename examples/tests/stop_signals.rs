@@ -1,6 +1,7 @@
 //! Stopping the `echo` binary as an operator does, on both backends:
 //! SIGTERM drains and exits 0, also when nobody reads the log any more; a
-//! second signal exits at once and says so; a log written to a file is
+//! second signal exits at once and says so; SIGHUP stops as SIGTERM does
+//! unless it is ignored (`nohup`); a log written to a file is
 //! plain text; a server started with `--take-over` replaces a running one;
 //! a server restarted right after a kill gets the port.
 
@@ -10,6 +11,7 @@ mod support;
 mod echo_child;
 
 use std::io::{BufRead, ErrorKind, Read};
+use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use echo_child::{echo_cmd, serve, stop};
@@ -176,7 +178,11 @@ fn sigterm_stops_when_the_log_reader_is_gone() {
 #[test]
 fn a_second_signal_exits_at_once() {
     let _serial = serial();
-    for (signal, status) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
+    for (signal, status) in [
+        (libc::SIGTERM, 143),
+        (libc::SIGINT, 130),
+        (libc::SIGHUP, 129),
+    ] {
         let child = serve(echo_cmd(&["--drain-ms", "20000"]));
         let mut open = connect(child.addr);
         roundtrip(&mut open, b"keeps the drain busy");
@@ -195,6 +201,48 @@ fn a_second_signal_exits_at_once() {
             log.contains("second stop signal: exiting without draining"),
             "{log}"
         );
+    }
+}
+
+/// SIGHUP (the terminal went away) stops the server gracefully, saying
+/// which signal came, rather than killing it mid-request; a server started
+/// with SIGHUP ignored, as `nohup` starts it, runs on.
+#[test]
+fn sighup_stops_gracefully_unless_ignored() {
+    let _serial = serial();
+    for backend in ["uring", "epoll"] {
+        if require(backend.parse().expect("backend")).is_none() {
+            continue;
+        }
+        let child = serve(echo_cmd(&["--backend", backend, "--drain-ms", "500"]));
+        let mut open = connect(child.addr);
+        roundtrip(&mut open, b"before the hang-up");
+        child.signal(libc::SIGHUP);
+        let (exit, log) = child.wait(Duration::from_secs(5));
+        assert!(exit.success(), "{backend}: {exit} after SIGHUP:\n{log}");
+        assert!(
+            log.contains("SIGHUP received: stopping"),
+            "{backend}: {log}"
+        );
+        assert!(log.contains("draining"), "{backend}: {log}");
+        assert!(log.contains("stopped"), "{backend}: {log}");
+
+        let mut cmd = echo_cmd(&["--backend", backend, "--drain-ms", "500"]);
+        // SAFETY: signal(2) is async-signal-safe, all that may run between
+        // fork and exec; it only sets this child's SIGHUP to ignored.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        let child = serve(cmd);
+        child.signal(libc::SIGHUP);
+        std::thread::sleep(Duration::from_millis(300));
+        let mut after = connect(child.addr);
+        roundtrip(&mut after, b"still serving after the hang-up");
+        let log = stop(child, Duration::from_secs(5));
+        assert!(!log.contains("SIGHUP"), "{backend}: {log}");
     }
 }
 

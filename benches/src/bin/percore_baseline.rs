@@ -9,7 +9,7 @@
 //!
 //! Usage: `percore_baseline [--port P] [--cores 0,1] [--backend
 //! uring|epoll|auto]`, on 0.0.0.0:P (default 8080). Stops gracefully on
-//! SIGINT or SIGTERM.
+//! SIGINT, SIGTERM or SIGHUP.
 
 use std::io;
 use std::net::SocketAddr;

@@ -49,7 +49,10 @@ const USAGE: &str =
                         its answers are discarded, its failures counted and logged
   --mirror-max-pending N  mirrored copies waiting or in flight per core; more are
                         dropped and counted (default 256)
-With --stats, each core's line is followed by its HTTP and proxy counters:
+";
+
+/// The end of the help: what `--stats` adds, and loops.
+const NOTES: &str = "With --stats, each core's line is followed by its HTTP and proxy counters:
   stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=.. ...
   stats cpu=N fanout requests=.. failed=.. failed_504=.. sub_requests=.. connects=..
   reuses=.. errors_connect=.. errors_exchange=.. deadline=.. stopped=.. loops=.. ...
@@ -226,7 +229,7 @@ fn own_address_warnings(config: &Config, listen: IpAddr, port: u16) -> Vec<Strin
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        print_help(&format!("fanout: a fan-out HTTP proxy on percore (port 8081 unless --port)\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}"));
+        print_help(&format!("fanout: a fan-out HTTP proxy on percore (port 8081 unless --port)\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}\n\n{NOTES}"));
         return;
     }
     let flags: Vec<&str> = OWN_FLAGS.iter().chain(HTTP_FLAGS).copied().collect();

@@ -10,7 +10,7 @@
 
 use percore_examples::{
     exit_with, http_config, init_logging, parse_common, print_help, run_with_stats, CoreReaders,
-    COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
+    COMMON_USAGE, HTTP_FLAGS, HTTP_STATS_USAGE, HTTP_USAGE,
 };
 use percore_handlers::http::{HttpEcho, HttpHandler, HttpStatsReader};
 
@@ -18,7 +18,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
         print_help(&format!(
-            "http_echo: an HTTP/1.1 echo server on percore (port 8080 unless --port)\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}"
+            "http_echo: an HTTP/1.1 echo server on percore (port 8080 unless --port)\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}\n\n{HTTP_STATS_USAGE}"
         ));
         return;
     }

@@ -272,7 +272,8 @@ impl ServerBuilder {
         Ok(handle)
     }
 
-    /// Starts the server, stops it gracefully on SIGINT or SIGTERM, and
+    /// Starts the server, stops it gracefully on SIGINT, SIGTERM or SIGHUP
+    /// (see [`ServerHandle::shutdown_on_signals`]), and
     /// returns when every core has finished.
     ///
     /// # Errors
@@ -402,9 +403,12 @@ impl ServerHandle {
         Stopper(self.inner.clone())
     }
 
-    /// Stops the server gracefully on SIGINT or SIGTERM (a second signal
-    /// exits the process at once, with status 128 + the signal's number).
-    /// Every server of a process may ask: one signal stops them all.
+    /// Stops the server gracefully on SIGINT, SIGTERM or SIGHUP (a second
+    /// signal exits the process at once, with status 128 + the signal's
+    /// number). SIGHUP is left alone when it is ignored at the time of the
+    /// call, as `nohup` leaves it, so that such a server outlives its
+    /// terminal. Every server of a process may ask: one signal stops them
+    /// all.
     ///
     /// # Errors
     ///

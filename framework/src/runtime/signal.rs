@@ -1,11 +1,18 @@
-//! Stopping servers on SIGINT and SIGTERM.
+//! Stopping servers on SIGINT, SIGTERM and SIGHUP.
 //!
 //! The signal handler only writes an eventfd (async-signal-safe); a
 //! watcher thread reads it and stops every registered server. The first
 //! signal starts a graceful stop; a second one exits at once, for an
 //! operator who does not want to wait for the drain, with the shell's
-//! status for death by that signal (130 for SIGINT, 143 for SIGTERM) and
-//! one line on stderr saying so, so that it does not look like a crash.
+//! status for death by that signal (130 for SIGINT, 143 for SIGTERM, 129
+//! for SIGHUP) and one line on stderr saying so, so that it does not look
+//! like a crash.
+//!
+//! SIGHUP (the terminal that started the server went away) would
+//! otherwise kill the process on the spot, losing every request in
+//! flight; it stops gracefully instead, unless it is ignored when the
+//! server starts (as under `nohup`), which is left as it is: such a
+//! server is meant to outlive its terminal.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -18,6 +25,8 @@ use crate::sys::syscall;
 
 static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
 static SIGNALS_SEEN: AtomicUsize = AtomicUsize::new(0);
+/// The first stop signal's number, for the log.
+static FIRST_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 fn stoppers() -> &'static Mutex<Vec<Stopper>> {
     static STOPPERS: OnceLock<Mutex<Vec<Stopper>>> = OnceLock::new();
@@ -35,6 +44,7 @@ extern "C" fn on_signal(signal: libc::c_int) {
             libc::_exit(128 + signal);
         }
     }
+    FIRST_SIGNAL.store(signal, Ordering::SeqCst);
     let fd = SIGNAL_FD.load(Ordering::SeqCst);
     if fd >= 0 {
         let one: u64 = 1;
@@ -43,7 +53,8 @@ extern "C" fn on_signal(signal: libc::c_int) {
     }
 }
 
-/// Registers `stopper` to be called on the first SIGINT/SIGTERM.
+/// Registers `stopper` to be called on the first SIGINT, SIGTERM or
+/// SIGHUP (see the module docs).
 pub(crate) fn on_stop_signal(stopper: Stopper) -> io::Result<()> {
     static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
     stoppers()
@@ -62,7 +73,10 @@ fn install() -> io::Result<()> {
     // SAFETY: eventfd just returned this fd and nothing else owns it.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     SIGNAL_FD.store(fd.as_raw_fd(), Ordering::SeqCst);
-    for signal in [libc::SIGINT, libc::SIGTERM] {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        if signal == libc::SIGHUP && ignored(signal)? {
+            continue;
+        }
         // SAFETY: sigaction is plain old data; zeroed is a valid value.
         let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
         action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
@@ -88,8 +102,11 @@ fn install() -> io::Result<()> {
                 // A subscriber that panics (the fmt subscriber does when
                 // stderr is a pipe whose reader is gone) must cost neither
                 // this thread nor the stop of any server (each logs too).
+                let signal = name(FIRST_SIGNAL.load(Ordering::SeqCst));
                 let _ = std::panic::catch_unwind(|| {
-                    tracing::info!("stop signal received; a second one exits at once");
+                    tracing::info!(
+                        "{signal} received: stopping; a second stop signal exits at once"
+                    );
                 });
                 for stopper in stoppers().lock().unwrap_or_else(|e| e.into_inner()).iter() {
                     let _ = std::panic::catch_unwind(AssertUnwindSafe(|| stopper.stop()));
@@ -97,4 +114,24 @@ fn install() -> io::Result<()> {
             }
         })?;
     Ok(())
+}
+
+/// Whether `signal` is ignored (`SIG_IGN`), as `nohup` leaves SIGHUP.
+fn ignored(signal: libc::c_int) -> io::Result<bool> {
+    // SAFETY: sigaction is plain old data; zeroed is a valid value.
+    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new action only reads the current one into `current`,
+    // which is writable for the call.
+    syscall!(sigaction(signal, std::ptr::null(), &mut current))?;
+    Ok(current.sa_sigaction == libc::SIG_IGN)
+}
+
+/// The signal's name, for the log.
+fn name(signal: libc::c_int) -> &'static str {
+    match signal {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "a stop signal",
+    }
 }
