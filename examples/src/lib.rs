@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use percore::{Backend, CoreContext, Handler, Server};
 
+mod http_args;
 mod stats_lines;
+pub use http_args::{http_config, HTTP_FLAGS, HTTP_STATS_USAGE, HTTP_USAGE};
 pub use stats_lines::CoreReaders;
 
 /// Options every example server takes.
@@ -165,39 +167,6 @@ pub const COMMON_USAGE: &str = "  --port N              TCP port (0 picks a free
 SIGINT, SIGTERM or SIGHUP (unless ignored, as under nohup) stops gracefully (no
 new connections; open ones get the drain deadline); a second one exits at once
 (status 128 + signal).";
-
-/// Flags of the HTTP servers' front side, interpreted by [`http_config`].
-pub const HTTP_FLAGS: &[&str] = &["--keepalive-requests"];
-
-/// The usage text of [`HTTP_FLAGS`].
-pub const HTTP_USAGE: &str =
-    "  --keepalive-requests N  requests served on one connection, the last with
-                        `Connection: close` (default 1000, as nginx; 0 = no limit)";
-
-/// What `--stats` adds for an HTTP server, for the end of its help.
-pub const HTTP_STATS_USAGE: &str =
-    "With --stats, each core's line is followed by the responses it sent:
-  stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=..
-  service_errors=.. cut_off=..";
-
-/// The HTTP layer's settings: the defaults, changed by the [`HTTP_FLAGS`]
-/// among `own` (other flags are left to the caller).
-///
-/// # Errors
-///
-/// A message for the user when a value is not a number.
-pub fn http_config(own: &[(String, String)]) -> Result<percore_handlers::http::Config, String> {
-    let mut config = percore_handlers::http::Config::default();
-    for (flag, value) in own {
-        if flag == "--keepalive-requests" {
-            let n: u32 = value
-                .parse()
-                .map_err(|_| format!("{flag}: expected a number, got {value:?}"))?;
-            config.max_requests = if n == 0 { u32::MAX } else { n };
-        }
-    }
-    Ok(config)
-}
 
 /// Prints the `--help` text on stdout. A reader that stops early
 /// (`--help | head -1`) is no error: the rest is dropped, where `println!`

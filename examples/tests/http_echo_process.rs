@@ -1,6 +1,7 @@
 //! The `http_echo` binary as an operator runs it, on both backends:
 //! `--keepalive-requests` sets the per-connection request cap (FAULTS B8;
-//! 0 lifts it), and a bad value is refused before anything starts.
+//! 0 lifts it), `--max-body` and `--idle-timeout-ms` reach the HTTP layer,
+//! and a bad value is refused before anything starts.
 
 #[path = "../../handlers/tests/support/mod.rs"]
 #[macro_use]
@@ -67,8 +68,14 @@ fn closed(stream: &mut TcpStream) -> bool {
 /// Starts `http_echo` on `backend` with `--keepalive-requests cap`, runs
 /// `client` on a connection to it, then stops it with SIGTERM (exit 0).
 fn with_cap(backend: &str, cap: &str, client: impl FnOnce(&mut TcpStream)) {
+    with_args(backend, &["--keepalive-requests", cap], client);
+}
+
+/// Starts `http_echo` on `backend` with `args`, runs `client` on a
+/// connection to it, then stops it with SIGTERM (exit 0).
+fn with_args(backend: &str, args: &[&str], client: impl FnOnce(&mut TcpStream)) {
     let child = ChildServer::spawn(
-        http_echo_cmd(&["--backend", backend, "--keepalive-requests", cap]),
+        http_echo_cmd(&[&["--backend", backend], args].concat()),
         Duration::from_secs(20),
     )
     .unwrap_or_else(|f| panic!("{backend}: http_echo did not start: {f:?}"));
@@ -139,4 +146,48 @@ fn a_zero_connection_limit_is_refused() {
         stderr.contains("--max-connections: expected a number from 1, got \"0\""),
         "{stderr}"
     );
+}
+
+/// The HTTP layer's limits and timeouts from the command line: a body
+/// over `--max-body` is answered 413, and a connection idle past
+/// `--idle-timeout-ms` is closed.
+#[test]
+fn http_flags_set_the_body_limit_and_the_idle_timeout() {
+    let _serial = serial();
+    for backend in ["uring", "epoll"] {
+        if require(backend.parse().expect("backend")).is_none() {
+            continue;
+        }
+        let args = ["--max-body", "8", "--idle-timeout-ms", "300"];
+        with_args(backend, &args, |stream| {
+            let post = |body: &str| {
+                format!(
+                    "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+            };
+            stream.write_all(post("12345678").as_bytes()).expect("send");
+            let mut got = vec![0u8; 4096];
+            let n = stream.read(&mut got).expect("read");
+            let answer = String::from_utf8_lossy(&got[..n]).into_owned();
+            assert!(answer.starts_with("HTTP/1.1 200"), "{backend}: {answer}");
+            assert!(answer.ends_with("12345678"), "{backend}: {answer}");
+            let started = std::time::Instant::now();
+            assert!(closed(stream), "{backend}: the idle connection stayed open");
+            let idle = started.elapsed();
+            assert!(
+                idle >= Duration::from_millis(250) && idle < Duration::from_secs(3),
+                "{backend}: closed after {idle:?} idle, not about 300 ms"
+            );
+        });
+        with_args(backend, &args, |stream| {
+            stream
+                .write_all(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 9\r\n\r\n123456789")
+                .expect("send");
+            let mut got = vec![0u8; 4096];
+            let n = stream.read(&mut got).expect("read");
+            let answer = String::from_utf8_lossy(&got[..n]).into_owned();
+            assert!(answer.starts_with("HTTP/1.1 413"), "{backend}: {answer}");
+        });
+    }
 }
