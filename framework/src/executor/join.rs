@@ -7,6 +7,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
+use super::task::TaskKey;
+
 /// Why a task produced no output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -15,6 +17,8 @@ pub enum JoinError {
     Panicked,
     /// The core shut down before the task finished.
     Cancelled,
+    /// [`JoinHandle::abort`] dropped the task before it finished.
+    Aborted,
 }
 
 impl fmt::Display for JoinError {
@@ -22,6 +26,7 @@ impl fmt::Display for JoinError {
         match self {
             JoinError::Panicked => f.write_str("task panicked"),
             JoinError::Cancelled => f.write_str("task cancelled by core shutdown"),
+            JoinError::Aborted => f.write_str("task aborted"),
         }
     }
 }
@@ -46,8 +51,10 @@ pub(crate) fn finish<T>(shared: &Shared<T>, result: Result<T, JoinError>) {
 /// Awaits the output of a task started with [`spawn_local`](crate::spawn_local).
 ///
 /// Dropping the handle detaches the task: it keeps running to completion.
+/// [`abort`](Self::abort) ends it early.
 pub struct JoinHandle<T> {
     pub(crate) shared: Shared<T>,
+    pub(crate) key: TaskKey,
 }
 
 impl<T> Future for JoinHandle<T> {
@@ -84,6 +91,37 @@ impl<T> JoinHandle<T> {
                 None
             }
         }
+    }
+
+    /// Ends the task now, if it has not finished: its future is dropped
+    /// (which cancels its I/O, as dropping any percore future does), and
+    /// awaiting the handle gives [`JoinError::Aborted`]. A task that
+    /// already finished keeps its output. A task aborting itself through
+    /// its own handle is dropped as soon as its current poll returns,
+    /// unless that poll finished it.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[allow(dead_code)]
+    /// # async fn f() {
+    /// use std::time::Duration;
+    /// use percore::{spawn_local, JoinError};
+    ///
+    /// let ticker = spawn_local(async {
+    ///     loop {
+    ///         percore::time::sleep(Duration::from_secs(1)).await;
+    ///     }
+    /// });
+    /// ticker.abort();
+    /// assert_eq!(ticker.await, Err(JoinError::Aborted));
+    /// # }
+    /// ```
+    pub fn abort(&self) {
+        if self.is_finished() {
+            return;
+        }
+        crate::runtime::context::try_with_core(|core| core.executor.abort(self.key));
     }
 
     /// Whether the task has finished (its output is ready to take).

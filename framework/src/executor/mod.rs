@@ -80,7 +80,7 @@ impl Executor {
             cancel,
         });
         self.queue.borrow_mut().push_back(task);
-        JoinHandle { shared }
+        JoinHandle { shared, key }
     }
 
     /// Queues a task woken on its own core.
@@ -150,8 +150,30 @@ impl Executor {
         // Outside the slab borrow: its destructors may spawn, wake or
         // cancel I/O.
         slot.task.drop_future();
-        if panicked {
-            (slot.cancel)(JoinError::Panicked);
+        // A task that returned without its output was aborted during its
+        // own poll (see `abort`); one that finished has handed its output
+        // over, and the join handle ignores this.
+        (slot.cancel)(if panicked {
+            JoinError::Panicked
+        } else {
+            JoinError::Aborted
+        });
+    }
+
+    /// Ends the task `key` names, if it still runs (`JoinHandle::abort`):
+    /// its future is dropped now, or, if the task is aborting itself from
+    /// its own poll, when that poll returns (it is queued again for that).
+    pub(crate) fn abort(&self, key: TaskKey) {
+        let task = match self.tasks.borrow().get(key.index as usize) {
+            Some(slot) if slot.task.header().key == key => slot.task.clone(),
+            _ => return,
+        };
+        // Outside the slab borrow: the future's destructors may spawn, wake
+        // or cancel I/O.
+        if task.abort() {
+            self.finish(key, false);
+        } else {
+            self.schedule(task);
         }
     }
 

@@ -16,7 +16,7 @@
 //! (no lock); waking from any other thread queues its key in the owner's
 //! inbox and unparks the core.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -47,14 +47,17 @@ pub(crate) struct TaskHeader {
 #[repr(C)]
 pub(crate) struct Task<F> {
     header: TaskHeader,
+    /// Set when the task aborted itself during a poll (see
+    /// [`Runnable::abort`]): its next poll drops the future. Owner core only.
+    aborted: Cell<bool>,
     /// `None` once the task finished or was cancelled. Owner core only.
     future: RefCell<Option<F>>,
 }
 
 // SAFETY: a `Task` is shared across threads only through its wakers, and
 // `Wake` touches nothing but the header (an atomic flag, a `Copy` key and an
-// `Arc` of thread-safe core state). The `RefCell` and the future in it are
-// reached only through `Runnable`, whose methods only the owner core's
+// `Arc` of thread-safe core state). The `Cell`, the `RefCell` and the
+// future in it are reached only through `Runnable`, whose methods only the owner core's
 // executor calls: the executor is neither `Send` nor `Sync`, so it and the
 // `Arc<dyn Runnable>` handles it keeps stay on that thread. The executor
 // drops every future on that thread (task end, `cancel_all`, its own
@@ -72,6 +75,7 @@ impl<F: Future<Output = ()> + 'static> Task<F> {
                 state: TaskState::new_scheduled(),
                 owner,
             },
+            aborted: Cell::new(false),
             future: RefCell::new(Some(future)),
         })
     }
@@ -89,6 +93,11 @@ pub(crate) trait Runnable {
 
     /// Drops the future in place, if it is still there.
     fn drop_future(&self);
+
+    /// Drops the future now; or, when it is being polled (the task aborts
+    /// itself), marks it so that its next poll drops it instead. Whether
+    /// it was dropped now.
+    fn abort(&self) -> bool;
 }
 
 impl<F: Future<Output = ()> + 'static> Runnable for Task<F> {
@@ -110,6 +119,9 @@ impl<F: Future<Output = ()> + 'static> Runnable for Task<F> {
         };
         // A task queued before it finished stays closed: only a live
         // future re-arms the scheduled flag.
+        if task.aborted.get() {
+            *slot = None;
+        }
         let Some(future) = slot.as_mut() else {
             return Poll::Ready(());
         };
@@ -124,6 +136,19 @@ impl<F: Future<Output = ()> + 'static> Runnable for Task<F> {
     fn drop_future(&self) {
         if let Ok(mut slot) = self.future.try_borrow_mut() {
             *slot = None;
+        }
+    }
+
+    fn abort(&self) -> bool {
+        match self.future.try_borrow_mut() {
+            Ok(mut slot) => {
+                *slot = None;
+                true
+            }
+            Err(_) => {
+                self.aborted.set(true);
+                false
+            }
         }
     }
 }

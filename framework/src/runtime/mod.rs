@@ -33,12 +33,13 @@ use crate::Backend;
 /// Starts `future` as a new task on the current core.
 ///
 /// The future need not be `Send`: it never leaves this core. Dropping the
-/// returned handle lets the task run on, detached.
+/// returned handle lets the task run on, detached;
+/// [`JoinHandle::abort`] ends it.
 ///
 /// The task is not tied to its caller: it runs on when the handler that
 /// spawned it returns, fails or is dropped, and keeps open what it holds
-/// (a stream shared through an `Rc`) until it ends by itself or the core
-/// stops. Work that belongs to one connection (two backend requests at
+/// (a stream shared through an `Rc`) until it ends by itself, is aborted,
+/// or the core stops. Work that belongs to one connection (two backend requests at
 /// once, the two directions of a relay) runs inside the handler's task
 /// with [`future::join`](crate::future::join),
 /// [`future::try_join`](crate::future::try_join) or
