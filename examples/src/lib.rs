@@ -109,9 +109,12 @@ pub fn parse_common(
                 })?;
             }
             "--wait-batch-us" => {
+                // The ring takes at most a second (`wait_batching` clamps).
                 let usec: u64 = value()?
                     .parse()
-                    .map_err(|_| "--wait-batch-us: expected a number".to_owned())?;
+                    .ok()
+                    .filter(|&usec| usec <= 1_000_000)
+                    .ok_or_else(|| "--wait-batch-us: expected a number 0-1000000".to_owned())?;
                 common.wait_batch = (usec > 0).then(|| Duration::from_micros(usec));
             }
             "--drain-ms" => {
@@ -157,7 +160,7 @@ pub const COMMON_USAGE: &str = "  --port N              TCP port (0 picks a free
   --drain-ms N          graceful-stop drain deadline in ms (default 10000)
   --wait-batch-us N     io_uring: a busy core waits up to N µs for a batch of
                         completions (fewer syscalls with many connections, slower with
-                        a few dozen busy ones; default 0 = off)
+                        a few dozen busy ones; default 0 = off; at most 1000000)
   --stats               print a line of counters per core every second
   --take-over           share the port with the server already on it, to replace
                         it without refusing connections: start this, then stop

@@ -91,8 +91,16 @@ fn usage_errors_to_a_reader_that_left() {
 /// its flag.
 #[test]
 fn bad_values_name_their_flag() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--backend", "foo"], "--backend: unknown backend \"foo\""),
+        (
+            &["--wait-batch-us", "1000001"],
+            "--wait-batch-us: expected a number 0-1000000",
+        ),
+        (
+            &["--upstream", "127.0.0.1:1", "--idle-timeout-ms", "0"],
+            "--idle-timeout-ms: expected a number from 1, got \"0\"",
+        ),
         (&["--cores", "1-0"], "--cores: invalid CPU list \"1-0\""),
         (
             &["--upstream", "127.0.0.1:1", "--max-pending", "0"],

@@ -141,7 +141,8 @@ impl ServerBuilder {
     /// `wrk -c32` got a quarter fewer requests per second (and 12 % fewer
     /// per CPU-second), which is why it is off by default.
     ///
-    /// `None` (the default) is off. Needs Linux 6.12+
+    /// `None` (the default) is off; a bound above a second is taken as a
+    /// second. Needs Linux 6.12+
     /// (`IORING_FEAT_MIN_TIMEOUT`), otherwise it stays off (logged at
     /// start). The epoll backend ignores it.
     pub fn wait_batching(mut self, bound: Option<Duration>) -> Self {
