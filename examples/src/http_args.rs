@@ -14,6 +14,7 @@ pub const HTTP_FLAGS: &[&str] = &[
     "--body-timeout-ms",
     "--idle-timeout-ms",
     "--stop-grace-ms",
+    "--access-log",
 ];
 
 /// The usage text of [`HTTP_FLAGS`].
@@ -25,7 +26,9 @@ pub const HTTP_USAGE: &str =
   --body-timeout-ms N   time to receive a request body, then 408 (default 30000)
   --idle-timeout-ms N   a kept-alive connection idle this long is closed (default 30000)
   --stop-grace-ms N     at a stop, an idle connection waits this long for one last
-                        request (default 1000; 0 closes it at once)";
+                        request (default 1000; 0 closes it at once)
+  --access-log          log a line per response (client, method, target, status,
+                        microseconds) under percore_handlers::http::access";
 
 /// What `--stats` adds for an HTTP server, for the end of its help.
 pub const HTTP_STATS_USAGE: &str =
@@ -53,6 +56,7 @@ pub fn http_config(own: &[(String, String)]) -> Result<Config, String> {
             "--body-timeout-ms" => config.body_timeout = millis_from_1(flag, value)?,
             "--idle-timeout-ms" => config.idle_timeout = millis_from_1(flag, value)?,
             "--stop-grace-ms" => config.stop_grace = Duration::from_millis(number(flag, value)?),
+            "--access-log" => config.access_log = true,
             _ => {}
         }
     }
@@ -94,6 +98,7 @@ mod tests {
             ("--body-timeout-ms", "3000"),
             ("--idle-timeout-ms", "4000"),
             ("--stop-grace-ms", "0"),
+            ("--access-log", ""),
         ])
         .expect("valid flags");
         assert_eq!(config.max_requests, u32::MAX);
@@ -102,6 +107,7 @@ mod tests {
         assert_eq!(config.body_timeout, Duration::from_millis(3000));
         assert_eq!(config.idle_timeout, Duration::from_millis(4000));
         assert_eq!(config.stop_grace, Duration::ZERO);
+        assert!(config.access_log);
         assert_eq!(parse(&[]), Ok(Config::default()));
     }
 

@@ -38,8 +38,12 @@ pub struct CommonArgs {
     pub take_over: bool,
 }
 
+/// A binary's own flags that take no value (returned with an empty one).
+const SWITCHES: &[&str] = &["--access-log"];
+
 /// Splits the command line into the common options and the rest (returned
-/// as `(flag, value)` pairs for the binary to interpret).
+/// as `(flag, value)` pairs for the binary to interpret; a switch such as
+/// `--access-log` with an empty value).
 ///
 /// # Errors
 ///
@@ -67,6 +71,13 @@ pub fn parse_common(
             Some((f, v)) => (f.to_owned(), Some(v.to_owned())),
             None => (flag, None),
         };
+        if own_flags.contains(&flag.as_str()) && SWITCHES.contains(&flag.as_str()) {
+            if let Some(v) = inline {
+                return Err(format!("{flag} takes no value, got {v:?}"));
+            }
+            rest.push((flag, String::new()));
+            continue;
+        }
         if flag == "--stats" || flag == "--take-over" {
             if let Some(v) = inline {
                 return Err(format!("{flag} takes no value, got {v:?}"));

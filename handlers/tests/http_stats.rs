@@ -1,16 +1,20 @@
 //! The HTTP layer's per-core counters, on both backends: every response
 //! counted once by its status class, whether the service or the layer
 //! sent it, and the layer's own answers by reason (refused, timed out,
-//! service failed or panicked, cut off by a stop).
+//! service failed or panicked, cut off by a stop); and the access log,
+//! a line per response when it is on.
 
 #[macro_use]
 #[path = "support/http.rs"]
 mod common;
+#[path = "support/log_capture.rs"]
+mod log_capture;
 
 use std::io;
 use std::time::Duration;
 
 use common::*;
+use log_capture::lines_with;
 use percore_handlers::http::HttpError;
 
 /// A route per outcome.
@@ -113,5 +117,34 @@ http_tests! {
         want.cut_off = 1;
         expect_stats(&server, want);
         assert!(server.stop_within(Duration::from_secs(5)).is_some(), "stopped");
+    }
+
+    /// With the access log on, each response has its line, under its own
+    /// target: the client, the request (`-` for a head that never parsed),
+    /// the status and the time taken. Off, there is none.
+    fn the_access_log_has_a_line_per_response(backend) {
+        log_capture::install();
+        let mut config = short_config();
+        config.access_log = true;
+        let server = TestServer::start(backend, config, || Outcomes);
+        let mut c = Client::connect(server.addr);
+        let peer = c.local_addr();
+        let path = format!("/missing?from={backend}");
+        assert_eq!(c.roundtrip(&get(&path)).status, 404);
+        expect_error(server.addr, b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: x\r\n\r\n", 400);
+        let peer = format!("peer={peer}");
+        let target = format!("target={path}");
+        wait_until(Duration::from_secs(5), "the access-log lines", || {
+            lines_with(&["percore_handlers::http::access", &peer, "method=GET", &target, "status=404", "micros="]).len() == 1
+        });
+        wait_until(Duration::from_secs(5), "the line of the refused request", || {
+            !lines_with(&["percore_handlers::http::access", "method=-", "target=-", "status=400"]).is_empty()
+        });
+
+        let quiet = TestServer::start(backend, short_config(), || Outcomes);
+        let path = format!("/unlogged-{backend}");
+        assert_eq!(one(quiet.addr, &get(&path)).status, 200);
+        drop(quiet);
+        assert!(lines_with(&[&format!("target={path}")]).is_empty(), "logged with the access log off");
     }
 }

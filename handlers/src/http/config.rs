@@ -62,6 +62,12 @@ pub struct Config {
     /// nothing in that time is closed; never later than shortly before the
     /// drain deadline. Default 1 s; zero closes such connections at once.
     pub stop_grace: Duration,
+    /// Logs one INFO line per response under the target
+    /// `percore_handlers::http::access`: the client's address, method,
+    /// target, status, and the microseconds from the read that brought the
+    /// request to its response. Default off: a line per request costs more
+    /// than serving it.
+    pub access_log: bool,
 }
 
 impl Default for Config {
@@ -76,6 +82,7 @@ impl Default for Config {
             max_requests: 1000,
             max_age: Duration::from_secs(3600),
             stop_grace: Duration::from_secs(1),
+            access_log: false,
         }
     }
 }

@@ -21,12 +21,14 @@ use std::time::{Duration, Instant};
 use percore::buf::RecvBuf;
 use percore::Connection;
 
+use super::access::Exchange;
+use super::answers::{answer_panic, answer_stopping, log_failure, mark_incomplete, sent};
 use super::cutoff::{cut_at, Cutoff};
 use super::request::{BodyEnd, BodyReader, Failure};
 use super::response::{effective_status, no_body_status, Streaming};
 use super::service::HttpHandler;
 use super::stats::Reason;
-use super::unwind::{CatchUnwind, Panic};
+use super::unwind::CatchUnwind;
 use super::wire::{after, StopSlot, Waited, Wire, KEEP_CAPACITY};
 use super::{
     encode_last_chunk, error_response, header_storage, max_head_len, parse_head, BodyKind, Config,
@@ -133,7 +135,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             Waited::Done(Err(e)) => return Err(e),
             Waited::TimedOut if head_started.is_some() => {
                 let e = HttpError::timeout("request head timed out");
-                h.counters.answered(e.status, Reason::Timeout);
+                sent(h, &wire, None, e.status, Some(Reason::Timeout));
                 let head_only = names_head(&carry);
                 h.date
                     .with(|d| wire.with_out(|out| error_response(out, &e, head_only, d)));
@@ -186,7 +188,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "bad request");
-                    h.counters.answered(e.status, Reason::refusal(e.status));
+                    sent(h, &wire, None, e.status, Some(Reason::refusal(e.status)));
                     h.date.with(|d| {
                         wire.with_out(|out| error_response(out, &e, names_head(bytes), d))
                     });
@@ -206,6 +208,11 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             let version = head.version;
             let head_only = head.method == "HEAD";
             let rest = bytes.get(head_len..).unwrap_or_default();
+            let exchange = Exchange {
+                method: head.method,
+                target: head.path,
+                started: now,
+            };
 
             let body = BodyReader::new(&wire, config, &head, max_body, rest, &mut gather);
             let mut req = Request::new(head, body);
@@ -224,8 +231,10 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             };
             let result = match called {
                 Some(Ok(result)) => result,
-                Some(Err(panic)) => return answer_panic(h, &wire, &res, &stop, panic).await,
-                None => return answer_stopping(h, &wire, &req, &res, &stop).await,
+                Some(Err(panic)) => {
+                    return answer_panic(h, &wire, exchange, &res, &stop, panic).await
+                }
+                None => return answer_stopping(h, &wire, exchange, &res, &stop).await,
             };
             // `res.keep_alive`, not `keep_alive`: the service may have
             // closed the connection.
@@ -238,7 +247,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             if let Err(e) = &result {
                 log_failure(h, &req, e, &end);
             }
-            let outcome = complete(h, &wire, &mut res, result, &end);
+            let outcome = complete(h, &wire, exchange, &mut res, result, &end);
             // `res` and `req` end here, releasing the buffers they borrow.
             shrink(&mut res_body);
             shrink(&mut gather);
@@ -297,6 +306,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
 fn complete<S>(
     h: &HttpHandler<S>,
     wire: &Wire,
+    exchange: Exchange<'_>,
     res: &mut Response<'_>,
     result: io::Result<()>,
     end: &BodyEnd,
@@ -314,7 +324,13 @@ fn complete<S>(
         if res.streaming.is_some() {
             // The head is out: only an incomplete response can tell the
             // client something went wrong.
-            h.counters.answered(effective_status(res.status), reason);
+            sent(
+                h,
+                wire,
+                Some(exchange),
+                effective_status(res.status),
+                Some(reason),
+            );
             mark_incomplete(wire, res.streaming);
             return Outcome::Abort;
         }
@@ -323,7 +339,7 @@ fn complete<S>(
         } else {
             HttpError::internal()
         };
-        h.counters.answered(e.status, reason);
+        sent(h, wire, Some(exchange), e.status, Some(reason));
         h.date
             .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
         return Outcome::Close;
@@ -336,7 +352,7 @@ fn complete<S>(
         || percore::is_shutting_down();
     match res.streaming {
         Some(streaming) => {
-            h.counters.response(effective_status(res.status));
+            sent(h, wire, Some(exchange), effective_status(res.status), None);
             res.move_body();
             if streaming == Streaming::Chunked {
                 wire.with_out(encode_last_chunk);
@@ -376,7 +392,7 @@ fn complete<S>(
             });
             if encoded.is_err() {
                 // Unreachable in practice: headers are checked as added.
-                h.counters.response(500);
+                sent(h, wire, Some(exchange), 500, None);
                 h.date.with(|d| {
                     wire.with_out(|out| {
                         error_response(out, &HttpError::internal(), res.head_only, d)
@@ -384,98 +400,13 @@ fn complete<S>(
                 });
                 return Outcome::Close;
             }
-            h.counters.response(status);
+            sent(h, wire, Some(exchange), status, None);
         }
     }
     if close {
         Outcome::Close
     } else {
         Outcome::Keep
-    }
-}
-
-/// After the service panicked: a 500 (unless its head is out already),
-/// sent and closed as any error answer, then the panic goes on to the
-/// executor, which counts and logs it as for any handler.
-async fn answer_panic<S>(
-    h: &HttpHandler<S>,
-    wire: &Wire,
-    res: &Response<'_>,
-    stop: &StopSlot,
-    panic: Panic,
-) -> io::Result<()> {
-    mark_incomplete(wire, res.streaming);
-    let status = match res.streaming {
-        Some(_) => effective_status(res.status),
-        None => HttpError::internal().status,
-    };
-    h.counters.answered(status, Reason::ServiceError);
-    if res.streaming.is_none() {
-        let e = HttpError::internal();
-        h.date
-            .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
-        // Whatever ends the close, the panic is what this connection
-        // reports.
-        let _ = close(wire, &h.config, stop).await;
-    }
-    std::panic::resume_unwind(panic)
-}
-
-/// After a stop cut the service off shortly before the drain deadline
-/// (see `cutoff.rs`): a 503 saying the server is stopping (unless the
-/// response head is out already; then the body ends incomplete), sent
-/// and closed as any error answer, while there is still time to.
-async fn answer_stopping<S>(
-    h: &HttpHandler<S>,
-    wire: &Wire,
-    req: &Request<'_>,
-    res: &Response<'_>,
-    stop: &StopSlot,
-) -> io::Result<()> {
-    if let Some(left_out) = h.cut_off.admit(percore::time::now()) {
-        tracing::warn!(
-            method = req.method(),
-            target = req.target(),
-            left_out,
-            "stopping: the service had not answered near the drain deadline; answered 503 \
-             (left_out: ones not logged since the last line)"
-        );
-    }
-    if res.streaming.is_some() {
-        h.counters
-            .answered(effective_status(res.status), Reason::CutOff);
-        mark_incomplete(wire, res.streaming);
-        return Ok(());
-    }
-    let e = HttpError::stopping();
-    h.counters.answered(e.status, Reason::CutOff);
-    h.date
-        .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
-    close(wire, &h.config, stop).await
-}
-
-/// Logs a service's error: one answered with a 5xx (a failure of the
-/// service or what it depends on) at WARN, at most one line a second per
-/// core; one answered with a 4xx, or caused by the request body (the
-/// client's doing, already answered), at debug.
-fn log_failure<S>(h: &HttpHandler<S>, req: &Request<'_>, e: &io::Error, end: &BodyEnd) {
-    let (method, target) = (req.method(), req.target());
-    // As `complete` answers it: an `HttpError`'s status if it is one, else 500.
-    let status = HttpError::of(e)
-        .map(|e| e.status)
-        .filter(|s| (400..=599).contains(s))
-        .unwrap_or(500);
-    if end.failure.is_some() || status < 500 {
-        tracing::debug!(method, target, status, error = %e, "service failed");
-    } else if let Some(left_out) = h.failures.admit(percore::time::now()) {
-        tracing::warn!(
-            method,
-            target,
-            status,
-            error = %e,
-            left_out,
-            "service failed (left_out: failures not logged since the last line)"
-        );
     }
 }
 
@@ -516,7 +447,7 @@ fn stop_cut_off() -> Option<Instant> {
 /// began before or during the linger, cuts what is left of it to
 /// [`STOP_LINGER`]: a client that keeps its end open after the answer
 /// must not hold the server's stop for the whole linger.
-async fn close(wire: &Wire, config: &Config, stop: &StopSlot) -> io::Result<()> {
+pub(super) async fn close(wire: &Wire, config: &Config, stop: &StopSlot) -> io::Result<()> {
     if let Err(e) = wire.flush().await {
         return quiet(e);
     }
@@ -533,18 +464,6 @@ async fn close(wire: &Wire, config: &Config, stop: &StopSlot) -> io::Result<()> 
             }
             Waited::Done(_) | Waited::TimedOut => return Ok(()),
         }
-    }
-}
-
-/// Makes the close of a connection whose response head is out, but whose
-/// body failed, say so. A chunked body says it by lacking its last chunk;
-/// a body delimited by the close (HTTP/1.0) would look complete after a
-/// FIN, so that connection is reset instead. What the client has received
-/// stays readable before the reset on Linux.
-fn mark_incomplete(wire: &Wire, streaming: Option<Streaming>) {
-    if streaming == Some(Streaming::UntilClose) {
-        // The peer may be gone already; nothing else to tell it then.
-        let _ = wire.conn.set_linger(Some(Duration::ZERO));
     }
 }
 

@@ -169,6 +169,8 @@
 //! }
 //! ```
 
+mod access;
+mod answers;
 mod body;
 mod chars;
 mod chunked;

@@ -265,6 +265,11 @@ impl Client {
         }
     }
 
+    /// The client's own address (the server's peer).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.stream.local_addr().expect("local address")
+    }
+
     pub fn send(&mut self, bytes: &[u8]) -> &mut Self {
         self.stream.write_all(bytes).expect("send request");
         self

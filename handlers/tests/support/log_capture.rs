@@ -42,12 +42,25 @@ pub fn clear() {
 }
 
 /// The WARN lines captured so far that mention `needle`.
+#[allow(dead_code)] // not every test binary reads every level
 pub fn warnings(needle: &str) -> Vec<String> {
     install();
     let log = LOG.lock().unwrap_or_else(|e| e.into_inner());
     String::from_utf8_lossy(&log)
         .lines()
         .filter(|l| l.contains("WARN") && l.contains(needle))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The lines captured so far that mention every one of `needles`.
+#[allow(dead_code)] // not every test binary reads every level
+pub fn lines_with(needles: &[&str]) -> Vec<String> {
+    install();
+    let log = LOG.lock().unwrap_or_else(|e| e.into_inner());
+    String::from_utf8_lossy(&log)
+        .lines()
+        .filter(|l| needles.iter().all(|n| l.contains(n)))
         .map(str::to_owned)
         .collect()
 }

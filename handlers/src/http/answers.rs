@@ -1,0 +1,137 @@
+//! The HTTP layer's own answers, beside the service's: the count (and,
+//! when on, the access-log line) of every response, the answers after a
+//! panic or at a stop, and the log line of a failed service call.
+
+use std::io;
+use std::time::Duration;
+
+use super::access::{self, Exchange};
+use super::conn::close;
+use super::request::BodyEnd;
+use super::response::{effective_status, Streaming};
+use super::service::HttpHandler;
+use super::stats::Reason;
+use super::unwind::Panic;
+use super::wire::{StopSlot, Wire};
+use super::{error_response, HttpError, Request, Response};
+
+/// Counts a response the layer put in the output (and why it answered
+/// itself, if it did), and logs it when the access log is on.
+pub(super) fn sent<S>(
+    h: &HttpHandler<S>,
+    wire: &Wire,
+    exchange: Option<Exchange<'_>>,
+    status: u16,
+    reason: Option<Reason>,
+) {
+    match reason {
+        Some(reason) => h.counters.answered(status, reason),
+        None => h.counters.response(status),
+    }
+    if h.config.access_log {
+        access::log(&wire.conn, exchange, status);
+    }
+}
+
+/// After the service panicked: a 500 (unless its head is out already),
+/// sent and closed as any error answer, then the panic goes on to the
+/// executor, which counts and logs it as for any handler.
+pub(super) async fn answer_panic<S>(
+    h: &HttpHandler<S>,
+    wire: &Wire,
+    exchange: Exchange<'_>,
+    res: &Response<'_>,
+    stop: &StopSlot,
+    panic: Panic,
+) -> io::Result<()> {
+    mark_incomplete(wire, res.streaming);
+    let status = match res.streaming {
+        Some(_) => effective_status(res.status),
+        None => HttpError::internal().status,
+    };
+    sent(h, wire, Some(exchange), status, Some(Reason::ServiceError));
+    if res.streaming.is_none() {
+        let e = HttpError::internal();
+        h.date
+            .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
+        // Whatever ends the close, the panic is what this connection
+        // reports.
+        let _ = close(wire, &h.config, stop).await;
+    }
+    std::panic::resume_unwind(panic)
+}
+
+/// After a stop cut the service off shortly before the drain deadline
+/// (see `cutoff.rs`): a 503 saying the server is stopping (unless the
+/// response head is out already; then the body ends incomplete), sent
+/// and closed as any error answer, while there is still time to.
+pub(super) async fn answer_stopping<S>(
+    h: &HttpHandler<S>,
+    wire: &Wire,
+    exchange: Exchange<'_>,
+    res: &Response<'_>,
+    stop: &StopSlot,
+) -> io::Result<()> {
+    if let Some(left_out) = h.cut_off.admit(percore::time::now()) {
+        tracing::warn!(
+            method = exchange.method,
+            target = exchange.target,
+            left_out,
+            "stopping: the service had not answered near the drain deadline; answered 503 \
+             (left_out: ones not logged since the last line)"
+        );
+    }
+    if res.streaming.is_some() {
+        sent(
+            h,
+            wire,
+            Some(exchange),
+            effective_status(res.status),
+            Some(Reason::CutOff),
+        );
+        mark_incomplete(wire, res.streaming);
+        return Ok(());
+    }
+    let e = HttpError::stopping();
+    sent(h, wire, Some(exchange), e.status, Some(Reason::CutOff));
+    h.date
+        .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
+    close(wire, &h.config, stop).await
+}
+
+/// Logs a service's error: one answered with a 5xx (a failure of the
+/// service or what it depends on) at WARN, at most one line a second per
+/// core; one answered with a 4xx, or caused by the request body (the
+/// client's doing, already answered), at debug.
+pub(super) fn log_failure<S>(h: &HttpHandler<S>, req: &Request<'_>, e: &io::Error, end: &BodyEnd) {
+    let (method, target) = (req.method(), req.target());
+    // As `complete` answers it: an `HttpError`'s status if it is one, else 500.
+    let status = HttpError::of(e)
+        .map(|e| e.status)
+        .filter(|s| (400..=599).contains(s))
+        .unwrap_or(500);
+    if end.failure.is_some() || status < 500 {
+        tracing::debug!(method, target, status, error = %e, "service failed");
+    } else if let Some(left_out) = h.failures.admit(percore::time::now()) {
+        tracing::warn!(
+            method,
+            target,
+            status,
+            error = %e,
+            left_out,
+            "service failed (left_out: failures not logged since the last line)"
+        );
+    }
+}
+
+/// Makes the close of a connection whose response head is out, but whose
+/// body failed, say so. A chunked body says it by lacking its last chunk;
+/// a body delimited by the close (HTTP/1.0) would look complete after a
+/// FIN, so that connection is reset instead. What the client has received
+/// stays readable before the reset on Linux.
+pub(super) fn mark_incomplete(wire: &Wire, streaming: Option<Streaming>) {
+    if streaming == Some(Streaming::UntilClose) {
+        // The peer may be gone already; nothing else to tell it then.
+        let _ = wire.conn.set_linger(Some(Duration::ZERO));
+    }
+}
