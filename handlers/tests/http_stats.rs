@@ -32,6 +32,11 @@ impl Service for Outcomes {
             "/fail" => return Err(io::Error::other("the database is down")),
             "/panic" => panic!("a bug in the service"),
             "/slow" => percore::time::sleep(Duration::from_secs(30)).await,
+            "/stream-then-read" => {
+                res.send(200, None, b"")?;
+                res.flush().await?;
+                req.body().await?;
+            }
             _ => res.send(200, None, b"")?,
         }
         Ok(())
@@ -96,6 +101,20 @@ http_tests! {
         assert_eq!(slow.response().status, 408);
         want.status_4xx += 1;
         want.timeouts = 1;
+        expect_stats(&server, want);
+    }
+
+    /// A response whose head went out before the client left in the
+    /// middle of its body is counted: its status reached the client.
+    fn a_streamed_head_counts_when_the_client_leaves_mid_body(backend) {
+        let server = server(backend);
+        let mut c = Client::connect(server.addr);
+        c.send(b"POST /stream-then-read HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+        assert_eq!(c.response_to(true).status, 200);
+        c.shutdown_write();
+        c.read_to_end();
+        let mut want = HttpStats::default();
+        want.status_2xx = 1;
         expect_stats(&server, want);
     }
 
