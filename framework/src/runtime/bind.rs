@@ -106,8 +106,8 @@ fn in_use(address: SocketAddr, e: io::Error, take_over: bool) -> io::Error {
 /// but makes them two groups that neither share new connections (each
 /// gets the ones its address matches best) nor hand over queued ones, so
 /// the old server's stop would reset what its listeners hold. The
-/// listening sockets of this network namespace are read from
-/// `/proc/net/tcp{,6}`; when neither can be read, the take-over goes on.
+/// listening sockets of the calling thread's network namespace are read
+/// from `/proc`; when neither table can be read, the take-over goes on.
 fn same_address_as_running(address: SocketAddr) -> io::Result<()> {
     let Some(listening) = super::listening::on_port(address.port()) else {
         return Ok(());
