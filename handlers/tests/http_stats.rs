@@ -89,10 +89,11 @@ http_tests! {
         expect_error(server.addr, smuggled, 400);
         expect_error(server.addr, &post("/ok", "text/plain", &[b'x'; 17]), 413);
         expect_error(server.addr, b"GET / HTTP/2.0\r\nHost: t\r\n\r\n", 505);
+        expect_error(server.addr, b"GET / HTTP/1.1\r\nHost: t\r\nExpect: x\r\n\r\n", 417);
         let mut want = HttpStats::default();
-        want.status_4xx = 2;
+        want.status_4xx = 3;
         want.status_5xx = 1;
-        want.refused = 3;
+        want.refused = 4;
         expect_stats(&server, want);
 
         // A head that never ends: 408 at the head timeout.
