@@ -165,7 +165,8 @@ impl Executor {
 
     /// Ends the task `key` names, if it still runs (`JoinHandle::abort`):
     /// its future is dropped now, or, if the task is aborting itself from
-    /// its own poll, when that poll returns (it is queued again for that).
+    /// its own poll, at its next turn in the run queue, where it is put
+    /// again for that.
     pub(crate) fn abort(&self, key: TaskKey) {
         let task = match self.tasks.borrow().get(key.index as usize) {
             Some(slot) if slot.task.header().key == key => slot.task.clone(),
