@@ -1,7 +1,8 @@
 //! `JoinHandle::abort`, on both backends: an aborted task's future is
 //! dropped at once (its I/O cancelled, its socket closed), awaiting its
 //! handle gives `JoinError::Aborted`, a finished task keeps its output,
-//! and a task that aborts itself is dropped when its poll returns.
+//! a task that aborts itself is dropped when its poll returns, and a
+//! destructor that panics under `abort` ends only its own task.
 
 #[macro_use]
 mod support;
@@ -113,6 +114,28 @@ backend_tests! {
             assert_eq!(task.await, Err(JoinError::Aborted));
         })
         .expect("block_on");
+    }
+
+    /// A future whose destructor panics when `abort` drops it ends as a
+    /// panicked task; the task that aborted it goes on.
+    fn a_destructor_panicking_under_abort_ends_only_its_own_task(backend) {
+        block_on(backend, async {
+            struct PanicOnDrop;
+            impl Drop for PanicOnDrop {
+                fn drop(&mut self) {
+                    panic!("a destructor that panics");
+                }
+            }
+            let task = spawn_local(async {
+                let _bomb = PanicOnDrop;
+                percore::time::sleep(Duration::from_secs(30)).await;
+            });
+            percore::time::sleep(Duration::from_millis(5)).await;
+            task.abort();
+            assert!(task.is_finished());
+            assert_eq!(task.await, Err(JoinError::Panicked));
+        })
+        .expect("the aborting task runs on");
     }
 
     /// Aborting a listener's accept loop closes the listener: a new

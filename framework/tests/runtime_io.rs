@@ -7,7 +7,7 @@
 //! sends and completes an empty write at once; a bulk stream read in
 //! bursts arrives in order, and a close after it is seen; `block_on`
 //! returns even when its future finishes without any I/O; a linger
-//! shorter than a second is not a reset.
+//! shorter than a second, or the longest there is, is not a reset.
 
 #[macro_use]
 mod support;
@@ -260,6 +260,22 @@ backend_tests! {
         let (mut peer, _) = listener.accept().expect("accept");
         peer.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
         assert_eq!(read_to_end(&mut peer).expect("the bytes, then the end"), b"bye");
+    }
+
+    /// The longest linger there is stays a linger: rounding it up to whole
+    /// seconds must not wrap it around to zero, a reset.
+    fn the_longest_linger_is_not_a_reset(backend) {
+        let listener = StdListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let linger = percore::block_on(backend, async move {
+            let stream = TcpStream::connect(addr).await.expect("connect");
+            stream.set_linger(Some(Duration::MAX)).expect("set_linger");
+            linger_of(&stream)
+        })
+        .expect("block_on");
+        // The kernel caps the time, and reads it back in its own units.
+        assert_eq!(linger.l_onoff, 1);
+        assert_ne!(linger.l_linger, 0, "a reset");
     }
 
     /// Data and the peer's end of stream that arrive together, before the

@@ -201,6 +201,25 @@ backend_tests! {
         old.shutdown();
         old.join().expect("join");
     }
+
+    /// The running server's address is looked up in the network namespace
+    /// of the thread that takes over, where its sockets are: a listener on
+    /// the same port in the process's first namespace is no reason to
+    /// refuse.
+    fn take_over_looks_in_the_callers_network_namespace(backend) {
+        let elsewhere = std::net::TcpListener::bind("0.0.0.0:0").expect("bind");
+        let port = elsewhere.local_addr().expect("addr").port();
+        private_network(true).expect("private network namespace");
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let old = builder(backend).address(addr).start(|_core| PlainEcho).expect("start");
+        let new = builder(backend).address(addr).take_over(true).start(|_core| PlainEcho).expect("take over");
+        old.shutdown();
+        old.join().expect("the old server stops");
+        ping(addr);
+        new.shutdown();
+        new.join().expect("join");
+        drop(elsewhere);
+    }
 }
 
 /// The other program's listener still works after the refused take-over.

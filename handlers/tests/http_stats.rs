@@ -36,6 +36,11 @@ impl Service for Outcomes {
             "/fail" => return Err(io::Error::other("the database is down")),
             "/panic" => panic!("a bug in the service"),
             "/slow" => percore::time::sleep(Duration::from_secs(30)).await,
+            "/stream-then-read" => {
+                res.send(200, None, b"")?;
+                res.flush().await?;
+                req.body().await?;
+            }
             _ => res.send(200, None, b"")?,
         }
         Ok(())
@@ -88,10 +93,11 @@ http_tests! {
         expect_error(server.addr, smuggled, 400);
         expect_error(server.addr, &post("/ok", "text/plain", &[b'x'; 17]), 413);
         expect_error(server.addr, b"GET / HTTP/2.0\r\nHost: t\r\n\r\n", 505);
+        expect_error(server.addr, b"GET / HTTP/1.1\r\nHost: t\r\nExpect: x\r\n\r\n", 417);
         let mut want = HttpStats::default();
-        want.status_4xx = 2;
+        want.status_4xx = 3;
         want.status_5xx = 1;
-        want.refused = 3;
+        want.refused = 4;
         expect_stats(&server, want);
 
         // A head that never ends: 408 at the head timeout.
@@ -100,6 +106,20 @@ http_tests! {
         assert_eq!(slow.response().status, 408);
         want.status_4xx += 1;
         want.timeouts = 1;
+        expect_stats(&server, want);
+    }
+
+    /// A response whose head went out before the client left in the
+    /// middle of its body is counted: its status reached the client.
+    fn a_streamed_head_counts_when_the_client_leaves_mid_body(backend) {
+        let server = server(backend);
+        let mut c = Client::connect(server.addr);
+        c.send(b"POST /stream-then-read HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+        assert_eq!(c.response_to(true).status, 200);
+        c.shutdown_write();
+        c.read_to_end();
+        let mut want = HttpStats::default();
+        want.status_2xx = 1;
         expect_stats(&server, want);
     }
 

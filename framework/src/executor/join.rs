@@ -95,10 +95,12 @@ impl<T> JoinHandle<T> {
 
     /// Ends the task now, if it has not finished: its future is dropped
     /// (which cancels its I/O, as dropping any percore future does), and
-    /// awaiting the handle gives [`JoinError::Aborted`]. A task that
-    /// already finished keeps its output. A task aborting itself through
-    /// its own handle is dropped as soon as its current poll returns,
-    /// unless that poll finished it.
+    /// awaiting the handle gives [`JoinError::Aborted`] (or
+    /// [`JoinError::Panicked`] if a destructor of the future panics). A
+    /// task that already finished keeps its output. A task aborting itself
+    /// through its own handle runs on to its next await, unless it
+    /// finishes first; it is dropped when the core comes back to it, after
+    /// the tasks already queued, and is not finished until then.
     ///
     /// # Examples
     ///

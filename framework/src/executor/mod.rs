@@ -127,12 +127,15 @@ impl Executor {
         match result {
             Ok(Poll::Pending) => {}
             Ok(Poll::Ready(())) => self.finish(key, false),
-            Err(_) => {
-                self.panics.set(self.panics.get() + 1);
-                tracing::error!("task panicked; its connection is closed and the core goes on");
-                self.finish(key, true);
-            }
+            Err(_) => self.panicked(key),
         }
+    }
+
+    /// Ends a task that panicked, in its poll or in its destructor.
+    fn panicked(&self, key: TaskKey) {
+        self.panics.set(self.panics.get() + 1);
+        tracing::error!("task panicked; its connection is closed and the core goes on");
+        self.finish(key, true);
     }
 
     fn finish(&self, key: TaskKey, panicked: bool) {
@@ -162,18 +165,21 @@ impl Executor {
 
     /// Ends the task `key` names, if it still runs (`JoinHandle::abort`):
     /// its future is dropped now, or, if the task is aborting itself from
-    /// its own poll, when that poll returns (it is queued again for that).
+    /// its own poll, at its next turn in the run queue, where it is put
+    /// again for that.
     pub(crate) fn abort(&self, key: TaskKey) {
         let task = match self.tasks.borrow().get(key.index as usize) {
             Some(slot) if slot.task.header().key == key => slot.task.clone(),
             _ => return,
         };
         // Outside the slab borrow: the future's destructors may spawn, wake
-        // or cancel I/O.
-        if task.abort() {
-            self.finish(key, false);
-        } else {
-            self.schedule(task);
+        // or cancel I/O. One that panics ends its own task, as a panic in a
+        // poll does, not the task that called `abort`, whose handle would
+        // otherwise never resolve.
+        match catch_unwind(AssertUnwindSafe(|| task.abort())) {
+            Ok(true) => self.finish(key, false),
+            Ok(false) => self.schedule(task),
+            Err(_) => self.panicked(key),
         }
     }
 

@@ -107,7 +107,7 @@ impl TcpStream {
     /// short linger is not taken for a reset.
     pub fn set_linger(&self, linger: Option<std::time::Duration>) -> io::Result<()> {
         let seconds = linger.map_or(0, |d| {
-            let whole = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+            let whole = d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0));
             i32::try_from(whole).unwrap_or(i32::MAX)
         });
         let value = libc::linger {

@@ -106,13 +106,22 @@ fn in_use(address: SocketAddr, e: io::Error, take_over: bool) -> io::Error {
 /// but makes them two groups that neither share new connections (each
 /// gets the ones its address matches best) nor hand over queued ones, so
 /// the old server's stop would reset what its listeners hold. The
-/// listening sockets of this network namespace are read from
-/// `/proc/net/tcp{,6}`; when neither can be read, the take-over goes on.
+/// listening sockets of the calling thread's network namespace are read
+/// from `/proc`; when neither table can be read, the take-over goes on.
 fn same_address_as_running(address: SocketAddr) -> io::Result<()> {
-    let Some(listening) = super::listening::on_port(address.port()) else {
-        return Ok(());
-    };
-    if listening.is_empty() || listening.contains(&address) {
+    match super::listening::on_port(address.port()) {
+        Some(listening) => among_running(address, &listening),
+        None => Ok(()),
+    }
+}
+
+/// Refuses `address` unless it is one of `listening`, or that is empty.
+fn among_running(address: SocketAddr, listening: &[SocketAddr]) -> io::Result<()> {
+    // By address and port only: the tables carry no IPv6 scope or flow
+    // label, which a link-local address (`[fe80::1%2]:P`) has.
+    let same =
+        |running: &SocketAddr| running.ip() == address.ip() && running.port() == address.port();
+    if listening.is_empty() || listening.iter().any(same) {
         return Ok(());
     }
     let names: Vec<String> = listening.iter().map(SocketAddr::to_string).collect();
@@ -149,5 +158,22 @@ fn announce_take_over(address: SocketAddr) {
              stops, connections still queued in its listeners are reset: set \
              net.ipv4.tcp_migrate_req=1 (Linux 5.14+) to have them handed over"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_take_over_matches_the_running_address_whatever_its_scope() {
+        let running: SocketAddr = "[fe80::1]:8080".parse().unwrap();
+        let scoped: SocketAddr = "[fe80::1%2]:8080".parse().unwrap();
+        assert!(among_running(scoped, &[running]).is_ok());
+        assert!(among_running(running, &[]).is_ok());
+        let all: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let err =
+            among_running("127.0.0.1:8080".parse().unwrap(), &[all]).expect_err("another address");
+        assert!(err.to_string().contains("listens on 0.0.0.0:8080"), "{err}");
     }
 }

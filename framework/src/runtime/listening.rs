@@ -1,7 +1,7 @@
-//! Which addresses listen on a TCP port in this network namespace, read
-//! from `/proc/net/tcp` and `/proc/net/tcp6` (the kernel's socket tables;
-//! no syscall tells it). For a take-over, which must join the running
-//! server on its own address.
+//! Which addresses listen on a TCP port in the calling thread's network
+//! namespace, read from its `net/tcp` and `net/tcp6` in `/proc` (the
+//! kernel's socket tables; no syscall tells it). For a take-over, which
+//! must join the running server on its own address.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -11,8 +11,17 @@ const LISTEN: &str = "0A";
 /// The distinct local addresses of the sockets listening on `port`;
 /// `None` when neither table can be read (no `/proc`).
 pub(crate) fn on_port(port: u16) -> Option<Vec<SocketAddr>> {
-    let v4 = std::fs::read_to_string("/proc/net/tcp").ok();
-    let v6 = std::fs::read_to_string("/proc/net/tcp6").ok();
+    // `/proc/net` is the namespace of the process's first thread, not
+    // necessarily the caller's (a thread may have moved with `setns` or
+    // `unshare`), whose sockets are the ones that met the port in use;
+    // `thread-self` (Linux 3.17) is the caller's.
+    let dir = if std::path::Path::new("/proc/thread-self/net").exists() {
+        "/proc/thread-self/net"
+    } else {
+        "/proc/net"
+    };
+    let v4 = std::fs::read_to_string(format!("{dir}/tcp")).ok();
+    let v6 = std::fs::read_to_string(format!("{dir}/tcp6")).ok();
     if v4.is_none() && v6.is_none() {
         return None;
     }

@@ -312,7 +312,14 @@ fn complete<S>(
     end: &BodyEnd,
 ) -> Outcome {
     let failed = match (end.failure, &result) {
-        (Some(Failure::Gone), _) => return Outcome::Abort,
+        (Some(Failure::Gone), _) => {
+            // Nothing more reaches a client that left; but a head already
+            // out was a response it got.
+            if res.streaming.is_some() {
+                h.counters.response(effective_status(res.status));
+            }
+            return Outcome::Abort;
+        }
         (Some(Failure::Refused(e)), _) => Some((e, Reason::refusal(e.status))),
         (None, Err(e)) => Some((
             HttpError::of(e).unwrap_or(HttpError::internal()),

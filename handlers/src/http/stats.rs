@@ -34,8 +34,9 @@ pub struct HttpStats {
     /// Responses with a 5xx status.
     pub status_5xx: u64,
     /// Requests refused by the layer before or instead of the service:
-    /// malformed or ambiguous (400), over a limit (413, 414, 431), or of a
-    /// coding or version it does not serve (501, 505).
+    /// malformed or ambiguous (400), over a limit (413, 414, 431), with an
+    /// expectation it does not meet (417), or of a coding or version it
+    /// does not serve (501, 505).
     pub refused: u64,
     /// Request heads or bodies that did not arrive in time (408).
     pub timeouts: u64,
