@@ -316,7 +316,7 @@ fn complete<S>(
             // Nothing more reaches a client that left; but a head already
             // out was a response it got.
             if res.streaming.is_some() {
-                h.counters.response(effective_status(res.status));
+                sent(h, wire, Some(exchange), effective_status(res.status), None);
             }
             return Outcome::Abort;
         }
