@@ -72,19 +72,11 @@ fn install() -> io::Result<()> {
     let fd = syscall!(eventfd(0, libc::EFD_CLOEXEC))?;
     // SAFETY: eventfd just returned this fd and nothing else owns it.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    SIGNAL_FD.store(fd.as_raw_fd(), Ordering::SeqCst);
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        if signal == libc::SIGHUP && ignored(signal)? {
-            continue;
-        }
-        // SAFETY: sigaction is plain old data; zeroed is a valid value.
-        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-        action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESTART;
-        // SAFETY: `action` is fully initialised and the handler only makes
-        // async-signal-safe calls.
-        syscall!(sigaction(signal, &action, std::ptr::null_mut()))?;
-    }
+    let raw = fd.as_raw_fd();
+    // The watcher first, then the handlers: a handler must never find
+    // `SIGNAL_FD` naming a closed descriptor (whatever reused its number
+    // would get the write), and once the thread runs it owns the eventfd
+    // for the life of the process.
     std::thread::Builder::new()
         .name("percore-signals".into())
         .spawn(move || loop {
@@ -113,6 +105,19 @@ fn install() -> io::Result<()> {
                 }
             }
         })?;
+    SIGNAL_FD.store(raw, Ordering::SeqCst);
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        if signal == libc::SIGHUP && ignored(signal)? {
+            continue;
+        }
+        // SAFETY: sigaction is plain old data; zeroed is a valid value.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        // SAFETY: `action` is fully initialised and the handler only makes
+        // async-signal-safe calls.
+        syscall!(sigaction(signal, &action, std::ptr::null_mut()))?;
+    }
     Ok(())
 }
 
