@@ -3,6 +3,7 @@
 //! target `percore_handlers::http::access` (so `RUST_LOG` can route or
 //! silence it alone).
 
+use std::fmt;
 use std::time::Instant;
 
 use percore::Connection;
@@ -36,8 +37,55 @@ pub(crate) fn log(conn: &Connection, exchange: Option<Exchange<'_>>, status: u16
         ),
         None => ("-", "-", 0),
     };
-    // Display, not Debug: no quotes. A target cannot hold a space or a
-    // control byte (the parser refused those), so the line stays one line
-    // of space-separated `key=value` fields.
-    tracing::info!(target: TARGET, peer = %peer, method = %method, target = %target, status, micros);
+    // Display, not Debug: no quotes. A method is a token; a target cannot
+    // hold a space or an ASCII control byte (the parser refused those), and
+    // `Escaped` encodes the rest that could end the line or open a quoted
+    // field, so the line stays one line of space-separated `key=value`
+    // fields.
+    tracing::info!(target: TARGET, peer = %peer, method = %method, target = %Escaped(target), status, micros);
+}
+
+/// A request target as its line shows it: printable ASCII as it came,
+/// except `"` and `\`, which a log reader may take for the start of a
+/// quoted value or an escape; those, and any other byte (the parser admits
+/// UTF-8, NEL and LINE SEPARATOR among it, which some readers take for the
+/// end of a line), percent-encoded, as in a URI.
+struct Escaped<'a>(&'a str);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = self.0;
+        let mut plain_from = 0;
+        for (at, c) in text.char_indices() {
+            if matches!(c, '!'..='~') && c != '"' && c != '\\' {
+                continue;
+            }
+            f.write_str(text.get(plain_from..at).unwrap_or_default())?;
+            let mut utf8 = [0; 4];
+            for b in c.encode_utf8(&mut utf8).bytes() {
+                write!(f, "%{b:02X}")?;
+            }
+            plain_from = at + c.len_utf8();
+        }
+        f.write_str(text.get(plain_from..).unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Escaped;
+
+    #[test]
+    fn targets_keep_printable_ascii_and_encode_the_rest() {
+        let cases = [
+            ("/hello?x=1&y=%20", "/hello?x=1&y=%20"),
+            ("/q\"a\\b", "/q%22a%5Cb"),
+            ("/\u{85}\u{2028}é", "/%C2%85%E2%80%A8%C3%A9"),
+            ("/a b\n", "/a%20b%0A"),
+            ("", ""),
+        ];
+        for (target, logged) in cases {
+            assert_eq!(Escaped(target).to_string(), logged, "{target:?}");
+        }
+    }
 }

@@ -64,9 +64,11 @@ pub struct Config {
     pub stop_grace: Duration,
     /// Logs one INFO line per response under the target
     /// `percore_handlers::http::access`: the client's address, method,
-    /// target, status, and the microseconds from the read that brought the
-    /// request to its response. Default off: a line per request costs more
-    /// than serving it.
+    /// target (with `"`, `\` and any byte outside printable ASCII
+    /// percent-encoded, so a request cannot break or forge a line), status,
+    /// and the microseconds from the read that brought the request to its
+    /// response. Default off: a line per request costs more than serving
+    /// it.
     pub access_log: bool,
 }
 
