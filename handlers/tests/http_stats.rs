@@ -140,12 +140,14 @@ http_tests! {
     }
 
     /// With the access log on, each response has its line, under its own
-    /// target: the client, the request (`-` for a head that never parsed),
-    /// the status and the time taken. Off, there is none.
+    /// target: the client, the request (`-` for one refused on its head,
+    /// even a `Content-Length` over the body limit), the status and the
+    /// time taken. Off, there is none.
     fn the_access_log_has_a_line_per_response(backend) {
         log_capture::install();
         let mut config = short_config();
         config.access_log = true;
+        config.limits.max_body = 16;
         let server = TestServer::start(backend, config, || Outcomes);
         let mut c = Client::connect(server.addr);
         let peer = c.local_addr();
@@ -159,6 +161,10 @@ http_tests! {
         });
         wait_until(Duration::from_secs(5), "the line of the refused request", || {
             !lines_with(&["percore_handlers::http::access", "method=-", "target=-", "status=400"]).is_empty()
+        });
+        expect_error(server.addr, &post("/big", "text/plain", &[b'x'; 17]), 413);
+        wait_until(Duration::from_secs(5), "the line of the refused body", || {
+            !lines_with(&["percore_handlers::http::access", "method=-", "target=-", "status=413"]).is_empty()
         });
 
         let quiet = TestServer::start(backend, short_config(), || Outcomes);
