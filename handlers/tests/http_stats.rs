@@ -174,6 +174,47 @@ http_tests! {
         assert!(lines_with(&[&format!("target={path}")]).is_empty(), "logged with the access log off");
     }
 
+    /// Every way a response goes out has its one line, with the status
+    /// sent: pipelined, HEAD, a service error or panic, a streamed head
+    /// whose client left mid-body, a call cut off by the stop.
+    fn the_access_log_has_one_line_on_every_path(backend) {
+        log_capture::install();
+        let mut config = short_config();
+        config.access_log = true;
+        let mut server = TestServer::start(backend, config, || Outcomes);
+        let tag = format!("every-{backend}");
+        let mut c = Client::connect(server.addr);
+        let head = format!("HEAD /missing?{tag}-head HTTP/1.1\r\nHost: t\r\n\r\n");
+        c.send(&[get(&format!("/ok?{tag}-pipelined")), head.into_bytes()].concat());
+        assert_eq!(c.response().status, 200);
+        assert_eq!(c.response_to(true).status, 404);
+        expect_error(server.addr, &get(&format!("/fail?{tag}-fail")), 500);
+        expect_error(server.addr, &get(&format!("/panic?{tag}-panic")), 500);
+        let mut left = Client::connect(server.addr);
+        let streamed = format!("POST /stream-then-read?{tag}-left HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+        left.send(streamed.as_bytes());
+        assert_eq!(left.response_to(true).status, 200);
+        left.shutdown_write();
+        left.read_to_end();
+        let mut cut = Client::connect(server.addr);
+        cut.send(&get(&format!("/slow?{tag}-cut")));
+        wait_until(Duration::from_secs(5), "the slow request to be taken", || server.stats().requests == 6);
+        server.begin_stop();
+        assert_eq!(cut.response().status, 503);
+        assert!(server.stop_within(Duration::from_secs(5)).is_some(), "stopped");
+
+        let cases = [("pipelined", 200), ("head", 404), ("fail", 500), ("panic", 500), ("left", 200), ("cut", 503)];
+        for (case, status) in cases {
+            let target = format!("?{tag}-{case} ");
+            wait_until(Duration::from_secs(5), "the line", || {
+                !lines_with(&["percore_handlers::http::access", &target]).is_empty()
+            });
+            let lines = lines_with(&["percore_handlers::http::access", &target]);
+            assert_eq!(lines.len(), 1, "{case}: {lines:?}");
+            assert!(lines[0].contains(&format!(" status={status} ")), "{case}: {lines:?}");
+        }
+    }
+
     /// A target holds what the parser admits, a quote, a backslash and
     /// any UTF-8 among them, such as NEL or LINE SEPARATOR, which some log
     /// readers take for the end of a line: those are percent-encoded, so
