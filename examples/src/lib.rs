@@ -319,4 +319,25 @@ mod tests {
         let local = host_of(&["--host", "localhost"]).expect("localhost resolves");
         assert!(local.is_loopback(), "{local}");
     }
+
+    #[test]
+    fn switches_take_no_value_and_only_where_known() {
+        let parse = |args: &[&str], own: &[&str]| {
+            let args = args.iter().map(|a| (*a).to_owned());
+            parse_common(8080, args, own).map(|(_, rest)| rest)
+        };
+        let switch = ("--access-log".to_owned(), String::new());
+        assert_eq!(
+            parse(&["--access-log", "--access-log"], HTTP_FLAGS),
+            Ok(vec![switch.clone(), switch])
+        );
+        assert_eq!(
+            parse(&["--access-log=x"], HTTP_FLAGS),
+            Err("--access-log takes no value, got \"x\"".to_owned())
+        );
+        assert_eq!(
+            parse(&["--access-log"], &[]),
+            Err("unknown option --access-log".to_owned())
+        );
+    }
 }
