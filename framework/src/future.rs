@@ -87,6 +87,7 @@
 //! }
 //! ```
 
+use std::convert::Infallible;
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
 use std::task::{Context, Poll};
@@ -112,21 +113,15 @@ use std::task::{Context, Poll};
 /// # }
 /// ```
 pub async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
-    let (mut a, mut b) = (pin!(a), pin!(b));
-    let (mut out_a, mut out_b) = (None, None);
-    let mut b_first = false;
-    poll_fn(|cx| {
-        b_first = !b_first;
-        if b_first {
-            poll_into(b.as_mut(), &mut out_b, cx);
-            poll_into(a.as_mut(), &mut out_a, cx);
-        } else {
-            poll_into(a.as_mut(), &mut out_a, cx);
-            poll_into(b.as_mut(), &mut out_b, cx);
-        }
-        both(&mut out_a, &mut out_b)
-    })
-    .await
+    match try_join(infallible(a), infallible(b)).await {
+        Ok(both) => both,
+        Err(never) => match never {},
+    }
+}
+
+/// `future`'s output as a success that cannot fail, for [`join`].
+async fn infallible<F: Future>(future: F) -> Result<F::Output, Infallible> {
+    Ok(future.await)
 }
 
 /// Runs both futures until both succeed, or until one fails: then the
@@ -207,15 +202,6 @@ pub async fn select<A: Future, B: Future>(a: A, b: B) -> Either<A::Output, B::Ou
         }
     })
     .await
-}
-
-/// Polls `future` unless it has already given its output.
-fn poll_into<F: Future>(future: Pin<&mut F>, out: &mut Option<F::Output>, cx: &mut Context<'_>) {
-    if out.is_none() {
-        if let Poll::Ready(value) = future.poll(cx) {
-            *out = Some(value);
-        }
-    }
 }
 
 /// Polls `future` unless it has already given its output; its error, if
