@@ -20,9 +20,10 @@ pub(crate) struct Exchange<'a> {
     pub(crate) started: Instant,
 }
 
-/// Logs one response: the client, the request (`-` for one the layer
-/// refused on its head, 400, 413 for its `Content-Length`, 414, 417, 431,
-/// 501 or 505, or that was too slow to arrive, 408), the status, and the
+/// Logs one response: the client, the request (`-` for one whose head
+/// did not parse, 400, 414, 417, 431, 501 or 505, or was too slow to
+/// arrive, 408; a `Content-Length` over the limit, 413, has its method
+/// and target), the status, and the
 /// microseconds from the read that brought the request to the response in
 /// the output.
 pub(crate) fn log(conn: &Connection, exchange: Option<Exchange<'_>>, status: u16) {

@@ -179,6 +179,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             }
             let mut storage = header_storage::<HEADER_SLOTS>();
             let (head, max_body) = match parse_head(bytes, &mut storage, &parse_limits)
+                .map_err(|e| (e, None))
                 .and_then(|head| body_limit(h, head))
             {
                 Ok(Some(limited)) => limited,
@@ -186,9 +187,20 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                     retry.tried(bytes.len());
                     break Next::Partial;
                 }
-                Err(e) => {
+                Err((e, parsed)) => {
                     tracing::debug!(error = %e, "bad request");
-                    sent(h, &wire, None, e.status, Some(Reason::refusal(e.status)));
+                    let exchange = parsed.map(|(method, target)| Exchange {
+                        method,
+                        target,
+                        started: percore::time::now(),
+                    });
+                    sent(
+                        h,
+                        &wire,
+                        exchange,
+                        e.status,
+                        Some(Reason::refusal(e.status)),
+                    );
                     h.date.with(|d| {
                         wire.with_out(|out| error_response(out, &e, names_head(bytes), d))
                     });
@@ -417,14 +429,19 @@ fn complete<S>(
     }
 }
 
+/// A request refused on its head: why, and its method and target when the
+/// head parsed.
+type Refusal<'b> = (HttpError, Option<(&'b str, &'b str)>);
+
 /// A parsed request with its body limit: the service's for it
 /// ([`Service::body_limit`], asked only when the request has a body). A
 /// `Content-Length` over the limit is refused here, before the service is
 /// called, as the parser would with the configured limit.
+/// The refusal carries the request's method and target, for the access log.
 fn body_limit<'h, 'b, S: Service>(
     h: &HttpHandler<S>,
     head: Option<RequestHead<'h, 'b>>,
-) -> Result<Option<(RequestHead<'h, 'b>, u64)>, HttpError> {
+) -> Result<Option<(RequestHead<'h, 'b>, u64)>, Refusal<'b>> {
     let Some(head) = head else {
         return Ok(None);
     };
@@ -434,7 +451,10 @@ fn body_limit<'h, 'b, S: Service>(
         _ => h.service.body_limit(&head, configured),
     };
     match head.body {
-        BodyKind::Length(n) if n > max => Err(HttpError::too_large("Content-Length over limit")),
+        BodyKind::Length(n) if n > max => Err((
+            HttpError::too_large("Content-Length over limit"),
+            Some((head.method, head.path)),
+        )),
         _ => Ok(Some((head, max))),
     }
 }
