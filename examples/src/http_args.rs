@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use percore_handlers::http::Config;
 
+use crate::{number, positive};
+
 /// Flags of the HTTP servers' front side, interpreted by [`http_config`].
 pub const HTTP_FLAGS: &[&str] = &[
     "--keepalive-requests",
@@ -52,29 +54,21 @@ pub fn http_config(own: &[(String, String)]) -> Result<Config, String> {
                 config.max_requests = if n == 0 { u32::MAX } else { n };
             }
             "--max-body" => config.limits.max_body = number(flag, value)?,
-            "--head-timeout-ms" => config.head_timeout = millis_from_1(flag, value)?,
-            "--body-timeout-ms" => config.body_timeout = millis_from_1(flag, value)?,
-            "--idle-timeout-ms" => config.idle_timeout = millis_from_1(flag, value)?,
+            "--head-timeout-ms" => {
+                config.head_timeout = Duration::from_millis(positive(flag, value)?)
+            }
+            "--body-timeout-ms" => {
+                config.body_timeout = Duration::from_millis(positive(flag, value)?)
+            }
+            "--idle-timeout-ms" => {
+                config.idle_timeout = Duration::from_millis(positive(flag, value)?)
+            }
             "--stop-grace-ms" => config.stop_grace = Duration::from_millis(number(flag, value)?),
             "--access-log" => config.access_log = true,
             _ => {}
         }
     }
     Ok(config)
-}
-
-fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
-    value
-        .parse()
-        .map_err(|_| format!("{flag}: expected a number, got {value:?}"))
-}
-
-/// A timeout in milliseconds: zero would end every connection at once.
-fn millis_from_1(flag: &str, value: &str) -> Result<Duration, String> {
-    match number::<u64>(flag, value) {
-        Ok(0) | Err(_) => Err(format!("{flag}: expected a number from 1, got {value:?}")),
-        Ok(ms) => Ok(Duration::from_millis(ms)),
-    }
 }
 
 #[cfg(test)]

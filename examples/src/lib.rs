@@ -142,6 +142,29 @@ pub fn parse_common(
     Ok((common, rest))
 }
 
+/// A flag's numeric value, or a message naming the flag.
+///
+/// # Errors
+///
+/// `FLAG: expected a number, got "VALUE"`.
+pub fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
+    value
+        .parse()
+        .map_err(|_| format!("{flag}: expected a number, got {value:?}"))
+}
+
+/// A flag's value where zero would make no sense (a width, a timeout).
+///
+/// # Errors
+///
+/// As [`number`], and `FLAG: expected a number from 1, got "0"`.
+pub fn positive(flag: &str, value: &str) -> Result<u64, String> {
+    match number::<u64>(flag, value)? {
+        0 => Err(format!("{flag}: expected a number from 1, got {value:?}")),
+        n => Ok(n),
+    }
+}
+
 /// `--host`'s value: an IPv4 or IPv6 address (`::1` or `[::1]`), or a
 /// name resolved now (the first address it has, as `localhost` gives
 /// 127.0.0.1), so that a name that does not resolve is a usage error.

@@ -13,8 +13,8 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use percore_examples::{
-    exit_with, http_config, init_logging, parse_common, print_help, run_with_stats, CoreReaders,
-    COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
+    exit_with, http_config, init_logging, number, parse_common, positive, print_help,
+    run_with_stats, CoreReaders, COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
 };
 use percore_handlers::http::{HttpHandler, HttpStatsReader};
 use percore_handlers::proxy::{Config, FanOut, Policy, ProxyStatsReader};
@@ -93,18 +93,8 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
         .map(|(flag, value)| resolve(flag, value))
         .collect::<Result<Vec<_>, _>>()?;
     let mut config = Config::new(upstreams);
-    let number = |flag: &str, value: &str| -> Result<u64, String> {
-        value
-            .parse::<u64>()
-            .map_err(|_| format!("{flag}: expected a number, got {value:?}"))
-    };
-    // Zero is checked here rather than left to `validate`, whose message
-    // names the setting in the library's terms, not the flag.
-    let positive = |flag: &str, value: &str| -> Result<u64, String> {
-        Some(number(flag, value)?)
-            .filter(|&n| n > 0)
-            .ok_or_else(|| format!("{flag}: expected a number from 1, got {value:?}"))
-    };
+    // Zero is refused by `positive` rather than left to `validate`, whose
+    // message names the setting in the library's terms, not the flag.
     for (flag, value) in flags {
         match flag.as_str() {
             "--width" => {
@@ -130,7 +120,7 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
                     .map_err(|_| format!("{flag}: too large"))?;
             }
             "--eject-after" => {
-                config.ejection.consecutive_failures = u32::try_from(number(flag, value)?)
+                config.ejection.consecutive_failures = u32::try_from(number::<u64>(flag, value)?)
                     .map_err(|_| format!("{flag}: too large"))?;
             }
             "--eject-ms" => {

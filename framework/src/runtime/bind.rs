@@ -115,13 +115,12 @@ fn same_address_as_running(address: SocketAddr) -> io::Result<()> {
     }
 }
 
-/// Refuses `address` unless it is one of `listening`, or that is empty.
+/// Refuses `address` unless its IP is among `listening` (the addresses
+/// listening on its port), or that is empty.
 fn among_running(address: SocketAddr, listening: &[SocketAddr]) -> io::Result<()> {
-    // By address and port only: the tables carry no IPv6 scope or flow
-    // label, which a link-local address (`[fe80::1%2]:P`) has.
-    let same =
-        |running: &SocketAddr| running.ip() == address.ip() && running.port() == address.port();
-    if listening.is_empty() || listening.iter().any(same) {
+    // By address only (`listening` is the port's): the tables carry no IPv6
+    // scope or flow label, which a link-local address (`[fe80::1%2]:P`) has.
+    if listening.is_empty() || listening.iter().any(|running| running.ip() == address.ip()) {
         return Ok(());
     }
     let names: Vec<String> = listening.iter().map(SocketAddr::to_string).collect();

@@ -27,9 +27,7 @@ pub(crate) struct Exchange<'a> {
 /// microseconds from the read that brought the request to the response in
 /// the output.
 pub(crate) fn log(conn: &Connection, exchange: Option<Exchange<'_>>, status: u16) {
-    let peer = conn
-        .peer_addr()
-        .map_or_else(|_| "-".to_owned(), |addr| addr.to_string());
+    let peer = OrDash(conn.peer_addr().ok());
     let (method, target, micros) = match exchange {
         Some(e) => (
             e.method,
@@ -46,6 +44,18 @@ pub(crate) fn log(conn: &Connection, exchange: Option<Exchange<'_>>, status: u16
     // field, so the line stays one line of space-separated `key=value`
     // fields.
     tracing::info!(target: TARGET, peer = %peer, method = %method, target = %Escaped(target), status, micros);
+}
+
+/// A value, or `-` when there is none, written without a `String` per line.
+struct OrDash<T>(Option<T>);
+
+impl<T: fmt::Display> fmt::Display for OrDash<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(value) => value.fmt(f),
+            None => f.write_str("-"),
+        }
+    }
 }
 
 /// A request target as its line shows it: printable ASCII as it came,
