@@ -103,10 +103,10 @@ pub fn parse_common(
             }
             "--host" => common.host = resolve_host(&value()?)?,
             "--cores" => {
-                common.cores = Some(
-                    percore::runtime::cpus::parse_list(&value()?)
-                        .map_err(|e| format!("--cores: {e}"))?,
-                );
+                let cpus = percore::runtime::cpus::parse_list(&value()?)
+                    .and_then(|cpus| percore::runtime::cpus::check(&cpus).map(|()| cpus))
+                    .map_err(|e| format!("--cores: {e}"))?;
+                common.cores = Some(cpus);
             }
             "--backend" => {
                 common.backend = value()?
@@ -128,13 +128,7 @@ pub fn parse_common(
                     .ok_or_else(|| "--wait-batch-us: expected a number 0-1000000".to_owned())?;
                 common.wait_batch = (usec > 0).then(|| Duration::from_micros(usec));
             }
-            "--drain-ms" => {
-                common.drain = Duration::from_millis(
-                    value()?
-                        .parse()
-                        .map_err(|_| "--drain-ms: expected a number".to_owned())?,
-                );
-            }
+            "--drain-ms" => common.drain = Duration::from_millis(number(&flag, &value()?)?),
             f if own_flags.contains(&f) => rest.push((flag.clone(), value()?)),
             _ => return Err(format!("unknown option {flag}")),
         }
@@ -146,11 +140,16 @@ pub fn parse_common(
 ///
 /// # Errors
 ///
-/// `FLAG: expected a number, got "VALUE"`.
+/// `FLAG: expected a number, got "VALUE"`, or `FLAG: VALUE is too large`
+/// for digits the type cannot hold.
 pub fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
-    value
-        .parse()
-        .map_err(|_| format!("{flag}: expected a number, got {value:?}"))
+    value.parse().map_err(|_| {
+        if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+            format!("{flag}: {value} is too large")
+        } else {
+            format!("{flag}: expected a number, got {value:?}")
+        }
+    })
 }
 
 /// A flag's value where zero would make no sense (a width, a timeout).

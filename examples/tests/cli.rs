@@ -91,7 +91,7 @@ fn usage_errors_to_a_reader_that_left() {
 /// its flag.
 #[test]
 fn bad_values_name_their_flag() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--backend", "foo"], "--backend: unknown backend \"foo\""),
         (
             &["--wait-batch-us", "1000001"],
@@ -102,6 +102,20 @@ fn bad_values_name_their_flag() {
             "--idle-timeout-ms: expected a number from 1, got \"0\"",
         ),
         (&["--cores", "1-0"], "--cores: invalid CPU list \"1-0\""),
+        (
+            &["--cores", "4095"],
+            "--cores: CPU 4095 is not available to this process",
+        ),
+        (&["--cores", "0,0"], "--cores: CPU 0 is listed twice"),
+        (
+            &[
+                "--upstream",
+                "127.0.0.1:1",
+                "--drain-ms",
+                "99999999999999999999",
+            ],
+            "--drain-ms: 99999999999999999999 is too large",
+        ),
         (
             &["--upstream", "127.0.0.1:1", "--max-pending", "0"],
             "--max-pending: expected a number from 1, got \"0\"",

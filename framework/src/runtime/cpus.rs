@@ -47,16 +47,29 @@ pub fn parse_list(list: &str) -> io::Result<Vec<usize>> {
 /// Checks a requested CPU list against what this process may use: a CPU
 /// listed twice or not available is an error, never two cores on one CPU.
 pub(crate) fn resolve(requested: Option<&[usize]>) -> io::Result<Vec<usize>> {
-    let available = available();
-    let Some(requested) = requested else {
-        return Ok(available);
-    };
+    match requested {
+        None => Ok(available()),
+        Some(requested) => check(requested).map(|()| requested.to_vec()),
+    }
+}
+
+/// Whether a server may run on `requested`: not empty, no CPU twice, each
+/// in this process's affinity mask. [`ServerBuilder::start`] checks the
+/// same; a command line can check first, to report a usage error.
+///
+/// # Errors
+///
+/// `InvalidInput`, saying which CPU and why.
+///
+/// [`ServerBuilder::start`]: crate::ServerBuilder::start
+pub fn check(requested: &[usize]) -> io::Result<()> {
     if requested.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "the CPU list is empty",
         ));
     }
+    let available = available();
     let mut seen = BTreeSet::new();
     for &cpu in requested {
         if !seen.insert(cpu) {
@@ -72,7 +85,7 @@ pub(crate) fn resolve(requested: Option<&[usize]>) -> io::Result<Vec<usize>> {
             ));
         }
     }
-    Ok(requested.to_vec())
+    Ok(())
 }
 
 #[cfg(test)]
