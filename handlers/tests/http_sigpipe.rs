@@ -9,7 +9,6 @@
 mod common;
 
 use std::io::Read;
-use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use common::*;
@@ -19,27 +18,6 @@ fn default_sigpipe() {
     // effects; `signal` is async-signal-safe and the handler is not Rust.
     let previous = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     assert_ne!(previous, libc::SIG_ERR, "signal(SIGPIPE, SIG_DFL)");
-}
-
-/// Closes `c` with a reset (`SO_LINGER` 0) instead of a FIN.
-fn reset(c: Client) {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a valid socket fd and a pointer to a live `linger` of the
-    // size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            c.stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(rc, 0, "setsockopt(SO_LINGER)");
-    drop(c);
 }
 
 http_tests! {
@@ -60,12 +38,12 @@ http_tests! {
             let mut first = [0u8; 1024];
             let n = c.stream.read(&mut first).expect("start of the response");
             assert!(first[..n].starts_with(b"HTTP/1.1 200 OK"));
-            reset(c);
+            c.reset();
         }
         for _ in 0..20 {
             let mut c = Client::connect(server.addr);
             c.send(&get("/"));
-            reset(c);
+            c.reset();
         }
         wait_until(Duration::from_secs(5), "every connection to end", || {
             server.stats().active == 0

@@ -36,6 +36,13 @@ impl Service for Outcomes {
             "/fail" => return Err(io::Error::other("the database is down")),
             "/panic" => panic!("a bug in the service"),
             "/slow" => percore::time::sleep(Duration::from_secs(30)).await,
+            "/stream-forever" => {
+                res.send(200, None, b"")?;
+                loop {
+                    res.write(&[b's'; 64 * 1024]);
+                    res.flush().await?;
+                }
+            }
             "/stream-then-read" => {
                 res.send(200, None, b"")?;
                 res.flush().await?;
@@ -121,6 +128,26 @@ http_tests! {
         let mut want = HttpStats::default();
         want.status_2xx = 1;
         expect_stats(&server, want);
+    }
+
+    /// A client that resets in the middle of a streamed body fails the
+    /// service's next write; the service passes the error on, as `?`
+    /// does. That is the client's doing: the response counts by its
+    /// status, not as a service error, and no warning is logged.
+    fn a_client_that_leaves_a_stream_is_not_a_service_error(backend) {
+        log_capture::install();
+        let server = server(backend);
+        let target = format!("/stream-forever?from={backend}");
+        let mut c = Client::connect(server.addr);
+        c.send(&get(&target));
+        c.take(64 * 1024);
+        c.reset();
+        let mut want = HttpStats::default();
+        want.status_2xx = 1;
+        expect_stats(&server, want);
+        // Logged (if at all) before the counters are written.
+        assert!(log_capture::warnings(&target).is_empty(), "{:?}", log_capture::warnings(&target));
+        assert_eq!(one(server.addr, &get("/ok")).status, 200);
     }
 
     /// A stop that cuts off a service still running near the drain

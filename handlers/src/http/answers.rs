@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use super::access::{self, Exchange};
 use super::conn::close;
-use super::request::BodyEnd;
 use super::response::{effective_status, Streaming};
 use super::service::HttpHandler;
 use super::stats::Reason;
@@ -101,16 +100,22 @@ pub(super) async fn answer_stopping<S>(
 
 /// Logs a service's error: one answered with a 5xx (a failure of the
 /// service or what it depends on) at WARN, at most one line a second per
-/// core; one answered with a 4xx, or caused by the request body (the
-/// client's doing, already answered), at debug.
-pub(super) fn log_failure<S>(h: &HttpHandler<S>, req: &Request<'_>, e: &io::Error, end: &BodyEnd) {
+/// core; one answered with a 4xx, or the client's doing (a bad request
+/// body, already answered, or a client that left or stopped reading), at
+/// debug.
+pub(super) fn log_failure<S>(
+    h: &HttpHandler<S>,
+    req: &Request<'_>,
+    e: &io::Error,
+    clients_doing: bool,
+) {
     let (method, target) = (req.method(), req.target());
     // As `complete` answers it: an `HttpError`'s status if it is one, else 500.
     let status = HttpError::of(e)
         .map(|e| e.status)
         .filter(|s| (400..=599).contains(s))
         .unwrap_or(500);
-    if end.failure.is_some() || status < 500 {
+    if clients_doing || status < 500 {
         tracing::debug!(method, target, status, error = %e, "service failed");
     } else if let Some(left_out) = h.failures.admit(percore::time::now()) {
         tracing::warn!(

@@ -257,7 +257,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 None => req.body.finish(drain).await,
             };
             if let Err(e) = &result {
-                log_failure(h, &req, e, &end);
+                log_failure(h, &req, e, end.failure.is_some() || wire.write_failed());
             }
             let outcome = complete(h, &wire, exchange, &mut res, result, &end);
             // `res` and `req` end here, releasing the buffers they borrow.
@@ -323,21 +323,25 @@ fn complete<S>(
     result: io::Result<()>,
     end: &BodyEnd,
 ) -> Outcome {
-    let failed = match (end.failure, &result) {
-        (Some(Failure::Gone), _) => {
-            // Nothing more reaches a client that left; but a head already
-            // out was a response it got.
-            if res.streaming.is_some() {
-                sent(h, wire, Some(exchange), effective_status(res.status), None);
-            }
-            return Outcome::Abort;
+    let client_left =
+        end.failure == Some(Failure::Gone) || (result.is_err() && wire.write_failed());
+    if client_left {
+        // Nothing more reaches a client that left (or stopped reading,
+        // whatever the service made of the failed write); but a head
+        // already out was a response it got.
+        if res.streaming.is_some() {
+            sent(h, wire, Some(exchange), effective_status(res.status), None);
         }
+        return Outcome::Abort;
+    }
+    let failed = match (end.failure, &result) {
         (Some(Failure::Refused(e)), _) => Some((e, Reason::refusal(e.status))),
-        (None, Err(e)) => Some((
+        // (`Gone` returned above.)
+        (_, Err(e)) => Some((
             HttpError::of(e).unwrap_or(HttpError::internal()),
             Reason::ServiceError,
         )),
-        (None, Ok(())) => None,
+        (_, Ok(())) => None,
     };
     if let Some((e, reason)) = failed {
         if res.streaming.is_some() {

@@ -42,6 +42,9 @@ pub struct HttpStats {
     pub timeouts: u64,
     /// Service calls that failed: an error (answered with its
     /// [`HttpError`](super::HttpError)'s status, else 500) or a panic.
+    /// Not the error of a write to a client that left or stopped reading,
+    /// passed on by the service: that is the client's doing (a response
+    /// whose head was out counts by its status).
     pub service_errors: u64,
     /// Service calls cut off near the drain deadline of a stop (503).
     pub cut_off: u64,

@@ -52,6 +52,8 @@ pub(crate) struct Wire {
     /// lazily (see [`Wire::wait`]), so a request costs no timer-wheel work.
     sleep: RefCell<Sleep>,
     write_timeout: std::time::Duration,
+    /// A flush failed: the client left or stopped reading.
+    write_failed: Cell<bool>,
 }
 
 impl Wire {
@@ -65,7 +67,14 @@ impl Wire {
             out: Cell::new(Vec::new()),
             sleep: RefCell::new(percore::time::sleep_until(first)),
             write_timeout,
+            write_failed: Cell::new(false),
         }
+    }
+
+    /// Whether a [`flush`](Self::flush) failed, so that a service error
+    /// that passed its error on can be told from the service's own.
+    pub(crate) fn write_failed(&self) -> bool {
+        self.write_failed.get()
     }
 
     /// Runs `f` on the pending output.
@@ -116,8 +125,12 @@ impl Wire {
                 self.out.set(buf);
                 Ok(())
             }
-            Waited::Done((Err(e), _)) => Err(e),
+            Waited::Done((Err(e), _)) => {
+                self.write_failed.set(true);
+                Err(e)
+            }
             Waited::TimedOut | Waited::Stopped => {
+                self.write_failed.set(true);
                 // Make the coming close a reset: a graceful close would
                 // leave the unsent output queued on an orphaned socket,
                 // trickled out for minutes to a client that barely reads

@@ -419,6 +419,27 @@ impl Client {
             .shutdown(Shutdown::Write)
             .expect("shutdown(SHUT_WR)");
     }
+
+    /// Closes with a reset (`SO_LINGER` 0) instead of a FIN.
+    pub fn reset(self) {
+        use std::os::fd::AsRawFd;
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: a valid socket fd and a pointer to a live `linger` of
+        // the size given.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&linger as *const libc::linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0, "setsockopt(SO_LINGER)");
+    }
 }
 
 /// Sends `bytes` on a new connection, half-closes, and returns every byte
