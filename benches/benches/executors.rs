@@ -19,7 +19,7 @@ use percore_benches::chart;
 use percore_benches::harness::{self, Console, Mode};
 use percore_benches::report::{self, ReportMeta};
 use percore_benches::server::Executor;
-use percore_benches::{cli, pair, sys};
+use percore_benches::{cli, pair, summary, sys};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
@@ -143,6 +143,17 @@ fn main() {
     let pairs = pair::uring_against_epoll(&outcome.rows);
     if !pairs.is_empty() {
         print!("{}", pair::summary(&pairs));
+        println!();
+    }
+    let pivot = summary::pivot(&outcome.rows);
+    if !pivot.lines.is_empty() {
+        println!(
+            "by cell: medians side by side. ÷ {b}: speed relative to {b}'s, above 1 is better\n\
+             for every unit (µs cells inverted), with the verdict; ops/cpu-s: per server CPU-second.",
+            b = Executor::BASELINE.name()
+        );
+        print!("{}", pivot.text());
+        print!("{}", summary::Pivot::tally(&outcome.rows));
         println!();
     }
 

@@ -30,6 +30,7 @@ pub mod probe;
 pub mod report;
 pub mod server;
 pub mod stats;
+pub mod summary;
 pub mod sys;
 pub mod tokio_fanout;
 pub mod tokio_servers;

@@ -94,11 +94,12 @@ const HEADERS: [&str; 9] = [
     "allocs/op",
 ];
 
-/// The aligned plain-text table, a blank line between cells.
-pub fn format_table(rows: &[Row]) -> String {
-    let cells: Vec<[String; 9]> = rows.iter().map(table_cells).collect();
-    let mut w = HEADERS.map(str::len);
-    for c in &cells {
+/// An aligned plain-text table: `headers`, a rule, then `body`, where
+/// `None` is a blank line. Columns in `left` are left-aligned (text), the
+/// others right-aligned (numbers).
+pub fn align(headers: &[String], body: &[Option<Vec<String>>], left: &[usize]) -> String {
+    let mut w: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for c in body.iter().flatten() {
         for (i, s) in c.iter().enumerate() {
             w[i] = w[i].max(s.chars().count());
         }
@@ -107,13 +108,12 @@ pub fn format_table(rows: &[Row]) -> String {
     let line = |out: &mut String, c: &[String]| {
         let mut l = String::new();
         for (i, s) in c.iter().enumerate() {
-            let pad = w[i] - s.chars().count();
-            // Text columns left-aligned, numbers right-aligned.
-            if i < 2 || i == 5 {
+            let pad = " ".repeat(w[i] - s.chars().count());
+            if left.contains(&i) {
                 l.push_str(s);
-                l.push_str(&" ".repeat(pad));
+                l.push_str(&pad);
             } else {
-                l.push_str(&" ".repeat(pad));
+                l.push_str(&pad);
                 l.push_str(s);
             }
             l.push_str("  ");
@@ -121,20 +121,32 @@ pub fn format_table(rows: &[Row]) -> String {
         out.push_str(l.trim_end());
         out.push('\n');
     };
-    line(&mut out, &HEADERS.map(String::from));
+    line(&mut out, headers);
     let total: usize = w.iter().sum::<usize>() + 2 * (w.len() - 1);
     out.push_str(&"-".repeat(total));
     out.push('\n');
-    let mut prev: Option<String> = None;
-    for (r, c) in rows.iter().zip(&cells) {
-        let cell = r.cell();
-        if prev.as_ref().is_some_and(|p| *p != cell) {
-            out.push('\n');
+    for c in body {
+        match c {
+            Some(c) => line(&mut out, c),
+            None => out.push('\n'),
         }
-        line(&mut out, c);
-        prev = Some(cell);
     }
     out
+}
+
+/// The aligned plain-text table, a blank line between cells.
+pub fn format_table(rows: &[Row]) -> String {
+    let mut body: Vec<Option<Vec<String>>> = Vec::new();
+    let mut prev: Option<String> = None;
+    for r in rows {
+        let cell = r.cell();
+        if prev.as_ref().is_some_and(|p| *p != cell) {
+            body.push(None);
+        }
+        body.push(Some(table_cells(r).to_vec()));
+        prev = Some(cell);
+    }
+    align(&HEADERS.map(String::from), &body, &[0, 1, 5])
 }
 
 fn csv_field(s: &str) -> String {
@@ -235,6 +247,22 @@ pub fn to_markdown(rows: &[Row], meta: &ReportMeta) -> String {
     let _ = writeln!(out, "- command: `{}`", meta.command);
     let _ = writeln!(out, "- mode: {}", meta.mode);
     let _ = writeln!(out, "- placement: {}", meta.placement);
+    let pivot = crate::summary::pivot(rows);
+    if !pivot.lines.is_empty() {
+        out.push_str(
+            "\n## By cell\n\n\
+             Medians of each executor side by side; each of percore's executors ÷ tokio-ct, \
+             oriented so that above 1 is better for every unit (for µs cells tokio-ct's median \
+             ÷ the executor's), with the verdict of the table below; operations per server \
+             CPU-second of each executor.\n\n",
+        );
+        out.push_str(&pivot.markdown());
+        let tally = crate::summary::Pivot::tally(rows);
+        if !tally.is_empty() {
+            let _ = write!(out, "\n{tally}");
+        }
+        out.push_str("\n## Every executor and cell\n");
+    }
     out.push_str(
         "\nEach cell is the median of its iterations; executors alternate round-robin \
          within one run. cv = coefficient of variation; ratio = median / tokio-ct median \
