@@ -71,4 +71,4 @@ for run in $(seq "$RUNS"); do
     ratios+=("$(awk -v a="${per_cpu[0]}" -v b="${per_cpu[1]}" 'BEGIN { printf "%.3f", a / b }')")
 done
 median=$(median "${ratios[@]}")
-echo "${labels[0]} ÷ ${labels[1]} (bytes echoed per server CPU-second): runs ${ratios[*]}, median $median"
+echo "${labels[0]} ÷ ${labels[1]} (bytes echoed per server CPU-second; above 1: ${labels[0]} cheaper): runs ${ratios[*]}, median $median"

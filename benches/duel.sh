@@ -89,10 +89,10 @@ $out"
     ratios+=("$(awk -v a="${per_cpu[0]}" -v b="${per_cpu[1]}" 'BEGIN { printf "%.3f", a / b }')")
 done
 median=$(median "${ratios[@]}")
-echo "${labels[0]} ÷ ${labels[1]} (requests per server CPU-second): runs ${ratios[*]}, median $median"
+echo "${labels[0]} ÷ ${labels[1]} (requests per server CPU-second; above 1: ${labels[0]} cheaper): runs ${ratios[*]}, median $median"
 p99_ratios=()
 for k in "${!p99s_a[@]}"; do
     p99_ratios+=("$(awk -v a="${p99s_a[$k]}" -v b="${p99s_b[$k]}" 'BEGIN { printf "%.3f", a / b }')")
 done
-echo "${labels[0]} ÷ ${labels[1]} (p99 latency): runs ${p99_ratios[*]}, median $(median "${p99_ratios[@]}");" \
+echo "${labels[0]} ÷ ${labels[1]} (p99 latency; below 1: ${labels[0]}'s tail shorter): runs ${p99_ratios[*]}, median $(median "${p99_ratios[@]}");" \
     "p99 medians ${labels[0]} $(median "${p99s_a[@]}") ms, ${labels[1]} $(median "${p99s_b[@]}") ms"

@@ -134,9 +134,10 @@ fn main() {
     print!("{}", report::format_table(&outcome.rows));
     println!();
     println!(
-        "ratio: median / {b}'s (us cells: below 1 is better). verdict: faster or slower\n\
-         only beyond 2*sqrt(cv^2 + cv_{b}^2), else within noise. ops/cpu-s: operations per\n\
-         server CPU-second. report.md explains every column.",
+        "÷ {b}: speed relative to {b}'s, above 1 is better for every unit ({b}'s median ÷\n\
+         this one's for us cells). verdict: faster or slower only beyond\n\
+         2*sqrt(cv^2 + cv_{b}^2), else within noise. ops/cpu-s: operations per server\n\
+         CPU-second. report.md explains every column.",
         b = Executor::BASELINE.name()
     );
     println!();

@@ -78,7 +78,8 @@ pub fn markdown(pairs: &[Pair]) -> String {
          uring's speed ÷ epoll's, oriented so that above 1 favours uring (for µs cells the \
          inverse of the medians' ratio); the verdict uses the same noise bound as the main \
          table, with epoll's CV in place of tokio-ct's; ops per CPU-s is uring's ÷ epoll's.\n\n\
-         | cell | uring ÷ epoll | verdict | ops per CPU-s, uring ÷ epoll |\n|---|--:|---|--:|\n",
+         | cell | uring ÷ epoll (>1 better) | verdict | ops per CPU-s, uring ÷ epoll (>1 better) |\n\
+         |---|--:|---|--:|\n",
     );
     for p in pairs {
         let cpu = p.cpu_ratio.map_or_else(|| "-".to_string(), fmt_num);
@@ -111,7 +112,7 @@ pub fn summary(pairs: &[Pair]) -> String {
     for p in pairs.iter().filter(|p| p.winner.is_some()) {
         let _ = writeln!(
             out,
-            "  {}: {} ({} × epoll)",
+            "  {}: {} (uring ÷ epoll {}, >1 better)",
             p.cell,
             winner_text(p),
             fmt_num(p.uring_speed)
@@ -140,7 +141,7 @@ mod tests {
             cv,
             n: 9,
             better,
-            ratio: None,
+            speed: None,
             verdict: None,
             server_cpu_s: Some(1.0),
             ops_per_cpu_s: Some(median),

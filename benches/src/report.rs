@@ -28,8 +28,10 @@ pub struct Row {
     pub n: usize,
     /// Direction of improvement.
     pub better: Better,
-    /// `median / baseline median` (raw, not oriented), if the baseline ran.
-    pub ratio: Option<f64>,
+    /// Speed relative to the baseline, if it ran: above 1 is better for
+    /// every unit (`median / baseline median` for rates, the inverse for
+    /// latencies and other lower-is-better cells).
+    pub speed: Option<f64>,
     /// Verdict against the baseline, if it ran.
     pub verdict: Option<Verdict>,
     /// Server CPU seconds over all measured iterations.
@@ -74,7 +76,7 @@ fn table_cells(r: &Row) -> [String; 9] {
         r.executor.clone(),
         format!("{} {}", fmt_num(r.median), r.unit),
         format!("{:.1}%", r.cv * 100.0),
-        opt(r.ratio, |x| format!("{x:.3}")),
+        opt(r.speed, |x| format!("{x:.3}")),
         r.verdict.map_or("-", Verdict::label).to_string(),
         opt(r.server_cpu_s, |x| format!("{x:.2}")),
         opt(r.ops_per_cpu_s, fmt_num),
@@ -87,7 +89,7 @@ const HEADERS: [&str; 9] = [
     "executor",
     "median",
     "cv",
-    "ratio",
+    "÷ tokio-ct",
     "verdict",
     "srv cpu s",
     "ops/cpu-s",
@@ -181,7 +183,7 @@ fn csv_num(x: Option<f64>) -> String {
 /// `results.csv`: header plus one row per executor × cell.
 pub fn to_csv(rows: &[Row]) -> String {
     let mut out = String::from(
-        "category,workload,executor,median,unit,cv,ratio_to_tokio_ct,verdict,server_cpu_s,ops_per_cpu_s,allocs_per_op\n",
+        "category,workload,executor,median,unit,cv,speed_vs_tokio_ct,verdict,server_cpu_s,ops_per_cpu_s,allocs_per_op\n",
     );
     for r in rows {
         let fields = [
@@ -191,7 +193,7 @@ pub fn to_csv(rows: &[Row]) -> String {
             csv_float(r.median),
             csv_field(&r.unit),
             csv_float(r.cv),
-            csv_num(r.ratio),
+            csv_num(r.speed),
             r.verdict.map_or("", Verdict::label).to_string(),
             csv_num(r.server_cpu_s),
             csv_num(r.ops_per_cpu_s),
@@ -210,7 +212,7 @@ fn md_escape(s: &str) -> String {
 /// The results table in GitHub markdown.
 pub fn markdown_table(rows: &[Row]) -> String {
     let mut out = String::new();
-    out.push_str("| cell | executor | median | cv | ratio to tokio-ct | verdict | server CPU s | ops per CPU-s | allocs/op |\n");
+    out.push_str("| cell | executor | median | cv | ÷ tokio-ct (>1 better) | verdict | server CPU s | ops per CPU-s | allocs/op |\n");
     out.push_str("|---|---|--:|--:|--:|---|--:|--:|--:|\n");
     for r in rows {
         let c = table_cells(r);
@@ -265,8 +267,9 @@ pub fn to_markdown(rows: &[Row], meta: &ReportMeta) -> String {
     }
     out.push_str(
         "\nEach cell is the median of its iterations; executors alternate round-robin \
-         within one run. cv = coefficient of variation; ratio = median / tokio-ct median \
-         (for µs cells lower is better); verdict: within noise when \
+         within one run. cv = coefficient of variation; ÷ tokio-ct = speed relative to \
+         tokio-ct, above 1 is better for every unit (median ÷ tokio-ct's median for rates, \
+         tokio-ct's ÷ the cell's for µs cells); verdict: within noise when \
          |relative difference| < 2·sqrt(cv² + cv_tokio-ct²). Server CPU is utime + stime of \
          the server's threads over all measured iterations; ops per CPU-s is the cell's \
          operations (round trips, chunks, requests or connections) per second of it; \
@@ -303,7 +306,7 @@ pub(crate) fn test_row(workload: &str, executor: &str, median: f64, better: Bett
         cv: 0.05,
         n: 5,
         better,
-        ratio: Some(median / 20.0),
+        speed: Some(20.0 / median),
         verdict: Some(Verdict::WithinNoise),
         server_cpu_s: Some(0.5),
         ops_per_cpu_s: Some(123_456.0),
@@ -324,7 +327,7 @@ mod tests {
         let mut lines = csv.lines();
         assert_eq!(
             lines.next().unwrap(),
-            "category,workload,executor,median,unit,cv,ratio_to_tokio_ct,verdict,server_cpu_s,ops_per_cpu_s,allocs_per_op"
+            "category,workload,executor,median,unit,cv,speed_vs_tokio_ct,verdict,server_cpu_s,ops_per_cpu_s,allocs_per_op"
         );
         assert_eq!(
             lines.next().unwrap(),

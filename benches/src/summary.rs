@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 use crate::report::{align, fmt_num, Row};
 use crate::server::Executor;
-use crate::stats::{speedup, Verdict};
+use crate::stats::Verdict;
 
 /// The executors whose ratio to the baseline gets a column of its own:
 /// percore's, the ones a reader chooses between.
@@ -70,7 +70,6 @@ pub fn pivot(rows: &[Row]) -> Pivot {
                 rows.iter()
                     .find(|r| r.cell() == cell && r.executor == e.name())
             };
-            let base = of(Executor::BASELINE);
             let unit = rows
                 .iter()
                 .find(|r| r.cell() == cell)
@@ -80,8 +79,8 @@ pub fn pivot(rows: &[Row]) -> Pivot {
                 against_baseline: compared
                     .iter()
                     .map(|&e| {
-                        let (r, b) = (of(e)?, base?);
-                        Some((speedup(r.median, b.median, r.better), r.verdict?))
+                        let r = of(e)?;
+                        Some((r.speed?, r.verdict?))
                     })
                     .collect(),
                 ops_per_cpu_s: executors
@@ -229,6 +228,7 @@ mod tests {
     fn row(workload: &str, executor: &str, median: f64, verdict: Verdict) -> Row {
         let mut r = crate::report::test_row(workload, executor, median, Better::Lower);
         r.verdict = Some(verdict);
+        r.speed = Some(20.0 / median);
         r.ops_per_cpu_s = Some(20_000.0 / median);
         r
     }

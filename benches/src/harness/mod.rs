@@ -320,10 +320,10 @@ fn rows_of(job: &Job, cells: &[Cell<'_>]) -> Vec<Row> {
         for (e, s, c) in &summaries {
             let Some(s) = s else { continue };
             let (cpu, ops, allocs) = sum_windows(&c.samples);
-            let (ratio, verdict) = match base {
+            let (speed, verdict) = match base {
                 Some(_) if *e == Executor::BASELINE => (Some(1.0), Some(stats::Verdict::Baseline)),
                 Some(b) => (
-                    Some(s.median / b.median),
+                    Some(stats::speedup(s.median, b.median, m.better)),
                     Some(stats::verdict(s.median, s.cv, b.median, b.cv, m.better)),
                 ),
                 None => (None, None),
@@ -342,7 +342,7 @@ fn rows_of(job: &Job, cells: &[Cell<'_>]) -> Vec<Row> {
                 cv: s.cv,
                 n: s.n,
                 better: m.better,
-                ratio,
+                speed,
                 verdict,
                 server_cpu_s: cpu,
                 ops_per_cpu_s: cpu.filter(|c| *c > 0.0).map(|c| ops as f64 / c),
