@@ -52,6 +52,13 @@ fn main() {
     if let Err(e) = sys::raise_fd_limit() {
         notes.push(format!("warning: could not raise RLIMIT_NOFILE: {e}"));
     }
+    if sys::CpuClock::get() == sys::CpuClock::Ticks {
+        notes.push(
+            "warning: the kernel refused a thread's CPU-time clock: server CPU is read from \
+             /proc in clock ticks (usually 10 ms), coarse for short windows"
+                .into(),
+        );
+    }
     if !alloc::is_counting() {
         notes.push("warning: the counting allocator is not active; allocs/op are zero".into());
     }

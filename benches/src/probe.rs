@@ -28,7 +28,7 @@ pub struct Probe<'a> {
 pub struct Window {
     /// Wall time between start and stop.
     pub elapsed: Duration,
-    /// Server CPU (utime + stime) spent in the window, seconds.
+    /// Server CPU time spent in the window, seconds (`sys::threads_cpu_seconds`).
     pub server_cpu_s: Option<f64>,
     /// Allocation calls of the whole process in the window.
     pub allocs: u64,

@@ -270,8 +270,10 @@ pub fn to_markdown(rows: &[Row], meta: &ReportMeta) -> String {
          within one run. cv = coefficient of variation; ÷ tokio-ct = speed relative to \
          tokio-ct, above 1 is better for every unit (median ÷ tokio-ct's median for rates, \
          tokio-ct's ÷ the cell's for µs cells); verdict: within noise when \
-         |relative difference| < 2·sqrt(cv² + cv_tokio-ct²). Server CPU is utime + stime of \
-         the server's threads over all measured iterations; ops per CPU-s is the cell's \
+         |relative difference| < 2·sqrt(cv² + cv_tokio-ct²). Server CPU is the time on a CPU of \
+         the server's threads over all measured iterations (each thread's CPU-time \
+         clock, in nanoseconds; in 10 ms clock ticks where the kernel refuses it, as the \
+         warnings then say); ops per CPU-s is the cell's \
          operations (round trips, chunks, requests or connections) per second of it; \
          allocs/op counts the whole process, clients included.\n\n",
     );

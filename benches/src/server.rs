@@ -158,7 +158,7 @@ impl RunningServer {
         &self.tids
     }
 
-    /// utime + stime of the server's threads, seconds; `None` if none of
+    /// CPU time of the server's threads, seconds; `None` if none of
     /// its threads could be identified.
     pub fn cpu_seconds(&self) -> Option<f64> {
         sys::threads_cpu_seconds(&self.tids)
