@@ -235,10 +235,19 @@ pub struct ReportMeta {
     pub mode: String,
     /// Where servers and clients ran.
     pub placement: String,
-    /// `skipped: …` and warning lines printed during the run.
+    /// Lines printed during the run: `note: …` (information), and
+    /// `skipped: …`, `failed: …` and `warning: …`.
     pub notes: Vec<String>,
     /// Chart file names.
     pub charts: Vec<String>,
+}
+
+/// Whether a line of the run's notes reports something that went wrong
+/// (as opposed to information about the run).
+fn is_problem(line: &str) -> bool {
+    ["skipped:", "failed:", "warning:"]
+        .iter()
+        .any(|p| line.starts_with(p))
 }
 
 /// `report.md`.
@@ -281,9 +290,17 @@ pub fn to_markdown(rows: &[Row], meta: &ReportMeta) -> String {
     out.push_str(&crate::pair::markdown(&crate::pair::uring_against_epoll(
         rows,
     )));
-    if !meta.notes.is_empty() {
+    let (problems, notes): (Vec<&String>, Vec<&String>) =
+        meta.notes.iter().partition(|n| is_problem(n));
+    if !notes.is_empty() {
+        out.push_str("\n## Notes\n\n");
+        for n in notes {
+            let _ = writeln!(out, "- {}", n.strip_prefix("note: ").unwrap_or(n));
+        }
+    }
+    if !problems.is_empty() {
         out.push_str("\n## Skipped and warnings\n\n");
-        for n in &meta.notes {
+        for n in problems {
             let _ = writeln!(out, "- {n}");
         }
     }
@@ -371,14 +388,21 @@ mod tests {
             command: "cargo bench -p percore-benches -- --quick".into(),
             mode: "quick".into(),
             placement: "servers pinned to CPU 0".into(),
-            notes: vec!["skipped: uring: x".into()],
+            notes: vec![
+                "skipped: uring: x".into(),
+                "note: fan-out upstreams: 4".into(),
+            ],
             charts: vec!["socket_latency.svg".into()],
         };
         let md = to_markdown(&rows, &meta);
         assert!(md.contains("AMD EPYC, 2 CPUs"));
         assert!(md.contains("`cargo bench -p percore-benches -- --quick`"));
         assert!(md.contains("| socket_latency/pingpong/64B | tokio-ct | 20.00 us | 5.0% |"));
-        assert!(md.contains("- skipped: uring: x"));
+        let notes = md.find("## Notes\n\n- fan-out upstreams: 4\n").unwrap();
+        let problems = md
+            .find("## Skipped and warnings\n\n- skipped: uring: x\n")
+            .unwrap();
+        assert!(notes < problems, "{md}");
         assert!(md.contains("![socket_latency.svg](socket_latency.svg)"));
     }
 

@@ -239,7 +239,7 @@ impl Upstreams {
 
     fn describe(&self) -> String {
         format!(
-            "fan-out upstreams: {} percore HttpEcho servers ({} backend) on CPU {} with the client; \
+            "note: fan-out upstreams: {} percore HttpEcho servers ({} backend) on CPU {} with the client; \
              server CPU counts the proxy's threads only",
             self.0.addrs.len(),
             self.0.backend,
