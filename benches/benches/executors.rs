@@ -79,13 +79,7 @@ fn main() {
     let all_jobs = harness::jobs(&mode);
     let (jobs, others): (Vec<_>, Vec<_>) = all_jobs
         .into_iter()
-        .partition(|j| cli::selected(&args.filters, &j.id()));
-    if args.list {
-        for j in &jobs {
-            println!("{}", j.id());
-        }
-        return;
-    }
+        .partition(|j| cli::selected(&args.filters, &j.id(), &j.cells()));
     if jobs.is_empty() {
         // Status 2, like a bad option: a mistyped filter must not pass for
         // a run (the last report stays as it was).
@@ -98,6 +92,12 @@ fn main() {
             eprintln!("  {}", j.id());
         }
         std::process::exit(2);
+    }
+    if args.list {
+        for j in &jobs {
+            println!("{}", j.id());
+        }
+        return;
     }
     let machine_line = format!(
         "{}, {} CPUs, Linux {}",

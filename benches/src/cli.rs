@@ -32,7 +32,8 @@ usage: cargo bench -p percore-benches -- [--quick] [--exec LIST] [--list] [FILTE
   --exec LIST   comma-separated executors: uring,epoll,tokio-ct,tokio-mt
                 (default: all; tokio-ct is the baseline of every ratio)
   --list        print the workloads that would run, and run nothing
-  FILTER        run only workloads whose `category/workload` contains it
+  FILTER        run only workloads whose `category/workload` contains it,
+                or that report the cell it names (`open_loop/http/10k_rps/p99`)
 
 Results: the table on stdout, and results.csv, report.md (what each column
 means) and one SVG chart per category in target/percore-bench/
@@ -90,9 +91,13 @@ fn parse_executors(list: &str) -> Result<Vec<Executor>, String> {
     Ok(v)
 }
 
-/// Whether a job id passes the filters.
-pub fn selected(filters: &[String], id: &str) -> bool {
-    filters.is_empty() || filters.iter().any(|f| id.contains(f.as_str()))
+/// Whether a job passes the filters: a filter is a substring of its id, or
+/// one of its `cells` as the table prints them (which run the whole job).
+pub fn selected(filters: &[String], id: &str, cells: &[String]) -> bool {
+    filters.is_empty()
+        || filters
+            .iter()
+            .any(|f| id.contains(f.as_str()) || cells.contains(f))
 }
 
 #[cfg(test)]
@@ -133,9 +138,15 @@ mod tests {
     }
 
     #[test]
-    fn filters_match_substrings() {
-        assert!(selected(&[], "a/b"));
-        assert!(selected(&["lat".into()], "socket_latency/pingpong/1B"));
-        assert!(!selected(&["http".into()], "socket_latency/pingpong/1B"));
+    fn filters_match_substrings_and_cells() {
+        let id = "socket_latency/pingpong/1B";
+        let cells = [id.to_string()];
+        assert!(selected(&[], id, &cells));
+        assert!(selected(&["lat".into()], id, &cells));
+        assert!(!selected(&["http".into()], id, &cells));
+        let id = "open_loop/http/10k_rps";
+        let cells = [format!("{id}/p50"), format!("{id}/p99")];
+        assert!(selected(&["open_loop/http/10k_rps/p99".into()], id, &cells));
+        assert!(!selected(&["open_loop/http/10k_rps/p9".into()], id, &cells));
     }
 }

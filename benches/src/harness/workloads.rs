@@ -126,6 +126,21 @@ impl Job {
     pub fn id(&self) -> String {
         format!("{}/{}", self.category, self.workload)
     }
+
+    /// The cells it reports, as the table names them: the id, with the
+    /// metric's suffix where it has one (`open_loop/http/10k_rps/p99`).
+    pub fn cells(&self) -> Vec<String> {
+        self.metrics
+            .iter()
+            .map(|m| {
+                if m.suffix.is_empty() {
+                    self.id()
+                } else {
+                    format!("{}/{}", self.id(), m.suffix)
+                }
+            })
+            .collect()
+    }
 }
 
 fn us_per_op(s: &Sample) -> Option<f64> {
