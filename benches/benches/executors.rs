@@ -19,6 +19,7 @@ use percore_benches::chart;
 use percore_benches::harness::{self, Console, Mode};
 use percore_benches::report::{self, ReportMeta};
 use percore_benches::server::Executor;
+use percore_benches::stats::Verdict;
 use percore_benches::{cli, pair, summary, sys};
 
 #[global_allocator]
@@ -163,6 +164,21 @@ fn main() {
         print!("{}", pivot.text());
         print!("{}", summary::Pivot::tally(&outcome.rows));
         println!();
+    }
+    let resolved = outcome
+        .rows
+        .iter()
+        .any(|r| matches!(r.verdict, Some(Verdict::Faster | Verdict::Slower)))
+        || pairs.iter().any(|p| p.winner.is_some());
+    // Quick mode said so at the start, for every outcome.
+    if !args.quick && !outcome.rows.is_empty() && !resolved {
+        let hint = "note: every cell is within noise: this run cannot tell the executors apart; \
+                    differences of a few percent need benches/duel.sh (HTTP) or \
+                    benches/bulk_duel.sh (bulk transfers), which put two servers under the same \
+                    load at once"
+            .to_string();
+        println!("{hint}\n");
+        notes.push(hint);
     }
 
     let out_dir = sys::output_dir(
