@@ -10,8 +10,11 @@
 # /proc/PID/stat during each run, requests per server CPU-second, and the
 # share of that CPU time spent in user space (the rest is the kernel's: TCP,
 # syscalls, wake-ups; no user-space change can save more than the user
-# share), and requests per kernel CPU-second ("kreq/kernel-s": the ceiling
-# of kreq/CPU-s for that server's kernel path, were its user space free).
+# share), requests per kernel CPU-second (the ceiling of requests per
+# server CPU-second for that server's kernel path, were its user space
+# free), and "÷ tokio": requests per server CPU-second divided by the tokio
+# row's of the same cores and width (above 1: cheaper than tokio; "-" when
+# tokio is not in BACKENDS).
 # wrk is pinned to the CPU the server does not use; with two server
 # cores nothing is pinned.
 #
@@ -184,24 +187,32 @@ $out"
                 grep -q "Socket errors" <<<"$out" && echo "wrk.sh: warning: $(grep 'Socket errors' <<<"$out") ($backend, cores $cores)" >&2
                 cpu_s=$(awk -v a="$t0" -v b="$t1" -v h="$clk" 'BEGIN { printf "%.3f", (b - a) / h }')
                 rps[$backend]+="$r "; p99[$backend]+="$(to_ms "$l") "
-                kcpu[$backend]+="$(awk -v r="$r" -v d="$DURATION" -v c="$cpu_s" 'BEGIN { if (c > 0) printf "%.1f", r * d / c / 1000; else print "nan" }') "
+                kcpu[$backend]+="$(awk -v r="$r" -v d="$DURATION" -v c="$cpu_s" 'BEGIN { if (c > 0) printf "%.0f", r * d / c; else print "nan" }') "
                 ushare[$backend]+="$(awk -v u=$((u1 - u0)) -v t=$((t1 - t0)) 'BEGIN { if (t > 0) printf "%.0f", 100 * u / t; else print "nan" }') "
-                kern[$backend]+="$(awk -v r="$r" -v d="$DURATION" -v k=$((t1 - t0 - u1 + u0)) -v h="$clk" 'BEGIN { if (k > 0) printf "%.1f", r * d * h / k / 1000; else print "nan" }') "
+                kern[$backend]+="$(awk -v r="$r" -v d="$DURATION" -v k=$((t1 - t0 - u1 + u0)) -v h="$clk" 'BEGIN { if (k > 0) printf "%.0f", r * d * h / k; else print "nan" }') "
                 util[$backend]+="$(awk -v c="$cpu_s" -v a="$s0" -v b="$s1" -v n="$ncores" 'BEGIN { printf "%.0f", 100 * c / (b - a) / n }') "
                 echo "  $backend cores=$cores width=$width run $run: ${r} req/s, p99 $(to_ms "$l") ms, server CPU ${cpu_s} s" >&2
             done
         done
+        # The tokio row of the same cores and width, if it ran, is what
+        # each server's requests per CPU-second are divided by.
+        tokio_kcpu=
+        # shellcheck disable=SC2086 # word splitting of the collected values is intended
+        [[ -n ${kcpu[tokio]:-} ]] && tokio_kcpu=$(median ${kcpu[tokio]})
         for backend in $BACKENDS; do
             # shellcheck disable=SC2086 # word splitting of the collected values is intended
-            results+=("$(printf '%-6s %-6s %-5s %10.1f %9s %9s %11s %7s %13s   %s' "$backend" "$cores" "$width" \
-                "$(awk -v r="$(median ${rps[$backend]})" 'BEGIN { print r / 1000 }')" \
-                "$(median ${p99[$backend]})" "$(median ${util[$backend]})%" "$(median ${kcpu[$backend]})" \
-                "$(median ${ushare[$backend]})%" "$(median ${kern[$backend]})" "$pin")")
+            per_cpu=$(median ${kcpu[$backend]})
+            vs_tokio=$(awk -v a="$per_cpu" -v b="$tokio_kcpu" 'BEGIN { if (b > 0 && a == a + 0) printf "%.3f", a / b; else print "-" }')
+            # shellcheck disable=SC2086 # word splitting of the collected values is intended
+            results+=("$(printf '%-6s %-6s %-5s %8.0f %7s %10s %20s %5s %20s %7s   %s' "$backend" "$cores" "$width" \
+                "$(median ${rps[$backend]})" "$(median ${p99[$backend]})" "$(median ${util[$backend]})%" \
+                "$per_cpu" "$(median ${ushare[$backend]})%" "$(median ${kern[$backend]})" "$vs_tokio" "$pin")")
         done
         unset rps p99 kcpu util ushare kern
     done
 done
 
 echo
-printf '%-6s %-6s %-5s %10s %9s %9s %11s %7s %13s   %s\n' server cores width kRPS "p99 ms" "srv CPU" "kreq/CPU-s" "user" "kreq/kernel-s" placement
+printf '%-6s %-6s %-5s %8s %7s %10s %20s %5s %20s %7s   %s\n' server cores width "req/s" "p99 ms" "server CPU" \
+    "req per server CPU-s" user "req per kernel CPU-s" "÷ tokio" placement
 for line in "${results[@]}"; do echo "$line"; done
