@@ -181,10 +181,7 @@ fn main() {
         notes.push(hint);
     }
 
-    let out_dir = sys::output_dir(
-        std::env::var("CARGO_TARGET_DIR").ok().as_deref(),
-        Path::new(env!("CARGO_MANIFEST_DIR")),
-    );
+    let out_dir = sys::output_dir(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let user_args: Vec<&str> = raw
         .iter()
         .map(String::as_str)

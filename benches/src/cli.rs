@@ -36,8 +36,9 @@ usage: cargo bench -p percore-benches -- [--quick] [--exec LIST] [--list] [FILTE
                 or that report the cell it names (`open_loop/http/10k_rps/p99`)
 
 Results: the table on stdout, and results.csv, report.md (what each column
-means) and one SVG chart per category in target/percore-bench/
-(under CARGO_TARGET_DIR if set), replaced on every run.
+means) and one SVG chart per category in percore-bench/ of the target
+directory ($CARGO_TARGET_DIR/percore-bench/ if set, else
+target/percore-bench/), replaced on every run.
 ";
 
 /// Parses a `--cores` value of the baseline servers: `0,1` (comma-separated

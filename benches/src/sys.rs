@@ -330,38 +330,15 @@ pub fn utc_now_string() -> String {
     )
 }
 
-/// Output directory `<target>/percore-bench`: `CARGO_TARGET_DIR` if set
-/// (relative paths are taken from the workspace root), else the `target/`
-/// beside the workspace's top `Cargo.toml` found by walking up from
-/// `manifest_dir`.
-pub fn output_dir(target_env: Option<&str>, manifest_dir: &Path) -> PathBuf {
-    let root = workspace_root(manifest_dir);
-    let target = match target_env {
-        Some(t) if !t.is_empty() => {
-            let p = PathBuf::from(t);
-            if p.is_absolute() {
-                p
-            } else {
-                root.join(p)
-            }
-        }
-        _ => root.join("target"),
-    };
-    target.join("percore-bench")
-}
-
-/// The highest ancestor of `manifest_dir` whose `Cargo.toml` declares a
-/// `[workspace]`; `manifest_dir` itself if none does.
-pub fn workspace_root(manifest_dir: &Path) -> PathBuf {
-    let mut found = None;
-    for dir in manifest_dir.ancestors() {
-        if let Ok(text) = fs::read_to_string(dir.join("Cargo.toml")) {
-            if text.lines().any(|l| l.trim() == "[workspace]") {
-                found = Some(dir.to_path_buf());
-            }
-        }
-    }
-    found.unwrap_or_else(|| manifest_dir.to_path_buf())
+/// Output directory `<target>/percore-bench`, from the bench target's
+/// `CARGO_TARGET_TMPDIR` (`<target>/tmp`): cargo sets it when it builds a
+/// bench, to the target directory it builds in, however that was chosen
+/// (`CARGO_TARGET_DIR`, `--target-dir`, a config file).
+pub fn output_dir(target_tmpdir: &Path) -> PathBuf {
+    target_tmpdir
+        .parent()
+        .unwrap_or(target_tmpdir)
+        .join("percore-bench")
 }
 
 #[cfg(test)]
@@ -416,24 +393,10 @@ mod tests {
     }
 
     #[test]
-    fn output_dir_rules() {
-        let tmp = std::env::temp_dir().join(format!("pcb-outdir-{}", std::process::id()));
-        let member = tmp.join("benches");
-        std::fs::create_dir_all(&member).unwrap();
-        std::fs::write(tmp.join("Cargo.toml"), "[workspace]\nmembers = []\n").unwrap();
-        std::fs::write(member.join("Cargo.toml"), "[package]\n").unwrap();
+    fn output_dir_is_beside_the_target_tmpdir() {
         assert_eq!(
-            output_dir(None, &member),
-            tmp.join("target").join("percore-bench")
+            output_dir(Path::new("/w/target/tmp")),
+            PathBuf::from("/w/target/percore-bench")
         );
-        assert_eq!(
-            output_dir(Some("/x/t"), &member),
-            PathBuf::from("/x/t/percore-bench")
-        );
-        assert_eq!(
-            output_dir(Some("t2"), &member),
-            tmp.join("t2").join("percore-bench")
-        );
-        std::fs::remove_dir_all(&tmp).unwrap();
     }
 }
