@@ -44,10 +44,21 @@ impl std::error::Error for SubmitError {}
 /// the target core and need not be. When the target's mailbox is full the
 /// caller waits for room: senders slow down rather than queues growing.
 ///
+/// `f` runs outside any handler: the state it reaches on the target core
+/// is that core thread's own, so keep state that other cores ask for in a
+/// `thread_local!` (each core is a thread of its own), as the `counter`
+/// example does, rather than in the handler.
+///
+/// At a stop, a core whose own connections are done stays, answering
+/// calls, until every core of the server has drained (or its drain
+/// deadline passes), so connections still draining elsewhere get their
+/// answers.
+///
 /// # Errors
 ///
 /// [`SubmitError::NoSuchCore`] for a bad index; [`SubmitError::NoReply`] if
-/// the target stopped before running `f` or the call panicked.
+/// the target stopped before running `f` (after the stop's drain deadline,
+/// or a core that failed) or the call panicked.
 ///
 /// # Panics
 ///

@@ -7,11 +7,13 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::context;
 use crate::net::TcpListener;
+use crate::sync::CountDown;
 use crate::{spawn_local, Handler};
 
 /// Limits one core applies to its connections.
@@ -59,11 +61,13 @@ impl Tracker {
     }
 }
 
-/// Runs until the server stops, then drains connections up to the deadline.
+/// Runs until the server stops, then drains connections up to the
+/// deadline, and stays until the other cores have drained too.
 pub(crate) async fn serve_core<H: Handler>(
     listener: TcpListener,
     handler: Rc<H>,
     limits: ServeLimits,
+    draining: DrainGuard,
 ) {
     let tracker = Rc::new(Tracker::default());
     {
@@ -78,14 +82,14 @@ pub(crate) async fn serve_core<H: Handler>(
     // between the last accept and the close is reset.
     take_queued(&listener, &handler, &tracker, limits);
     drop(listener);
+    // The instant handlers see in `drain_deadline()` (set by the turn that
+    // saw the stop), so that one answering just before it is not cancelled
+    // first.
+    let deadline = context::with_core(|core| core.drain_deadline())
+        .unwrap_or_else(|| crate::time::now() + limits.drain_timeout);
     let open = tracker.active.get();
     if open > 0 {
         tracing::info!(open, drain = ?limits.drain_timeout, "draining connections");
-        // The instant handlers see in `drain_deadline()` (set by the turn
-        // that saw the stop), so that one answering just before it is not
-        // cancelled first.
-        let deadline = context::with_core(|core| core.drain_deadline())
-            .unwrap_or_else(|| crate::time::now() + limits.drain_timeout);
         let drained = crate::time::timeout_at(deadline, tracker.below(1)).await;
         if drained.is_err() {
             tracing::warn!(
@@ -93,6 +97,48 @@ pub(crate) async fn serve_core<H: Handler>(
                 "drain deadline passed; cancelling the remaining connections"
             );
         }
+    }
+    draining.wait_for_peers(deadline).await;
+}
+
+/// This core's place in its server's count of cores still draining.
+/// Counted out when dropped, if not before, so that a core that fails or
+/// is cancelled does not hold the others until their deadline.
+pub(crate) struct DrainGuard {
+    count: Arc<CountDown>,
+    counted: Cell<bool>,
+}
+
+impl DrainGuard {
+    pub(crate) fn new(count: Arc<CountDown>) -> Self {
+        DrainGuard {
+            count,
+            counted: Cell::new(false),
+        }
+    }
+
+    fn count_out(&self) {
+        if !self.counted.replace(true) {
+            self.count.count_out();
+        }
+    }
+
+    /// Counts this core out, then keeps it running (its mailbox served)
+    /// until every core of the server has drained, or `deadline`: a
+    /// connection still draining on another core may need this one to
+    /// answer a cross-core call.
+    async fn wait_for_peers(&self, deadline: Instant) {
+        self.count_out();
+        let all = poll_fn(|cx| self.count.poll_zero(cx));
+        if crate::time::timeout_at(deadline, all).await.is_err() {
+            tracing::debug!("drain deadline passed while other cores were still draining");
+        }
+    }
+}
+
+impl Drop for DrainGuard {
+    fn drop(&mut self) {
+        self.count_out();
     }
 }
 

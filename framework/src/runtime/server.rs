@@ -13,11 +13,11 @@ use super::backend;
 use super::bind::bind_group;
 use super::config::CoreConfig;
 use super::core::Core;
-use super::serve::{serve_core, ServeLimits};
+use super::serve::{serve_core, DrainGuard, ServeLimits};
 use super::shared::CoreShared;
 use super::stats::StatsSnapshot;
 use crate::net::TcpListener;
-use crate::sync::Shutdown;
+use crate::sync::{CountDown, Shutdown};
 use crate::{Backend, Handler};
 
 /// What a handler factory learns about the core it builds a handler for.
@@ -198,6 +198,7 @@ impl ServerBuilder {
             bind_group(self.address, cpus.len(), self.backlog, self.take_over)?;
         super::fd_limit::fit_to_connections(cpus.len(), self.max_connections);
         let shutdown = Arc::new(Shutdown::new());
+        let draining = Arc::new(CountDown::new(cpus.len()));
         let factory = Arc::new(factory);
         let mut cores = Vec::new();
         let mut threads = Vec::new();
@@ -228,6 +229,7 @@ impl ServerBuilder {
             let config = self.config;
             let factory = factory.clone();
             let ready = ready_tx.clone();
+            let draining = draining.clone();
             let thread = thread::Builder::new()
                 .name(format!("percore-{cpu}"))
                 .spawn(move || {
@@ -235,7 +237,7 @@ impl ServerBuilder {
                     // "draining connections open=2" alone could be any.
                     let _span = tracing::info_span!("core", cpu).entered();
                     run_core(
-                        shared, backend, config, socket, ctx, limits, &*factory, ready,
+                        shared, backend, config, socket, ctx, limits, draining, &*factory, ready,
                     )
                 })?;
             threads.push(thread);
@@ -299,6 +301,7 @@ fn run_core<H, F>(
     socket: OwnedFd,
     ctx: CoreContext,
     limits: ServeLimits,
+    draining: Arc<CountDown>,
     factory: &F,
     ready: mpsc::Sender<io::Result<()>>,
 ) -> io::Result<()>
@@ -310,6 +313,9 @@ where
     if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
         tracing::warn!(cpu, "could not pin the core thread to its CPU");
     }
+    // Counted out however this ends, so that a core failing to start
+    // does not hold the others at a stop.
+    let draining = DrainGuard::new(draining);
     let fail = |e: io::Error| io::Error::new(e.kind(), format!("core on CPU {cpu}: {e}"));
     let core = match Core::new(shared, backend, &config) {
         Ok(core) => core,
@@ -343,7 +349,10 @@ where
         }
     };
     let _ = ready.send(Ok(()));
-    let result = Core::block_on(core.clone(), serve_core(listener, handler, limits));
+    let result = Core::block_on(
+        core.clone(),
+        serve_core(listener, handler, limits, draining),
+    );
     core.sample_cpu_time();
     tracing::debug!(cpu, "core stopped");
     result.map_err(|e| io::Error::other(format!("core on CPU {cpu}: {e}")))

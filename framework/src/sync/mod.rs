@@ -3,19 +3,22 @@
 //! Everything that two cores (or a core and a foreign thread) touch at the
 //! same time lives here: the remote queue with its park/unpark handshake,
 //! the per-task "scheduled" flag behind wakers, the reply channel of
-//! cross-core calls, and the shutdown latch.
+//! cross-core calls, the shutdown latch, and the count of cores still
+//! draining at a stop.
 //! The atomics and locks come from `std` normally and from `loom` under
 //! `--cfg loom`, so the `loom-tests` crate model-checks this exact code.
 //! Kernel calls (eventfd writes, `io_uring_enter`, `epoll_wait`) stay out:
 //! they sit behind the [`Notify`] trait, which the models replace.
 #![cfg_attr(not(loom), allow(unreachable_pub))]
 
+mod countdown;
 pub mod oneshot;
 mod parker;
 mod remote;
 mod shutdown;
 mod task_state;
 
+pub use countdown::CountDown;
 pub use parker::Parker;
 pub use remote::{PushError, Remote};
 pub use shutdown::Shutdown;
