@@ -100,8 +100,9 @@ http_tests! {
 
     /// A call that already sent its response head (streaming) cannot be
     /// answered 503: its body ends incomplete (no last chunk) and the
-    /// connection closes, before the drain deadline.
+    /// connection closes, before the drain deadline; the log says so.
     fn a_streaming_call_is_cut_off_incomplete(backend) {
+        log_capture::install();
         let (mut server, waiting) = never(backend);
         let mut c = Client::connect(server.addr);
         c.send(&get("/stream"));
@@ -121,6 +122,9 @@ http_tests! {
         assert!(closed < DRAIN, "closed {closed:?} after the stop");
         drop(c);
         assert!(server.stop_within(Duration::from_secs(5)).is_some(), "the server stopped");
+        let lines = log_capture::warnings("target=\"/stream\"");
+        assert!(lines.iter().any(|l| l.contains("ends incomplete")), "{lines:?}");
+        assert!(!lines.iter().any(|l| l.contains("answered 503")), "{lines:?}");
     }
 
     /// A connection whose last answer is out lingers, reading and dropping

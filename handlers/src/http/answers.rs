@@ -72,11 +72,16 @@ pub(super) async fn answer_stopping<S>(
     stop: &StopSlot,
 ) -> io::Result<()> {
     if let Some(left_out) = h.cut_off.admit(percore::time::now()) {
+        let answer = if res.streaming.is_some() {
+            "its response, already begun, ends incomplete"
+        } else {
+            "answered 503"
+        };
         tracing::warn!(
             method = exchange.method,
             target = exchange.target,
             left_out,
-            "stopping: the service had not answered near the drain deadline; answered 503 \
+            "stopping: the service had not answered near the drain deadline; {answer} \
              (left_out: ones not logged since the last line)"
         );
     }
