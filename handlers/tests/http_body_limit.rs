@@ -46,7 +46,7 @@ impl Service for Routes {
         assert_eq!(configured, CONFIGURED);
         self.asked.set(self.asked.get() + 1);
         self.asked_total.store(self.asked.get(), Ordering::SeqCst);
-        match head.path {
+        match head.path() {
             p if p.starts_with("/upload") => UPLOAD,
             "/tiny" => TINY,
             _ => configured,
@@ -95,11 +95,17 @@ fn chunked(path: &str, len: usize) -> Vec<u8> {
 
 http_tests! {
     /// `Content-Length` against each route's limit: the configured one,
-    /// one above it and one below it, each at and just past the limit.
-    /// Refused bodies never reach the service.
+    /// one above it and one below it, each at and just past the limit,
+    /// the route told by the head's path (query and absolute form
+    /// stripped). Refused bodies never reach the service.
     fn content_length_follows_the_route(backend) {
         let (server, counts) = server(backend);
-        for (path, limit) in [("/small", CONFIGURED), ("/upload/a", UPLOAD), ("/tiny", TINY)] {
+        let routes = [
+            ("/small", CONFIGURED),
+            ("/upload/a?name=x", UPLOAD),
+            ("http://t/tiny?x=1", TINY),
+        ];
+        for (path, limit) in routes {
             let r = one(server.addr, &posted(path, limit));
             assert_eq!((r.status, r.body), (200, limit.to_string().into_bytes()), "{path} at its limit");
             expect_error(server.addr, &posted(path, limit + 1), 413);

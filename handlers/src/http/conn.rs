@@ -222,7 +222,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             let rest = bytes.get(head_len..).unwrap_or_default();
             let exchange = Exchange {
                 method: head.method,
-                target: head.path,
+                target: head.target,
                 started: now,
             };
 
@@ -457,7 +457,7 @@ fn body_limit<'h, 'b, S: Service>(
     match head.body {
         BodyKind::Length(n) if n > max => Err((
             HttpError::too_large("Content-Length over limit"),
-            Some((head.method, head.path)),
+            Some((head.method, head.target)),
         )),
         _ => Ok(Some((head, max))),
     }

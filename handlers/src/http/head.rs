@@ -47,7 +47,7 @@ pub const fn header_storage<'b, const N: usize>() -> [HeaderSlot<'b>; N] {
 ///     let mut storage = header_storage::<16>();
 ///     match parse_head(&head, &mut storage, &limits) {
 ///         Ok(None) => retry.tried(head.len()),
-///         Ok(Some(request)) => assert_eq!(request.path, "/a"),
+///         Ok(Some(request)) => assert_eq!(request.target, "/a"),
 ///         Err(e) => panic!("{e}"),
 ///     }
 /// }
@@ -121,12 +121,8 @@ pub struct RequestHead<'h, 'b> {
     /// Method token, e.g. `GET`; case-sensitive (RFC 9110 §9.1).
     pub method: &'b str,
     /// Request target as sent (origin-form, absolute-form, `*` or
-    /// authority), query included: what [`Request::target`] returns, not
-    /// [`Request::path`].
-    ///
-    /// [`Request::target`]: super::Request::target
-    /// [`Request::path`]: super::Request::path
-    pub path: &'b str,
+    /// authority), query included; [`path`](Self::path) is its path alone.
+    pub target: &'b str,
     /// Minor version: `0` for HTTP/1.0, `1` for HTTP/1.1.
     pub version: u8,
     /// Bytes of the head, including empty lines before it and the blank
@@ -154,6 +150,39 @@ impl<'b> RequestHead<'_, 'b> {
             .find(|h| h.name.eq_ignore_ascii_case(name))
             .map(|h| h.value)
     }
+
+    /// The target's path, e.g. `/search` for `/search?q=1` and for
+    /// `http://example.com/search?q=1` (`/` when the absolute form has
+    /// none), as sent: not percent-decoded. `*` for `OPTIONS *`, and an
+    /// authority-form target (`CONNECT host:port`) whole.
+    pub fn path(&self) -> &'b str {
+        let target = self.target;
+        let path = if target.starts_with('/') {
+            target
+        } else if let Some(after_scheme) = absolute_form(target) {
+            match after_scheme.find(['/', '?', '#']) {
+                Some(i) if after_scheme.as_bytes()[i] == b'/' => &after_scheme[i..],
+                _ => return "/",
+            }
+        } else {
+            return target;
+        };
+        path.split(['?', '#']).next().unwrap_or(path)
+    }
+
+    /// The target's query, without its `?` (`q=1` for `/search?q=1`), as
+    /// sent: not percent-decoded. `None` when the target has no `?`.
+    pub fn query(&self) -> Option<&'b str> {
+        let (_, query) = self.target.split_once('?')?;
+        Some(query.split('#').next().unwrap_or(query))
+    }
+}
+
+/// What follows `scheme://` in an `http` or `https` absolute-form target
+/// (the scheme is case-insensitive, RFC 9110 §4.2.3).
+fn absolute_form(target: &str) -> Option<&str> {
+    let (scheme, rest) = target.split_once("://")?;
+    (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")).then_some(rest)
 }
 
 /// Parses the request head at the start of `buf`.
@@ -197,7 +226,7 @@ pub fn parse_head<'h, 'b>(
     let decision = fields::decide(headers, version, limits)?;
     Ok(Some(RequestHead {
         method,
-        path,
+        target: path,
         version,
         head_len,
         body: decision.body,

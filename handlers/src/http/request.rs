@@ -42,7 +42,7 @@ impl<'r> Request<'r> {
     /// The request target as sent, e.g. `/search?q=1` (or in absolute
     /// form, `http://example.com/search?q=1`).
     pub fn target(&self) -> &'r str {
-        self.head.path
+        self.head.target
     }
 
     /// The target's path, e.g. `/search` for `/search?q=1` and for
@@ -50,25 +50,13 @@ impl<'r> Request<'r> {
     /// none), as sent: not percent-decoded. `*` for `OPTIONS *`, and an
     /// authority-form target (`CONNECT host:port`) whole.
     pub fn path(&self) -> &'r str {
-        let target = self.head.path;
-        let path = if target.starts_with('/') {
-            target
-        } else if let Some(after_scheme) = absolute_form(target) {
-            match after_scheme.find(['/', '?', '#']) {
-                Some(i) if after_scheme.as_bytes()[i] == b'/' => &after_scheme[i..],
-                _ => return "/",
-            }
-        } else {
-            return target;
-        };
-        path.split(['?', '#']).next().unwrap_or(path)
+        self.head.path()
     }
 
     /// The target's query, without its `?` (`q=1` for `/search?q=1`), as
     /// sent: not percent-decoded. `None` when the target has no `?`.
     pub fn query(&self) -> Option<&'r str> {
-        let (_, query) = self.head.path.split_once('?')?;
-        Some(query.split('#').next().unwrap_or(query))
+        self.head.query()
     }
 
     /// The minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
@@ -167,7 +155,7 @@ impl std::fmt::Debug for Request<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Request")
             .field("method", &self.head.method)
-            .field("path", &self.head.path)
+            .field("target", &self.head.target)
             .field("version", &self.head.version)
             .field("body", &self.head.body)
             .finish_non_exhaustive()
@@ -464,11 +452,4 @@ fn failure_error(f: Failure) -> io::Error {
             "connection closed before the end of the request body",
         ),
     }
-}
-
-/// What follows `scheme://` in an `http` or `https` absolute-form target
-/// (the scheme is case-insensitive, RFC 9110 §4.2.3).
-fn absolute_form(target: &str) -> Option<&str> {
-    let (scheme, rest) = target.split_once("://")?;
-    (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")).then_some(rest)
 }

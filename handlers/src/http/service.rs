@@ -97,7 +97,7 @@ pub trait Service: 'static {
     /// impl Service for Uploads {
     ///     # async fn call(&self, _: &mut Request<'_>, _: &mut Response<'_>) -> std::io::Result<()> { Ok(()) }
     ///     fn body_limit(&self, head: &RequestHead<'_, '_>, configured: u64) -> u64 {
-    ///         if head.path.starts_with("/upload") { 1 << 30 } else { configured }
+    ///         if head.path().starts_with("/upload") { 1 << 30 } else { configured }
     ///     }
     /// }
     /// ```

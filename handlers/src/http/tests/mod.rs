@@ -103,7 +103,7 @@ impl Machine {
                     assert!(head.head_len <= self.buf.len(), "head_len past input");
                     let event = Event::Request {
                         method: head.method.to_owned(),
-                        path: head.path.to_owned(),
+                        path: head.target.to_owned(),
                         version: head.version,
                         body: Vec::new(),
                         keep_alive: head.keep_alive,
