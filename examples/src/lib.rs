@@ -315,9 +315,7 @@ where
                 }
             })?;
     }
-    let result = handle.join();
-    tracing::info!("{name} stopped");
-    result
+    handle.join()
 }
 
 #[cfg(test)]

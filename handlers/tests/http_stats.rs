@@ -83,13 +83,22 @@ http_tests! {
         want.status_4xx = 1;
         expect_stats(&server, want);
 
+        log_capture::install();
         expect_error(server.addr, &get("/refuse"), 403);
         expect_error(server.addr, &get("/fail"), 500);
-        expect_error(server.addr, &get("/panic"), 500);
+        let target = format!("/panic?from={backend}");
+        expect_error(server.addr, &get(&target), 500);
         want.status_4xx += 1;
         want.status_5xx += 2;
         want.service_errors = 3;
         expect_stats(&server, want);
+        // The panic's log names its request, and (the executor's line) its
+        // message.
+        let target = format!("target=\"{target}\"");
+        assert_eq!(lines_with(&["ERROR", "service panicked", &target, "status=500"]).len(), 1);
+        wait_until(Duration::from_secs(5), "the executor's line", || {
+            !lines_with(&["ERROR", "task panicked", "a bug in the service"]).is_empty()
+        });
     }
 
     /// Requests the layer answers itself: malformed, over a limit, too

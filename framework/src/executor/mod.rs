@@ -127,14 +127,24 @@ impl Executor {
         match result {
             Ok(Poll::Pending) => {}
             Ok(Poll::Ready(())) => self.finish(key, false),
-            Err(_) => self.panicked(key),
+            Err(payload) => self.panicked(key, &*payload),
         }
     }
 
     /// Ends a task that panicked, in its poll or in its destructor.
-    fn panicked(&self, key: TaskKey) {
+    fn panicked(&self, key: TaskKey, payload: &(dyn std::any::Any + Send)) {
         self.panics.set(self.panics.get() + 1);
-        tracing::error!("task panicked; its connection is closed and the core goes on");
+        // The log may be all an operator has: the panic hook's line goes
+        // to stderr, which a service manager may not keep.
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("(a payload that is not a string)");
+        tracing::error!(
+            panic = message,
+            "task panicked; its connection, if it served one, is closed and the core goes on"
+        );
         self.finish(key, true);
     }
 
@@ -179,7 +189,7 @@ impl Executor {
         match catch_unwind(AssertUnwindSafe(|| task.abort())) {
             Ok(true) => self.finish(key, false),
             Ok(false) => self.schedule(task),
-            Err(_) => self.panicked(key),
+            Err(payload) => self.panicked(key, &*payload),
         }
     }
 

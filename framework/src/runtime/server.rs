@@ -233,9 +233,10 @@ impl ServerBuilder {
             let thread = thread::Builder::new()
                 .name(format!("percore-{cpu}"))
                 .spawn(move || {
-                    // Every line a core logs says which core: with several,
-                    // "draining connections open=2" alone could be any.
-                    let _span = tracing::info_span!("core", cpu).entered();
+                    // Every line a core logs says which core of which
+                    // server: with several, "draining connections open=2"
+                    // alone could be any.
+                    let _span = tracing::info_span!("core", cpu, addr = %local_addr).entered();
                     run_core(
                         shared, backend, config, socket, ctx, limits, draining, &*factory, ready,
                     )
@@ -263,6 +264,7 @@ impl ServerBuilder {
                 cores,
                 local_addr,
                 backend,
+                stopping_since: std::sync::OnceLock::new(),
             }),
             threads,
         };
@@ -363,11 +365,16 @@ struct Inner {
     cores: Vec<Arc<CoreShared>>,
     local_addr: SocketAddr,
     backend: Backend,
+    /// When the stop began, for the "stopped" line.
+    stopping_since: std::sync::OnceLock<std::time::Instant>,
 }
 
 impl Inner {
     fn shutdown(&self) {
         let first = self.shutdown.trigger();
+        if first {
+            let _ = self.stopping_since.set(std::time::Instant::now());
+        }
         for core in &self.cores {
             core.signal_shutdown();
         }
@@ -375,7 +382,10 @@ impl Inner {
         // subscriber does when stderr's reader is gone), and the stop must
         // not depend on the log.
         if first {
-            tracing::info!("stopping: no new connections; draining open ones");
+            tracing::info!(
+                local_addr = %self.local_addr,
+                "stopping: no new connections; draining open ones"
+            );
         }
     }
 }
@@ -454,6 +464,11 @@ impl ServerHandle {
                     result = Err(e);
                 }
             }
+        }
+        let local_addr = self.inner.local_addr;
+        match self.inner.stopping_since.get() {
+            Some(since) => tracing::info!(%local_addr, drained_in = ?since.elapsed(), "stopped"),
+            None => tracing::info!(%local_addr, "stopped"),
         }
         result
     }

@@ -48,6 +48,14 @@ pub(super) async fn answer_panic<S>(
         Some(_) => effective_status(res.status),
         None => HttpError::internal().status,
     };
+    // The request it served: the executor's line (with the panic's
+    // message, once the answer is out) cannot say.
+    tracing::error!(
+        method = exchange.method,
+        target = exchange.target,
+        status,
+        "service panicked"
+    );
     sent(h, wire, Some(exchange), status, Some(Reason::ServiceError));
     if res.streaming.is_none() {
         let e = HttpError::internal();
