@@ -242,6 +242,10 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 Cutoff::new(CatchUnwind(call), &stop).await
             };
             let result = match called {
+                Some(Ok(Ok(()))) => match res.length_mismatch() {
+                    Some(e) => Err(e.into()),
+                    None => Ok(()),
+                },
                 Some(Ok(result)) => result,
                 Some(Err(panic)) => {
                     return answer_panic(h, &wire, exchange, &res, &stop, panic).await
@@ -387,7 +391,7 @@ fn complete<S>(
             let framing = if bodyless {
                 Framing::Empty
             } else {
-                Framing::Length(res.body.len() as u64)
+                Framing::Length(res.whole_length())
             };
             let head = ResponseHead {
                 keep_alive: !close,

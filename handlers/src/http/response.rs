@@ -36,6 +36,11 @@ pub struct Response<'r> {
     /// [`close_connection`](Self::close_connection).
     pub(crate) keep_alive: bool,
     pub(crate) streaming: Option<Streaming>,
+    /// The body length the service declared with
+    /// [`set_content_length`](Self::set_content_length).
+    declared: Option<u64>,
+    /// Of a declared streamed body, the bytes not yet sent.
+    left: u64,
 }
 
 /// How a response whose head was already sent by [`Response::flush`]
@@ -46,6 +51,8 @@ pub(crate) enum Streaming {
     Chunked,
     /// Until the connection closes (HTTP/1.0 has no chunked coding).
     UntilClose,
+    /// As declared by `Content-Length`.
+    Length,
     /// No body bytes go out at all (HEAD, 204, 304).
     NoBody,
 }
@@ -73,6 +80,8 @@ impl<'r> Response<'r> {
             head_only,
             keep_alive,
             streaming: None,
+            declared: None,
+            left: 0,
         }
     }
 
@@ -144,6 +153,28 @@ impl<'r> Response<'r> {
         Ok(())
     }
 
+    /// Declares the whole body's length, for a body streamed with
+    /// [`flush`](Self::flush): its head then carries `Content-Length`
+    /// instead of chunked coding, so a client can show progress, and an
+    /// HTTP/1.0 client keeps the connection. The server holds the service
+    /// to it: a flush that would send bytes past it fails (the excess is
+    /// not sent), and a body that ends with more or fewer bytes is a
+    /// service error, which closes the connection (a client then sees the
+    /// body incomplete). A response sent whole (no flush) must have a body
+    /// of this length too, or is answered 500. A `HEAD` response carries
+    /// the length and no body, whatever the service wrote.
+    ///
+    /// # Errors
+    ///
+    /// A 500 [`HttpError`] once [`flush`](Self::flush) sent the head.
+    pub fn set_content_length(&mut self, len: u64) -> Result<(), HttpError> {
+        if self.streaming.is_some() {
+            return Err(invalid("content length declared after the head was sent"));
+        }
+        self.declared = Some(len);
+        Ok(())
+    }
+
     /// Appends body bytes.
     pub fn write(&mut self, bytes: &[u8]) {
         self.body.extend_from_slice(bytes);
@@ -187,7 +218,11 @@ impl<'r> Response<'r> {
     /// later writes go out at the next `flush` or when the service returns.
     ///
     /// The body is chunked for HTTP/1.1 clients; an HTTP/1.0 client gets it
-    /// delimited by the connection's close. Once flushed, the status and
+    /// delimited by the connection's close; with a length declared by
+    /// [`set_content_length`](Self::set_content_length), both get that.
+    /// For `HEAD` the server sends the head alone and drops what is
+    /// written: a service that generates a long body may check
+    /// [`Request::method`](super::Request::method) and skip it. Once flushed, the status and
     /// headers are fixed, and an error (from the service or the request
     /// body) can only abort the connection, which the client sees as an
     /// incomplete response: a chunked body without its last chunk, or for
@@ -195,18 +230,23 @@ impl<'r> Response<'r> {
     ///
     /// # Errors
     ///
-    /// The send error, or `TimedOut` when the client stopped reading.
+    /// The send error, `TimedOut` when the client stopped reading, or
+    /// `InvalidInput` for a body longer than its declared length.
     pub async fn flush(&mut self) -> io::Result<()> {
         if self.streaming.is_none() {
             let status = effective_status(self.status);
             let (framing, streaming) = if no_body_status(status) || self.head_only {
                 // A HEAD response keeps the framing the GET would have.
-                let framing = if self.head_only && !no_body_status(status) && self.version == 1 {
-                    Framing::Chunked
-                } else {
-                    Framing::Empty
+                let framing = match self.declared {
+                    _ if no_body_status(status) => Framing::Empty,
+                    Some(len) => Framing::Length(len),
+                    None if self.version == 1 => Framing::Chunked,
+                    None => Framing::Empty,
                 };
                 (framing, Streaming::NoBody)
+            } else if let Some(len) = self.declared {
+                self.left = len;
+                (Framing::Length(len), Streaming::Length)
             } else if self.version == 1 {
                 (Framing::Chunked, Streaming::Chunked)
             } else {
@@ -227,19 +267,58 @@ impl<'r> Response<'r> {
                 .map_err(io::Error::other)?;
             self.streaming = Some(streaming);
         }
+        let fits = self.body.len() as u64 <= self.left || self.streaming != Some(Streaming::Length);
+        if !fits {
+            return Err(invalid("body longer than its declared Content-Length").into());
+        }
         self.move_body();
         self.wire.flush().await
     }
 
-    /// Moves written body bytes of a streamed response into the output.
+    /// Moves written body bytes of a streamed response into the output
+    /// (a declared length's worth at most).
     pub(crate) fn move_body(&mut self) {
         let body = &mut *self.body;
         match self.streaming {
             Some(Streaming::Chunked) => self.wire.with_out(|out| encode_chunk(out, body)),
             Some(Streaming::UntilClose) => self.wire.with_out(|out| out.extend_from_slice(body)),
+            Some(Streaming::Length) => {
+                let fits = body
+                    .len()
+                    .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+                self.wire
+                    .with_out(|out| out.extend_from_slice(&body[..fits]));
+                self.left -= fits as u64;
+            }
             Some(Streaming::NoBody) | None => {}
         }
         body.clear();
+    }
+
+    /// A service error for a body that does not match its declared
+    /// length, once the service returned: a streamed one that ends short
+    /// or long, or a whole one of another length.
+    pub(crate) fn length_mismatch(&self) -> Option<HttpError> {
+        let declared = self.declared?;
+        let body = self.body.len() as u64;
+        let mismatch = match self.streaming {
+            Some(Streaming::Length) => body != self.left,
+            None => {
+                body != declared
+                    && !self.head_only
+                    && !no_body_status(effective_status(self.status))
+            }
+            _ => false,
+        };
+        mismatch.then(|| invalid("body length differs from its declared Content-Length"))
+    }
+
+    /// The `Content-Length` of a response sent whole.
+    pub(crate) fn whole_length(&self) -> u64 {
+        match self.declared {
+            Some(len) if self.head_only => len,
+            _ => self.body.len() as u64,
+        }
     }
 }
 
