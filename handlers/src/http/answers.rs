@@ -12,7 +12,30 @@ use super::service::HttpHandler;
 use super::stats::Reason;
 use super::unwind::Panic;
 use super::wire::{StopSlot, Wire};
-use super::{error_response, HttpError, Request, Response};
+use super::{chars, error_response, error_response_with, HttpError, Request, Response, Service};
+
+/// Puts an error answer in the output, its body the service's
+/// [`Service::error_body`]. The caller closes the connection after it.
+pub(super) fn answer_error<S: Service>(
+    h: &HttpHandler<S>,
+    wire: &Wire,
+    e: &HttpError,
+    head_only: bool,
+) {
+    // An error answer closes its connection: not a steady state, so a
+    // fresh buffer costs nothing that matters.
+    let mut body = Vec::new();
+    let content_type = h.service.error_body(e, &mut body);
+    h.date.with(|d| {
+        wire.with_out(|out| {
+            if chars::is_field_value(content_type.as_bytes()) {
+                error_response_with(out, e.status, content_type.as_bytes(), &body, head_only, d);
+            } else {
+                error_response(out, e, head_only, d);
+            }
+        })
+    });
+}
 
 /// Counts a response the layer put in the output (and why it answered
 /// itself, if it did), and logs it when the access log is on.
@@ -35,7 +58,7 @@ pub(super) fn sent<S>(
 /// After the service panicked: a 500 (unless its head is out already),
 /// sent and closed as any error answer, then the panic goes on to the
 /// executor, which counts and logs it as for any handler.
-pub(super) async fn answer_panic<S>(
+pub(super) async fn answer_panic<S: Service>(
     h: &HttpHandler<S>,
     wire: &Wire,
     exchange: Exchange<'_>,
@@ -58,9 +81,7 @@ pub(super) async fn answer_panic<S>(
     );
     sent(h, wire, Some(exchange), status, Some(Reason::ServiceError));
     if res.streaming.is_none() {
-        let e = HttpError::internal();
-        h.date
-            .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
+        answer_error(h, wire, &HttpError::internal(), res.head_only);
         // Whatever ends the close, the panic is what this connection
         // reports.
         let _ = close(wire, &h.config, stop).await;
@@ -72,7 +93,7 @@ pub(super) async fn answer_panic<S>(
 /// (see `cutoff.rs`): a 503 saying the server is stopping (unless the
 /// response head is out already; then the body ends incomplete), sent
 /// and closed as any error answer, while there is still time to.
-pub(super) async fn answer_stopping<S>(
+pub(super) async fn answer_stopping<S: Service>(
     h: &HttpHandler<S>,
     wire: &Wire,
     exchange: Exchange<'_>,
@@ -106,8 +127,7 @@ pub(super) async fn answer_stopping<S>(
     }
     let e = HttpError::stopping();
     sent(h, wire, Some(exchange), e.status, Some(Reason::CutOff));
-    h.date
-        .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
+    answer_error(h, wire, &e, res.head_only);
     close(wire, &h.config, stop).await
 }
 

@@ -22,7 +22,9 @@ use percore::buf::RecvBuf;
 use percore::Connection;
 
 use super::access::Exchange;
-use super::answers::{answer_panic, answer_stopping, log_failure, mark_incomplete, sent};
+use super::answers::{
+    answer_error, answer_panic, answer_stopping, log_failure, mark_incomplete, sent,
+};
 use super::cutoff::{cut_at, Cutoff};
 use super::request::{BodyEnd, BodyReader, Failure};
 use super::response::{effective_status, no_body_status, Streaming};
@@ -31,8 +33,8 @@ use super::stats::Reason;
 use super::unwind::CatchUnwind;
 use super::wire::{after, StopSlot, Waited, Wire, KEEP_CAPACITY};
 use super::{
-    encode_last_chunk, error_response, header_storage, max_head_len, parse_head, BodyKind, Config,
-    Framing, HeadRetry, HttpError, Limits, Request, RequestHead, Response, ResponseHead, Service,
+    encode_last_chunk, header_storage, max_head_len, parse_head, BodyKind, Config, Framing,
+    HeadRetry, HttpError, Limits, Request, RequestHead, Response, ResponseHead, Service,
 };
 
 /// Header storage per request. [`Limits::max_headers`](super::Limits)
@@ -136,9 +138,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             Waited::TimedOut if head_started.is_some() => {
                 let e = HttpError::timeout("request head timed out");
                 sent(h, &wire, None, e.status, Some(Reason::Timeout));
-                let head_only = names_head(&carry);
-                h.date
-                    .with(|d| wire.with_out(|out| error_response(out, &e, head_only, d)));
+                answer_error(h, &wire, &e, names_head(&carry));
                 return close(&wire, config, &stop).await;
             }
             // Idle: close without a word (no 408, see Config).
@@ -201,9 +201,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                         e.status,
                         Some(Reason::refusal(e.status)),
                     );
-                    h.date.with(|d| {
-                        wire.with_out(|out| error_response(out, &e, names_head(bytes), d))
-                    });
+                    answer_error(h, &wire, &e, names_head(bytes));
                     break Next::Close;
                 }
             };
@@ -319,7 +317,7 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
 }
 
 /// Puts the answer to one exchange in the output.
-fn complete<S>(
+fn complete<S: Service>(
     h: &HttpHandler<S>,
     wire: &Wire,
     exchange: Exchange<'_>,
@@ -367,8 +365,7 @@ fn complete<S>(
             HttpError::internal()
         };
         sent(h, wire, Some(exchange), e.status, Some(reason));
-        h.date
-            .with(|d| wire.with_out(|out| error_response(out, &e, res.head_only, d)));
+        answer_error(h, wire, &e, res.head_only);
         return Outcome::Close;
     }
     // The stop may have begun while the service ran (say, while it read a
@@ -420,11 +417,7 @@ fn complete<S>(
             if encoded.is_err() {
                 // Unreachable in practice: headers are checked as added.
                 sent(h, wire, Some(exchange), 500, None);
-                h.date.with(|d| {
-                    wire.with_out(|out| {
-                        error_response(out, &HttpError::internal(), res.head_only, d)
-                    })
-                });
+                answer_error(h, wire, &HttpError::internal(), res.head_only);
                 return Outcome::Close;
             }
             sent(h, wire, Some(exchange), status, None);

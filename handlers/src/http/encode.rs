@@ -156,12 +156,54 @@ pub fn encode_last_chunk(out: &mut Vec<u8>) {
 
 /// Appends a complete error response: `Connection: close` and a one-line
 /// text body, the reason phrase followed by the error's own reason when it
-/// has one (`Bad Request: duplicate Content-Length`), so that whoever reads
-/// the answer learns what to fix. The answer to a `HEAD` request
-/// (`head_only`) has the same fields and no body (RFC 9110 §9.3.2). The
-/// caller must close the connection after writing it: after an error the
-/// position of the next request is unknown, so every error answer closes.
+/// has one (`Bad Request: duplicate Content-Length`, see [`error_text`]),
+/// so that whoever reads the answer learns what to fix. The answer to a
+/// `HEAD` request (`head_only`) has the same fields and no body (RFC 9110
+/// §9.3.2). The caller must close the connection after writing it: after
+/// an error the position of the next request is unknown, so every error
+/// answer closes.
 pub fn error_response(out: &mut Vec<u8>, error: &HttpError, head_only: bool, date: &DateCache) {
+    let (phrase, separator, detail) = error_text_parts(error);
+    let len = phrase.len() + separator.len() + detail.len() + 1;
+    error_head(out, error.status, ERROR_TEXT_TYPE.as_bytes(), len, date);
+    if !head_only {
+        out.extend_from_slice(phrase);
+        out.extend_from_slice(separator);
+        out.extend_from_slice(detail);
+        out.extend_from_slice(b"\n");
+    }
+}
+
+/// As [`error_response`], with a body and content type of the caller's
+/// (which must be a valid field value).
+pub fn error_response_with(
+    out: &mut Vec<u8>,
+    status: u16,
+    content_type: &[u8],
+    body: &[u8],
+    head_only: bool,
+    date: &DateCache,
+) {
+    error_head(out, status, content_type, body.len(), date);
+    if !head_only {
+        out.extend_from_slice(body);
+    }
+}
+
+/// The content type of [`error_text`]'s body.
+pub const ERROR_TEXT_TYPE: &str = "text/plain; charset=utf-8";
+
+/// Appends the body [`error_response`] sends: the reason phrase, the
+/// error's own reason after a colon when it has one, and a newline.
+pub fn error_text(error: &HttpError, body: &mut Vec<u8>) {
+    let (phrase, separator, detail) = error_text_parts(error);
+    body.extend_from_slice(phrase);
+    body.extend_from_slice(separator);
+    body.extend_from_slice(detail);
+    body.push(b'\n');
+}
+
+fn error_text_parts(error: &HttpError) -> (&'static [u8], &'static [u8], &'static [u8]) {
     let phrase = reason_phrase(error.status).as_bytes();
     let detail = error.reason.as_bytes();
     let separator: &[u8] = if phrase.is_empty() || detail.is_empty() {
@@ -169,21 +211,18 @@ pub fn error_response(out: &mut Vec<u8>, error: &HttpError, head_only: bool, dat
     } else {
         b": "
     };
-    status_line(out, error.status);
+    (phrase, separator, detail)
+}
+
+fn error_head(out: &mut Vec<u8>, status: u16, content_type: &[u8], len: usize, date: &DateCache) {
+    status_line(out, status);
     out.extend_from_slice(date.line());
-    out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
-    content_length(
-        out,
-        (phrase.len() + separator.len() + detail.len() + 1) as u64,
-    );
+    out.extend_from_slice(b"Content-Type: ");
+    out.extend_from_slice(content_type);
+    out.extend_from_slice(b"\r\n");
+    content_length(out, len as u64);
     out.extend_from_slice(CLOSE);
     out.extend_from_slice(b"\r\n");
-    if !head_only {
-        out.extend_from_slice(phrase);
-        out.extend_from_slice(separator);
-        out.extend_from_slice(detail);
-        out.extend_from_slice(b"\n");
-    }
 }
 
 /// Appends a complete 405 response with the `Allow` header RFC 9110 §15.5.6

@@ -198,8 +198,8 @@ pub use date::DateCache;
 pub use echo::{HttpEcho, HELLO};
 pub(crate) use encode::write_decimal;
 pub use encode::{
-    encode_chunk, encode_last_chunk, error_response, method_not_allowed, reason_phrase, Framing,
-    ResponseHead, CONTINUE_100,
+    encode_chunk, encode_last_chunk, error_response, error_response_with, error_text,
+    method_not_allowed, reason_phrase, Framing, ResponseHead, CONTINUE_100, ERROR_TEXT_TYPE,
 };
 pub use error::HttpError;
 pub use head::{

@@ -12,7 +12,7 @@ use percore::{Connection, Handler};
 
 use super::stats::{Counters, HttpStats, HttpStatsReader};
 use super::wire::StopWatch;
-use super::{Config, DateCache, Request, RequestHead, Response};
+use super::{Config, DateCache, HttpError, Request, RequestHead, Response};
 use crate::log_limit::LogLimit;
 
 /// An HTTP application: answers one request at a time.
@@ -104,6 +104,47 @@ pub trait Service: 'static {
     fn body_limit(&self, head: &RequestHead<'_, '_>, configured: u64) -> u64 {
         let _ = head;
         configured
+    }
+
+    /// The body of an error answer, written into `body` (empty), and its
+    /// content type: for every answer the server gives itself (a refused
+    /// request, 400–505; a timed-out head or body, 408; a 503 at a stop)
+    /// and for an error returned by [`call`](Self::call) (its
+    /// [`HttpError`]'s status, or 500; a panic too). The status line,
+    /// `Connection: close` and the length are the server's; a `HEAD`
+    /// request gets the head alone. The default writes [`error_text`]'s
+    /// one line (`Bad Request: duplicate Content-Length`) as
+    /// [`ERROR_TEXT_TYPE`]. An API that answers JSON everywhere can say
+    /// so here:
+    ///
+    /// ```
+    /// use percore_handlers::http::{reason_phrase, HttpError, Service};
+    /// # use percore_handlers::http::{Request, Response};
+    /// # struct Api;
+    /// impl Service for Api {
+    ///     # async fn call(&self, _: &mut Request<'_>, _: &mut Response<'_>) -> std::io::Result<()> { Ok(()) }
+    ///     fn error_body(&self, error: &HttpError, body: &mut Vec<u8>) -> &'static str {
+    ///         // Reasons are the server's own short ASCII texts, no quotes.
+    ///         let text = format!(
+    ///             r#"{{"status":{},"error":"{}","detail":"{}"}}"#,
+    ///             error.status,
+    ///             reason_phrase(error.status),
+    ///             error.reason
+    ///         );
+    ///         body.extend_from_slice(text.as_bytes());
+    ///         "application/json"
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// A content type that is not a valid field value (a control byte)
+    /// is replaced by the default answer.
+    ///
+    /// [`error_text`]: super::error_text
+    /// [`ERROR_TEXT_TYPE`]: super::ERROR_TEXT_TYPE
+    fn error_body(&self, error: &HttpError, body: &mut Vec<u8>) -> &'static str {
+        super::error_text(error, body);
+        super::ERROR_TEXT_TYPE
     }
 }
 

@@ -1,0 +1,136 @@
+//! `Service::error_body`, on both backends: every error answer (the
+//! layer's own refusals and timeouts, a service's `HttpError`, any other
+//! service error, a panic) carries the service's body and content type,
+//! with the status and `Connection: close` the server's; HEAD gets the
+//! head alone; a content type that is not a field value falls back to
+//! the default text answer.
+
+#[macro_use]
+#[path = "support/http.rs"]
+mod common;
+
+use std::io;
+
+use common::*;
+use percore_handlers::http::{reason_phrase, HttpError};
+
+/// Answers its errors in JSON.
+struct JsonErrors;
+
+impl Service for JsonErrors {
+    async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+        match req.path() {
+            "/forbidden" => Err(HttpError {
+                status: 403,
+                reason: "not yours",
+            }
+            .into()),
+            "/fail" => Err(io::Error::other("the database is down")),
+            "/panic" => panic!("a bug in the service"),
+            _ => {
+                res.send(200, None, b"ok")?;
+                Ok(())
+            }
+        }
+    }
+
+    fn error_body(&self, error: &HttpError, body: &mut Vec<u8>) -> &'static str {
+        let text = format!(
+            r#"{{"status":{},"error":"{}","detail":"{}"}}"#,
+            error.status,
+            reason_phrase(error.status),
+            error.reason
+        );
+        body.extend_from_slice(text.as_bytes());
+        "application/json"
+    }
+}
+
+/// Gives a content type that would split the response.
+struct BadType;
+
+impl Service for BadType {
+    async fn call(&self, _: &mut Request<'_>, _: &mut Response<'_>) -> io::Result<()> {
+        Err(io::Error::other("always"))
+    }
+
+    fn error_body(&self, _: &HttpError, body: &mut Vec<u8>) -> &'static str {
+        body.extend_from_slice(b"{}");
+        "application/json\r\nSet-Cookie: x=1"
+    }
+}
+
+fn json(status: u16, detail: &str) -> Vec<u8> {
+    format!(
+        r#"{{"status":{status},"error":"{}","detail":"{detail}"}}"#,
+        reason_phrase(status)
+    )
+    .into_bytes()
+}
+
+/// One request on its own connection; the answer must close it.
+fn error_answer(addr: std::net::SocketAddr, request: &[u8]) -> Resp {
+    let mut c = Client::connect(addr);
+    let r = c.roundtrip(request);
+    assert!(r.closes(), "{:?}", r.headers);
+    c.expect_eof();
+    r
+}
+
+http_tests! {
+    /// The layer's refusals (malformed, over the body limit) and the
+    /// service's errors, each in the service's JSON.
+    fn every_error_answer_has_the_services_body(backend) {
+        let mut config = short_config();
+        config.limits.max_body = 16;
+        let server = TestServer::start(backend, config, || JsonErrors);
+        let cases: [(&[u8], u16, &str); 5] = [
+            (b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400, "duplicate Content-Length"),
+            (b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 17\r\n\r\n", 413, "Content-Length over limit"),
+            (&get("/forbidden"), 403, "not yours"),
+            (&get("/fail"), 500, ""),
+            (&get("/panic"), 500, ""),
+        ];
+        for (request, status, detail) in cases {
+            let r = error_answer(server.addr, request);
+            assert_eq!(r.status, status, "{}", String::from_utf8_lossy(request));
+            assert_eq!(r.header("content-type"), Some("application/json"));
+            assert_eq!(String::from_utf8_lossy(&r.body), String::from_utf8_lossy(&json(status, detail)));
+        }
+        assert_eq!(one(server.addr, &get("/")).body, b"ok");
+    }
+
+    /// A head that does not arrive in time: 408, in the service's JSON.
+    fn a_timed_out_head_has_the_services_body(backend) {
+        let server = TestServer::start(backend, short_config(), || JsonErrors);
+        let mut c = Client::connect(server.addr);
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n");
+        let r = c.response();
+        assert_eq!(r.status, 408);
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        assert_eq!(r.body, json(408, "request head timed out"));
+    }
+
+    /// HEAD gets the error's head with the length GET would get, and no
+    /// body.
+    fn a_head_request_gets_no_error_body(backend) {
+        let server = TestServer::start(backend, short_config(), || JsonErrors);
+        let mut c = Client::connect(server.addr);
+        c.send(b"HEAD /forbidden HTTP/1.1\r\nHost: t\r\n\r\n");
+        let r = c.response_to(true);
+        assert_eq!(r.status, 403);
+        let len = json(403, "not yours").len().to_string();
+        assert_eq!(r.header("content-length"), Some(len.as_str()));
+        c.expect_eof();
+    }
+
+    /// A content type with CR LF in it is not sent: the default answer is.
+    fn a_bad_content_type_falls_back_to_text(backend) {
+        let server = TestServer::start(backend, short_config(), || BadType);
+        let r = error_answer(server.addr, &get("/"));
+        assert_eq!(r.status, 500);
+        assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+        assert_eq!(r.header("set-cookie"), None);
+        assert_eq!(r.body, b"Internal Server Error\n");
+    }
+}
