@@ -76,7 +76,11 @@ impl TcpStream {
     /// # Errors
     ///
     /// The first send error (`EPIPE`, `ECONNRESET`, …; `SIGPIPE` is never
-    /// raised), or `WriteZero` if the kernel accepted nothing.
+    /// raised), or `WriteZero` if the kernel accepted nothing. A peer that
+    /// reset gives `ConnectionReset` to the first operation that meets the
+    /// reset and `BrokenPipe` to later sends; which one a write meets
+    /// depends on the backend (io_uring keeps a receive armed, which may
+    /// meet it first), so treat both as "the peer is gone".
     pub fn write_all<B: IoBuf>(&self, buf: B) -> WriteAll<'_, B> {
         WriteAll {
             stream: self,
