@@ -202,7 +202,7 @@ $out"
         for backend in $BACKENDS; do
             # shellcheck disable=SC2086 # word splitting of the collected values is intended
             per_cpu=$(median ${kcpu[$backend]})
-            vs_tokio=$(awk -v a="$per_cpu" -v b="$tokio_kcpu" 'BEGIN { if (b > 0 && a == a + 0) printf "%.3f", a / b; else print "-" }')
+            vs_tokio=$(awk -v a="$per_cpu" -v b="$tokio_kcpu" 'BEGIN { if (b + 0 > 0 && a == a + 0) printf "%.3f", a / b; else print "-" }')
             # shellcheck disable=SC2086 # word splitting of the collected values is intended
             results+=("$(printf '%-6s %-6s %-5s %8.0f %7s %10s %20s %5s %20s %7s   %s' "$backend" "$cores" "$width" \
                 "$(median ${rps[$backend]})" "$(median ${p99[$backend]})" "$(median ${util[$backend]})%" \

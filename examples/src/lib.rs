@@ -97,9 +97,10 @@ pub fn parse_common(
         };
         match flag.as_str() {
             "--port" => {
-                common.port = value()?
+                let v = value()?;
+                common.port = v
                     .parse()
-                    .map_err(|_| "--port: expected a number 0-65535".to_owned())?
+                    .map_err(|_| format!("--port: expected a number 0-65535, got {v:?}"))?
             }
             "--host" => common.host = resolve_host(&value()?)?,
             "--cores" => {
@@ -114,10 +115,8 @@ pub fn parse_common(
                     .map_err(|e: percore::ParseBackendError| format!("--backend: {e}"))?
             }
             "--max-connections" => {
-                let v = value()?;
-                common.max_connections = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
-                    format!("--max-connections: expected a number from 1, got {v:?}")
-                })?;
+                common.max_connections = usize::try_from(positive(&flag, &value()?)?)
+                    .map_err(|_| "--max-connections: too large for this machine".to_owned())?;
             }
             "--wait-batch-us" => {
                 // The ring takes at most a second (`wait_batching` clamps).

@@ -16,8 +16,10 @@ use common::*;
 const PIECE: usize = 64 * 1024;
 
 /// `/pieces/N` streams N pieces of [`PIECE`] bytes, its length declared;
-/// `/short` and `/long` declare 100 bytes and stream 50 or 150; `/whole`
-/// declares 5 and sends 3 without flushing.
+/// `/short` and `/long` declare 100 bytes and stream 50 or 150;
+/// `/long-first` declares 5 and flushes 10 at once; `/whole` declares 5
+/// and writes 3 without flushing; `/replaced` declares 100, then sends a
+/// 404 whole.
 struct Declared;
 
 impl Service for Declared {
@@ -42,9 +44,18 @@ impl Service for Declared {
                     res.flush().await?;
                 }
             }
+            "/long-first" => {
+                res.set_content_length(5)?;
+                res.write(&[b'x'; 10]);
+                res.flush().await?;
+            }
             "/whole" => {
                 res.set_content_length(5)?;
-                res.send(200, None, b"abc")?;
+                res.write(b"abc");
+            }
+            "/replaced" => {
+                res.set_content_length(100)?;
+                res.send(404, Some(b"text/plain"), b"not found")?;
             }
             _ => res.send(200, None, b"ok")?,
         }
@@ -114,9 +125,25 @@ http_tests! {
     }
 
     /// A response sent whole with a body of another length than declared
-    /// is answered 500.
+    /// is answered 500, and so is a first flush already past the length
+    /// (before any head goes out).
     fn a_whole_body_off_its_declared_length_is_a_500(backend) {
         let server = server(backend);
         expect_error(server.addr, &get("/whole"), 500);
+        expect_error(server.addr, &get("/long-first"), 500);
+        assert_eq!(server.http_stats().status_2xx, 0, "no head went out");
+    }
+
+    /// `send` replaces a declared length with its own body's, for GET and
+    /// HEAD alike.
+    fn send_replaces_a_declared_length(backend) {
+        let server = server(backend);
+        let mut c = Client::connect(server.addr);
+        let r = c.roundtrip(&get("/replaced"));
+        assert_eq!((r.status, r.body.as_slice()), (404, &b"not found"[..]));
+        c.send(b"HEAD /replaced HTTP/1.1\r\nHost: t\r\n\r\n");
+        let r = c.response_to(true);
+        assert_eq!((r.status, r.header("content-length")), (404, Some("9")));
+        assert_eq!(c.roundtrip(&get("/")).body, b"ok");
     }
 }

@@ -46,17 +46,21 @@ impl Service for JsonErrors {
     }
 }
 
-/// Gives a content type that would split the response.
-struct BadType;
+/// An `error_body` gone wrong: a content type that would split the
+/// response, an empty one, or a panic.
+struct BadErrors(&'static str);
 
-impl Service for BadType {
+impl Service for BadErrors {
     async fn call(&self, _: &mut Request<'_>, _: &mut Response<'_>) -> io::Result<()> {
         Err(io::Error::other("always"))
     }
 
     fn error_body(&self, _: &HttpError, body: &mut Vec<u8>) -> &'static str {
         body.extend_from_slice(b"{}");
-        "application/json\r\nSet-Cookie: x=1"
+        match self.0 {
+            "panic" => panic!("a bug in error_body"),
+            content_type => content_type,
+        }
     }
 }
 
@@ -124,13 +128,18 @@ http_tests! {
         c.expect_eof();
     }
 
-    /// A content type with CR LF in it is not sent: the default answer is.
-    fn a_bad_content_type_falls_back_to_text(backend) {
-        let server = TestServer::start(backend, short_config(), || BadType);
-        let r = error_answer(server.addr, &get("/"));
-        assert_eq!(r.status, 500);
-        assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
-        assert_eq!(r.header("set-cookie"), None);
-        assert_eq!(r.body, b"Internal Server Error\n");
+    /// A content type with CR LF in it, an empty one, or a panic in
+    /// `error_body`: the default answer goes out instead, and the server
+    /// goes on.
+    fn a_bad_error_body_falls_back_to_text(backend) {
+        for mode in ["application/json\r\nSet-Cookie: x=1", "", "panic"] {
+            let server = TestServer::start(backend, short_config(), move || BadErrors(mode));
+            let r = error_answer(server.addr, &get("/"));
+            assert_eq!(r.status, 500, "{mode:?}");
+            assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"), "{mode:?}");
+            assert_eq!(r.header("set-cookie"), None);
+            assert_eq!(r.body, b"Internal Server Error\n", "{mode:?}");
+            assert_eq!(server.stats().panics, 0, "{mode:?}: caught, not the connection's panic");
+        }
     }
 }

@@ -31,6 +31,14 @@ impl Service for Api {
                     res.flush().await?;
                 }
             }
+            // Streams until a flush fails (the client stopped reading),
+            // then returns as if all went well.
+            "/until-lost" => loop {
+                res.write(&[b'i'; 64 * 1024]);
+                if res.flush().await.is_err() {
+                    break;
+                }
+            },
             // Flushes, then fails: the client must see an incomplete body.
             "/stream-fail" => {
                 res.write(b"partial");
@@ -162,6 +170,26 @@ http_tests! {
         let text = String::from_utf8_lossy(&got);
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text:?}");
         assert!(text.ends_with("7\r\npartial\r\n"), "no last chunk: {text:?}");
+    }
+
+    /// A service that ignores a failed flush (the client stopped reading,
+    /// so the write timed out) and returns `Ok`: the connection still ends
+    /// there, and the request pipelined behind it is not served on a
+    /// connection whose output was lost.
+    fn a_lost_write_ends_the_connection_whatever_the_service_returns(backend) {
+        // A write timeout of half a second.
+        let server = TestServer::start(backend, short_config(), || Api);
+        let mut c = Client::connect(server.addr);
+        let mut both = get("/until-lost");
+        both.extend_from_slice(&get("/"));
+        c.send(&both);
+        wait_until(Duration::from_secs(5), "the connection to end", || {
+            let stats = server.stats();
+            stats.requests >= 1 && stats.active == 0
+        });
+        let stats = server.http_stats();
+        assert_eq!((stats.status_2xx, stats.service_errors), (1, 0), "{stats:?}");
+        assert_eq!(server.stats().requests, 1, "the pipelined request was served");
     }
 
     /// An HTTP/1.0 body runs until the close, so a FIN after a failure

@@ -99,7 +99,7 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
         match flag.as_str() {
             "--width" => {
                 config.width = usize::try_from(positive(flag, value)?)
-                    .map_err(|_| format!("{flag}: too large"))?;
+                    .map_err(|_| format!("{flag}: {value} is too large"))?;
             }
             "--policy" => {
                 config.policy = value
@@ -113,15 +113,16 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
             "--mirror" => config.mirror = Some(resolve(flag, value)?),
             "--mirror-max-pending" => {
                 config.mirror_max_pending = usize::try_from(positive(flag, value)?)
-                    .map_err(|_| format!("{flag}: too large"))?;
+                    .map_err(|_| format!("{flag}: {value} is too large"))?;
             }
             "--max-pending" => {
                 config.max_pending = usize::try_from(positive(flag, value)?)
-                    .map_err(|_| format!("{flag}: too large"))?;
+                    .map_err(|_| format!("{flag}: {value} is too large"))?;
             }
             "--eject-after" => {
-                config.ejection.consecutive_failures = u32::try_from(number::<u64>(flag, value)?)
-                    .map_err(|_| format!("{flag}: too large"))?;
+                config.ejection.consecutive_failures =
+                    u32::try_from(number::<u64>(flag, value)?)
+                        .map_err(|_| format!("{flag}: {value} is too large"))?;
             }
             "--eject-ms" => {
                 let base = Duration::from_millis(positive(flag, value)?);

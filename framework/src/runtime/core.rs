@@ -28,7 +28,7 @@ use crate::slab::Slab;
 use crate::time::wheel::Wheel;
 
 /// A deadline far enough to mean "never" without overflowing `Instant`.
-const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+pub(crate) const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// The core's notion of time: read once per loop turn.
 pub(crate) struct Clock {

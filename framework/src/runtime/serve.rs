@@ -85,8 +85,11 @@ pub(crate) async fn serve_core<H: Handler>(
     // The instant handlers see in `drain_deadline()` (set by the turn that
     // saw the stop), so that one answering just before it is not cancelled
     // first.
-    let deadline = context::with_core(|core| core.drain_deadline())
-        .unwrap_or_else(|| crate::time::now() + limits.drain_timeout);
+    let deadline = context::with_core(|core| core.drain_deadline()).unwrap_or_else(|| {
+        let now = crate::time::now();
+        now.checked_add(limits.drain_timeout)
+            .unwrap_or(now + super::core::CENTURY)
+    });
     let open = tracker.active.get();
     if open > 0 {
         tracing::info!(open, drain = ?limits.drain_timeout, "draining connections");

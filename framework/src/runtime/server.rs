@@ -229,8 +229,8 @@ impl ServerBuilder {
             let config = self.config;
             let factory = factory.clone();
             let ready = ready_tx.clone();
-            let draining = draining.clone();
-            let thread = thread::Builder::new()
+            let count = draining.clone();
+            let spawned = thread::Builder::new()
                 .name(format!("percore-{cpu}"))
                 .spawn(move || {
                     // Every line a core logs says which core of which
@@ -238,10 +238,28 @@ impl ServerBuilder {
                     // alone could be any.
                     let _span = tracing::info_span!("core", cpu, addr = %local_addr).entered();
                     run_core(
-                        shared, backend, config, socket, ctx, limits, draining, &*factory, ready,
+                        shared, backend, config, socket, ctx, limits, count, &*factory, ready,
                     )
-                })?;
-            threads.push(thread);
+                });
+            match spawned {
+                Ok(thread) => threads.push(thread),
+                Err(e) => {
+                    // This core and the ones after it never run: count
+                    // them out, so that the started ones do not wait for
+                    // them, and stop those before reporting.
+                    for _ in index..cpus.len() {
+                        draining.count_out();
+                    }
+                    shutdown.trigger();
+                    for core in &cores {
+                        core.signal_shutdown();
+                    }
+                    for thread in threads {
+                        let _ = thread.join();
+                    }
+                    return Err(e);
+                }
+            }
         }
         drop(ready_tx);
         let mut first_error = None;
@@ -270,7 +288,7 @@ impl ServerBuilder {
         };
         if let Some(e) = first_error {
             handle.shutdown();
-            let _ = handle.join();
+            let _ = handle.join_threads();
             return Err(e);
         }
         tracing::info!(%local_addr, %backend, cores = ?cpus, "serving");
@@ -454,6 +472,19 @@ impl ServerHandle {
     ///
     /// The first core error, or a core thread that panicked.
     pub fn join(self) -> io::Result<()> {
+        let inner = self.inner.clone();
+        let result = self.join_threads();
+        let local_addr = inner.local_addr;
+        match inner.stopping_since.get() {
+            Some(since) => tracing::info!(%local_addr, drained_in = ?since.elapsed(), "stopped"),
+            None => tracing::info!(%local_addr, "stopped"),
+        }
+        result
+    }
+
+    /// [`join`](Self::join) without its log line (for a start that failed:
+    /// the server never said it was serving).
+    fn join_threads(self) -> io::Result<()> {
         let mut result = Ok(());
         for thread in self.threads {
             let outcome = thread
@@ -464,11 +495,6 @@ impl ServerHandle {
                     result = Err(e);
                 }
             }
-        }
-        let local_addr = self.inner.local_addr;
-        match self.inner.stopping_since.get() {
-            Some(since) => tracing::info!(%local_addr, drained_in = ?since.elapsed(), "stopped"),
-            None => tracing::info!(%local_addr, "stopped"),
         }
         result
     }

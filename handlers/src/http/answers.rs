@@ -15,7 +15,9 @@ use super::wire::{StopSlot, Wire};
 use super::{chars, error_response, error_response_with, HttpError, Request, Response, Service};
 
 /// Puts an error answer in the output, its body the service's
-/// [`Service::error_body`]. The caller closes the connection after it.
+/// [`Service::error_body`] (the default text if that panics or gives an
+/// empty or invalid content type). The caller closes the connection
+/// after it.
 pub(super) fn answer_error<S: Service>(
     h: &HttpHandler<S>,
     wire: &Wire,
@@ -25,10 +27,26 @@ pub(super) fn answer_error<S: Service>(
     // An error answer closes its connection: not a steady state, so a
     // fresh buffer costs nothing that matters.
     let mut body = Vec::new();
-    let content_type = h.service.error_body(e, &mut body);
+    // Any client can make the server answer an error: a service's bug here
+    // must not cost the answer (the default is sent instead).
+    let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        h.service.error_body(e, &mut body)
+    }));
+    let content_type = written.unwrap_or_else(|_| {
+        body.clear();
+        if let Some(left_out) = h.failures.admit(percore::time::now()) {
+            tracing::warn!(
+                status = e.status,
+                left_out,
+                "Service::error_body panicked; sent the default error answer"
+            );
+        }
+        ""
+    });
     h.date.with(|d| {
         wire.with_out(|out| {
-            if chars::is_field_value(content_type.as_bytes()) {
+            let valid = !content_type.is_empty() && chars::is_field_value(content_type.as_bytes());
+            if valid {
                 error_response_with(out, e.status, content_type.as_bytes(), &body, head_only, d);
             } else {
                 error_response(out, e, head_only, d);

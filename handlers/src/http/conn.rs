@@ -325,11 +325,10 @@ fn complete<S: Service>(
     result: io::Result<()>,
     end: &BodyEnd,
 ) -> Outcome {
-    let client_left =
-        end.failure == Some(Failure::Gone) || (result.is_err() && wire.write_failed());
-    if client_left {
-        // Nothing more reaches a client that left (or stopped reading,
-        // whatever the service made of the failed write); but a head
+    if end.failure == Some(Failure::Gone) || wire.write_failed() {
+        // Nothing more reaches a client that left or stopped reading,
+        // whatever the service made of the failed write (and after a lost
+        // write, nothing more may follow on this connection); but a head
         // already out was a response it got.
         if res.streaming.is_some() {
             sent(h, wire, Some(exchange), effective_status(res.status), None);

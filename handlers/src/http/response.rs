@@ -160,9 +160,11 @@ impl<'r> Response<'r> {
     /// to it: a flush that would send bytes past it fails (the excess is
     /// not sent), and a body that ends with more or fewer bytes is a
     /// service error, which closes the connection (a client then sees the
-    /// body incomplete). A response sent whole (no flush) must have a body
-    /// of this length too, or is answered 500. A `HEAD` response carries
-    /// the length and no body, whatever the service wrote.
+    /// body incomplete). A response sent whole (written with
+    /// [`write`](Self::write), no flush) must have a body of this length
+    /// too, or is answered 500; [`send`](Self::send) replaces the length
+    /// with its body's. A `HEAD` response carries the length and no body,
+    /// whatever the service wrote.
     ///
     /// # Errors
     ///
@@ -186,8 +188,8 @@ impl<'r> Response<'r> {
     }
 
     /// A whole response in one call: status, optional `Content-Type`, body
-    /// (replacing any body written so far, and with a content type, any
-    /// `Content-Type` field added before).
+    /// (replacing any body written so far and any length declared, and
+    /// with a content type, any `Content-Type` field added before).
     ///
     /// # Errors
     ///
@@ -209,6 +211,7 @@ impl<'r> Response<'r> {
             self.field(b"Content-Type", ct)?;
         }
         self.status = status;
+        self.declared = None;
         self.body.clear();
         self.body.extend_from_slice(body);
         Ok(())
@@ -233,6 +236,16 @@ impl<'r> Response<'r> {
     /// The send error, `TimedOut` when the client stopped reading, or
     /// `InvalidInput` for a body longer than its declared length.
     pub async fn flush(&mut self) -> io::Result<()> {
+        let limit = match self.streaming {
+            None if !self.head_only => self.declared,
+            Some(Streaming::Length) => Some(self.left),
+            _ => None,
+        };
+        if limit.is_some_and(|limit| self.body.len() as u64 > limit) {
+            // Before the head goes out, if it has not: the service's error
+            // then gets a whole error answer.
+            return Err(invalid("body longer than its declared Content-Length").into());
+        }
         if self.streaming.is_none() {
             let status = effective_status(self.status);
             let (framing, streaming) = if no_body_status(status) || self.head_only {
@@ -266,10 +279,6 @@ impl<'r> Response<'r> {
                 })
                 .map_err(io::Error::other)?;
             self.streaming = Some(streaming);
-        }
-        let fits = self.body.len() as u64 <= self.left || self.streaming != Some(Streaming::Length);
-        if !fits {
-            return Err(invalid("body longer than its declared Content-Length").into());
         }
         self.move_body();
         self.wire.flush().await

@@ -124,7 +124,9 @@ pub trait Service: 'static {
     /// impl Service for Api {
     ///     # async fn call(&self, _: &mut Request<'_>, _: &mut Response<'_>) -> std::io::Result<()> { Ok(()) }
     ///     fn error_body(&self, error: &HttpError, body: &mut Vec<u8>) -> &'static str {
-    ///         // Reasons are the server's own short ASCII texts, no quotes.
+    ///         // The server's reasons are short ASCII texts without quotes
+    ///         // or backslashes; escape them if your own `HttpError`s may
+    ///         // hold either.
     ///         let text = format!(
     ///             r#"{{"status":{},"error":"{}","detail":"{}"}}"#,
     ///             error.status,
@@ -137,8 +139,8 @@ pub trait Service: 'static {
     /// }
     /// ```
     ///
-    /// A content type that is not a valid field value (a control byte)
-    /// is replaced by the default answer.
+    /// An empty content type, or one that is not a valid field value (a
+    /// control byte), or a panic here, gets the default answer instead.
     ///
     /// [`error_text`]: super::error_text
     /// [`ERROR_TEXT_TYPE`]: super::ERROR_TEXT_TYPE

@@ -96,8 +96,18 @@ impl Wire {
     ///
     /// The send error, or `TimedOut` when the peer stopped reading (the
     /// connection is then set to reset when closed). The connection cannot
-    /// be used after an error (the output is lost).
+    /// be used after an error (the output is lost): later flushes fail at
+    /// once.
     pub(crate) async fn flush(&self) -> io::Result<()> {
+        if self.write_failed.get() {
+            // What follows a lost write must not go out after it; and a
+            // service that ignored the error must not wait out another
+            // write timeout for each flush.
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "an earlier write on this connection failed",
+            ));
+        }
         let buf = self.out.take();
         if buf.is_empty() {
             self.out.set(buf);
