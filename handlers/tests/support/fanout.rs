@@ -72,10 +72,51 @@ pub fn proxy_counted(
     (server, counted)
 }
 
-/// An address nothing listens on: bound, then closed (FAULTS F1).
+/// An address nothing listens on, for the rest of the test process
+/// (FAULTS F1): a socket bound to it that never listens, kept open, so a
+/// connect is refused and no server started meanwhile (by a test running
+/// in parallel) can take the port, as one could after a bind and close.
 pub fn refused_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr")
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: `socket` has no memory effects; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+    // SAFETY: a descriptor just opened and owned by nothing else.
+    let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+    let any_port = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a valid socket and a pointer to a live `sockaddr_in` of the
+    // length given.
+    let rc = unsafe {
+        libc::bind(
+            socket.as_raw_fd(),
+            (&any_port as *const libc::sockaddr_in).cast(),
+            len,
+        )
+    };
+    assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+    let mut bound = any_port;
+    let mut bound_len = len;
+    // SAFETY: a valid socket; `bound` is a live `sockaddr_in` whose size
+    // `bound_len` gives, which the kernel writes within.
+    let rc = unsafe {
+        libc::getsockname(
+            socket.as_raw_fd(),
+            (&mut bound as *mut libc::sockaddr_in).cast(),
+            &mut bound_len,
+        )
+    };
+    assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
+    // Kept for the process's life: the port stays this test's.
+    std::mem::forget(socket);
+    SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, u16::from_be(bound.sin_port)))
 }
 
 /// What a fake upstream saw, shared with its threads.
