@@ -392,18 +392,17 @@ impl Inner {
         let first = self.shutdown.trigger();
         if first {
             let _ = self.stopping_since.set(std::time::Instant::now());
+            // Before the cores are told, or the process may finish and
+            // exit before this thread gets to it. A subscriber may panic
+            // (the fmt subscriber does when stderr's reader is gone): the
+            // stop must not depend on the log.
+            let local_addr = self.local_addr;
+            let _ = std::panic::catch_unwind(|| {
+                tracing::info!(%local_addr, "stopping: no new connections; draining open ones");
+            });
         }
         for core in &self.cores {
             core.signal_shutdown();
-        }
-        // Logged after the cores are told: a subscriber may panic (the fmt
-        // subscriber does when stderr's reader is gone), and the stop must
-        // not depend on the log.
-        if first {
-            tracing::info!(
-                local_addr = %self.local_addr,
-                "stopping: no new connections; draining open ones"
-            );
         }
     }
 }

@@ -3,7 +3,9 @@
 //! The signal handler only writes an eventfd (async-signal-safe); a
 //! watcher thread reads it and stops every registered server. The first
 //! signal starts a graceful stop; a second one exits at once, for an
-//! operator who does not want to wait for the drain, with the shell's
+//! operator who does not want to wait for the drain (the same signal
+//! again within 100 ms counts as the first one sent twice, as GNU
+//! `timeout` sends it), with the shell's
 //! status for death by that signal (130 for SIGINT, 143 for SIGTERM, 129
 //! for SIGHUP) and one line on stderr saying so, so that it does not look
 //! like a crash.
@@ -17,7 +19,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use super::server::Stopper;
@@ -33,8 +35,36 @@ fn stoppers() -> &'static Mutex<Vec<Stopper>> {
     STOPPERS.get_or_init(|| Mutex::new(Vec::new()))
 }
 
+/// When the first stop signal came (`CLOCK_MONOTONIC`, nanoseconds).
+static FIRST_AT_NS: AtomicU64 = AtomicU64::new(0);
+
+/// The same signal again within this is the same stop sent twice, not an
+/// operator's second signal: GNU `timeout` signals the process and then
+/// its process group, which holds the process, a few microseconds apart.
+const DUPLICATE_WITHIN_NS: u64 = 100_000_000;
+
+/// `CLOCK_MONOTONIC` in nanoseconds (async-signal-safe).
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime(2) is async-signal-safe and writes only `now`,
+    // which is live and writable for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    (now.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(now.tv_nsec as u64)
+}
+
 extern "C" fn on_signal(signal: libc::c_int) {
+    let now = monotonic_ns();
     let seen = SIGNALS_SEEN.fetch_add(1, Ordering::SeqCst);
+    let duplicate = signal == FIRST_SIGNAL.load(Ordering::SeqCst)
+        && now.saturating_sub(FIRST_AT_NS.load(Ordering::SeqCst)) < DUPLICATE_WITHIN_NS;
+    if seen >= 1 && duplicate {
+        return;
+    }
     if seen >= 1 {
         const LINE: &[u8] = b"percore: second stop signal: exiting without draining\n";
         // SAFETY: write(2) and _exit(2) are async-signal-safe; LINE is a
@@ -44,6 +74,7 @@ extern "C" fn on_signal(signal: libc::c_int) {
             libc::_exit(128 + signal);
         }
     }
+    FIRST_AT_NS.store(now, Ordering::SeqCst);
     FIRST_SIGNAL.store(signal, Ordering::SeqCst);
     let fd = SIGNAL_FD.load(Ordering::SeqCst);
     if fd >= 0 {
