@@ -91,7 +91,7 @@ fn usage_errors_to_a_reader_that_left() {
 /// its flag.
 #[test]
 fn bad_values_name_their_flag() {
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 11] = [
         (&["--backend", "foo"], "--backend: unknown backend \"foo\""),
         (
             &["--wait-batch-us", "1000001"],
@@ -107,6 +107,14 @@ fn bad_values_name_their_flag() {
             "--cores: CPU 4095 is not available to this process",
         ),
         (&["--cores", "0,0"], "--cores: CPU 0 is listed twice"),
+        (
+            &["--upstream", "127.0.0.1:0"],
+            "--upstream 127.0.0.1:0: port 0 is no server's port",
+        ),
+        (
+            &["--upstream", "127.0.0.1:1", "--max-response-body", "0"],
+            "--max-response-body: expected a number from 1, got \"0\"",
+        ),
         (
             &[
                 "--upstream",

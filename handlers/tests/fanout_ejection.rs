@@ -2,7 +2,7 @@
 //! with scripted fake upstreams: traffic shifts away from an upstream that
 //! fails requests in a row and comes back after the ejection time; at most
 //! 10 % of the upstreams (at least one) are ejected at once; 503 when all
-//! are; and a wide request counts once per upstream, however many of its
+//! are (the 5xx answers that led there counted as such); and a wide request counts once per upstream, however many of its
 //! branches went there.
 
 #[macro_use]
@@ -14,7 +14,7 @@ mod fake;
 use std::time::{Duration, Instant};
 
 use common::*;
-use fake::{entries, proxy, Conn, Fake};
+use fake::{entries, proxy, proxy_counted, Conn, Fake};
 use percore_handlers::proxy::Config as ProxyConfig;
 
 /// A fake that answers every request with 500.
@@ -124,11 +124,13 @@ http_tests! {
     /// reason, until the ejection time passes.
     fn f8_all_ejected(backend) {
         let bad = failing();
-        let px = proxy(backend, &[bad.addr], short_ejection);
+        let (px, counted) = proxy_counted(backend, &[bad.addr], short_ejection);
         let mut client = Client::connect(px.addr);
         for _ in 0..5 {
             assert_eq!(one_get(&mut client), (200, bad.addr.to_string()), "a 500 is passed on");
         }
+        let stats = counted.get();
+        assert_eq!((stats.upstream_5xx, stats.failed, stats.ejections), (5, 0, 1), "{stats:?}");
         let started = Instant::now();
         let (status, text) = one_get(&mut client);
         assert_eq!(status, 503, "{text}");

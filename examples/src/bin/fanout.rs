@@ -6,6 +6,7 @@
 //!        [--policy all|first|quorum:K] [--timeout-ms 15000]
 //!        [--connect-timeout-ms 1000] [--max-pending 1024] [--eject-after 5]
 //!        [--eject-ms 30000] [--mirror HOST:PORT] [--mirror-max-pending 256]
+//!        [--max-response-body 1048576]
 //!        [--keepalive-requests 1000] [--port 8081] [--cores 0] [--backend auto] [--stats]
 //! ```
 
@@ -30,6 +31,7 @@ const OWN_FLAGS: &[&str] = &[
     "--eject-ms",
     "--mirror",
     "--mirror-max-pending",
+    "--max-response-body",
 ];
 
 const USAGE: &str =
@@ -49,13 +51,16 @@ const USAGE: &str =
                         its answers are discarded, its failures counted and logged
   --mirror-max-pending N  mirrored copies waiting or in flight per core; more are
                         dropped and counted (default 256)
+  --max-response-body BYTES  largest upstream body; a larger one fails its branch
+                        (502) (default 1048576)
 ";
 
 /// The end of the help: what `--stats` adds, and loops.
 const NOTES: &str = "With --stats, each core's line is followed by its HTTP and proxy counters:
   stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=.. ...
   stats cpu=N fanout requests=.. failed=.. failed_504=.. sub_requests=.. connects=..
-  reuses=.. errors_connect=.. errors_exchange=.. deadline=.. stopped=.. loops=.. ...
+  reuses=.. errors_connect=.. errors_exchange=.. deadline=.. stopped=.. loops=..
+  upstream_5xx=.. ejections=.. ...
 A request that already passed through this proxy (its Via carries the proxy's
 name, `percore-` and random hex digits) is answered 508 Loop Detected.";
 
@@ -70,13 +75,17 @@ fn resolve(flag: &str, value: &str) -> Result<SocketAddr, String> {
             "{flag} {value}: a URL scheme is not accepted; expected HOST:PORT, e.g. {authority}"
         ));
     }
-    let has_port = value
+    let port = value
         .rsplit_once(':')
-        .is_some_and(|(_, port)| port.parse::<u16>().is_ok());
-    if !has_port {
-        return Err(format!(
-            "{flag} {value}: expected HOST:PORT, e.g. 127.0.0.1:8080"
-        ));
+        .and_then(|(_, port)| port.parse::<u16>().ok());
+    match port {
+        None => {
+            return Err(format!(
+                "{flag} {value}: expected HOST:PORT, e.g. 127.0.0.1:8080"
+            ))
+        }
+        Some(0) => return Err(format!("{flag} {value}: port 0 is no server's port")),
+        Some(_) => {}
     }
     value
         .to_socket_addrs()
@@ -128,6 +137,10 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
                 let base = Duration::from_millis(positive(flag, value)?);
                 config.ejection.base_time = base;
                 config.ejection.max_time = base.saturating_mul(10);
+            }
+            "--max-response-body" => {
+                config.max_response_body = usize::try_from(positive(flag, value)?)
+                    .map_err(|_| format!("{flag}: {value} is too large"))?;
             }
             _ => {}
         }
@@ -384,6 +397,13 @@ mod tests {
         assert_eq!(own_address_warnings(&v6, ip("::"), 8081).len(), 1);
         assert!(own_address_warnings(&v6, ip("0.0.0.0"), 8081).is_empty());
         assert_eq!(own_address_warnings(&c, ip("::"), 8081).len(), 2);
+    }
+
+    #[test]
+    fn max_response_body_sets_the_limit() {
+        assert_eq!(parse(&[UP]).expect("valid").max_response_body, 1 << 20);
+        let c = parse(&[UP, ("--max-response-body", "100")]).expect("valid");
+        assert_eq!(c.max_response_body, 100);
     }
 
     #[test]

@@ -117,6 +117,9 @@ impl FanOut {
             buf = returned;
             match result {
                 Ok(answer) => {
+                    if answer.status >= 500 {
+                        bump(&self.stats.upstream_5xx);
+                    }
                     self.record(index, answer.status < 500, job.counted);
                     if answer.reusable {
                         upstream.pool.release(conn, now());

@@ -54,6 +54,10 @@ pub struct ProxyStats {
     /// Client requests answered 508 because they had already passed
     /// through this proxy: its own pseudonym was in their `Via`.
     pub loops: u64,
+    /// Sub-requests their upstream answered with a 5xx: an answer, passed
+    /// on in the JSON array under `all` (not a failed branch), but counted
+    /// toward the upstream's ejection.
+    pub upstream_5xx: u64,
     /// Upstreams ejected for failing several times in a row.
     pub ejections: u64,
     /// Client requests answered 503 because every upstream was ejected.
@@ -76,7 +80,7 @@ impl fmt::Display for ProxyStats {
             f,
             "requests={} failed={} failed_504={} sub_requests={} connects={} reuses={} \
              retries={} errors_connect={} errors_exchange={} deadline={} cancelled={} \
-             stopped={} loops={} ejections={} all_ejected={} rejected_pending={} \
+             stopped={} loops={} upstream_5xx={} ejections={} all_ejected={} rejected_pending={} \
              mirrored={} mirror_failed={} mirror_dropped={}",
             self.requests,
             self.failed,
@@ -91,6 +95,7 @@ impl fmt::Display for ProxyStats {
             self.cancelled,
             self.stopped,
             self.loops,
+            self.upstream_5xx,
             self.ejections,
             self.all_ejected,
             self.rejected_pending,
@@ -162,6 +167,7 @@ pub(crate) struct Counters {
     pub(crate) cancelled: Counter,
     pub(crate) stopped: Counter,
     pub(crate) loops: Counter,
+    pub(crate) upstream_5xx: Counter,
     pub(crate) ejections: Counter,
     pub(crate) all_ejected: Counter,
     pub(crate) rejected_pending: Counter,
@@ -186,6 +192,7 @@ impl Counters {
             cancelled: self.cancelled.get(),
             stopped: self.stopped.get(),
             loops: self.loops.get(),
+            upstream_5xx: self.upstream_5xx.get(),
             ejections: self.ejections.get(),
             all_ejected: self.all_ejected.get(),
             rejected_pending: self.rejected_pending.get(),
