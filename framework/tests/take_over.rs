@@ -189,7 +189,8 @@ backend_tests! {
 
     /// A take-over on another address than the running server's would make
     /// a second group that neither shares its connections nor takes over
-    /// its queue: refused, naming the address to take over instead.
+    /// its queue: refused, naming the address to take over instead, also
+    /// for an address of the other family (`[::1]:P` beside `0.0.0.0:P`).
     fn take_over_on_another_address_is_refused(backend) {
         let old = builder(backend).address("0.0.0.0:0".parse().unwrap()).start(|_core| PlainEcho).expect("start");
         let port = old.local_addr().port();
@@ -197,6 +198,13 @@ backend_tests! {
         let err = builder(backend).address(loopback).take_over(true).start(|_core| PlainEcho).expect_err("another address");
         assert_eq!(err.kind(), ErrorKind::AddrInUse, "{err}");
         assert!(err.to_string().contains(&format!("listens on 0.0.0.0:{port}")), "unclear error: {err}");
+        // The other family binds beside it without a conflict, which is no
+        // free port either.
+        if std::net::TcpListener::bind("[::1]:0").is_ok() {
+            let v6 = std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
+            let err = builder(backend).address(v6).take_over(true).start(|_core| PlainEcho).expect_err("another family");
+            assert!(err.to_string().contains(&format!("listens on 0.0.0.0:{port}")), "unclear error: {err}");
+        }
         ping(loopback);
         old.shutdown();
         old.join().expect("join");

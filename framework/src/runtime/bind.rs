@@ -46,7 +46,15 @@ pub(crate) fn bind_group(
         bind_probe_patiently(address)
     };
     let (address, joined) = match probe {
-        Ok(probe) => (crate::sys::local_addr(probe.as_raw_fd())?, false),
+        Ok(probe) => {
+            if take_over {
+                // The probe binds beside a server on another address of
+                // the other family (`[::1]:P` beside `0.0.0.0:P`): one to
+                // refuse as well, not a free port.
+                same_address_as_running(address)?;
+            }
+            (crate::sys::local_addr(probe.as_raw_fd())?, false)
+        }
         Err(e) if e.kind() == io::ErrorKind::AddrInUse && take_over => {
             same_address_as_running(address)?;
             (address, true)
@@ -91,7 +99,9 @@ fn bind_probe_patiently(address: SocketAddr) -> io::Result<OwnedFd> {
 /// Names the cause of a failed bind.
 fn in_use(address: SocketAddr, e: io::Error, take_over: bool) -> io::Error {
     let why: Cow<'_, str> = match (e.kind() == io::ErrorKind::AddrInUse, take_over) {
-        (true, false) => "address already in use (another server on this port?)".into(),
+        (true, false) => "address already in use (another server on this port? to replace \
+                          it without refusing connections, start this one to take it over)"
+            .into(),
         (true, true) => "the port is held by a socket that cannot be shared (one without \
                          SO_REUSEPORT, or another user's)"
             .into(),
