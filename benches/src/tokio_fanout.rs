@@ -412,7 +412,7 @@ pub async fn serve(mut s: TcpStream, spec: Arc<Spec>) -> io::Result<()> {
                     Phase::Done => continue,
                     _ => "no answer before the deadline",
                 };
-                write_failure(&mut body, &spec.upstreams[b.upstream].name, &why);
+                write_failure(&mut body, &spec.upstreams[b.upstream].name, &why, None);
             }
             let _ = write!(
                 out,

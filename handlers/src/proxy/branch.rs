@@ -37,6 +37,17 @@ pub(crate) struct Reply {
 pub(crate) struct BranchError {
     pub(crate) upstream: usize,
     pub(crate) failure: Failure,
+    /// The upstream it left after a failed connect, and why.
+    pub(crate) moved_from: Option<(usize, Failure)>,
+}
+
+/// The upstream a branch is on, and the one it left after a failed
+/// connect (for the answer's failure line: the first failure must not be
+/// hidden by the second).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Target {
+    pub(crate) upstream: usize,
+    pub(crate) moved_from: Option<(usize, Failure)>,
 }
 
 /// What one sub-request is about, shared by all branches of a request.
@@ -65,10 +76,10 @@ impl FanOut {
     /// its buffer to the pool on failure; on success the reply carries it.
     pub(crate) async fn branch(
         &self,
-        at: &Cell<usize>,
+        at: &Cell<Target>,
         job: Job<'_>,
     ) -> Result<Reply, BranchError> {
-        let mut index = at.get();
+        let mut index = at.get().upstream;
         let mut buf = self.bufs.take();
         let mut retried = false;
         let mut fresh_only = false;
@@ -97,8 +108,11 @@ impl FanOut {
                             if let Some(next) = self.next_healthy_after(index, now()) {
                                 retried = true;
                                 bump(&self.stats.retries);
+                                at.set(Target {
+                                    upstream: next,
+                                    moved_from: Some((index, failure)),
+                                });
                                 index = next;
-                                at.set(next);
                                 continue;
                             }
                         }
@@ -106,6 +120,7 @@ impl FanOut {
                         return Err(BranchError {
                             upstream: index,
                             failure,
+                            moved_from: at.get().moved_from,
                         });
                     }
                 },
@@ -153,6 +168,7 @@ impl FanOut {
                     return Err(BranchError {
                         upstream: index,
                         failure: e.failure,
+                        moved_from: at.get().moved_from,
                     });
                 }
             }
@@ -184,6 +200,12 @@ impl FanOut {
 
     pub(crate) fn upstream_name(&self, index: usize) -> &str {
         &self.upstreams[index % self.upstreams.len()].name
+    }
+
+    /// The name of the upstream a branch left after a failed connect, and
+    /// why, for its failure line.
+    pub(crate) fn moved_from(&self, from: Option<(usize, Failure)>) -> Option<(&str, Failure)> {
+        from.map(|(index, failure)| (self.upstream_name(index), failure))
     }
 
     pub(crate) fn entry_prefix(&self, index: usize) -> &[u8] {

@@ -18,7 +18,8 @@
 //!
 //! On failure (502 or 504, `text/plain`), one line per branch that failed
 //! or was still running at the deadline: `upstream ADDR: REASON`, where
-//! ADDR is, after a connect retry, the upstream the branch moved to.
+//! ADDR is, after a connect retry, the upstream the branch moved to, and
+//! the line goes on `(moved there after upstream FIRST: REASON)`.
 //!
 //! Everything is written straight into the response's reused body buffer,
 //! after reserving [`entry_bound`] for each entry: the length of an answer
@@ -266,7 +267,18 @@ impl Cursor<'_> {
     }
 }
 
-/// Appends the failure line of one branch.
-pub(crate) fn write_failure(out: &mut Vec<u8>, upstream: &str, reason: &dyn std::fmt::Display) {
-    let _ = writeln!(out, "upstream {upstream}: {reason}");
+/// Appends the failure line of one branch, and the failed connect it
+/// moved to `upstream` after, if any:
+/// `upstream B: REASON (moved there after upstream A: REASON)`.
+pub(crate) fn write_failure(
+    out: &mut Vec<u8>,
+    upstream: &str,
+    reason: &dyn std::fmt::Display,
+    moved_from: Option<(&str, &dyn std::fmt::Display)>,
+) {
+    let _ = write!(out, "upstream {upstream}: {reason}");
+    if let Some((first, why)) = moved_from {
+        let _ = write!(out, " (moved there after upstream {first}: {why})");
+    }
+    out.push(b'\n');
 }

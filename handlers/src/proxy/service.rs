@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use percore::time::now;
 
-use super::branch::Job;
+use super::branch::{Job, Target};
 use super::client::{write_request_line, write_shared, Failure, ResponseLimits};
 use super::combine::{write_entry, write_failure, Entry};
 use super::join::{Branches, Verdict};
@@ -209,14 +209,18 @@ impl FanOut {
 
         // The upstream each branch is on, updated by its retry.
         let all_in = healthy == self.upstreams.len();
-        let targets: &[Cell<usize>] = arena.alloc_slice_fill_with(width, |i| {
+        let targets: &[Cell<Target>] = arena.alloc_slice_fill_with(width, |i| {
             let k = (first + i) % healthy;
             // With none ejected (the usual case) the k-th healthy one is the
             // k-th: no walk over the upstreams per branch.
-            Cell::new(if all_in {
+            let upstream = if all_in {
                 k
             } else {
                 self.nth_healthy(k, started)
+            };
+            Cell::new(Target {
+                upstream,
+                moved_from: None,
             })
         });
         // SAFETY: `branches` is a local declared after `arena`, so it is
@@ -285,13 +289,25 @@ impl FanOut {
                             if e.failure.status() == 502 && !timed_out {
                                 status = 502;
                             }
-                            write_failure(out, self.upstream_name(e.upstream), &e.failure);
+                            let moved_from = self.moved_from(e.moved_from);
+                            write_failure(
+                                out,
+                                self.upstream_name(e.upstream),
+                                &e.failure,
+                                moved_from.as_ref().map(|(n, f)| (*n, f as _)),
+                            );
                         }
                         None if timed_out && branches.is_running(i) => {
                             bump(&self.stats.deadline);
-                            self.log_failure(target.get(), Failure::Deadline);
-                            let upstream = self.upstream_name(target.get());
-                            write_failure(out, upstream, &Failure::Deadline);
+                            let Target {
+                                upstream,
+                                moved_from,
+                            } = target.get();
+                            self.log_failure(upstream, Failure::Deadline);
+                            let moved_from = self.moved_from(moved_from);
+                            let upstream = self.upstream_name(upstream);
+                            let moved_from = moved_from.as_ref().map(|(n, f)| (*n, f as _));
+                            write_failure(out, upstream, &Failure::Deadline, moved_from);
                         }
                         _ => {}
                     }
