@@ -36,6 +36,33 @@ impl LogLimit {
     }
 }
 
+/// The end of a rate-limited line: nothing when none was left out, else
+/// ` (N more WHAT not logged since the last line)`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeftOut {
+    pub(crate) count: u64,
+    /// What was left out, singular and plural: `("failure", "failures")`.
+    pub(crate) what: (&'static str, &'static str),
+}
+
+impl std::fmt::Display for LeftOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.count {
+            0 => Ok(()),
+            1 => write!(
+                f,
+                " (1 more {} not logged since the last line)",
+                self.what.0
+            ),
+            n => write!(
+                f,
+                " ({n} more {} not logged since the last line)",
+                self.what.1
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

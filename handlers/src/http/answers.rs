@@ -13,6 +13,7 @@ use super::stats::Reason;
 use super::unwind::Panic;
 use super::wire::{StopSlot, Wire};
 use super::{chars, error_response, error_response_with, HttpError, Request, Response, Service};
+use crate::log_limit::LeftOut;
 
 /// Puts an error answer in the output, its body the service's
 /// [`Service::error_body`] (the default text if that panics or gives an
@@ -35,10 +36,13 @@ pub(super) fn answer_error<S: Service>(
     let content_type = written.unwrap_or_else(|_| {
         body.clear();
         if let Some(left_out) = h.failures.admit(percore::time::now()) {
+            let left_out = LeftOut {
+                count: left_out,
+                what: ("failure", "failures"),
+            };
             tracing::warn!(
                 status = e.status,
-                left_out,
-                "Service::error_body panicked; sent the default error answer"
+                "Service::error_body panicked; sent the default error answer{left_out}"
             );
         }
         ""
@@ -124,12 +128,14 @@ pub(super) async fn answer_stopping<S: Service>(
         } else {
             "answered 503"
         };
+        let left_out = LeftOut {
+            count: left_out,
+            what: ("call cut off", "calls cut off"),
+        };
         tracing::warn!(
             method = exchange.method,
             target = exchange.target,
-            left_out,
-            "stopping: the service had not answered near the drain deadline; {answer} \
-             (left_out: ones not logged since the last line)"
+            "stopping: the service had not answered near the drain deadline; {answer}{left_out}"
         );
     }
     if res.streaming.is_some() {
@@ -169,14 +175,11 @@ pub(super) fn log_failure<S>(
     if clients_doing || status < 500 {
         tracing::debug!(method, target, status, error = %e, "service failed");
     } else if let Some(left_out) = h.failures.admit(percore::time::now()) {
-        tracing::warn!(
-            method,
-            target,
-            status,
-            error = %e,
-            left_out,
-            "service failed (left_out: failures not logged since the last line)"
-        );
+        let left_out = LeftOut {
+            count: left_out,
+            what: ("failure", "failures"),
+        };
+        tracing::warn!(method, target, status, error = %e, "service failed{left_out}");
     }
 }
 

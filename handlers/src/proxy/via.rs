@@ -18,7 +18,7 @@
 
 use std::time::Instant;
 
-use crate::log_limit::LogLimit;
+use crate::log_limit::{LeftOut, LogLimit};
 
 /// This proxy's `Via` identity, one per core (clones of one name).
 #[derive(Debug)]
@@ -61,13 +61,16 @@ impl Via {
     /// many were left out).
     pub(crate) fn warn_loop(&self, now: Instant, method: &str, target: &str) {
         if let Some(left_out) = self.log.admit(now) {
+            let left_out = LeftOut {
+                count: left_out,
+                what: ("loop", "loops"),
+            };
             tracing::warn!(
                 method,
                 target,
-                left_out,
                 "fanout: loop detected: the request already passed through this proxy \
                  (its Via lists {}); answered 508. Is an upstream this proxy itself, or a \
-                 proxy that forwards back to it? (left_out: loops not logged since the last line)",
+                 proxy that forwards back to it?{left_out}",
                 String::from_utf8_lossy(self.name())
             );
         }

@@ -19,7 +19,7 @@ use std::fmt;
 use std::time::Instant;
 
 use super::client::Failure;
-use crate::log_limit::LogLimit;
+use crate::log_limit::{LeftOut, LogLimit};
 
 /// Linux's "too many open files" for the process (`EMFILE`) and for the
 /// whole system (`ENFILE`): the same numbers on every architecture
@@ -90,16 +90,14 @@ impl fmt::Display for Line<'_> {
             Reason::Failed(failure) => write!(f, "{failure}{}", hint(failure))?,
             Reason::Status(status) => write!(f, "answered {status}")?,
         }
-        match self.suppressed {
-            0 => Ok(()),
-            1 => f.write_str(
-                " (1 more upstream failure on this core not logged since the last line)",
+        let left_out = LeftOut {
+            count: self.suppressed,
+            what: (
+                "upstream failure on this core",
+                "upstream failures on this core",
             ),
-            n => write!(
-                f,
-                " ({n} more upstream failures on this core not logged since the last line)"
-            ),
-        }
+        };
+        write!(f, "{left_out}")
     }
 }
 
