@@ -115,8 +115,9 @@ pub fn parse_common(
                     .map_err(|e: percore::ParseBackendError| format!("--backend: {e}"))?
             }
             "--max-connections" => {
-                common.max_connections = usize::try_from(positive(&flag, &value()?)?)
-                    .map_err(|_| "--max-connections: too large for this machine".to_owned())?;
+                let v = value()?;
+                common.max_connections = usize::try_from(positive(&flag, &v)?)
+                    .map_err(|_| format!("--max-connections: {v} is too large"))?;
             }
             "--wait-batch-us" => {
                 // The ring takes at most a second (`wait_batching` clamps).

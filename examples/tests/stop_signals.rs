@@ -220,14 +220,25 @@ fn the_same_signal_sent_twice_at_once_stops_gracefully() {
         let child = serve(echo_cmd(&["--backend", backend, "--drain-ms", "500"]));
         let mut open = connect(child.addr);
         roundtrip(&mut open, b"before the stop");
+        let sent = Instant::now();
         child.signal(libc::SIGTERM);
         // The second after the first was handled (two signals pending at
-        // once are one), well within the 100 ms that make it a duplicate.
+        // once are one), within the 100 ms that make it a duplicate.
         assert!(
             child.wait_for_log("SIGTERM received", Duration::from_secs(5)),
             "{}",
             child.log()
         );
+        if sent.elapsed() > Duration::from_millis(80) {
+            println!(
+                "skipped ({backend}): the first signal took {:?} to be logged",
+                sent.elapsed()
+            );
+            drop(open);
+            let (exit, log) = child.wait(Duration::from_secs(5));
+            assert_eq!(exit.code(), Some(0), "{backend}: {log}");
+            continue;
+        }
         child.signal(libc::SIGTERM);
         drop(open);
         let (exit, log) = child.wait(Duration::from_secs(5));

@@ -173,6 +173,19 @@ backend_tests! {
         server.join().expect("join");
     }
 
+    /// A take-over of an address whose port only a neighbour on another
+    /// specific address listens on (127.0.0.2:P beside 127.0.0.1:P) has
+    /// nobody to replace: it serves alone, as on a free port.
+    fn take_over_beside_a_neighbour_serves_alone(backend) {
+        let neighbour = std::net::TcpListener::bind("127.0.0.2:0").expect("bind 127.0.0.2");
+        let port = neighbour.local_addr().expect("addr").port();
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let server = builder(backend).address(addr).take_over(true).start(|_core| PlainEcho).expect("a neighbour is no reason to refuse");
+        ping(addr);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
     /// Taking over needs the running server's port, and only a port that
     /// can be shared: one held without `SO_REUSEPORT` is refused, saying so.
     fn take_over_needs_a_port_that_can_be_shared(backend) {

@@ -8,6 +8,8 @@
 #[macro_use]
 #[path = "support/http.rs"]
 mod common;
+#[path = "support/log_capture.rs"]
+mod log_capture;
 
 use std::io;
 
@@ -132,6 +134,7 @@ http_tests! {
     /// `error_body`: the default answer goes out instead, and the server
     /// goes on.
     fn a_bad_error_body_falls_back_to_text(backend) {
+        log_capture::install();
         for mode in ["application/json\r\nSet-Cookie: x=1", "", "panic"] {
             let server = TestServer::start(backend, short_config(), move || BadErrors(mode));
             let r = error_answer(server.addr, &get("/"));
@@ -141,5 +144,9 @@ http_tests! {
             assert_eq!(r.body, b"Internal Server Error\n", "{mode:?}");
             assert_eq!(server.stats().panics, 0, "{mode:?}: caught, not the connection's panic");
         }
+        assert!(
+            !log_capture::lines_with(&["ERROR", "Service::error_body panicked"]).is_empty(),
+            "the panic was not logged"
+        );
     }
 }

@@ -48,10 +48,18 @@ pub(crate) fn bind_group(
     let (address, joined) = match probe {
         Ok(probe) => {
             if take_over {
-                // The probe binds beside a server on another address of
-                // the other family (`[::1]:P` beside `0.0.0.0:P`): one to
-                // refuse as well, not a free port.
-                same_address_as_running(address)?;
+                // The probe binds beside a server on the other family's
+                // wildcard (`[::1]:P` beside `0.0.0.0:P`), which takes the
+                // connections meant for the server to replace: refused as
+                // another address is. A server on some other specific
+                // address is a neighbour, not the one to replace.
+                if let Some(listening) = super::listening::on_port(address.port()) {
+                    let wildcards: Vec<SocketAddr> = listening
+                        .into_iter()
+                        .filter(|a| a.ip().is_unspecified())
+                        .collect();
+                    among_running(address, &wildcards)?;
+                }
             }
             (crate::sys::local_addr(probe.as_raw_fd())?, false)
         }

@@ -257,7 +257,10 @@ impl ServerBuilder {
                     for thread in threads {
                         let _ = thread.join();
                     }
-                    return Err(e);
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("core on CPU {cpu}: cannot start its thread: {e}"),
+                    ));
                 }
             }
         }
@@ -287,7 +290,12 @@ impl ServerBuilder {
             threads,
         };
         if let Some(e) = first_error {
-            handle.shutdown();
+            // Stopped without the "stopping" line: this server never said
+            // it was serving.
+            handle.inner.shutdown.trigger();
+            for core in &handle.inner.cores {
+                core.signal_shutdown();
+            }
             let _ = handle.join_threads();
             return Err(e);
         }

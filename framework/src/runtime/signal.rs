@@ -19,53 +19,59 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use super::server::Stopper;
 use crate::sys::syscall;
 
 static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
-static SIGNALS_SEEN: AtomicUsize = AtomicUsize::new(0);
-/// The first stop signal's number, for the log.
-static FIRST_SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// The first stop signal: when it came (`CLOCK_MONOTONIC` nanoseconds, low
+/// byte cleared) and its number (the low byte); 0 before it. One word, set
+/// once by compare-and-swap, so that two handlers running at once on two
+/// threads agree on which came first and what it was.
+static FIRST: AtomicU64 = AtomicU64::new(0);
 
 fn stoppers() -> &'static Mutex<Vec<Stopper>> {
     static STOPPERS: OnceLock<Mutex<Vec<Stopper>>> = OnceLock::new();
     STOPPERS.get_or_init(|| Mutex::new(Vec::new()))
 }
 
-/// When the first stop signal came (`CLOCK_MONOTONIC`, nanoseconds).
-static FIRST_AT_NS: AtomicU64 = AtomicU64::new(0);
-
 /// The same signal again within this is the same stop sent twice, not an
 /// operator's second signal: GNU `timeout` signals the process and then
 /// its process group, which holds the process, a few microseconds apart.
 const DUPLICATE_WITHIN_NS: u64 = 100_000_000;
 
-/// `CLOCK_MONOTONIC` in nanoseconds (async-signal-safe).
-fn monotonic_ns() -> u64 {
+/// `CLOCK_MONOTONIC` in nanoseconds (async-signal-safe); `None` if the
+/// clock cannot be read.
+fn monotonic_ns() -> Option<u64> {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime(2) is async-signal-safe and writes only `now`,
     // which is live and writable for the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    (now.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(now.tv_nsec as u64)
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    (rc == 0).then(|| {
+        (now.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(now.tv_nsec as u64)
+    })
 }
 
 extern "C" fn on_signal(signal: libc::c_int) {
     let now = monotonic_ns();
-    let seen = SIGNALS_SEEN.fetch_add(1, Ordering::SeqCst);
-    let duplicate = signal == FIRST_SIGNAL.load(Ordering::SeqCst)
-        && now.saturating_sub(FIRST_AT_NS.load(Ordering::SeqCst)) < DUPLICATE_WITHIN_NS;
-    if seen >= 1 && duplicate {
-        return;
-    }
-    if seen >= 1 {
+    // Bit 8 keeps the word non-zero even at time 0.
+    let first = (now.unwrap_or(0) & !0x1ff) | 0x100 | (signal as u64 & 0xff);
+    if let Err(earlier) = FIRST.compare_exchange(0, first, Ordering::SeqCst, Ordering::SeqCst) {
+        let same_signal = earlier & 0xff == signal as u64 & 0xff;
+        // Without a clock, never a duplicate: a second signal must still
+        // be able to end the process.
+        let soon =
+            now.is_some_and(|now| now.saturating_sub(earlier & !0x1ff) < DUPLICATE_WITHIN_NS);
+        if same_signal && soon {
+            return;
+        }
         const LINE: &[u8] = b"percore: second stop signal: exiting without draining\n";
         // SAFETY: write(2) and _exit(2) are async-signal-safe; LINE is a
         // static byte string. A failed write changes nothing.
@@ -74,8 +80,6 @@ extern "C" fn on_signal(signal: libc::c_int) {
             libc::_exit(128 + signal);
         }
     }
-    FIRST_AT_NS.store(now, Ordering::SeqCst);
-    FIRST_SIGNAL.store(signal, Ordering::SeqCst);
     let fd = SIGNAL_FD.load(Ordering::SeqCst);
     if fd >= 0 {
         let one: u64 = 1;
@@ -125,7 +129,7 @@ fn install() -> io::Result<()> {
                 // A subscriber that panics (the fmt subscriber does when
                 // stderr is a pipe whose reader is gone) must cost neither
                 // this thread nor the stop of any server (each logs too).
-                let signal = name(FIRST_SIGNAL.load(Ordering::SeqCst));
+                let signal = name((FIRST.load(Ordering::SeqCst) & 0xff) as libc::c_int);
                 let _ = std::panic::catch_unwind(|| {
                     tracing::info!(
                         "{signal} received: stopping; a second stop signal exits at once"

@@ -35,12 +35,14 @@ pub(super) fn answer_error<S: Service>(
     }));
     let content_type = written.unwrap_or_else(|_| {
         body.clear();
-        if let Some(left_out) = h.failures.admit(percore::time::now()) {
+        // A limit of its own: the service failure that often comes just
+        // before must not hide it.
+        if let Some(left_out) = h.error_body_panics.admit(percore::time::now()) {
             let left_out = LeftOut {
                 count: left_out,
-                what: ("failure", "failures"),
+                what: ("panic", "panics"),
             };
-            tracing::warn!(
+            tracing::error!(
                 status = e.status,
                 "Service::error_body panicked; sent the default error answer{left_out}"
             );

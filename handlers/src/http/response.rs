@@ -236,8 +236,15 @@ impl<'r> Response<'r> {
     /// The send error, `TimedOut` when the client stopped reading, or
     /// `InvalidInput` for a body longer than its declared length.
     pub async fn flush(&mut self) -> io::Result<()> {
+        if self.wire.write_failed() {
+            // Nothing more reaches this client: queue nothing.
+            self.body.clear();
+            return self.wire.flush().await;
+        }
         let limit = match self.streaming {
-            None if !self.head_only => self.declared,
+            None if !self.head_only && !no_body_status(effective_status(self.status)) => {
+                self.declared
+            }
             Some(Streaming::Length) => Some(self.left),
             _ => None,
         };

@@ -165,6 +165,8 @@ pub struct HttpHandler<S> {
     pub(crate) failures: LogLimit,
     /// Rate limit of the core's warnings for calls cut off by a stop.
     pub(crate) cut_off: LogLimit,
+    /// Rate limit of the core's warnings for a panicking `error_body`.
+    pub(crate) error_body_panics: LogLimit,
     /// The core's HTTP counters.
     pub(crate) counters: Arc<Counters>,
 }
@@ -184,6 +186,7 @@ impl<S: Service> HttpHandler<S> {
             stop: Rc::new(StopWatch::default()),
             failures: LogLimit::default(),
             cut_off: LogLimit::default(),
+            error_body_panics: LogLimit::default(),
             counters: Arc::default(),
         }
     }

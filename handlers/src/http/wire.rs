@@ -52,8 +52,8 @@ pub(crate) struct Wire {
     /// lazily (see [`Wire::wait`]), so a request costs no timer-wheel work.
     sleep: RefCell<Sleep>,
     write_timeout: std::time::Duration,
-    /// A flush failed: the client left or stopped reading.
-    write_failed: Cell<bool>,
+    /// Why a flush failed (the client left or stopped reading), if one did.
+    write_failed: Cell<Option<io::ErrorKind>>,
 }
 
 impl Wire {
@@ -67,14 +67,14 @@ impl Wire {
             out: Cell::new(Vec::new()),
             sleep: RefCell::new(percore::time::sleep_until(first)),
             write_timeout,
-            write_failed: Cell::new(false),
+            write_failed: Cell::new(None),
         }
     }
 
     /// Whether a [`flush`](Self::flush) failed, so that a service error
     /// that passed its error on can be told from the service's own.
     pub(crate) fn write_failed(&self) -> bool {
-        self.write_failed.get()
+        self.write_failed.get().is_some()
     }
 
     /// Runs `f` on the pending output.
@@ -99,12 +99,15 @@ impl Wire {
     /// be used after an error (the output is lost): later flushes fail at
     /// once.
     pub(crate) async fn flush(&self) -> io::Result<()> {
-        if self.write_failed.get() {
-            // What follows a lost write must not go out after it; and a
-            // service that ignored the error must not wait out another
-            // write timeout for each flush.
+        if let Some(kind) = self.write_failed.get() {
+            // What follows a lost write must not go out after it, nor be
+            // kept (a service that ignores the error and goes on writing
+            // would hold its whole body); and such a service must not wait
+            // out another write timeout for each flush. The first
+            // failure's kind: a timeout stays a timeout.
+            drop(self.out.take());
             return Err(io::Error::new(
-                io::ErrorKind::BrokenPipe,
+                kind,
                 "an earlier write on this connection failed",
             ));
         }
@@ -136,11 +139,11 @@ impl Wire {
                 Ok(())
             }
             Waited::Done((Err(e), _)) => {
-                self.write_failed.set(true);
+                self.write_failed.set(Some(e.kind()));
                 Err(e)
             }
             Waited::TimedOut | Waited::Stopped => {
-                self.write_failed.set(true);
+                self.write_failed.set(Some(io::ErrorKind::TimedOut));
                 // Make the coming close a reset: a graceful close would
                 // leave the unsent output queued on an orphaned socket,
                 // trickled out for minutes to a client that barely reads

@@ -77,7 +77,7 @@ pub fn proxy_counted(
 /// connect is refused and no server started meanwhile (by a test running
 /// in parallel) can take the port, as one could after a bind and close.
 pub fn refused_addr() -> SocketAddr {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
     // SAFETY: `socket` has no memory effects; the result is checked.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
@@ -115,7 +115,7 @@ pub fn refused_addr() -> SocketAddr {
     };
     assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
     // Kept for the process's life: the port stays this test's.
-    std::mem::forget(socket);
+    let _ = socket.into_raw_fd();
     SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, u16::from_be(bound.sin_port)))
 }
 
