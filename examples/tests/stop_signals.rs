@@ -18,6 +18,14 @@ use std::time::{Duration, Instant};
 use echo_child::{echo_cmd, serve, stop};
 use support::*;
 
+/// An `echo` with a half-second drain, and a client it has served once.
+fn serving_a_client(backend: &str) -> (support::ChildServer, std::net::TcpStream) {
+    let child = serve(echo_cmd(&["--backend", backend, "--drain-ms", "500"]));
+    let mut client = connect(child.addr);
+    roundtrip(&mut client, b"before the stop");
+    (child, client)
+}
+
 /// SIGTERM: a graceful stop, exit status 0, within the drain deadline
 /// (+1 s) even with an idle connection open.
 #[test]
@@ -27,9 +35,7 @@ fn sigterm_stops_with_status_zero() {
         if require(backend.parse().expect("backend")).is_none() {
             continue;
         }
-        let child = serve(echo_cmd(&["--backend", backend, "--drain-ms", "500"]));
-        let mut idle = connect(child.addr);
-        roundtrip(&mut idle, b"before the stop");
+        let (child, mut idle) = serving_a_client(backend);
         let started = Instant::now();
         let log = stop(child, Duration::from_secs(5));
         let took = started.elapsed();
@@ -217,9 +223,7 @@ fn the_same_signal_sent_twice_at_once_stops_gracefully() {
         if require(backend.parse().expect("backend")).is_none() {
             continue;
         }
-        let child = serve(echo_cmd(&["--backend", backend, "--drain-ms", "500"]));
-        let mut open = connect(child.addr);
-        roundtrip(&mut open, b"before the stop");
+        let (child, open) = serving_a_client(backend);
         let sent = Instant::now();
         child.signal(libc::SIGTERM);
         // The second after the first was handled (two signals pending at
