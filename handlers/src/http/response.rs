@@ -241,14 +241,10 @@ impl<'r> Response<'r> {
             self.body.clear();
             return self.wire.flush().await;
         }
-        let limit = match self.streaming {
-            None if !self.head_only && !no_body_status(effective_status(self.status)) => {
-                self.declared
-            }
-            Some(Streaming::Length) => Some(self.left),
-            _ => None,
-        };
-        if limit.is_some_and(|limit| self.body.len() as u64 > limit) {
+        if self
+            .owed()
+            .is_some_and(|owed| self.body.len() as u64 > owed)
+        {
             // Before the head goes out, if it has not: the service's error
             // then gets a whole error answer.
             return Err(invalid("body longer than its declared Content-Length").into());
@@ -315,18 +311,22 @@ impl<'r> Response<'r> {
     /// length, once the service returned: a streamed one that ends short
     /// or long, or a whole one of another length.
     pub(crate) fn length_mismatch(&self) -> Option<HttpError> {
-        let declared = self.declared?;
-        let body = self.body.len() as u64;
-        let mismatch = match self.streaming {
-            Some(Streaming::Length) => body != self.left,
-            None => {
-                body != declared
-                    && !self.head_only
-                    && !no_body_status(effective_status(self.status))
+        let owed = self.owed()?;
+        (self.body.len() as u64 != owed)
+            .then(|| invalid("body length differs from its declared Content-Length"))
+    }
+
+    /// The body bytes a declared length still expects from what is
+    /// written but not sent: all of it before the head goes out (unless
+    /// the response carries no body: HEAD, 204, 304), what is left after.
+    fn owed(&self) -> Option<u64> {
+        match self.streaming {
+            None if !self.head_only && !no_body_status(effective_status(self.status)) => {
+                self.declared
             }
-            _ => false,
-        };
-        mismatch.then(|| invalid("body length differs from its declared Content-Length"))
+            Some(Streaming::Length) => Some(self.left),
+            _ => None,
+        }
     }
 
     /// The `Content-Length` of a response sent whole.
