@@ -2,15 +2,20 @@
 //! with scripted fake upstreams: traffic shifts away from an upstream that
 //! fails requests in a row and comes back after the ejection time; at most
 //! 10 % of the upstreams (at least one) are ejected at once; 503 when all
-//! are (the 5xx answers that led there counted as such); and a wide request counts once per upstream, however many of its
-//! branches went there.
+//! are (the 5xx answers that led there counted as such); a wide request
+//! counts once per upstream, however many of its branches went there; and
+//! an upstream that answers again after an ejection is logged as back.
 
 #[macro_use]
 #[path = "support/http.rs"]
 mod common;
 #[path = "support/fanout.rs"]
 mod fake;
+#[path = "support/log_capture.rs"]
+mod log_capture;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -161,6 +166,37 @@ http_tests! {
         let (n1, n2) = (b1.requests().len(), b2.requests().len());
         assert_eq!(n1 + n2, 20);
         assert!(n1.min(n2) == 5 && n1.max(n2) == 15, "one ejected, the other kept: {n1} {n2}");
+    }
+
+    /// F8: the first good answer after an ejection is logged, so that an
+    /// operator who read the ejection's WARN learns that it is over.
+    fn f8_recovery_is_logged(backend) {
+        log_capture::install();
+        let answered = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&answered);
+        let flaky = Fake::start(move |mut c: Conn| {
+            while c.read_request().is_some() {
+                if seen.fetch_add(1, Ordering::SeqCst) < 5 {
+                    c.send(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\nfail");
+                } else {
+                    c.ok(b"fine");
+                }
+            }
+        });
+        let ok = Fake::answering_ok();
+        let px = proxy(backend, &[flaky.addr, ok.addr], short_ejection);
+        let mut client = Client::connect(px.addr);
+        until_requests(&mut client, &flaky, 5, 10);
+        let back = format!("upstream {} answers again after 1 ejection in a row", flaky.addr);
+        assert!(log_capture::lines_with(&[&back]).is_empty(), "logged while ejected");
+        std::thread::sleep(EJECTION + Duration::from_millis(50));
+        until_requests(&mut client, &flaky, 6, 3);
+        let lines = log_capture::lines_with(&[&back]);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("INFO"), "{lines:?}");
+        // Once: later answers are ordinary successes.
+        until_requests(&mut client, &flaky, 7, 3);
+        assert_eq!(log_capture::lines_with(&[&back]).len(), 1);
     }
 
     /// F8 at width 16 over two upstreams (8 branches on each per request):

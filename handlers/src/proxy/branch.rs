@@ -231,7 +231,19 @@ impl FanOut {
         let index = index % self.upstreams.len();
         let health = &self.upstreams[index].health;
         if ok {
-            health.success();
+            // An answer to a branch begun before the ejection: the
+            // ejection runs its course, as for such a branch's failure.
+            if health.is_ejected(now()) {
+                return;
+            }
+            let ended = health.success();
+            if ended > 0 {
+                tracing::info!(
+                    "fanout: upstream {} answers again after {ended} ejection{} in a row",
+                    self.upstream_name(index),
+                    if ended == 1 { "" } else { "s" }
+                );
+            }
             return;
         }
         if !health.first_in_run(&counted[index]) {

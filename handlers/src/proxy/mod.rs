@@ -103,7 +103,8 @@
 //! connect or I/O error; running out of file descriptors says to raise
 //! `ulimit -n`. Each core writes at most one such line a second; the next
 //! says how many it left out (`warn.rs`). An ejection always logs a WARN,
-//! and the [`ProxyStats`] totals are logged when the proxy stops. Meanwhile
+//! and the upstream's first good answer after it an INFO line (`upstream
+//! ADDR answers again after N ejections in a row`), and the [`ProxyStats`] totals are logged when the proxy stops. Meanwhile
 //! [`FanOut::stats_reader`] reads them from any thread, at no cost to the
 //! core (the `fanout` example prints them every second with `--stats`).
 //!

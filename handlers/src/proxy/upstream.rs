@@ -79,11 +79,13 @@ impl Health {
         self.until.get()
     }
 
-    /// A success (a non-5xx answer): the counters start again.
-    pub(crate) fn success(&self) {
+    /// A success (a non-5xx answer): the counters start again. Returns
+    /// how many ejections in a row it ended (0 if it was not ejected since
+    /// its last success).
+    pub(crate) fn success(&self) -> u32 {
         self.failures.set(0);
-        self.ejections.set(0);
         self.run.set(self.run.get().wrapping_add(1));
+        self.ejections.replace(0)
     }
 
     /// Whether a failure of the request whose mark for this upstream is
