@@ -239,7 +239,12 @@ http_tests! {
         only_error(server.addr, b"GET / HTTP/1.1\r\n\r\n", 400);
         only_error(server.addr, b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400);
         only_error(server.addr, b"GET / HTTP/1.1\r\nHost: a\x00b\r\n\r\n", 400);
+        // Allowed bytes in a shape the grammar does not allow.
+        only_error(server.addr, b"GET / HTTP/1.1\r\nHost: :a\r\n\r\n", 400);
+        only_error(server.addr, b"GET / HTTP/1.1\r\nHost: a:80:80\r\n\r\n", 400);
+        only_error(server.addr, b"GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", 400);
         assert_eq!(one(server.addr, b"GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n").status, 200);
+        assert_eq!(one(server.addr, b"GET / HTTP/1.1\r\nHost: example.com:8080\r\n\r\n").status, 200);
     }
 
     /// The refusal of a `HEAD` request has the fields of any other and no

@@ -7,7 +7,7 @@ static CLASSES: [u8; 256] = classes();
 
 const TCHAR: u8 = 1;
 const FIELD_VALUE: u8 = 2;
-const HOST: u8 = 4;
+const REG_NAME: u8 = 4;
 
 const fn classes() -> [u8; 256] {
     let mut table = [0u8; 256];
@@ -23,8 +23,8 @@ const fn classes() -> [u8; 256] {
         if matches!(b, b'\t' | 0x20..=0x7e | 0x80..=0xff) {
             class |= FIELD_VALUE;
         }
-        // `uri-host [ ":" port ]`: RFC 3986 reg-name, IP-literal and
-        // pct-encoded bytes.
+        // RFC 3986 reg-name bytes: unreserved, sub-delims and the `%` of
+        // pct-encoded (whose two hex digits `is_host` checks).
         if b.is_ascii_alphanumeric()
             || matches!(
                 b,
@@ -42,13 +42,10 @@ const fn classes() -> [u8; 256] {
                     | b','
                     | b';'
                     | b'='
-                    | b':'
-                    | b'['
-                    | b']'
                     | b'%'
             )
         {
-            class |= HOST;
+            class |= REG_NAME;
         }
         table[i] = class;
         i += 1;
@@ -108,10 +105,59 @@ pub(crate) fn is_field_value(bytes: &[u8]) -> bool {
     all(chunks.remainder(), FIELD_VALUE)
 }
 
-/// A valid `Host` value. Anything else, such as NUL, space, `/` or `@`,
-/// is not.
+/// A valid `Host` value: `uri-host [ ":" port ]` (RFC 9110 §7.2), where
+/// `uri-host` is an IP literal in brackets or a reg-name (RFC 3986 §3.2.2;
+/// empty when the target has no authority) and `port` is `*DIGIT`.
+/// Anything else, such as NUL, space, `/`, `@`, a second `:`, a port that
+/// is not digits, an unclosed `[` or a `%` without two hex digits, is not.
 pub(crate) fn is_host(bytes: &[u8]) -> bool {
-    all(bytes, HOST)
+    let (host_ok, port) = match bytes {
+        [b'[', rest @ ..] => match rest.iter().position(|&b| b == b']') {
+            Some(close) => (is_ip_literal(&rest[..close]), &rest[close + 1..]),
+            None => return false,
+        },
+        _ => {
+            let end = bytes.iter().position(|&b| b == b':').unwrap_or(bytes.len());
+            (is_reg_name(&bytes[..end]), &bytes[end..])
+        }
+    };
+    let port_ok = match port {
+        [] => true,
+        [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    host_ok && port_ok
+}
+
+/// RFC 3986 `reg-name`: unreserved, sub-delims and pct-encoded bytes.
+fn is_reg_name(bytes: &[u8]) -> bool {
+    all(bytes, REG_NAME)
+        && bytes.iter().enumerate().all(|(i, &b)| {
+            b != b'%'
+                || bytes
+                    .get(i + 1..i + 3)
+                    .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+        })
+}
+
+/// The inside of an RFC 3986 `IP-literal`: an IPv6 address, or
+/// `IPvFuture` (`v` 1*HEXDIG `.` 1*( unreserved / sub-delims / `:` )).
+fn is_ip_literal(inside: &[u8]) -> bool {
+    match inside {
+        [b'v' | b'V', rest @ ..] => {
+            let Some(dot) = rest.iter().position(|&b| b == b'.') else {
+                return false;
+            };
+            let (version, address) = (&rest[..dot], &rest[dot + 1..]);
+            !version.is_empty()
+                && version.iter().all(u8::is_ascii_hexdigit)
+                && !address.is_empty()
+                && address
+                    .iter()
+                    .all(|&b| b == b':' || (b != b'%' && CLASSES[usize::from(b)] & REG_NAME != 0))
+        }
+        _ => std::str::from_utf8(inside).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok()),
+    }
 }
 
 #[cfg(test)]
@@ -121,7 +167,8 @@ mod tests {
     #[test]
     fn classes_match_the_grammar() {
         let tchar_symbols = b"!#$%&'*+-.^_`|~";
-        let host_symbols = b"-._~!$&'()*+,;=:[]%";
+        // `%` alone is not a reg-name: it needs its two hex digits.
+        let reg_name_symbols = b"-._~!$&'()*+,;=";
         for b in 0..=255u8 {
             assert_eq!(
                 is_tchar(b),
@@ -134,9 +181,9 @@ mod tests {
                 "field value {b:#x}"
             );
             assert_eq!(
-                is_host(&[b]),
-                b.is_ascii_alphanumeric() || host_symbols.contains(&b),
-                "host {b:#x}"
+                is_reg_name(&[b]),
+                b.is_ascii_alphanumeric() || reg_name_symbols.contains(&b),
+                "reg-name {b:#x}"
             );
         }
         assert!(!is_token(b""));
@@ -148,6 +195,57 @@ mod tests {
         assert!(!is_host(b"a/b"));
     }
 
+    /// RFC 9110 §7.2 `Host = uri-host [ ":" port ]`, not just its bytes.
+    #[test]
+    fn host_follows_the_grammar() {
+        for valid in [
+            &b""[..],
+            b"a",
+            b"example.com",
+            b"example.com:8080",
+            b"example.com:",
+            b"127.0.0.1:80",
+            b"my_host-1.local",
+            b"xn--bcher-kva.example",
+            b"a%2Fb",
+            b"[::1]",
+            b"[::1]:8080",
+            b"[2001:db8::7]:443",
+            b"[::ffff:192.0.2.1]",
+            b"[v1.fe80::a+en1]",
+            b":80",
+        ] {
+            assert!(is_host(valid), "{:?}", String::from_utf8_lossy(valid));
+        }
+        for invalid in [
+            &b":a"[..],
+            b"a:b:c",
+            b"a:80x",
+            b"a:80:80",
+            b"a:-1",
+            b"[::1",
+            b"[::1]x",
+            b"[::1]:a",
+            b"[a]",
+            b"[]",
+            b"[::1%25eth0]",
+            b"[v1]",
+            b"[v.a]",
+            b"a]",
+            b"a[b]",
+            b"a%zz",
+            b"a%2",
+            b"a%",
+            b"a b",
+            b"a/b",
+            b"a@b",
+            b"a\x00b",
+            b"a\xc3\xa9",
+        ] {
+            assert!(!is_host(invalid), "{:?}", String::from_utf8_lossy(invalid));
+        }
+    }
+
     /// Every byte at every position of a 19-byte value (two words and a
     /// remainder) gets the verdict a byte-by-byte check gives.
     #[test]
@@ -156,7 +254,7 @@ mod tests {
         let checks: [(Check, u8); 3] = [
             (is_token, TCHAR),
             (is_field_value, FIELD_VALUE),
-            (is_host, HOST),
+            (|v| all(v, REG_NAME), REG_NAME),
         ];
         for (check, class) in checks {
             for b in 0..=255u8 {

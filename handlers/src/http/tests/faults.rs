@@ -274,6 +274,14 @@ fn a14_host_rules() {
     assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a\x00b\r\n\r\n"), 400);
     assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), 400);
     assert_eq!(status(b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"), 400);
+    // The bytes of a host are not enough: the value must be `uri-host
+    // [ ":" port ]`.
+    for host in [&b":a"[..], b"a:b:c", b"a:80x", b"[::1", b"[::1]x", b"a%zz"] {
+        let mut req = b"GET / HTTP/1.1\r\nHost: ".to_vec();
+        req.extend_from_slice(host);
+        req.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(status(&req), 400, "{:?}", String::from_utf8_lossy(host));
+    }
     // HTTP/1.0 may omit Host; an empty Host and IPv6 with port are valid.
     assert_eq!(run(b"GET / HTTP/1.0\r\n\r\n").len(), 1);
     assert_eq!(run(b"GET / HTTP/1.1\r\nHost:\r\n\r\n").len(), 1);
