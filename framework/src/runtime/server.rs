@@ -114,8 +114,9 @@ impl ServerBuilder {
         self
     }
 
-    /// Receive buffers per core (a power of two, ≤ 32768) and their size.
-    /// The same size is used for the epoll backend's pool buffers.
+    /// Receive buffers per core (a power of two, ≤ 32768) and their size
+    /// (default 256 of 64 KiB). The same size is used for the epoll
+    /// backend's pool buffers.
     pub fn recv_buffers(mut self, count: u16, size: usize) -> Self {
         self.config.bufs.count = count.clamp(1, 32768).next_power_of_two();
         self.config.bufs.size = size.max(64);
