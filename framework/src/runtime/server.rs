@@ -179,7 +179,11 @@ impl ServerBuilder {
     /// Starts one thread per core and returns once every core is serving.
     ///
     /// `factory` runs on each core's thread and makes that core's handler,
-    /// so handlers keep per-core state without locks.
+    /// so handlers keep per-core state without locks. It may also start the
+    /// core's background work with [`spawn_local`](crate::spawn_local) (an
+    /// expiry sweep, a cache refresh); such a task does not hold the stop:
+    /// it is dropped when its core stops (end it earlier with
+    /// [`until_stopped`](crate::until_stopped) if it must finish cleanly).
     ///
     /// # Errors
     ///
