@@ -20,7 +20,11 @@
 //!             let (res, _) = conn.write_all(buf).await;
 //!             res?;
 //!         }
-//!         conn.shutdown_write()
+//!         // A peer that reset first has nothing left to finish.
+//!         match conn.shutdown_write() {
+//!             Err(e) if e.kind() != std::io::ErrorKind::NotConnected => Err(e),
+//!             _ => Ok(()),
+//!         }
 //!     }
 //! }
 //!

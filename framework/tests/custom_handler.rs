@@ -152,4 +152,36 @@ backend_tests! {
         drop(waiting);
         server.join().expect("join");
     }
+
+    /// A task the factory spawns is the core's own background work (an
+    /// expiry sweep, a cache refresh): it runs while the core serves, and
+    /// one that never ends does not hold the stop.
+    fn factory_spawns_a_background_task(backend) {
+        let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = ticks.clone();
+        let server = builder(backend)
+            .start(move |core| {
+                let counted = counted.clone();
+                percore::spawn_local(async move {
+                    loop {
+                        percore::time::sleep(Duration::from_millis(5)).await;
+                        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                });
+                LineService { core: core.clone(), served: Cell::new(0) }
+            })
+            .expect("start");
+        check_backend(&server, backend);
+        wait_until(
+            Duration::from_secs(5),
+            "the background task to tick",
+            || ticks.load(std::sync::atomic::Ordering::Relaxed),
+            |&n| n >= 3,
+        );
+        let stopping = Instant::now();
+        server.shutdown();
+        server.join().expect("join");
+        // The drain is 5 s: a stop that waited for the task would take it all.
+        assert!(stopping.elapsed() < Duration::from_secs(2), "the stop took {:?}", stopping.elapsed());
+    }
 }

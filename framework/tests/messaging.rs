@@ -35,6 +35,25 @@ const STRESS_LIMIT: Duration = Duration::from_secs(10);
 const RATE_LIMIT: Duration = Duration::from_secs(60);
 
 backend_tests! {
+    /// A call that panics on its target is answered `NoReply`, counted in
+    /// the target core's `panics` (not the caller's), and the target goes
+    /// on answering calls.
+    fn a_panicking_call_counts_on_its_target(backend) {
+        quiet_expected_panics();
+        let Some(server) = TwoCores::start(backend) else { return };
+        let reply = server.run("panic-call");
+        let target = parse_counts(&reply)["target"];
+        let stats = wait_until(
+            IO_TIMEOUT,
+            "the panic counted",
+            || server.handle.stats(),
+            |s| s.iter().map(|c| c.panics).sum::<u64>() == 1,
+        );
+        assert_eq!(stats[target].panics, 1, "{stats:?}");
+        assert_eq!(stats[1 - target].panics, 0, "{stats:?}");
+        server.stop();
+    }
+
     /// From every core, a call to every core (itself included) runs there
     /// and answers; a bad index fails with `NoSuchCore`.
     fn every_pair_of_cores(backend) {
@@ -301,6 +320,7 @@ impl Handler for Scenarios {
             Some("burst") => burst(arg(1)).await,
             Some("stop") => stop_pending(&conn, arg(1), self.gate.clone()).await,
             Some("after-stop") => call_after_stop(&conn).await,
+            Some("panic-call") => panic_call().await,
             Some("trips") => {
                 let limit = match words.get(3) {
                     Some(_) => Duration::from_secs(arg(3) as u64),
@@ -467,6 +487,37 @@ async fn stop_pending(conn: &Connection, count: usize, gate: Arc<Gate>) -> Resul
         "answered={answered} no_reply={no_reply} ran={}",
         ran.load(Relaxed)
     ))
+}
+
+/// Keeps the panics this test provokes out of the output; any other panic
+/// is reported as usual.
+fn quiet_expected_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let expected = info
+                .payload()
+                .downcast_ref::<&str>()
+                .is_some_and(|m| m.contains("told to panic"));
+            if !expected {
+                default(info);
+            }
+        }));
+    });
+}
+
+/// A call to the other core that panics there, then one that answers.
+async fn panic_call() -> Result<String, String> {
+    let target = other_core();
+    match submit_to(target, || async { panic!("the call was told to panic") }).await {
+        Err(SubmitError::NoReply) => {}
+        other => return Err(format!("the panicking call: {other:?}")),
+    }
+    match submit_to(target, || async { core_index() }).await {
+        Ok(ran_on) if ran_on == target => Ok(format!("target={target}")),
+        other => Err(format!("the call after the panic: {other:?}")),
+    }
 }
 
 /// Waits for the stop, gives the other core time to finish its own (empty)

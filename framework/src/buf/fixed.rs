@@ -95,8 +95,10 @@ impl Drop for FixedPool {
 /// A write buffer from the current core's registered pool.
 ///
 /// Fill it, then pass it to [`write_all`](crate::net::TcpStream::write_all):
-/// on io_uring the send uses the registered buffer. Dropping it returns it
-/// to the pool. It belongs to its core (`!Send`).
+/// on io_uring the send names the registered buffer when the kernel sends
+/// from registered buffers (probed at start-up, and logged; Linux 6.18
+/// accepts them only for zero-copy sends, so there it is a plain send).
+/// Dropping it returns it to the pool. It belongs to its core (`!Send`).
 pub struct FixedBuf {
     pool: Rc<FixedPool>,
     index: u16,

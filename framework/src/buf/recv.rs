@@ -19,7 +19,12 @@ enum Source {
 ///
 /// Dereferences to the received bytes. Dropping it returns the buffer to
 /// where it came from (the kernel's buffer ring or the core's pool), so
-/// hold it only as long as needed: a core has a bounded number of them.
+/// hold it only as long as needed: a core keeps a bounded number of them
+/// for reuse (see [`ServerBuilder::recv_buffers`](crate::ServerBuilder::recv_buffers)),
+/// and while those are all out each read allocates a new buffer of the
+/// same size, so a handler that keeps every `RecvBuf` of a large message
+/// grows the process's memory by that much (copy what must be kept
+/// instead).
 /// It is an [`IoBuf`], so it can be written back out without a copy.
 /// A `RecvBuf` belongs to the core that received it (it is `!Send`).
 pub struct RecvBuf {

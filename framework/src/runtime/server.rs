@@ -114,8 +114,9 @@ impl ServerBuilder {
         self
     }
 
-    /// Receive buffers per core (a power of two, ≤ 32768) and their size.
-    /// The same size is used for the epoll backend's pool buffers.
+    /// Receive buffers per core (a power of two, ≤ 32768) and their size
+    /// (default 256 of 64 KiB). The same size is used for the epoll
+    /// backend's pool buffers.
     pub fn recv_buffers(mut self, count: u16, size: usize) -> Self {
         self.config.bufs.count = count.clamp(1, 32768).next_power_of_two();
         self.config.bufs.size = size.max(64);
@@ -178,7 +179,11 @@ impl ServerBuilder {
     /// Starts one thread per core and returns once every core is serving.
     ///
     /// `factory` runs on each core's thread and makes that core's handler,
-    /// so handlers keep per-core state without locks.
+    /// so handlers keep per-core state without locks. It may also start the
+    /// core's background work with [`spawn_local`](crate::spawn_local) (an
+    /// expiry sweep, a cache refresh); such a task does not hold the stop:
+    /// it is dropped when its core stops (end it earlier with
+    /// [`until_stopped`](crate::until_stopped) if it must finish cleanly).
     ///
     /// # Errors
     ///

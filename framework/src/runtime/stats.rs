@@ -14,6 +14,12 @@ use crate::Backend;
 /// framework keeps per core, for a handler's own per-core counters (share
 /// it in an `Arc` with whatever reads it).
 ///
+/// Give each core its own: the server's factory runs once per core, so a
+/// single `Counter` cloned into every core's handler has several writers
+/// and loses counts. Make one per core index
+/// ([`CoreContext::index`](crate::CoreContext::index)) and sum them when
+/// reading.
+///
 /// Only one thread may add to it, the core that owns it: an increment is a
 /// relaxed load and store, as cheap as a plain add, and concurrent adds
 /// from two threads would lose counts (never memory safety). Readers see a
@@ -138,7 +144,9 @@ pub struct StatsSnapshot {
     pub errors_io: u64,
     /// Failed `io_uring_enter`/`epoll_wait` calls.
     pub errors_driver: u64,
-    /// Handler panics caught (each closed its connection).
+    /// Panics caught in this core's tasks: handlers (each closed its
+    /// connection), tasks from `spawn_local`, and `submit_to` calls run
+    /// here for other cores (the caller gets `SubmitError::NoReply`).
     pub panics: u64,
     /// Receives that found the buffer ring empty (`ENOBUFS`).
     pub buffer_exhausted: u64,

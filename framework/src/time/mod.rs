@@ -1,6 +1,6 @@
 //! Timers: [`sleep`], [`sleep_until`], [`timeout`].
 //!
-//! Each core has a timing wheel (see `wheel.rs`). The core's loop reads the
+//! Each core has a hierarchical timing wheel. The core's loop reads the
 //! clock once per turn, fires due timers, and hands the next deadline to the
 //! driver as its wait timeout, so timers cost no extra syscall.
 
