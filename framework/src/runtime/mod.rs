@@ -105,9 +105,12 @@ impl Drop for ShutdownSignal {
 /// Runs `future` until it completes (`Some`) or the server begins its
 /// graceful stop (`None`; the future is dropped, so it must be safe to
 /// cancel, as percore's reads are: a read dropped loses no data). If both
-/// are ready, the future's result wins. For a connection that waits for
-/// its client's next bytes, so that it ends at the stop instead of holding
-/// it until the drain deadline:
+/// are ready, the future's result wins, so a client that always has more
+/// bytes ready (one that pipelines without pause) never lets it see the
+/// stop: a handler that serves requests back to back also checks
+/// [`is_shutting_down`] between them. For a connection that waits for its
+/// client's next bytes, so that it ends at the stop instead of holding it
+/// until the drain deadline:
 ///
 /// ```no_run
 /// use percore::{until_stopped, Connection, Handler};

@@ -24,32 +24,60 @@ use crate::Backend;
 /// relaxed load and store, as cheap as a plain add, and concurrent adds
 /// from two threads would lose counts (never memory safety). Readers see a
 /// value that was really there.
+///
+/// In debug builds a second writing thread panics, naming the mistake,
+/// where a release build would lose counts silently.
 #[derive(Debug, Default)]
-pub struct Counter(AtomicU64);
+pub struct Counter {
+    value: AtomicU64,
+    #[cfg(debug_assertions)]
+    writer: std::sync::OnceLock<std::thread::ThreadId>,
+}
 
 impl Counter {
     /// Adds `n` (wrapping); from the owning thread only.
+    ///
+    /// # Panics
+    ///
+    /// In debug builds, when another thread has written to it before.
     pub fn add(&self, n: u64) {
-        self.0.store(
-            self.0.load(Ordering::Relaxed).wrapping_add(n),
+        self.check_writer();
+        self.value.store(
+            self.value.load(Ordering::Relaxed).wrapping_add(n),
             Ordering::Relaxed,
         );
     }
 
     pub(crate) fn sub(&self, n: u64) {
-        self.0.store(
-            self.0.load(Ordering::Relaxed).wrapping_sub(n),
+        self.check_writer();
+        self.value.store(
+            self.value.load(Ordering::Relaxed).wrapping_sub(n),
             Ordering::Relaxed,
         );
     }
 
     pub(crate) fn set(&self, n: u64) {
-        self.0.store(n, Ordering::Relaxed);
+        self.check_writer();
+        self.value.store(n, Ordering::Relaxed);
     }
+
+    #[cfg(debug_assertions)]
+    fn check_writer(&self) {
+        let me = std::thread::current().id();
+        let first = *self.writer.get_or_init(|| me);
+        assert!(
+            first == me,
+            "a percore Counter was written by a second thread: each counter has \
+             one writer (make one per core, see Counter's docs)"
+        );
+    }
+
+    #[cfg(not(debug_assertions))]
+    fn check_writer(&self) {}
 
     /// The current value, from any thread.
     pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.value.load(Ordering::Relaxed)
     }
 }
 
