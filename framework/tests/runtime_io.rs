@@ -91,6 +91,33 @@ backend_tests! {
         assert!(started.elapsed() < Duration::from_secs(2), "block_on took {:?}", started.elapsed());
     }
 
+    /// A core's ring is freed when `block_on` returns, not when the thread
+    /// exits: on io_uring its registered write pool (1 MiB, pinned) is
+    /// unpinned again, so cores made one after another on one thread do
+    /// not add up.
+    fn block_on_frees_its_ring(backend) {
+        let pinned_kib = || {
+            let status = std::fs::read_to_string("/proc/self/status").expect("status");
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmPin:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .expect("VmPin")
+        };
+        let before = pinned_kib();
+        for _ in 0..12 {
+            percore::block_on(backend, async {}).expect("block_on");
+        }
+        // The kernel frees a closed ring in the background.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut after = pinned_kib();
+        while after > before + 2048 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+            after = pinned_kib();
+        }
+        assert!(after <= before + 2048, "{before} kB pinned before, {after} kB after 12 cores");
+    }
+
     /// Sleeps never end early; timeouts fire close to their deadline.
     fn timers_are_never_early(backend) {
         percore::block_on(backend, async {

@@ -529,3 +529,11 @@ impl Driver {
         out.append(&mut self.graveyard);
     }
 }
+
+impl Drop for Driver {
+    /// Runs before the fields are dropped: once the registered ring fd is
+    /// given up, closing the ring's own fd frees the ring.
+    fn drop(&mut self) {
+        self.enter.unregister(&self.ring);
+    }
+}
