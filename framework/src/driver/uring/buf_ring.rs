@@ -200,8 +200,20 @@ impl BufRing {
     }
 
     /// The start of buffer `bid`, for sending it without a copy.
+    ///
+    /// # Panics
+    ///
+    /// When `bid` names no buffer of this ring (`bid >= count`).
     pub(crate) fn buf_ptr(&self, bid: u16) -> *const u8 {
-        // SAFETY: `bid < count`, so the offset stays inside the mapping.
+        // Checked here, not trusted: `bid` comes from a completion's flags
+        // and this function is safe to call with any value.
+        assert!(
+            bid < self.count,
+            "buffer id {bid} out of a ring of {}",
+            self.count
+        );
+        // SAFETY: `bid < count` (asserted above), so the offset stays inside
+        // the mapping of `count * stride` bytes.
         unsafe { self.buffers.ptr.as_ptr().add(bid as usize * self.stride) }
     }
 
@@ -265,6 +277,14 @@ mod tests {
                 })
                 .collect()
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "out of a ring of 64")]
+    fn a_buffer_id_past_the_ring_is_refused() {
+        let ring = IoUring::new(8).expect("io_uring");
+        let bufs = BufRing::register(&ring, 64, 128).expect("buffer ring");
+        let _ = bufs.buf_ptr(64);
     }
 
     #[test]
