@@ -72,6 +72,8 @@ impl Future for Connect<'_> {
                     this.started = true;
                     let raw = RawAddr::from_std(this.addr);
                     d.count_syscall();
+                    // SAFETY: `raw` holds a valid address of `raw.len` bytes
+                    // for the call (a non-blocking connect copies it).
                     match sys::syscall!(connect(this.fd.as_raw_fd(), raw.as_ptr(), raw.len)) {
                         Ok(_) => return Poll::Ready(Ok(())),
                         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {

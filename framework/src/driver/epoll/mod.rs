@@ -66,6 +66,7 @@ impl Driver {
             events: (libc::EPOLLIN | libc::EPOLLET) as u32,
             u64: WAKE_TOKEN,
         };
+        // SAFETY: the kernel reads `event`, live for the call.
         syscall!(epoll_ctl(
             epfd.as_raw_fd(),
             libc::EPOLL_CTL_ADD,
@@ -94,6 +95,7 @@ impl Driver {
             u64: key as u64,
         };
         self.stats.syscalls.add(1);
+        // SAFETY: the kernel reads `event`, live for the call.
         if let Err(e) = syscall!(epoll_ctl(
             self.epfd.as_raw_fd(),
             libc::EPOLL_CTL_ADD,
@@ -173,6 +175,8 @@ impl Driver {
         };
         self.events.clear();
         self.stats.enters.add(1);
+        // SAFETY: the kernel writes at most `capacity` events into the
+        // vector's buffer, which has room for that many.
         let res = syscall!(epoll_wait(
             self.epfd.as_raw_fd(),
             self.events.as_mut_ptr(),
