@@ -109,7 +109,15 @@ impl Driver {
     }
 
     /// Forgets a source. The caller closes the fd right after, which removes
-    /// it from the epoll set without an `epoll_ctl`.
+    /// it from the epoll set without an `epoll_ctl` once no other descriptor
+    /// refers to the same open socket (a `dup`, or a child between `fork`
+    /// and `exec`, keeps it registered until it closes too). Until then its
+    /// events may still come, under a key that a new source may have taken.
+    /// They only mark that source ready, and readiness only lets an
+    /// operation try its syscall: a read, write or accept that was not
+    /// really ready gets `EAGAIN` and waits again. (A connect in progress
+    /// may take such an event for its completion; its `SO_ERROR` is then
+    /// still 0, and a failure shows at the first read or write instead.)
     pub(crate) fn deregister(&mut self, key: SourceKey) {
         self.sources.remove(key.0);
     }
