@@ -106,9 +106,20 @@ impl BufRing {
                 "buffer ring size must be a power of two ≤ 32768",
             ));
         }
+        // Checked: the kernel takes a buffer's length as a u32, and every
+        // buffer pointer is computed on the assumption that `count`
+        // strides fit in the mapping.
+        let too_big = || {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{count} ring buffers of {buf_size} bytes are too large"),
+            )
+        };
+        u32::try_from(buf_size).map_err(|_| too_big())?;
+        let stride = buf_size.checked_add(STAGGER).ok_or_else(too_big)?;
+        let buffers_len = (count as usize).checked_mul(stride).ok_or_else(too_big)?;
         let entries = Mapping::new(count as usize * std::mem::size_of::<BufRingEntry>())?;
-        let stride = buf_size + STAGGER;
-        let buffers = Mapping::new(count as usize * stride)?;
+        let buffers = Mapping::new(buffers_len)?;
         let this = BufRing {
             entries,
             buffers,
@@ -237,6 +248,7 @@ impl BufRing {
         unsafe {
             let entry = self.entries.ptr.as_ptr().cast::<BufRingEntry>().add(index);
             (*entry).set_addr(self.buf_ptr(bid) as u64);
+            // Lossless: `register` refused sizes past `u32::MAX`.
             (*entry).set_len(self.buf_size as u32);
             (*entry).set_bid(bid);
         }
