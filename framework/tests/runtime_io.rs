@@ -118,6 +118,40 @@ backend_tests! {
         assert!(after <= before + 2048, "{before} kB pinned before, {after} kB after 12 cores");
     }
 
+    /// A write whose future was polled once and then leaked, its stream
+    /// dropped at once: the socket stays open until the queued send has
+    /// gone to the kernel, so the send reaches its own socket (and no
+    /// other that could take the number meanwhile). The peer gets its
+    /// bytes, then the end of the stream.
+    fn a_leaked_write_reaches_its_own_socket(backend) {
+        let listener = StdListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).expect("read to the end");
+            got
+        });
+        percore::block_on(backend, async move {
+            let stream = TcpStream::connect(addr).await.expect("connect");
+            let mut write = stream.write_all(&b"leaked"[..]);
+            // Polled once: the send is queued (on io_uring, not submitted
+            // before this task yields). Then leaked, and the stream dropped.
+            std::future::poll_fn(|cx| {
+                let _ = std::pin::Pin::new(&mut write).poll(cx);
+                std::task::Poll::Ready(())
+            })
+            .await;
+            std::mem::forget(write);
+            drop(stream);
+            sleep(Duration::from_millis(20)).await;
+        })
+        .expect("block_on");
+        let got = peer.join().expect("peer");
+        assert_eq!(got, b"leaked", "the leaked send never reached its socket");
+    }
+
     /// Sleeps never end early; timeouts fire close to their deadline.
     fn timers_are_never_early(backend) {
         percore::block_on(backend, async {
