@@ -133,6 +133,7 @@ backend_tests! {
             s.read_to_end(&mut got).expect("read to the end");
             got
         });
+        let started = Instant::now();
         percore::block_on(backend, async move {
             let stream = TcpStream::connect(addr).await.expect("connect");
             let mut write = stream.write_all(&b"leaked"[..]);
@@ -148,6 +149,8 @@ backend_tests! {
             sleep(Duration::from_millis(20)).await;
         })
         .expect("block_on");
+        // Its completion came: the core's stop does not wait for another.
+        assert!(started.elapsed() < Duration::from_secs(1), "the stop took {:?}", started.elapsed());
         let got = peer.join().expect("peer");
         assert_eq!(got, b"leaked", "the leaked send never reached its socket");
     }
