@@ -155,6 +155,45 @@ backend_tests! {
         assert_eq!(got, b"leaked", "the leaked send never reached its socket");
     }
 
+    /// A stream returned by one `block_on` and used in the next, on the
+    /// same thread, belongs to a core that is gone: its reads fail, and it
+    /// takes nothing of the new core's connections (it used to read their
+    /// bytes, its stale operation key naming theirs).
+    fn a_stream_from_a_finished_core_reads_nothing_of_another(backend) {
+        let listener = StdListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let peer = std::thread::spawn(move || {
+            let (mut a, _) = listener.accept().expect("accept");
+            let (mut b, _) = listener.accept().expect("accept");
+            wait.recv().expect("go");
+            b.write_all(b"for b only").expect("write");
+            let mut rest = Vec::new();
+            let _ = b.read_to_end(&mut rest);
+            let _ = a.read_to_end(&mut rest);
+        });
+        let a = percore::block_on(backend, async move {
+            let a = TcpStream::connect(addr).await.expect("connect");
+            // A receive armed, then the read dropped.
+            let _ = timeout(Duration::from_millis(1), a.read()).await;
+            a
+        })
+        .expect("block_on");
+        percore::block_on(backend, async move {
+            let b = TcpStream::connect(addr).await.expect("connect");
+            let _ = timeout(Duration::from_millis(1), b.read()).await;
+            go.send(()).expect("go");
+            sleep(Duration::from_millis(20)).await;
+            let stray = timeout(Duration::from_millis(100), a.read()).await;
+            assert!(matches!(stray, Ok(Err(_))), "{:?}", stray.map(|r| r.map(|b| b.map(|b| b.to_vec()))));
+            drop(a);
+            let mine = timeout(IO_TIMEOUT, b.read()).await.expect("in time").expect("read").expect("bytes");
+            assert_eq!(&mine[..], b"for b only");
+        })
+        .expect("block_on");
+        peer.join().expect("peer");
+    }
+
     /// Sleeps never end early; timeouts fire close to their deadline.
     fn timers_are_never_early(backend) {
         percore::block_on(backend, async {
