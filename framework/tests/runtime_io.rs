@@ -194,6 +194,44 @@ backend_tests! {
         peer.join().expect("peer");
     }
 
+    /// A sleep armed by one `block_on` and dropped in the next, on the same
+    /// thread, leaves the new core's timers alone (its key there named a
+    /// timer of another task, which then never fired).
+    fn a_sleep_from_a_finished_core_leaves_the_new_cores_timers_alone(backend) {
+        // The armed sleep is the output itself, not to be awaited there.
+        #[allow(clippy::async_yields_async)]
+        let armed = percore::block_on(backend, async {
+            let mut armed = Box::pin(sleep(Duration::from_secs(10)));
+            std::future::poll_fn(|cx| {
+                assert!(armed.as_mut().poll(cx).is_pending());
+                std::task::Poll::Ready(())
+            })
+            .await;
+            armed
+        })
+        .expect("block_on");
+        let woke = percore::block_on(backend, async move {
+            let sleeper = percore::spawn_local(async {
+                sleep(Duration::from_millis(20)).await;
+            });
+            // Let the sleeper arm its timer (the first of this core).
+            let mut yielded = false;
+            std::future::poll_fn(|cx| {
+                if std::mem::replace(&mut yielded, true) {
+                    std::task::Poll::Ready(())
+                } else {
+                    cx.waker().wake_by_ref();
+                    std::task::Poll::Pending
+                }
+            })
+            .await;
+            drop(armed);
+            timeout(Duration::from_secs(2), sleeper).await
+        })
+        .expect("block_on");
+        assert!(matches!(woke, Ok(Ok(()))), "the other task's timer was disarmed: {woke:?}");
+    }
+
     /// Sleeps never end early; timeouts fire close to their deadline.
     fn timers_are_never_early(backend) {
         percore::block_on(backend, async {
