@@ -10,10 +10,16 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// Calls a libc function and maps a `-1` result to the thread's `errno`.
+///
+/// The call is `unsafe`, but the macro does not make its caller write the
+/// keyword: every use is an unsafe call whose arguments must satisfy the
+/// libc function's contract (pointers valid for what the kernel reads or
+/// writes, descriptors the caller owns or borrows), and each use that
+/// passes a pointer or an fd it does not own says why in a `SAFETY`
+/// comment of its own.
 macro_rules! syscall {
     ($fn:ident ( $($arg:expr),* $(,)? )) => {{
-        // SAFETY: every call site passes arguments that satisfy the libc
-        // function's contract; see the comment at the call site.
+        // SAFETY: the caller's contract, stated at each use (above).
         #[allow(clippy::macro_metavars_in_unsafe)]
         let res = unsafe { libc::$fn($($arg),*) };
         if res == -1 {
@@ -134,6 +140,8 @@ pub(crate) fn tcp_socket(addr: &SocketAddr) -> io::Result<OwnedFd> {
 }
 
 pub(crate) fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: the kernel reads `size_of::<i32>()` bytes of `value`, live for
+    // the call.
     syscall!(setsockopt(
         fd,
         level,
@@ -147,6 +155,8 @@ pub(crate) fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32) -> io::R
 pub(crate) fn get_int_opt(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
     let mut value: i32 = 0;
     let mut len = mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` (4) bytes to `value` and the
+    // length to `len`, both live and writable for the call.
     syscall!(getsockopt(
         fd,
         level,
@@ -159,6 +169,7 @@ pub(crate) fn get_int_opt(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
 
 pub(crate) fn bind(fd: RawFd, addr: &SocketAddr) -> io::Result<()> {
     let raw = RawAddr::from_std(*addr);
+    // SAFETY: `raw` holds a valid address of `raw.len` bytes for the call.
     syscall!(bind(fd, raw.as_ptr(), raw.len))?;
     Ok(())
 }
@@ -170,12 +181,15 @@ pub(crate) fn listen(fd: RawFd, backlog: i32) -> io::Result<()> {
 
 pub(crate) fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
     let mut raw = RawAddr::empty();
+    // SAFETY: the kernel writes at most `raw.len` bytes (a whole
+    // sockaddr_storage) to `raw.storage`, and the length to `raw.len`.
     syscall!(getsockname(fd, raw.as_mut_ptr(), &mut raw.len))?;
     raw.to_std()
 }
 
 pub(crate) fn peer_addr(fd: RawFd) -> io::Result<SocketAddr> {
     let mut raw = RawAddr::empty();
+    // SAFETY: as for `getsockname` in `local_addr`.
     syscall!(getpeername(fd, raw.as_mut_ptr(), &mut raw.len))?;
     raw.to_std()
 }
@@ -215,6 +229,7 @@ pub(crate) fn eventfd() -> io::Result<OwnedFd> {
 /// Adds one to an eventfd's counter, which makes it readable.
 pub(crate) fn eventfd_signal(fd: &impl AsRawFd) -> io::Result<()> {
     let one: u64 = 1;
+    // SAFETY: the kernel reads the 8 bytes of `one`, live for the call.
     match syscall!(write(
         fd.as_raw_fd(),
         &one as *const u64 as *const libc::c_void,
@@ -231,6 +246,8 @@ pub(crate) fn eventfd_signal(fd: &impl AsRawFd) -> io::Result<()> {
 /// Resets an eventfd's counter; returns whether it had been signalled.
 pub(crate) fn eventfd_drain(fd: &impl AsRawFd) -> bool {
     let mut value: u64 = 0;
+    // SAFETY: the kernel writes at most 8 bytes to `value`, live and
+    // writable for the call.
     syscall!(read(
         fd.as_raw_fd(),
         &mut value as *mut u64 as *mut libc::c_void,

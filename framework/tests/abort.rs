@@ -138,6 +138,27 @@ backend_tests! {
         .expect("the aborting task runs on");
     }
 
+    /// A task left running when the core stops, whose destructor panics,
+    /// ends as a cancelled task; the stop goes on and `block_on` returns.
+    fn a_destructor_panicking_at_the_core_stop_ends_only_its_own_task(backend) {
+        let output = block_on(backend, async {
+            struct PanicOnDrop;
+            impl Drop for PanicOnDrop {
+                fn drop(&mut self) {
+                    panic!("a destructor that panics");
+                }
+            }
+            drop(spawn_local(async {
+                let _bomb = PanicOnDrop;
+                percore::time::sleep(Duration::from_secs(30)).await;
+            }));
+            percore::time::sleep(Duration::from_millis(5)).await;
+            7
+        })
+        .expect("block_on");
+        assert_eq!(output, 7);
+    }
+
     /// Aborting a listener's accept loop closes the listener: a new
     /// connection is refused.
     fn aborting_an_accept_loop_closes_the_listener(backend) {

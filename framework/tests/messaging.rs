@@ -124,6 +124,21 @@ backend_tests! {
         server.stop();
     }
 
+    /// A call whose closure panics before it makes its future gets
+    /// `NoReply`, and the core that ran it goes on answering calls.
+    fn a_call_that_panics_gets_no_reply(backend) {
+        let result = percore::block_on(backend, async {
+            let failed = submit_to(0, || -> std::future::Ready<usize> {
+                panic!("a call that panics")
+            })
+            .await;
+            let next = submit_to(0, || async { core_index() + 7 }).await;
+            (failed, next)
+        })
+        .expect("the core survives the call's panic");
+        assert_eq!(result, (Err(SubmitError::NoReply), Ok(7)));
+    }
+
     /// A `block_on` core is a server of one: it can call itself, and
     /// nothing else.
     fn block_on_core_calls_itself(backend) {

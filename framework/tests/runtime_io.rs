@@ -91,6 +91,147 @@ backend_tests! {
         assert!(started.elapsed() < Duration::from_secs(2), "block_on took {:?}", started.elapsed());
     }
 
+    /// A core's ring is freed when `block_on` returns, not when the thread
+    /// exits: on io_uring its registered write pool (1 MiB, pinned) is
+    /// unpinned again, so cores made one after another on one thread do
+    /// not add up.
+    fn block_on_frees_its_ring(backend) {
+        let pinned_kib = || {
+            let status = std::fs::read_to_string("/proc/self/status").expect("status");
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmPin:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .expect("VmPin")
+        };
+        let before = pinned_kib();
+        for _ in 0..12 {
+            percore::block_on(backend, async {}).expect("block_on");
+        }
+        // The kernel frees a closed ring in the background.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut after = pinned_kib();
+        while after > before + 2048 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+            after = pinned_kib();
+        }
+        assert!(after <= before + 2048, "{before} kB pinned before, {after} kB after 12 cores");
+    }
+
+    /// A write whose future was polled once and then leaked, its stream
+    /// dropped at once: the socket stays open until the queued send has
+    /// gone to the kernel, so the send reaches its own socket (and no
+    /// other that could take the number meanwhile). The peer gets its
+    /// bytes, then the end of the stream.
+    fn a_leaked_write_reaches_its_own_socket(backend) {
+        let listener = StdListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).expect("read to the end");
+            got
+        });
+        let started = Instant::now();
+        percore::block_on(backend, async move {
+            let stream = TcpStream::connect(addr).await.expect("connect");
+            let mut write = stream.write_all(&b"leaked"[..]);
+            // Polled once: the send is queued (on io_uring, not submitted
+            // before this task yields). Then leaked, and the stream dropped.
+            std::future::poll_fn(|cx| {
+                let _ = std::pin::Pin::new(&mut write).poll(cx);
+                std::task::Poll::Ready(())
+            })
+            .await;
+            std::mem::forget(write);
+            drop(stream);
+            sleep(Duration::from_millis(20)).await;
+        })
+        .expect("block_on");
+        // Its completion came: the core's stop does not wait for another.
+        assert!(started.elapsed() < Duration::from_secs(1), "the stop took {:?}", started.elapsed());
+        let got = peer.join().expect("peer");
+        assert_eq!(got, b"leaked", "the leaked send never reached its socket");
+    }
+
+    /// A stream returned by one `block_on` and used in the next, on the
+    /// same thread, belongs to a core that is gone: its reads fail, and it
+    /// takes nothing of the new core's connections (it used to read their
+    /// bytes, its stale operation key naming theirs).
+    fn a_stream_from_a_finished_core_reads_nothing_of_another(backend) {
+        let listener = StdListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let peer = std::thread::spawn(move || {
+            let (mut a, _) = listener.accept().expect("accept");
+            let (mut b, _) = listener.accept().expect("accept");
+            wait.recv().expect("go");
+            b.write_all(b"for b only").expect("write");
+            let mut rest = Vec::new();
+            let _ = b.read_to_end(&mut rest);
+            let _ = a.read_to_end(&mut rest);
+        });
+        let a = percore::block_on(backend, async move {
+            let a = TcpStream::connect(addr).await.expect("connect");
+            // A receive armed, then the read dropped.
+            let _ = timeout(Duration::from_millis(1), a.read()).await;
+            a
+        })
+        .expect("block_on");
+        percore::block_on(backend, async move {
+            let b = TcpStream::connect(addr).await.expect("connect");
+            let _ = timeout(Duration::from_millis(1), b.read()).await;
+            go.send(()).expect("go");
+            sleep(Duration::from_millis(20)).await;
+            let stray = timeout(Duration::from_millis(100), a.read()).await;
+            assert!(matches!(stray, Ok(Err(_))), "{:?}", stray.map(|r| r.map(|b| b.map(|b| b.to_vec()))));
+            drop(a);
+            let mine = timeout(IO_TIMEOUT, b.read()).await.expect("in time").expect("read").expect("bytes");
+            assert_eq!(&mine[..], b"for b only");
+        })
+        .expect("block_on");
+        peer.join().expect("peer");
+    }
+
+    /// A sleep armed by one `block_on` and dropped in the next, on the same
+    /// thread, leaves the new core's timers alone (its key there named a
+    /// timer of another task, which then never fired).
+    fn a_sleep_from_a_finished_core_leaves_the_new_cores_timers_alone(backend) {
+        // The armed sleep is the output itself, not to be awaited there.
+        #[allow(clippy::async_yields_async)]
+        let armed = percore::block_on(backend, async {
+            let mut armed = Box::pin(sleep(Duration::from_secs(10)));
+            std::future::poll_fn(|cx| {
+                assert!(armed.as_mut().poll(cx).is_pending());
+                std::task::Poll::Ready(())
+            })
+            .await;
+            armed
+        })
+        .expect("block_on");
+        let woke = percore::block_on(backend, async move {
+            let sleeper = percore::spawn_local(async {
+                sleep(Duration::from_millis(20)).await;
+            });
+            // Let the sleeper arm its timer (the first of this core).
+            let mut yielded = false;
+            std::future::poll_fn(|cx| {
+                if std::mem::replace(&mut yielded, true) {
+                    std::task::Poll::Ready(())
+                } else {
+                    cx.waker().wake_by_ref();
+                    std::task::Poll::Pending
+                }
+            })
+            .await;
+            drop(armed);
+            timeout(Duration::from_secs(2), sleeper).await
+        })
+        .expect("block_on");
+        assert!(matches!(woke, Ok(Ok(()))), "the other task's timer was disarmed: {woke:?}");
+    }
+
     /// Sleeps never end early; timeouts fire close to their deadline.
     fn timers_are_never_early(backend) {
         percore::block_on(backend, async {

@@ -33,7 +33,38 @@ fn thread_affinity(name: &str) -> Vec<Vec<usize>> {
     found
 }
 
+/// Answers each connection with what filling a fixed write buffer gave.
+struct FillFixed;
+
+impl percore::Handler for FillFixed {
+    async fn serve(&self, conn: percore::Connection) -> std::io::Result<()> {
+        let line = match percore::buf::FixedBuf::take() {
+            Some(mut buf) => {
+                let n = buf.extend_from_slice(&vec![0xAA; 1 << 20]);
+                format!("capacity {} wrote {n}\n", buf.capacity())
+            }
+            None => "none\n".to_owned(),
+        };
+        let (res, _) = conn.write_all(line.into_bytes()).await;
+        res
+    }
+}
+
 backend_tests! {
+    /// Receive buffers so large that their pools' sizes overflow: the
+    /// core goes without a fixed write pool (and a buffer ring) instead of
+    /// mapping a wrapped-around size and writing past it.
+    fn receive_buffers_too_large_to_map_are_refused(backend) {
+        let size = (1usize << 60) + 4096;
+        let server = builder(backend).recv_buffers(16, size).start(|_core| FillFixed).expect("start");
+        let mut conn = connect(server.local_addr());
+        let mut reply = String::new();
+        std::io::Read::read_to_string(&mut conn, &mut reply).expect("the reply");
+        assert_eq!(reply, "none\n");
+        server.shutdown();
+        server.join().expect("join");
+    }
+
     /// Never two cores on one CPU, never a core on a CPU we may not use.
     fn bad_cpu_lists_are_refused(backend) {
         let cpu = server_cpu();

@@ -27,7 +27,14 @@ pub(crate) struct FixedPool {
 
 impl FixedPool {
     pub(crate) fn new(count: u16, size: usize) -> io::Result<FixedPool> {
-        let len = count as usize * size;
+        // Checked: every pointer into the pool is computed from `size` on
+        // the assumption that `count` buffers of it fit in the mapping.
+        let len = (count as usize).checked_mul(size).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{count} fixed buffers of {size} bytes do not fit in memory"),
+            )
+        })?;
         // SAFETY: an anonymous private mapping with no address hint has no
         // preconditions; the result is checked below.
         let ptr = unsafe {

@@ -133,6 +133,12 @@ impl Executor {
 
     /// Ends a task that panicked, in its poll or in its destructor.
     fn panicked(&self, key: TaskKey, payload: &(dyn std::any::Any + Send)) {
+        self.record_panic(payload);
+        self.finish(key, true);
+    }
+
+    /// Counts and logs a panic caught on this core.
+    pub(crate) fn record_panic(&self, payload: &(dyn std::any::Any + Send)) {
         self.panics.set(self.panics.get() + 1);
         // The log may be all an operator has: the panic hook's line goes
         // to stderr, which a service manager may not keep.
@@ -145,7 +151,6 @@ impl Executor {
             panic = message,
             "task panicked; its connection, if it served one, is closed and the core goes on"
         );
-        self.finish(key, true);
     }
 
     fn finish(&self, key: TaskKey, panicked: bool) {
@@ -205,7 +210,14 @@ impl Executor {
                 let slot = self.tasks.borrow_mut().remove(index);
                 if let Some(slot) = slot {
                     slot.task.header().state.close();
-                    slot.task.drop_future();
+                    // A destructor that panics ends only its own task: it
+                    // must not unwind out of the core's stop, which still
+                    // has to drain the I/O in flight before the driver
+                    // (and the buffers the kernel may still use) is freed.
+                    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| slot.task.drop_future()))
+                    {
+                        self.record_panic(&*payload);
+                    }
                     (slot.cancel)(JoinError::Cancelled);
                 }
             }

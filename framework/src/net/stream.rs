@@ -118,6 +118,8 @@ impl TcpStream {
             l_onoff: i32::from(linger.is_some()),
             l_linger: seconds,
         };
+        // SAFETY: the kernel reads `size_of::<linger>()` bytes of `value`,
+        // live for the call.
         sys::syscall!(setsockopt(
             self.fd.as_raw_fd(),
             libc::SOL_SOCKET,

@@ -33,6 +33,7 @@ pub(crate) fn poll_accept(
         return Poll::Pending;
     }
     context::with_core(|core| match (&mut *core.driver.borrow_mut(), io) {
+        _ if !io.belongs_to(core) => Poll::Ready(Err(super::foreign_core())),
         (Driver::Uring(d), SocketIo::Uring { standing, .. }) => loop {
             match standing.get() {
                 Standing::Idle => {
@@ -83,7 +84,7 @@ pub(crate) fn poll_accept(
                 }
             }
         },
-        (Driver::Epoll(d), SocketIo::Epoll { source }) => loop {
+        (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => loop {
             if d.poll_ready(*source, Interest::Read, cx).is_pending() {
                 return Poll::Pending;
             }
@@ -111,6 +112,9 @@ pub(crate) fn poll_accept(
 /// hand to another listener on the port when this one closes.
 pub(crate) fn pause_accept(io: &SocketIo) {
     context::with_core(|core| {
+        if !io.belongs_to(core) {
+            return;
+        }
         if let (Driver::Uring(d), SocketIo::Uring { standing, .. }) =
             (&mut *core.driver.borrow_mut(), io)
         {
@@ -132,6 +136,9 @@ pub(crate) fn accept_queued(
     from_kernel: bool,
 ) -> Option<io::Result<OwnedFd>> {
     context::with_core(|core| {
+        if !io.belongs_to(core) {
+            return Some(Err(super::foreign_core()));
+        }
         match (&mut *core.driver.borrow_mut(), io) {
             (Driver::Uring(d), SocketIo::Uring { standing, .. }) => {
                 if let Some(res) = take_accepted(d, standing) {

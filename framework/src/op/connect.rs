@@ -43,6 +43,7 @@ impl Future for Connect<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         context::with_core(|core| match (&mut *core.driver.borrow_mut(), this.io) {
+            _ if !this.io.belongs_to(core) => Poll::Ready(Err(super::foreign_core())),
             (Driver::Uring(d), SocketIo::Uring { .. }) => {
                 let key = *this.key.get_or_insert_with(|| {
                     let addr = Box::new(RawAddr::from_std(this.addr));
@@ -67,11 +68,13 @@ impl Future for Connect<'_> {
                     }
                 }
             }
-            (Driver::Epoll(d), SocketIo::Epoll { source }) => {
+            (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => {
                 if !this.started {
                     this.started = true;
                     let raw = RawAddr::from_std(this.addr);
                     d.count_syscall();
+                    // SAFETY: `raw` holds a valid address of `raw.len` bytes
+                    // for the call (a non-blocking connect copies it).
                     match sys::syscall!(connect(this.fd.as_raw_fd(), raw.as_ptr(), raw.len)) {
                         Ok(_) => return Poll::Ready(Ok(())),
                         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
@@ -99,9 +102,10 @@ impl Future for Connect<'_> {
 impl Drop for Connect<'_> {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
+            let io = self.io;
             let leftover = context::try_with_core(|core| match &mut *core.driver.borrow_mut() {
-                Driver::Uring(d) => d.release(key, Retained::None),
-                Driver::Epoll(_) => None,
+                Driver::Uring(d) if io.belongs_to(core) => d.release(key, Retained::None),
+                _ => None,
             });
             drop(leftover);
         }

@@ -44,9 +44,16 @@ impl AsRawFd for SharedFd {
 }
 
 /// A socket's per-backend I/O state, fixed when the socket is created.
+///
+/// `core` is the unique id of the core whose driver the socket's keys
+/// (operation slots, epoll source) belong to. A socket can leave that core
+/// on its thread (the output of one `block_on`, used in the next): another
+/// core's driver must then refuse it, or its stale keys would name other
+/// sockets' operations.
 pub(crate) enum SocketIo {
     /// The socket's standing receive (or accept) operation, if armed.
     Uring {
+        core: usize,
         standing: std::cell::Cell<Standing>,
         /// The next receive is a single-shot into a pool buffer rather than
         /// the multishot (see [`recv`] for when).
@@ -56,8 +63,22 @@ pub(crate) enum SocketIo {
         limited: std::cell::Cell<bool>,
     },
     Epoll {
+        core: usize,
         source: SourceKey,
     },
+}
+
+impl SocketIo {
+    /// Whether `core` is the one this socket was registered with.
+    pub(crate) fn belongs_to(&self, core: &crate::runtime::core::Core) -> bool {
+        let (SocketIo::Uring { core: id, .. } | SocketIo::Epoll { core: id, .. }) = self;
+        *id == core.shared.id
+    }
+}
+
+/// The error of an operation on a socket outside the core that opened it.
+pub(crate) fn foreign_core() -> std::io::Error {
+    std::io::Error::other("socket used outside the core that opened it")
 }
 
 /// The operation a socket keeps armed between reads: it belongs to the
@@ -74,11 +95,13 @@ pub(crate) enum Standing {
 pub(crate) fn register(fd: &SharedFd) -> std::io::Result<SocketIo> {
     crate::runtime::context::with_core(|core| match &mut *core.driver.borrow_mut() {
         crate::driver::Driver::Uring(_) => Ok(SocketIo::Uring {
+            core: core.shared.id,
             standing: std::cell::Cell::new(Standing::Idle),
             pool_reads: std::cell::Cell::new(false),
             limited: std::cell::Cell::new(false),
         }),
         crate::driver::Driver::Epoll(d) => Ok(SocketIo::Epoll {
+            core: core.shared.id,
             source: d.register(fd.as_raw_fd())?,
         }),
     })
@@ -90,8 +113,11 @@ pub(crate) fn register(fd: &SharedFd) -> std::io::Result<SocketIo> {
 /// that was leaked (`mem::forget`) must not reach another socket that
 /// reuses the number.
 pub(crate) fn deregister(fd: &SharedFd, io: &SocketIo) {
-    let leftover =
-        crate::runtime::context::try_with_core(|core| match (&mut *core.driver.borrow_mut(), io) {
+    let leftover = crate::runtime::context::try_with_core(|core| {
+        if !io.belongs_to(core) {
+            return None;
+        }
+        match (&mut *core.driver.borrow_mut(), io) {
             (crate::driver::Driver::Uring(d), SocketIo::Uring { standing, .. }) => {
                 let leftover = match standing.replace(Standing::Idle) {
                     Standing::Idle => None,
@@ -102,12 +128,13 @@ pub(crate) fn deregister(fd: &SharedFd, io: &SocketIo) {
                 d.keep_open_until_submitted(fd.retain());
                 leftover
             }
-            (crate::driver::Driver::Epoll(d), SocketIo::Epoll { source }) => {
+            (crate::driver::Driver::Epoll(d), SocketIo::Epoll { source, .. }) => {
                 d.deregister(*source);
                 None
             }
             _ => None,
-        });
+        }
+    });
     drop(leftover);
 }
 

@@ -60,6 +60,9 @@ pub(crate) fn poll_recv(
         return Poll::Pending;
     }
     context::with_core(|core| {
+        if !io.belongs_to(core) {
+            return Poll::Ready(Err(super::foreign_core()));
+        }
         let mut driver = core.driver.borrow_mut();
         let result = match (&mut *driver, io) {
             (
@@ -68,9 +71,10 @@ pub(crate) fn poll_recv(
                     standing,
                     pool_reads,
                     limited,
+                    ..
                 },
             ) => poll_uring(d, fd, standing, pool_reads, limited, &core.pool, cx),
-            (Driver::Epoll(d), SocketIo::Epoll { source }) => {
+            (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => {
                 poll_epoll(d, fd, *source, &core.pool, cx)
             }
             _ => Poll::Ready(Err(io::Error::other(

@@ -67,6 +67,9 @@ impl<B: IoBuf> Future for Send<'_, B> {
         let len = buf.bytes_init().saturating_sub(this.offset);
         let fixed = buf.fixed_index();
         let result = context::with_core(|core| {
+            if !this.io.belongs_to(core) {
+                return Poll::Ready(Err(super::foreign_core()));
+            }
             let result = match (&mut *core.driver.borrow_mut(), this.io) {
                 (Driver::Uring(d), SocketIo::Uring { .. }) => {
                     let key = *this.key.get_or_insert_with(|| {
@@ -93,7 +96,7 @@ impl<B: IoBuf> Future for Send<'_, B> {
                         }
                     }
                 }
-                (Driver::Epoll(d), SocketIo::Epoll { source }) => loop {
+                (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => loop {
                     if d.poll_ready(*source, Interest::Write, cx).is_pending() {
                         break Poll::Pending;
                     }
@@ -151,9 +154,10 @@ impl<B: IoBuf> Drop for Send<'_, B> {
             return;
         };
         let extra = Retained::Buffer(self.fd.retain(), Box::new(buf));
+        let io = self.io;
         let leftover = context::try_with_core(|core| match &mut *core.driver.borrow_mut() {
-            Driver::Uring(d) => d.release(key, extra),
-            Driver::Epoll(_) => None,
+            Driver::Uring(d) if io.belongs_to(core) => d.release(key, extra),
+            _ => None,
         });
         drop(leftover);
     }

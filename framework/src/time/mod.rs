@@ -21,7 +21,10 @@ use wheel::TimerKey;
 #[must_use = "futures do nothing unless polled"]
 pub struct Sleep {
     deadline: Instant,
-    key: Option<TimerKey>,
+    /// The armed timer: the unique id of the core whose wheel holds it, and
+    /// its key there. A `Sleep` may move to another core (it is `Send`),
+    /// where that key names some other timer.
+    key: Option<(usize, TimerKey)>,
     /// The waker the armed timer holds, kept here too: a poll by the same
     /// task before the deadline then answers without touching the wheel,
     /// whose entry (one per connection) is a cache miss on a busy core.
@@ -74,8 +77,13 @@ impl Sleep {
         // A timer that fired gave its waker away; the next poll must hand
         // the wheel one again, not trust the one it remembers.
         self.armed_for = None;
-        if let Some(key) = self.key {
+        if let Some((owner, key)) = self.key {
             context::with_core(|core| {
+                if owner != core.shared.id {
+                    // Armed on another core: armed anew here at the next poll.
+                    self.key = None;
+                    return;
+                }
                 let tick = core.clock.tick_of(deadline);
                 core.timers.borrow_mut().reset(key, tick);
             });
@@ -89,55 +97,58 @@ impl Future for Sleep {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = &mut *self;
         let deadline = this.deadline;
-        match this.key {
-            None => {
-                let key = context::with_core(|core| {
-                    if core.clock.now() >= deadline {
-                        return None;
-                    }
-                    let tick = core.clock.tick_of(deadline);
-                    Some(core.timers.borrow_mut().insert(tick, cx.waker().clone()))
-                });
-                match key {
-                    None => Poll::Ready(()),
-                    Some(key) => {
-                        this.key = Some(key);
-                        this.armed_for = Some(cx.waker().clone());
-                        Poll::Pending
-                    }
+        context::with_core(|core| {
+            // A timer armed in another core's wheel is not this core's to
+            // touch (that entry fires there once, and stays): arm anew here.
+            let armed = this
+                .key
+                .filter(|&(owner, _)| owner == core.shared.id)
+                .map(|(_, key)| key);
+            let Some(key) = armed else {
+                this.key = None;
+                this.armed_for = None;
+                if core.clock.now() >= deadline {
+                    return Poll::Ready(());
                 }
+                let tick = core.clock.tick_of(deadline);
+                let key = core.timers.borrow_mut().insert(tick, cx.waker().clone());
+                this.key = Some((core.shared.id, key));
+                this.armed_for = Some(cx.waker().clone());
+                return Poll::Pending;
+            };
+            // A timer fires only once the core's clock has reached its
+            // deadline (ticks round the deadline up), so before it this
+            // one cannot have fired; if the wheel already holds this
+            // waker, there is nothing to do.
+            let same_waker = this
+                .armed_for
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()));
+            if same_waker && core.clock.now() < deadline {
+                return Poll::Pending;
             }
-            Some(key) => context::with_core(|core| {
-                // A timer fires only once the core's clock has reached its
-                // deadline (ticks round the deadline up), so before it this
-                // one cannot have fired; if the wheel already holds this
-                // waker, there is nothing to do.
-                let same_waker = this
-                    .armed_for
-                    .as_ref()
-                    .is_some_and(|w| w.will_wake(cx.waker()));
-                if same_waker && core.clock.now() < deadline {
-                    return Poll::Pending;
+            let mut timers = core.timers.borrow_mut();
+            if timers.has_fired(key) {
+                Poll::Ready(())
+            } else {
+                timers.set_waker(key, cx.waker());
+                if !same_waker {
+                    this.armed_for = Some(cx.waker().clone());
                 }
-                let mut timers = core.timers.borrow_mut();
-                if timers.has_fired(key) {
-                    Poll::Ready(())
-                } else {
-                    timers.set_waker(key, cx.waker());
-                    if !same_waker {
-                        this.armed_for = Some(cx.waker().clone());
-                    }
-                    Poll::Pending
-                }
-            }),
-        }
+                Poll::Pending
+            }
+        })
     }
 }
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            context::try_with_core(|core| core.timers.borrow_mut().remove(key));
+        if let Some((owner, key)) = self.key.take() {
+            context::try_with_core(|core| {
+                if core.shared.id == owner {
+                    core.timers.borrow_mut().remove(key);
+                }
+            });
         }
     }
 }

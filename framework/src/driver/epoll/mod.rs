@@ -66,6 +66,7 @@ impl Driver {
             events: (libc::EPOLLIN | libc::EPOLLET) as u32,
             u64: WAKE_TOKEN,
         };
+        // SAFETY: the kernel reads `event`, live for the call.
         syscall!(epoll_ctl(
             epfd.as_raw_fd(),
             libc::EPOLL_CTL_ADD,
@@ -94,6 +95,7 @@ impl Driver {
             u64: key as u64,
         };
         self.stats.syscalls.add(1);
+        // SAFETY: the kernel reads `event`, live for the call.
         if let Err(e) = syscall!(epoll_ctl(
             self.epfd.as_raw_fd(),
             libc::EPOLL_CTL_ADD,
@@ -107,7 +109,15 @@ impl Driver {
     }
 
     /// Forgets a source. The caller closes the fd right after, which removes
-    /// it from the epoll set without an `epoll_ctl`.
+    /// it from the epoll set without an `epoll_ctl` once no other descriptor
+    /// refers to the same open socket (a `dup`, or a child between `fork`
+    /// and `exec`, keeps it registered until it closes too). Until then its
+    /// events may still come, under a key that a new source may have taken.
+    /// They only mark that source ready, and readiness only lets an
+    /// operation try its syscall: a read, write or accept that was not
+    /// really ready gets `EAGAIN` and waits again. (A connect in progress
+    /// may take such an event for its completion; its `SO_ERROR` is then
+    /// still 0, and a failure shows at the first read or write instead.)
     pub(crate) fn deregister(&mut self, key: SourceKey) {
         self.sources.remove(key.0);
     }
@@ -173,6 +183,8 @@ impl Driver {
         };
         self.events.clear();
         self.stats.enters.add(1);
+        // SAFETY: the kernel writes at most `capacity` events into the
+        // vector's buffer, which has room for that many.
         let res = syscall!(epoll_wait(
             self.epfd.as_raw_fd(),
             self.events.as_mut_ptr(),

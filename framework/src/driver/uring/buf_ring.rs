@@ -106,9 +106,20 @@ impl BufRing {
                 "buffer ring size must be a power of two ≤ 32768",
             ));
         }
+        // Checked: the kernel takes a buffer's length as a u32, and every
+        // buffer pointer is computed on the assumption that `count`
+        // strides fit in the mapping.
+        let too_big = || {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{count} ring buffers of {buf_size} bytes are too large"),
+            )
+        };
+        u32::try_from(buf_size).map_err(|_| too_big())?;
+        let stride = buf_size.checked_add(STAGGER).ok_or_else(too_big)?;
+        let buffers_len = (count as usize).checked_mul(stride).ok_or_else(too_big)?;
         let entries = Mapping::new(count as usize * std::mem::size_of::<BufRingEntry>())?;
-        let stride = buf_size + STAGGER;
-        let buffers = Mapping::new(count as usize * stride)?;
+        let buffers = Mapping::new(buffers_len)?;
         let this = BufRing {
             entries,
             buffers,
@@ -200,8 +211,20 @@ impl BufRing {
     }
 
     /// The start of buffer `bid`, for sending it without a copy.
+    ///
+    /// # Panics
+    ///
+    /// When `bid` names no buffer of this ring (`bid >= count`).
     pub(crate) fn buf_ptr(&self, bid: u16) -> *const u8 {
-        // SAFETY: `bid < count`, so the offset stays inside the mapping.
+        // Checked here, not trusted: `bid` comes from a completion's flags
+        // and this function is safe to call with any value.
+        assert!(
+            bid < self.count,
+            "buffer id {bid} out of a ring of {}",
+            self.count
+        );
+        // SAFETY: `bid < count` (asserted above), so the offset stays inside
+        // the mapping of `count * stride` bytes.
         unsafe { self.buffers.ptr.as_ptr().add(bid as usize * self.stride) }
     }
 
@@ -225,6 +248,7 @@ impl BufRing {
         unsafe {
             let entry = self.entries.ptr.as_ptr().cast::<BufRingEntry>().add(index);
             (*entry).set_addr(self.buf_ptr(bid) as u64);
+            // Lossless: `register` refused sizes past `u32::MAX`.
             (*entry).set_len(self.buf_size as u32);
             (*entry).set_bid(bid);
         }
@@ -265,6 +289,14 @@ mod tests {
                 })
                 .collect()
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "out of a ring of 64")]
+    fn a_buffer_id_past_the_ring_is_refused() {
+        let ring = IoUring::new(8).expect("io_uring");
+        let bufs = BufRing::register(&ring, 64, 128).expect("buffer ring");
+        let _ = bufs.buf_ptr(64);
     }
 
     #[test]

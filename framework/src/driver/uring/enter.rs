@@ -17,6 +17,7 @@ const ENTER_EXT_ARG: u32 = 1 << 3;
 const ENTER_REGISTERED_RING: u32 = 1 << 4;
 const ENTER_NO_IOWAIT: u32 = 1 << 7;
 const REGISTER_RING_FDS: u32 = 20;
+const UNREGISTER_RING_FDS: u32 = 21;
 
 /// `struct io_uring_getevents_arg`.
 #[repr(C)]
@@ -93,6 +94,39 @@ impl Enter {
 
     pub(crate) fn is_registered(&self) -> bool {
         self.registered
+    }
+
+    /// Gives up the registered ring fd. The registration holds a reference
+    /// to the ring of its own: without this, closing the ring's fd does not
+    /// free it, and the ring (its registered buffers pinned) lives on until
+    /// the thread exits.
+    pub(crate) fn unregister(&mut self, ring: &IoUring) {
+        if !std::mem::take(&mut self.registered) {
+            return;
+        }
+        let mut update = RsrcUpdate {
+            offset: self.fd as u32,
+            resv: 0,
+            data: 0,
+        };
+        self.fd = ring.as_raw_fd();
+        // SAFETY: IORING_UNREGISTER_RING_FDS reads one io_uring_rsrc_update,
+        // which `update` is, for the call's duration.
+        let res = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_register,
+                ring.as_raw_fd(),
+                UNREGISTER_RING_FDS,
+                &mut update as *mut RsrcUpdate,
+                1u32,
+            )
+        };
+        if res != 1 {
+            tracing::warn!(
+                error = %io::Error::last_os_error(),
+                "could not unregister the ring fd; the ring is freed when this thread exits"
+            );
+        }
     }
 
     /// Whether batched waits are on (configured and supported).

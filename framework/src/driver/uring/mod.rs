@@ -80,6 +80,10 @@ pub(crate) struct Driver {
     /// Resources of finished orphaned operations, dropped by the core's
     /// loop outside the driver borrow (their destructors may be user code).
     graveyard: Vec<Retained>,
+    /// Descriptors of dropped sockets that SQEs still in the SQ may name:
+    /// closed once the SQ has been submitted, not with the graveyard, which
+    /// the core's loop also empties before it submits.
+    open_until_submitted: Vec<Rc<OwnedFd>>,
     /// Completion queues of finished multishots, reused by the next ones.
     spare_queues: Vec<VecDeque<Cqe>>,
     /// Multishots that received into a ring buffer in this turn while
@@ -176,6 +180,7 @@ impl Driver {
             fixed_send: false,
             stream_cap: buf_config.stream_cap,
             graveyard: Vec::new(),
+            open_until_submitted: Vec::new(),
             // Room from the start: a receive re-armed at its byte limit
             // returns its queue here and takes it back at once, and that
             // must not be the first push into an empty `Vec` (an
@@ -404,6 +409,11 @@ impl Driver {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
+        // What was queued is in the kernel now, which holds the files it
+        // names: the sockets kept open for it may close.
+        if self.ring.submission().is_empty() {
+            self.open_until_submitted.clear();
+        }
         let reaped = self.reap();
         if let Some(ring) = &self.buf_ring {
             ring.end_turn(std::mem::take(&mut self.receivers));
@@ -516,16 +526,24 @@ impl Driver {
         }
     }
 
-    /// Hands the resources of finished orphans to the caller to drop.
     /// Keeps `fd` open until the SQEs queued so far have been submitted
-    /// (the graveyard is emptied after the next wait, which submits them).
+    /// (by the next `park` that leaves the SQ empty).
     pub(crate) fn keep_open_until_submitted(&mut self, fd: Rc<OwnedFd>) {
         if !self.ring.submission().is_empty() {
-            self.graveyard.push(Retained::Fd(fd));
+            self.open_until_submitted.push(fd);
         }
     }
 
+    /// Hands the resources of finished orphans to the caller to drop.
     pub(crate) fn take_graveyard(&mut self, out: &mut Vec<Retained>) {
         out.append(&mut self.graveyard);
+    }
+}
+
+impl Drop for Driver {
+    /// Runs before the fields are dropped: once the registered ring fd is
+    /// given up, closing the ring's own fd frees the ring.
+    fn drop(&mut self) {
+        self.enter.unregister(&self.ring);
     }
 }

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use io_uring::opcode;
 
-use super::{Driver, OpKey, OpState, CANCEL_TOKEN, WAKE_TOKEN};
+use super::{Driver, OpKey, OpState, Retained, CANCEL_TOKEN, WAKE_TOKEN};
 
 impl Driver {
     /// Core shutdown: cancels every operation still in flight and waits for
@@ -15,12 +15,16 @@ impl Driver {
     pub(crate) fn drain(&mut self, deadline: Instant) -> usize {
         let keys: Vec<usize> = self.ops.keys().collect();
         for key in keys {
-            if let Some(op) = self.ops.get_mut(key) {
-                if !matches!(op.state, OpState::Orphaned) {
-                    op.state = OpState::Orphaned;
-                }
+            // An owner still alive here was leaked. Release its operation as
+            // a dropped owner would: one whose last completion is in (a
+            // single-shot `Done`, an ended multishot) is cleaned up and
+            // removed now, since no completion will come for it; the others
+            // are orphaned and cancelled.
+            if matches!(self.ops.get(key), Some(op) if matches!(op.state, OpState::Orphaned)) {
+                self.cancel(OpKey(key));
+            } else if let Some(retained) = self.release(OpKey(key), Retained::None) {
+                self.graveyard.push(retained);
             }
-            self.cancel(OpKey(key));
         }
         if self.wake_armed {
             let sqe = opcode::AsyncCancel::new(WAKE_TOKEN)
