@@ -199,6 +199,34 @@ http_tests! {
         assert_eq!(log_capture::lines_with(&[&back]).len(), 1);
     }
 
+    /// F2 with F8: an upstream that takes requests and never answers
+    /// fails each request at the deadline, and after 5 in a row is
+    /// ejected, so the requests after it are answered by the others
+    /// instead of all waiting out the deadline.
+    fn f8_hung_upstream_is_ejected(backend) {
+        let hung = Fake::start(|mut c: Conn| while c.read_request().is_some() {});
+        let ok = Fake::answering_ok();
+        let (px, counted) = proxy_counted(backend, &[hung.addr, ok.addr], |c| {
+            short_ejection(c);
+            c.width = 2;
+            c.deadline = Duration::from_millis(200);
+            // Long enough that the requests after it surely fall inside it.
+            c.ejection.base_time = Duration::from_secs(3);
+            c.ejection.max_time = Duration::from_secs(3);
+        });
+        let mut client = Client::connect(px.addr);
+        for i in 0..5 {
+            let r = client.roundtrip(&get("/"));
+            assert_eq!(r.status, 504, "request {i}: {}", String::from_utf8_lossy(&r.body));
+        }
+        let stats = counted.get();
+        assert_eq!((stats.deadline, stats.ejections), (5, 1), "{stats:?}");
+        let r = client.roundtrip(&get("/"));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let from: Vec<String> = entries(&r.body).into_iter().map(|e| e.0).collect();
+        assert_eq!(from, [ok.addr.to_string(), ok.addr.to_string()], "both branches on the healthy one");
+    }
+
     /// F8 at width 16 over two upstreams (8 branches on each per request):
     /// a request whose 8 branches on one upstream all get a 500 adds one
     /// failure to its run, not 8, so it takes 5 such requests in a row to

@@ -186,7 +186,7 @@ async fn accept_loop<H: Handler>(
                 tracing::warn!(
                     max_connections = limits.max_connections,
                     "connection limit reached: accepting paused until a connection closes \
-                     (`paused` in the stats counts the pauses)"
+                     (`accept_paused` in the stats counts the pauses)"
                 );
             }
             listener.pause_accepting();

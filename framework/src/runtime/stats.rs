@@ -214,8 +214,9 @@ impl fmt::Display for StatsSnapshot {
         write!(
             f,
             "cpu={} backend={} accepted={} active={} requests={} in={} out={} \
-             err_accept={} err_fd={} err_io={} panics={} enobufs={} paused={} \
-             unserved={} bulk={} sqes={} enters={} batched={} syscalls={} inflight={} cpu_ms={}",
+             err_accept={} err_fd={} err_io={} panics={} enobufs={} accept_paused={} \
+             read_paused={} unserved={} bulk={} sqes={} enters={} batched={} syscalls={} \
+             inflight={} cpu_ms={}",
             self.cpu,
             self.backend,
             self.accepted,
@@ -228,6 +229,7 @@ impl fmt::Display for StatsSnapshot {
             self.errors_io,
             self.panics,
             self.buffer_exhausted,
+            self.accept_paused,
             self.backpressure_pauses,
             self.closed_unserved,
             self.bulk_reads,
@@ -238,5 +240,22 @@ impl fmt::Display for StatsSnapshot {
             self.in_flight,
             self.cpu_time.as_millis()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CoreStats;
+
+    /// Each pause counter is printed under its own name: accepting paused
+    /// at the connection limit, and receives paused for a slow reader.
+    #[test]
+    fn the_line_names_each_pause() {
+        let stats = CoreStats::default();
+        stats.accept_paused.add(3);
+        stats.backpressure_pauses.add(5);
+        let line = stats.snapshot(0).to_string();
+        assert!(line.contains(" accept_paused=3 "), "{line}");
+        assert!(line.contains(" read_paused=5 "), "{line}");
     }
 }

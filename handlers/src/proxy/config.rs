@@ -96,8 +96,8 @@ impl Default for PoolConfig {
 
 /// Outlier ejection, kept per upstream per core: after
 /// [`consecutive_failures`](Self::consecutive_failures) requests in a row
-/// failed on an upstream (a 5xx answer, a connect failure or a broken
-/// exchange) it gets no branches for `base_time × n` (the n-th ejection
+/// failed on an upstream (a 5xx answer, a connect failure, a broken
+/// exchange or no answer by the deadline) it gets no branches for `base_time × n` (the n-th ejection
 /// since its last success), at most [`max_time`](Self::max_time).
 ///
 /// The unit is the request, not the branch: a request whose branches on

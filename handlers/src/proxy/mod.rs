@@ -50,9 +50,9 @@
 //! # Outlier ejection and the pending-request breaker
 //!
 //! Each core keeps its own view of each upstream's health (no sharing, so
-//! two cores may disagree for a while). A 5xx answer, a failed connect or a
-//! broken exchange is a failure; any other answer is a success and resets
-//! the count. Failures count per request: one request adds at most one to
+//! two cores may disagree for a while). A 5xx answer, a failed connect, a
+//! broken exchange or no answer by the request's deadline is a failure;
+//! any other answer is a success and resets the count. Failures count per request: one request adds at most one to
 //! an upstream's run, however many of its branches went there, so a wide
 //! request cannot eject an upstream alone. After
 //! [`EjectionConfig::consecutive_failures`] failed requests in a row
@@ -63,8 +63,9 @@
 //! [`EjectionConfig::max_percent`] of the upstreams (default 10 %, but
 //! always at least one) are ejected at once; past that, failing upstreams
 //! stay in. When every upstream is ejected the request is answered 503 at
-//! once, naming each upstream and when it returns. Branches cut
-//! off by the deadline or cancelled are not counted either way. A 5xx
+//! once, naming each upstream and when it returns. Branches
+//! cancelled because the policy was decided without them are not counted
+//! either way. A 5xx
 //! answer is still passed on to the client in the combined body.
 //!
 //! At most [`Config::max_pending`] fan-outs (default 1024) are in flight

@@ -304,6 +304,10 @@ impl FanOut {
                                 moved_from,
                             } = target.get();
                             self.log_failure(upstream, Failure::Deadline);
+                            // A hung upstream fails this way only: it must
+                            // count toward its ejection, or under `all` it
+                            // would hold every request to the deadline.
+                            self.record(upstream, false, counted);
                             let moved_from = self.moved_from(moved_from);
                             let upstream = self.upstream_name(upstream);
                             let moved_from = moved_from.as_ref().map(|(n, f)| (*n, f as _));
