@@ -317,6 +317,38 @@ http_tests! {
         assert!(short.accepted() >= pooled + 50, "stale pooled connections were reused");
     }
 
+    /// F5 without traffic: pooled connections are closed by the proxy
+    /// itself, with no request to find them: one the upstream closed (it
+    /// would otherwise sit half-closed, in CLOSE_WAIT) within a sweep of
+    /// the pool, and one merely idle once its idle timeout has passed.
+    fn f5_idle_pool_is_swept_without_traffic(backend) {
+        let closing = Fake::start(|mut c: Conn| {
+            if c.read_request().is_some() {
+                c.ok(b"bye");
+                let _ = c.stream.shutdown(std::net::Shutdown::Write);
+                c.wait_close(Duration::from_secs(4));
+            }
+        });
+        let idle = Fake::start(|mut c: Conn| {
+            if c.read_request().is_some() {
+                c.ok(b"idle");
+                c.wait_close(Duration::from_secs(4));
+            }
+        });
+        let px = proxy(backend, &[closing.addr, idle.addr], |c| {
+            c.width = 2;
+            c.pool.idle_timeout = Duration::from_millis(400);
+        });
+        let (r, text) = ask(px.addr, &get("/"));
+        assert_eq!(r.status, 200, "{text}");
+        let started = Instant::now();
+        assert!(eventually(Duration::from_secs(2), || closing.closed_by_peer() == 1),
+            "the connection the upstream closed is still open");
+        assert!(eventually(Duration::from_secs(2), || idle.closed_by_peer() == 1),
+            "the expired connection is still open");
+        assert!(started.elapsed() >= Duration::from_millis(300), "closed before its idle timeout");
+    }
+
     /// F6: one of three branches resets (fail-fast under `all`): 502 at the
     /// time of the failure, the slow siblings' connections closed.
     fn f6_fail_fast(backend) {

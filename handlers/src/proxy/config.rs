@@ -76,8 +76,10 @@ pub struct PoolConfig {
     /// behind; set it too low and steady load turns into connect churn
     /// (width 16 × 32 clients over 2 upstreams needs 256). Default 1024.
     pub max_idle: usize,
-    /// An idle connection older than this is closed instead of reused.
-    /// Keep it below the upstreams' keep-alive timeout (nginx 75 s, percore
+    /// An idle connection older than this is closed instead of reused,
+    /// and within half this again (at most a minute later) even if no
+    /// request comes; one the upstream closed is closed then too. Keep it
+    /// below the upstreams' keep-alive timeout (nginx 75 s, percore
     /// http 30 s, many servers 5 s), so that the proxy, not the upstream,
     /// closes idle connections and the reuse race (the upstream
     /// closing a connection as it is reused) stays rare.

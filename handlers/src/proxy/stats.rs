@@ -30,7 +30,9 @@ pub struct ProxyStats {
     pub failed_504: u64,
     /// Sub-requests sent (each attempt, retries included).
     pub sub_requests: u64,
-    /// New upstream connections opened.
+    /// New upstream connections begun, including those that failed
+    /// ([`errors_connect`](Self::errors_connect)) and those cancelled
+    /// before they were made (a branch cut off by the policy).
     pub connects: u64,
     /// Sub-requests sent on a pooled (reused) connection.
     pub reuses: u64,

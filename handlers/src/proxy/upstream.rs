@@ -7,12 +7,16 @@
 //! bounded by [`PoolConfig::max_idle`] and every connection in it has read
 //! a complete response and nothing more: a connection whose exchange
 //! failed, was cancelled, or ended with `Connection: close` or a
-//! close-delimited body is dropped, never pooled.
+//! close-delimited body is dropped, never pooled. A task per pool, started
+//! with its first connection, closes the idle connections that expired or
+//! that the upstream closed, so that a proxy with no traffic does not hold
+//! them (half-closed, in `CLOSE_WAIT`) until its next request.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -121,8 +125,11 @@ impl Health {
 /// A bounded LIFO stack of idle keep-alive connections.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    idle: RefCell<Vec<Idle>>,
+    /// Shared with the pool's [`sweep`] task, which holds it weakly.
+    idle: Rc<RefCell<Vec<Idle>>>,
     config: PoolConfig,
+    /// Whether the [`sweep`] task was started.
+    swept: Cell<bool>,
 }
 
 #[derive(Debug)]
@@ -144,8 +151,9 @@ impl Idle {
 impl Pool {
     fn new(config: PoolConfig) -> Self {
         Self {
-            idle: RefCell::new(Vec::with_capacity(config.max_idle)),
+            idle: Rc::new(RefCell::new(Vec::with_capacity(config.max_idle))),
             config,
+            swept: Cell::new(false),
         }
     }
 
@@ -190,6 +198,31 @@ impl Pool {
                 expires: now.checked_add(self.config.idle_timeout),
             });
         }
+        if !self.swept.replace(true) {
+            percore::spawn_local(sweep(Rc::downgrade(&self.idle), self.config.idle_timeout));
+        }
+    }
+}
+
+/// Every half idle timeout (at least 100 ms, at most a minute), closes the
+/// pooled connections that expired or that the upstream has closed, until
+/// the pool is gone or the server stops (then it closes them all, as no
+/// request will take them).
+async fn sweep(idle: Weak<RefCell<Vec<Idle>>>, idle_timeout: Duration) {
+    let every = (idle_timeout / 2).clamp(Duration::from_millis(100), Duration::from_secs(60));
+    while percore::until_stopped(percore::time::sleep(every))
+        .await
+        .is_some()
+    {
+        let Some(idle) = idle.upgrade() else {
+            return;
+        };
+        let now = percore::time::now();
+        idle.borrow_mut()
+            .retain(|c| !c.expired(now) && still_open(&c.conn));
+    }
+    if let Some(idle) = idle.upgrade() {
+        idle.borrow_mut().clear();
     }
 }
 
