@@ -8,6 +8,8 @@ static CLASSES: [u8; 256] = classes();
 const TCHAR: u8 = 1;
 const FIELD_VALUE: u8 = 2;
 const REG_NAME: u8 = 4;
+/// A reg-name byte other than `%`: the common host needs no escape check.
+const PLAIN_REG_NAME: u8 = 8;
 
 const fn classes() -> [u8; 256] {
     let mut table = [0u8; 256];
@@ -46,6 +48,9 @@ const fn classes() -> [u8; 256] {
             )
         {
             class |= REG_NAME;
+            if b != b'%' {
+                class |= PLAIN_REG_NAME;
+            }
         }
         table[i] = class;
         i += 1;
@@ -111,22 +116,22 @@ pub(crate) fn is_field_value(bytes: &[u8]) -> bool {
 /// Anything else, such as NUL, space, `/`, `@`, a second `:`, a port that
 /// is not digits, an unclosed `[` or a `%` without two hex digits, is not.
 pub(crate) fn is_host(bytes: &[u8]) -> bool {
-    let (host_ok, port) = match bytes {
-        [b'[', rest @ ..] => match rest.iter().position(|&b| b == b']') {
-            Some(close) => (is_ip_literal(&rest[..close]), &rest[close + 1..]),
-            None => return false,
-        },
-        _ => {
-            let end = bytes.iter().position(|&b| b == b':').unwrap_or(bytes.len());
-            (is_reg_name(&bytes[..end]), &bytes[end..])
-        }
+    // The port first, from the end: a host never ends in `:` and digits,
+    // so the last `:` before trailing digits (or at the end) starts it.
+    // One check per request: each byte is looked at about once.
+    let digits = bytes
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    let host = match bytes.len().checked_sub(digits + 1) {
+        Some(colon) if bytes[colon] == b':' => &bytes[..colon],
+        _ => bytes,
     };
-    let port_ok = match port {
-        [] => true,
-        [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
-        _ => false,
-    };
-    host_ok && port_ok
+    match host {
+        [b'[', inside @ .., b']'] => is_ip_literal(inside),
+        _ => all(host, PLAIN_REG_NAME) || is_reg_name(host),
+    }
 }
 
 /// RFC 3986 `reg-name`: unreserved, sub-delims and pct-encoded bytes.
@@ -184,6 +189,11 @@ mod tests {
                 is_reg_name(&[b]),
                 b.is_ascii_alphanumeric() || reg_name_symbols.contains(&b),
                 "reg-name {b:#x}"
+            );
+            assert_eq!(
+                all(&[b], PLAIN_REG_NAME),
+                is_reg_name(&[b]),
+                "plain reg-name {b:#x}"
             );
         }
         assert!(!is_token(b""));
