@@ -25,7 +25,8 @@ use common::*;
 const DRAIN: Duration = Duration::from_secs(2);
 
 /// Never answers. Counts the calls that reached the wait; with path
-/// `/stream` it first sends the head and a chunk of its body.
+/// `/stream` it first sends the head and a chunk of its body, with
+/// `/upload` it reads the body (which the test's client never finishes).
 struct Never {
     waiting: Arc<AtomicUsize>,
 }
@@ -35,6 +36,10 @@ impl Service for Never {
         if req.path() == "/stream" {
             res.write(b"part one\n");
             res.flush().await?;
+        }
+        if req.path() == "/upload" {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            req.body().await?;
         }
         self.waiting.fetch_add(1, Ordering::SeqCst);
         std::future::pending::<()>().await;
@@ -96,6 +101,26 @@ http_tests! {
             lines.iter().any(|l| l.contains("answered 503") && l.contains("method=\"GET\"")),
             "{lines:?}"
         );
+    }
+
+    /// A call cut off while it waits for a slow client's body is answered
+    /// 503 like any other, and the log blames the body, not the service.
+    fn a_body_still_arriving_at_the_cut_off_is_logged_as_such(backend) {
+        log_capture::install();
+        let (mut server, waiting) = never(backend);
+        let mut c = Client::connect(server.addr);
+        c.send(format!("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nslow-{backend}").as_bytes());
+        wait_until(Duration::from_secs(5), "the call to read the body", || {
+            waiting.load(Ordering::SeqCst) == 1
+        });
+        server.begin_stop();
+        let r = c.response();
+        assert_eq!(r.status, 503, "{:?}", String::from_utf8_lossy(&r.body));
+        drop(c);
+        assert!(server.stop_within(Duration::from_secs(5)).is_some(), "the server stopped");
+        let lines = log_capture::lines_with(&["target=\"/upload\"", "answered 503"]);
+        assert!(lines.iter().any(|l| l.contains("the request's body was still arriving")), "{lines:?}");
+        assert!(!lines.iter().any(|l| l.contains("the service had not answered")), "{lines:?}");
     }
 
     /// A call that already sent its response head (streaming) cannot be

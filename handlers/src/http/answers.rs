@@ -123,8 +123,14 @@ pub(super) async fn answer_stopping<S: Service>(
     exchange: Exchange<'_>,
     res: &Response<'_>,
     stop: &StopSlot,
+    slow_body: bool,
 ) -> io::Result<()> {
     if let Some(left_out) = h.cut_off.admit(percore::time::now()) {
+        let why = if slow_body {
+            "the request's body was still arriving"
+        } else {
+            "the service had not answered"
+        };
         let answer = if res.streaming.is_some() {
             "its response, already begun, ends incomplete"
         } else {
@@ -137,7 +143,7 @@ pub(super) async fn answer_stopping<S: Service>(
         tracing::warn!(
             method = exchange.method,
             target = exchange.target,
-            "stopping: the service had not answered near the drain deadline; {answer}{left_out}"
+            "stopping: {why} near the drain deadline; {answer}{left_out}"
         );
     }
     if res.streaming.is_some() {

@@ -248,7 +248,10 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 Some(Err(panic)) => {
                     return answer_panic(h, &wire, exchange, &res, &stop, panic).await
                 }
-                None => return answer_stopping(h, &wire, exchange, &res, &stop).await,
+                None => {
+                    let slow_body = req.body.awaiting_client();
+                    return answer_stopping(h, &wire, exchange, &res, &stop, slow_body).await;
+                }
             };
             // `res.keep_alive`, not `keep_alive`: the service may have
             // closed the connection.

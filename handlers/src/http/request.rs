@@ -228,6 +228,9 @@ pub(crate) struct BodyReader<'r> {
     expect: Expect,
     deadline: Option<Instant>,
     failure: Option<Failure>,
+    /// Waiting for the client's next body bytes (set across the read's
+    /// await, so it stays set if the call is cut off there).
+    awaiting_client: bool,
 }
 
 impl<'r> BodyReader<'r> {
@@ -260,6 +263,7 @@ impl<'r> BodyReader<'r> {
             },
             deadline: None,
             failure: None,
+            awaiting_client: false,
         }
     }
 
@@ -369,7 +373,10 @@ impl<'r> BodyReader<'r> {
             .deadline
             .get_or_insert_with(|| after(percore::time::now(), self.config.body_timeout));
         let wire = self.wire;
-        match wire.wait(wire.conn.read(), deadline, None).await {
+        self.awaiting_client = true;
+        let waited = wire.wait(wire.conn.read(), deadline, None).await;
+        self.awaiting_client = false;
+        match waited {
             Waited::Done(Ok(Some(buf))) => {
                 self.lease = Some(buf);
                 Ok(())
@@ -393,6 +400,12 @@ impl<'r> BodyReader<'r> {
     fn fail_with(&mut self, e: HttpError) -> io::Error {
         self.failure = Some(Failure::Refused(e));
         io::Error::new(io::ErrorKind::InvalidData, e)
+    }
+
+    /// Whether the body's reader was waiting for the client's bytes
+    /// (when a call cut off by the stop was reading a slow body).
+    pub(crate) fn awaiting_client(&self) -> bool {
+        self.awaiting_client
     }
 
     /// The [`BodyEnd`] when nothing is left to read (no body, the service
