@@ -1,8 +1,9 @@
 //! `JoinHandle::abort`, on both backends: an aborted task's future is
 //! dropped at once (its I/O cancelled, its socket closed), awaiting its
 //! handle gives `JoinError::Aborted`, a finished task keeps its output,
-//! a task that aborts itself is dropped when its poll returns, and a
-//! destructor that panics under `abort` ends only its own task.
+//! a task that aborts itself is dropped when its poll returns, a
+//! destructor that panics under `abort` ends only its own task, and so
+//! does one of a buffer the kernel still held when its write was dropped.
 
 #[macro_use]
 mod support;
@@ -179,5 +180,50 @@ backend_tests! {
             assert!(refused.is_err(), "the listener outlived its aborted task");
         })
         .expect("block_on");
+    }
+
+    /// A write dropped while its send is in flight leaves the buffer with
+    /// the kernel (io_uring) until the send completes; the buffer's
+    /// destructor then runs in the core's loop, and a panic there ends
+    /// nothing else: the core goes on and `block_on` returns. (On epoll
+    /// the buffer is dropped with the write, in the task that dropped it.)
+    fn a_buffer_destructor_panicking_after_its_send_ends_nothing_else(backend) {
+        struct PanicOnDrop(Vec<u8>);
+        impl Drop for PanicOnDrop {
+            fn drop(&mut self) {
+                panic!("a buffer destructor that panics");
+            }
+        }
+        // SAFETY: the bytes are the Vec's, which lives as long as the
+        // buffer and is never changed after it is made.
+        unsafe impl percore::buf::IoBuf for PanicOnDrop {
+            fn stable_ptr(&self) -> *const u8 {
+                self.0.as_ptr()
+            }
+            fn bytes_init(&self) -> usize {
+                self.0.len()
+            }
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let output = block_on(backend, async move {
+            let stream = TcpStream::connect(addr).await.expect("connect");
+            let (peer, _) = listener.accept().expect("accept");
+            let writer = spawn_local(async move {
+                // Far more than the socket buffers hold: the send waits.
+                let write = stream.write_all(PanicOnDrop(vec![7; 64 << 20]));
+                let _ = percore::time::timeout(Duration::from_millis(50), write).await;
+                stream
+            });
+            let stream = writer.await;
+            // The peer leaves with the bytes unread: the send ends.
+            drop(peer);
+            percore::time::sleep(Duration::from_millis(50)).await;
+            drop(stream);
+            percore::time::sleep(Duration::from_millis(20)).await;
+            7
+        })
+        .expect("block_on");
+        assert_eq!(output, 7);
     }
 }

@@ -328,7 +328,15 @@ impl Core {
         // Taking an empty Vec does not allocate; the capacity goes back.
         let mut dead = std::mem::take(&mut *self.graveyard.borrow_mut());
         self.driver.borrow_mut().take_graveyard(&mut dead);
-        dead.clear();
+        for retained in dead.drain(..) {
+            // A retained buffer may be the user's, whose destructor may
+            // panic: that must not unwind out of the core's loop, which
+            // would skip the drain of what the kernel still holds.
+            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(retained)));
+            if let Err(payload) = dropped {
+                self.executor.record_panic(&*payload);
+            }
+        }
         *self.graveyard.borrow_mut() = dead;
     }
 
