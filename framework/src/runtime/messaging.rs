@@ -41,8 +41,9 @@ impl std::error::Error for SubmitError {}
 /// the future it makes resolves to.
 ///
 /// `f` crosses threads (it must be `Send`); the future it returns runs on
-/// the target core and need not be. When the target's mailbox is full the
-/// caller waits for room: senders slow down rather than queues growing.
+/// the target core and need not be. Each core's mailbox holds 1,024
+/// calls; when the target's is full the caller waits for room: senders
+/// slow down rather than queues growing.
 ///
 /// `f` runs outside any handler: the state it reaches on the target core
 /// is that core thread's own, so keep state that other cores ask for in a
