@@ -152,11 +152,25 @@ impl<F: Future> Drop for Branches<'_, F> {
     fn drop(&mut self) {
         // The arena never runs destructors: drop what is left in place
         // (cancelling branches still running, freeing outputs not taken).
-        for branch in self.running.iter_mut() {
-            *branch = None;
+        // Every one, even after a destructor panicked: a pinned branch must
+        // be dropped before the arena reuses its memory (its I/O may still
+        // name it), so the first panic goes on only once all are done.
+        let mut panic = None;
+        clear_all(self.running, &mut panic);
+        clear_all(self.outputs, &mut panic);
+        if let Some(payload) = panic {
+            std::panic::resume_unwind(payload);
         }
-        for output in self.outputs.iter_mut() {
-            *output = None;
+    }
+}
+
+/// Empties every slot in place, each even if an earlier one's destructor
+/// panicked; keeps the first panic.
+fn clear_all<T>(slots: &mut [Option<T>], panic: &mut Option<Box<dyn std::any::Any + Send>>) {
+    for slot in slots {
+        let cleared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| *slot = None));
+        if let Err(payload) = cleared {
+            panic.get_or_insert(payload);
         }
     }
 }

@@ -1,7 +1,9 @@
 //! Unit tests of the proxy's pure parts: request targets, request
 //! serialisation, JSON escaping and config parsing; the response parser's
-//! are in `response`, the failure lines' in `warn`.
+//! are in `response`, the failure lines' in `warn`, dropping a request's
+//! branches in `join`.
 
+mod join;
 mod response;
 mod warn;
 
