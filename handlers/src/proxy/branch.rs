@@ -233,7 +233,7 @@ impl FanOut {
         if ok {
             // An answer to a branch begun before the ejection: the
             // ejection runs its course, as for such a branch's failure.
-            if health.is_ejected(now()) {
+            if health.until().is_some_and(|end| now() < end) {
                 return;
             }
             let ended = health.success();
