@@ -3,7 +3,8 @@
 //! the count left out) for failed sub-requests and mirror copies, and the
 //! OS's reason when the proxy runs out of file descriptors: a 502 body
 //! with "Too many open files (os error 24)" and a WARN saying to raise
-//! `ulimit -n`.
+//! `ulimit -n`; and the WARN for an upstream whose branches are always
+//! cancelled before it answers.
 //!
 //! The log is captured process-wide and one case lowers the process's
 //! soft `RLIMIT_NOFILE` (filling every free descriptor below it), so these
@@ -23,8 +24,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::*;
-use fake::{proxy, refused_addr};
+use fake::{proxy, refused_addr, Conn, Fake};
 use log_capture::warnings;
+use percore_handlers::proxy::Policy;
 
 /// One case at a time: the log and the descriptor limit are per process.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -157,5 +159,27 @@ http_tests! {
         assert_eq!(Client::connect(px.addr).roundtrip(&get("/")).status, 200);
         let needle = format!("mirror {shadow}: connect failed: Connection refused");
         wait_until(Duration::from_secs(5), "the mirror's WARN", || !warnings(&needle).is_empty());
+    }
+
+    /// Under `first`, an upstream that takes requests and never answers
+    /// fails none: its branches are cancelled once the other answers. After
+    /// 100 such requests in a row a WARN names it; an answer from it starts
+    /// the count again.
+    fn an_upstream_always_cut_off_warns(backend) {
+        let _case = start_case();
+        let hung = Fake::start(|mut c: Conn| while c.read_request().is_some() {});
+        let ok = Fake::answering_ok();
+        let px = proxy(backend, &[hung.addr, ok.addr], |c| {
+            c.width = 2;
+            c.policy = Policy::First;
+        });
+        let mut c = Client::connect(px.addr);
+        let needle = format!("upstream {}: the last 100 requests sent to it were answered by the others first", hung.addr);
+        for i in 1..=100 {
+            assert!(warnings(&needle).is_empty(), "warned after {i} requests");
+            assert_eq!(c.roundtrip(&get("/")).status, 200);
+        }
+        wait_until(Duration::from_secs(2), "the WARN", || warnings(&needle).len() == 1);
+        assert!(warnings(&ok.addr.to_string()).is_empty(), "the healthy upstream was named");
     }
 }

@@ -233,6 +233,18 @@ impl FanOut {
 
         match verdict {
             Verdict::Met => {
+                if (0..width).any(|i| branches.is_running(i)) {
+                    // Once per upstream: with more branches than upstreams,
+                    // one lost race would cut off several on one.
+                    let noted = arena.alloc_slice_fill_with(self.upstreams.len(), |_| false);
+                    for (i, target) in targets.iter().enumerate() {
+                        let upstream = target.get().upstream % noted.len();
+                        if branches.is_running(i) && !std::mem::replace(&mut noted[upstream], true)
+                        {
+                            self.cut_off(upstream);
+                        }
+                    }
+                }
                 let cancelled = branches.cancel_running();
                 self.stats.cancelled.add(cancelled as u64);
                 res.header("Content-Type", b"application/json")?;

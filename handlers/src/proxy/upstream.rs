@@ -70,6 +70,11 @@ pub(crate) struct Health {
     /// the next. A request notes the run it counted in (see
     /// `FanOut::record`).
     run: Cell<u64>,
+    /// Requests in a row whose branches on it were cancelled because the
+    /// policy was met without them: an upstream that hangs under `first`
+    /// or `quorum:K` shows only this way. Any outcome of a branch on it
+    /// ends the run.
+    cut_offs: Cell<u32>,
 }
 
 impl Health {
@@ -81,6 +86,19 @@ impl Health {
     /// The end of its last ejection, if it was ever ejected.
     pub(crate) fn until(&self) -> Option<Instant> {
         self.until.get()
+    }
+
+    /// A branch on it ended (answered or failed): a run of cut-offs ends.
+    pub(crate) fn outcome(&self) {
+        self.cut_offs.set(0);
+    }
+
+    /// A request's branches on it cancelled before it answered; returns
+    /// how many such requests in a row.
+    pub(crate) fn cut_off(&self) -> u32 {
+        let n = self.cut_offs.get().saturating_add(1);
+        self.cut_offs.set(n);
+        n
     }
 
     /// A success (a non-5xx answer): the counters start again. Returns

@@ -1,6 +1,7 @@
 //! Rate-limited WARN lines for upstream failures: a failed sub-request
 //! (connect failure or timeout, reset, a bad or truncated answer, no
-//! answer by the deadline) and a failed mirror copy, each naming the
+//! answer by the deadline), an upstream whose branches keep being
+//! cancelled before it answers, and a failed mirror copy, each naming the
 //! upstream and the reason.
 //!
 //! Without them a proxy answering 502 and 504 looks healthy in its log:
@@ -43,6 +44,9 @@ pub(crate) enum Reason {
     /// The mirror's shadow answered with this 5xx status (a 5xx from a
     /// fan-out upstream is passed on to the client, not logged here).
     Status(u16),
+    /// This many requests in a row met their policy without it, its
+    /// branches cancelled before it answered.
+    CutOff(u32),
 }
 
 /// One core's failure lines and their rate limit, shared only with that
@@ -89,6 +93,11 @@ impl fmt::Display for Line<'_> {
         match self.reason {
             Reason::Failed(failure) => write!(f, "{failure}{}", hint(failure))?,
             Reason::Status(status) => write!(f, "answered {status}")?,
+            Reason::CutOff(n) => write!(
+                f,
+                "the last {n} requests sent to it were answered by the others first \
+                 and its branches cancelled (hung, or always slower than the others?)"
+            )?,
         }
         let left_out = LeftOut {
             count: self.suppressed,

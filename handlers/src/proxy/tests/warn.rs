@@ -59,6 +59,11 @@ fn line_text() {
          (7 more upstream failures on this core not logged since the last line)"
     );
     assert_eq!(
+        line(Role::Upstream, Reason::CutOff(200), 0),
+        "upstream 127.0.0.1:18410: the last 200 requests sent to it were answered by the \
+         others first and its branches cancelled (hung, or always slower than the others?)"
+    );
+    assert_eq!(
         line(
             Role::Mirror,
             Reason::Failed(Failure::Bad("malformed status line or header")),
