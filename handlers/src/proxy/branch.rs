@@ -230,12 +230,15 @@ impl FanOut {
     pub(crate) fn record(&self, index: usize, ok: bool, counted: &[Cell<u64>]) {
         let index = index % self.upstreams.len();
         let health = &self.upstreams[index].health;
+        let at = now();
+        // An outcome of a branch begun before the ejection: the ejection
+        // runs its course, and the run after it starts from nothing (a
+        // burst of such failures would otherwise eject it again at its
+        // first failure after it).
+        if health.is_ejected(at) {
+            return;
+        }
         if ok {
-            // An answer to a branch begun before the ejection: the
-            // ejection runs its course, as for such a branch's failure.
-            if health.is_ejected(now()) {
-                return;
-            }
             let ended = health.success();
             if ended > 0 {
                 tracing::info!(
@@ -252,9 +255,7 @@ impl FanOut {
         if !health.failure(&self.config.ejection) {
             return;
         }
-        let at = now();
-        // A branch started before the ejection may still fail: no new one.
-        if health.is_ejected(at) || self.ejected_count(at) >= self.max_ejected {
+        if self.ejected_count(at) >= self.max_ejected {
             return;
         }
         let time = health.eject(&self.config.ejection, at);
