@@ -213,7 +213,8 @@ impl FanOut {
     }
 
     /// Records the outcome of an exchange with upstream `index` (a 5xx
-    /// answer or a connection failure is a failure) for the request whose
+    /// answer, a connection failure or no answer by the deadline is a
+    /// failure) for the request whose
     /// run marks are `counted`, and ejects the upstream after too many failed
     /// requests in a row if the cap on ejections allows. When
     /// the cap does not, it stays in and the next failure tries again.
