@@ -29,24 +29,6 @@ impl Handler for PanicOnMagic {
     }
 }
 
-/// Keeps the panics this test provokes out of the output; any other panic
-/// is reported as usual.
-fn quiet_expected_panics() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let expected = info
-                .payload()
-                .downcast_ref::<&str>()
-                .is_some_and(|m| m.contains("told to panic"));
-            if !expected {
-                default(info);
-            }
-        }));
-    });
-}
-
 backend_tests! {
     /// Five connections make the handler panic, one at a time, while eight
     /// others stay open and keep echoing.

@@ -504,24 +504,6 @@ async fn stop_pending(conn: &Connection, count: usize, gate: Arc<Gate>) -> Resul
     ))
 }
 
-/// Keeps the panics this test provokes out of the output; any other panic
-/// is reported as usual.
-fn quiet_expected_panics() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let expected = info
-                .payload()
-                .downcast_ref::<&str>()
-                .is_some_and(|m| m.contains("told to panic"));
-            if !expected {
-                default(info);
-            }
-        }));
-    });
-}
-
 /// A call to the other core that panics there, then one that answers.
 async fn panic_call() -> Result<String, String> {
     let target = other_core();

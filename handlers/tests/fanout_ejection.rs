@@ -199,6 +199,48 @@ http_tests! {
         assert_eq!(log_capture::lines_with(&[&back]).len(), 1);
     }
 
+    /// F8 under concurrency: requests already on an upstream when it is
+    /// ejected, which fail during the ejection, do not count toward the
+    /// next one: after it the upstream again needs 5 failed requests in a
+    /// row to be ejected.
+    fn f8_failures_during_an_ejection_start_no_run(backend) {
+        const BURST: usize = 8;
+        // Holds every answer until the whole burst has arrived, so that
+        // the last 3 failures come while the first 5 have ejected it.
+        let gate = Arc::new((std::sync::Mutex::new(0usize), std::sync::Condvar::new()));
+        let held = Arc::clone(&gate);
+        let bad = Fake::start(move |mut c: Conn| {
+            while c.read_request().is_some() {
+                let (arrived, all_in) = &*held;
+                let mut n = arrived.lock().unwrap_or_else(|e| e.into_inner());
+                *n += 1;
+                all_in.notify_all();
+                let _ = all_in.wait_timeout_while(n, Duration::from_secs(5), |n| *n < BURST);
+                c.send(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\nfail");
+            }
+        });
+        let (px, counted) = proxy_counted(backend, &[bad.addr], |c| {
+            short_ejection(c);
+            c.ejection.base_time = Duration::from_secs(1);
+        });
+        let addr = px.addr;
+        let burst: Vec<_> = (0..BURST)
+            .map(|_| std::thread::spawn(move || Client::connect(addr).roundtrip(&get("/")).status))
+            .collect();
+        for client in burst {
+            assert_eq!(client.join().expect("client"), 200, "a 500 is passed on");
+        }
+        let stats = counted.get();
+        assert_eq!((stats.upstream_5xx, stats.ejections), (BURST as u64, 1), "{stats:?}");
+        std::thread::sleep(Duration::from_millis(1100));
+        let mut client = Client::connect(px.addr);
+        for i in 1..=5 {
+            assert_eq!(one_get(&mut client), (200, bad.addr.to_string()), "request {i} after the ejection");
+            let ejections = counted.get().ejections;
+            assert_eq!(ejections, if i < 5 { 1 } else { 2 }, "after request {i}");
+        }
+    }
+
     /// F2 with F8: an upstream that takes requests and never answers
     /// fails each request at the deadline, and after 5 in a row is
     /// ejected, so the requests after it are answered by the others

@@ -339,9 +339,12 @@ http_tests! {
             c.width = 2;
             c.pool.idle_timeout = Duration::from_millis(400);
         });
+        // Before the request, so no later than the proxy's idle clock
+        // starts: a busy machine that slows the answer cannot make the
+        // close look early.
+        let started = Instant::now();
         let (r, text) = ask(px.addr, &get("/"));
         assert_eq!(r.status, 200, "{text}");
-        let started = Instant::now();
         assert!(eventually(Duration::from_secs(2), || closing.closed_by_peer() == 1),
             "the connection the upstream closed is still open");
         assert!(eventually(Duration::from_secs(2), || idle.closed_by_peer() == 1),

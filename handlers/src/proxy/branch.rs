@@ -220,7 +220,8 @@ impl FanOut {
     }
 
     /// Records the outcome of an exchange with upstream `index` (a 5xx
-    /// answer or a connection failure is a failure) for the request whose
+    /// answer, a connection failure or no answer by the deadline is a
+    /// failure) for the request whose
     /// run marks are `counted`, and ejects the upstream after too many failed
     /// requests in a row if the cap on ejections allows. When
     /// the cap does not, it stays in and the next failure tries again.
@@ -238,12 +239,15 @@ impl FanOut {
         let index = index % self.upstreams.len();
         let health = &self.upstreams[index].health;
         health.outcome();
+        // An outcome of a branch begun before the ejection: the ejection
+        // runs its course, and the run after it starts from nothing (a
+        // burst of such failures would otherwise eject it again at its
+        // first failure after it). The clock is read only for an upstream
+        // that was ever ejected.
+        if health.until().is_some_and(|end| now() < end) {
+            return;
+        }
         if ok {
-            // An answer to a branch begun before the ejection: the
-            // ejection runs its course, as for such a branch's failure.
-            if health.until().is_some_and(|end| now() < end) {
-                return;
-            }
             let ended = health.success();
             if ended > 0 {
                 tracing::info!(
@@ -261,8 +265,7 @@ impl FanOut {
             return;
         }
         let at = now();
-        // A branch started before the ejection may still fail: no new one.
-        if health.is_ejected(at) || self.ejected_count(at) >= self.max_ejected {
+        if self.ejected_count(at) >= self.max_ejected {
             return;
         }
         let time = health.eject(&self.config.ejection, at);

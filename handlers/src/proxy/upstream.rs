@@ -43,7 +43,16 @@ pub(crate) struct Upstream {
 impl Upstream {
     pub(crate) fn new(addr: SocketAddr, config: PoolConfig) -> Self {
         let name = addr.to_string();
-        let host_line = format!("Host: {name}\r\n").into_bytes();
+        // Without the zone of a scoped IPv6 address (`%2`): it means
+        // something only here (RFC 6874 §4), and a `Host` holding it is
+        // not `uri-host [":" port]`, so an upstream that checks refuses it.
+        let host_line = match addr {
+            SocketAddr::V6(v6) if v6.scope_id() != 0 => {
+                format!("Host: [{}]:{}\r\n", v6.ip(), v6.port())
+            }
+            _ => format!("Host: {name}\r\n"),
+        }
+        .into_bytes();
         Self {
             addr,
             entry_prefix: entry_prefix(&name),
@@ -255,4 +264,22 @@ fn still_open(conn: &TcpStream) -> bool {
     // task's I/O budget spent (a wide fan-out checks out many connections
     // in one poll) the read would say `Pending` without looking.
     percore::unconstrained(|| matches!(Pin::new(&mut read).poll(&mut cx), Poll::Pending))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_line_leaves_out_an_ipv6_zone() {
+        let scoped: SocketAddr = "[fe80::1%2]:8080".parse().expect("address");
+        let upstream = Upstream::new(scoped, PoolConfig::default());
+        assert_eq!(upstream.host_line, b"Host: [fe80::1]:8080\r\n");
+        assert_eq!(upstream.name, "[fe80::1%2]:8080");
+        let plain: SocketAddr = "[::1]:80".parse().expect("address");
+        assert_eq!(
+            Upstream::new(plain, PoolConfig::default()).host_line,
+            b"Host: [::1]:80\r\n"
+        );
+    }
 }
