@@ -120,11 +120,12 @@ backend_tests! {
     /// A future whose destructor panics when `abort` drops it ends as a
     /// panicked task; the task that aborted it goes on.
     fn a_destructor_panicking_under_abort_ends_only_its_own_task(backend) {
+        quiet_expected_panics();
         block_on(backend, async {
             struct PanicOnDrop;
             impl Drop for PanicOnDrop {
                 fn drop(&mut self) {
-                    panic!("a destructor that panics");
+                    panic!("a destructor told to panic");
                 }
             }
             let task = spawn_local(async {
@@ -142,11 +143,12 @@ backend_tests! {
     /// A task left running when the core stops, whose destructor panics,
     /// ends as a cancelled task; the stop goes on and `block_on` returns.
     fn a_destructor_panicking_at_the_core_stop_ends_only_its_own_task(backend) {
+        quiet_expected_panics();
         let output = block_on(backend, async {
             struct PanicOnDrop;
             impl Drop for PanicOnDrop {
                 fn drop(&mut self) {
-                    panic!("a destructor that panics");
+                    panic!("a destructor told to panic");
                 }
             }
             drop(spawn_local(async {
@@ -188,10 +190,11 @@ backend_tests! {
     /// nothing else: the core goes on and `block_on` returns. (On epoll
     /// the buffer is dropped with the write, in the task that dropped it.)
     fn a_buffer_destructor_panicking_after_its_send_ends_nothing_else(backend) {
+        quiet_expected_panics();
         struct PanicOnDrop(Vec<u8>);
         impl Drop for PanicOnDrop {
             fn drop(&mut self) {
-                panic!("a buffer destructor that panics");
+                panic!("a buffer destructor told to panic");
             }
         }
         // SAFETY: the bytes are the Vec's, which lives as long as the

@@ -129,7 +129,7 @@ backend_tests! {
     fn a_call_that_panics_gets_no_reply(backend) {
         let result = percore::block_on(backend, async {
             let failed = submit_to(0, || -> std::future::Ready<usize> {
-                panic!("a call that panics")
+                panic!("a call told to panic")
             })
             .await;
             let next = submit_to(0, || async { core_index() + 7 }).await;

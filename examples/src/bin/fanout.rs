@@ -44,7 +44,8 @@ const USAGE: &str =
   --max-pending N       fan-outs in flight per core; more get 503 at once (default 1024)
   --eject-after N       eject an upstream after N requests in a row failed on it:
                         5xx, connect or connection failure, no answer by the
-                        deadline; once per request whatever the width (default 5; 0 turns ejection off)
+                        deadline; once per request whatever the width (default 5;
+                        0 turns ejection off)
   --eject-ms N          first ejection time, x n for the n-th in a row, at most
                         10x (default 30000); at most 10% of upstreams (>= 1) ejected
   --mirror HOST:PORT    also send a copy of each request to this shadow upstream;
