@@ -1,10 +1,13 @@
 //! Lifecycle of the echo server on both backends (FAULTS E1–E4): graceful
 //! stop with connections mid-transfer, the drain deadline, restart on the
-//! same port, a second server on a port in use, and what happens to
-//! connections queued in a listener that closes.
+//! same port, a second server on a port in use, what happens to
+//! connections queued in a listener that closes, and what the stop's log
+//! line counts as the drain.
 
 #[macro_use]
 mod support;
+#[path = "support/log_capture.rs"]
+mod log_capture;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -312,4 +315,66 @@ backend_tests! {
         assert!(refused_n >= 4, "every flood thread ends once refused");
         assert!(lost <= 4 * FLOOD_BATCH as u32, "more losses than connections in flight: {lost}");
     }
+
+    /// The `stopped` line's `drained_in` runs to when the last core
+    /// finished, not to when its thread's locals were destroyed after it (a
+    /// handler's `thread_local!` store can take long to free, and that is
+    /// not the drain).
+    fn drained_in_leaves_out_the_threads_locals(backend) {
+        log_capture::install();
+        struct SlowToFree;
+        impl Drop for SlowToFree {
+            fn drop(&mut self) {
+                std::thread::sleep(SLOW_FREE);
+            }
+        }
+        thread_local! {
+            static STORE: SlowToFree = const { SlowToFree };
+        }
+        let server = builder(backend)
+            .start(|_core| {
+                STORE.with(|_| {});
+                Echo
+            })
+            .expect("start");
+        check_backend(&server, backend);
+        let addr = server.local_addr();
+        roundtrip(&mut connect(addr), pattern(1, 100));
+        let stop = Instant::now();
+        server.shutdown();
+        server.join().expect("join");
+        assert!(stop.elapsed() >= SLOW_FREE, "join returned before the locals were freed");
+        let lines = log_capture::lines_with(&["stopped", &format!("local_addr={addr}")]);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let drained = drained_in(&lines[0]);
+        assert!(drained < SLOW_FREE / 2, "drained_in={drained:?} counts the locals: {}", lines[0]);
+    }
+}
+
+/// How long [`drained_in_leaves_out_the_threads_locals`]'s thread-local
+/// store takes to free.
+const SLOW_FREE: Duration = Duration::from_millis(600);
+
+/// The `drained_in` of a `stopped` line (a `Duration` as `Debug` prints it).
+fn drained_in(line: &str) -> Duration {
+    let value = line
+        .split("drained_in=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no drained_in: {line}"));
+    let unit_at = value
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(value.len());
+    let (number, unit) = value.split_at(unit_at);
+    let number: f64 = number
+        .parse()
+        .unwrap_or_else(|_| panic!("drained_in={value}"));
+    let seconds = match unit {
+        "s" => number,
+        "ms" => number / 1e3,
+        "µs" => number / 1e6,
+        "ns" => number / 1e9,
+        _ => panic!("drained_in={value}"),
+    };
+    Duration::from_secs_f64(seconds)
 }

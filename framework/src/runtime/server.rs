@@ -7,7 +7,7 @@ use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::sync::{mpsc, Arc};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::backend;
 use super::bind::bind_group;
@@ -242,9 +242,13 @@ impl ServerBuilder {
                     // server: with several, "draining connections open=2"
                     // alone could be any.
                     let _span = tracing::info_span!("core", cpu, addr = %local_addr).entered();
-                    run_core(
+                    let result = run_core(
                         shared, backend, config, socket, ctx, limits, count, &*factory, ready,
-                    )
+                    );
+                    // Before the thread's locals are destroyed (a handler's
+                    // `thread_local!` store may take a while): the drain
+                    // ends here.
+                    (result, Instant::now())
                 });
             match spawned {
                 Ok(thread) => threads.push(thread),
@@ -397,14 +401,14 @@ struct Inner {
     local_addr: SocketAddr,
     backend: Backend,
     /// When the stop began, for the "stopped" line.
-    stopping_since: std::sync::OnceLock<std::time::Instant>,
+    stopping_since: std::sync::OnceLock<Instant>,
 }
 
 impl Inner {
     fn shutdown(&self) {
         let first = self.shutdown.trigger();
         if first {
-            let _ = self.stopping_since.set(std::time::Instant::now());
+            let _ = self.stopping_since.set(Instant::now());
             // Before the cores are told, or the process may finish and
             // exit before this thread gets to it. A subscriber may panic
             // (the fmt subscriber does when stderr's reader is gone): the
@@ -423,7 +427,8 @@ impl Inner {
 /// A running server: its address, its counters, and the way to stop it.
 pub struct ServerHandle {
     inner: Arc<Inner>,
-    threads: Vec<thread::JoinHandle<io::Result<()>>>,
+    /// Each returns its core's result and when the core had finished.
+    threads: Vec<thread::JoinHandle<(io::Result<()>, Instant)>>,
 }
 
 impl ServerHandle {
@@ -485,30 +490,39 @@ impl ServerHandle {
     /// The first core error, or a core thread that panicked.
     pub fn join(self) -> io::Result<()> {
         let inner = self.inner.clone();
-        let result = self.join_threads();
+        let (result, finished) = self.join_threads();
         let local_addr = inner.local_addr;
-        match inner.stopping_since.get() {
-            Some(since) => tracing::info!(%local_addr, drained_in = ?since.elapsed(), "stopped"),
-            None => tracing::info!(%local_addr, "stopped"),
+        match (inner.stopping_since.get(), finished) {
+            (Some(&since), Some(last)) => {
+                let drained_in = last.saturating_duration_since(since);
+                tracing::info!(%local_addr, ?drained_in, "stopped");
+            }
+            _ => tracing::info!(%local_addr, "stopped"),
         }
         result
     }
 
     /// [`join`](Self::join) without its log line (for a start that failed:
-    /// the server never said it was serving).
-    fn join_threads(self) -> io::Result<()> {
+    /// the server never said it was serving). Also returns when the last
+    /// core to finish did.
+    fn join_threads(self) -> (io::Result<()>, Option<Instant>) {
         let mut result = Ok(());
+        let mut last: Option<Instant> = None;
         for thread in self.threads {
-            let outcome = thread
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("a core thread panicked")));
+            let outcome = match thread.join() {
+                Ok((outcome, at)) => {
+                    last = Some(last.map_or(at, |l| l.max(at)));
+                    outcome
+                }
+                Err(_) => Err(io::Error::other("a core thread panicked")),
+            };
             if let Err(e) = outcome {
                 if result.is_ok() {
                     result = Err(e);
                 }
             }
         }
-        result
+        (result, last)
     }
 }
 
