@@ -20,7 +20,8 @@ mod log_capture;
 
 use std::fs::File;
 use std::io;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::*;
@@ -181,5 +182,44 @@ http_tests! {
         }
         wait_until(Duration::from_secs(2), "the WARN", || warnings(&needle).len() == 1);
         assert!(warnings(&ok.addr.to_string()).is_empty(), "the healthy upstream was named");
+    }
+
+    /// A request in which an upstream answered is not one that cut it
+    /// off, even when another of its branches was still running; and at
+    /// width 3 over two upstreams (one gets a single branch of three, and
+    /// loses two races in three by chance) the WARN comes after 200. The
+    /// first request goes out as a, b, a: `a` answers its first request
+    /// only, `b` hangs on its first only, so `a` answers the first request
+    /// with its other branch still running and is cut off in each one
+    /// after.
+    fn an_upstream_that_answered_is_not_cut_off_in_that_request(backend) {
+        let _case = start_case();
+        let a_seen = Arc::new(AtomicUsize::new(0));
+        let b_seen = Arc::new(AtomicUsize::new(0));
+        let a = Fake::start(move |mut c: Conn| {
+            while c.read_request().is_some() {
+                if a_seen.fetch_add(1, Ordering::SeqCst) == 0 {
+                    c.ok(b"a");
+                }
+            }
+        });
+        let b = Fake::start(move |mut c: Conn| {
+            while c.read_request().is_some() {
+                if b_seen.fetch_add(1, Ordering::SeqCst) > 0 {
+                    c.ok(b"b");
+                }
+            }
+        });
+        let px = proxy(backend, &[a.addr, b.addr], |c| {
+            c.width = 3;
+            c.policy = Policy::First;
+        });
+        let mut c = Client::connect(px.addr);
+        let needle = format!("upstream {}: the last 200 requests", a.addr);
+        for i in 1..=201 {
+            assert!(warnings(&needle).is_empty(), "warned after {} requests", i - 1);
+            assert_eq!(c.roundtrip(&get("/")).status, 200);
+        }
+        wait_until(Duration::from_secs(2), "the WARN", || warnings(&needle).len() == 1);
     }
 }

@@ -19,10 +19,17 @@ use super::upstream::Upstream;
 use super::warn::{Reason, Role};
 
 /// Requests in a row whose branches on one upstream were all cancelled
-/// before it answered that make a WARN. By chance, an upstream as fast as
-/// the others loses 100 races in a row less than once in 10^17 (under
-/// `first` of three, where it loses two in three), so a line means it is
-/// hung or always slower than the others.
+/// before it answered that make a WARN, times `m / 2` rounded up, where
+/// `m` is the width over the fewest branches an upstream gets in a request
+/// (width / upstreams rounded down, at least 1), rounded up: the number of
+/// upstreams when the width is a multiple of it, the width when it is
+/// below it. An upstream as fast as the others loses a request's race at
+/// most `m − 1` times in `m`, and 50 × `m` such losses in a row come by
+/// chance less than once in 10^21 (under `first` of two, 100 in a row; of
+/// sixteen, 800), so a line means it is hung or always slower than the
+/// others. A fixed 100 would not do: under `first` over sixteen upstreams
+/// as fast as each other, one of them loses 100 in a row about once in
+/// 600 requests.
 pub(crate) const CUT_OFF_WARNING: u32 = 100;
 
 /// A successful branch.
@@ -279,12 +286,16 @@ impl FanOut {
 
     /// Notes that a request's branches on upstream `index` were cancelled
     /// because the policy was met without them; every [`CUT_OFF_WARNING`]
-    /// such requests in a row with no outcome from it in between, a
-    /// (rate-limited) WARN says so.
+    /// (scaled as it says) such requests in a row with no outcome from it
+    /// in between, a (rate-limited) WARN says so.
     pub(crate) fn cut_off(&self, index: usize) {
         let index = index % self.upstreams.len();
         let n = self.upstreams[index].health.cut_off();
-        if n % CUT_OFF_WARNING == 0 {
+        let width = self.config.width;
+        let m = width.div_ceil((width / self.upstreams.len()).max(1));
+        let every = u32::try_from(m.div_ceil(2))
+            .map_or(u32::MAX, |h| CUT_OFF_WARNING.saturating_mul(h.max(1)));
+        if n % every == 0 {
             let name = self.upstream_name(index);
             self.log
                 .failed(now(), Role::Upstream, name, Reason::CutOff(n));

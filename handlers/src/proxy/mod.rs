@@ -102,8 +102,12 @@
 //! truncated answer, no answer by the deadline) and a failed mirror copy
 //! log a WARN naming the upstream and the reason, the OS's own for a
 //! connect or I/O error; running out of file descriptors says to raise
-//! `ulimit -n`. Each core writes at most one such line a second; the next
-//! says how many it left out (`warn.rs`). An ejection always logs a WARN,
+//! `ulimit -n`. So does an upstream whose branches were all cancelled
+//! before it answered in 100 requests in a row (more when a request's
+//! branches spread over more than two upstreams), and every as many more
+//! (under `first` or `quorum:K` a hung upstream fails no request). Each core
+//! writes at most one such line a second; the next says how many it left
+//! out (`warn.rs`). An ejection always logs a WARN,
 //! and the upstream's first good answer after it an INFO line (`upstream
 //! ADDR answers again after N ejections in a row`), and the [`ProxyStats`] totals are logged when the proxy stops. Meanwhile
 //! [`FanOut::stats_reader`] reads them from any thread, at no cost to the

@@ -235,8 +235,15 @@ impl FanOut {
             Verdict::Met => {
                 if (0..width).any(|i| branches.is_running(i)) {
                     // Once per upstream: with more branches than upstreams,
-                    // one lost race would cut off several on one.
+                    // one lost race would cut off several on one. Not for
+                    // one whose branch here ended (answered or failed):
+                    // its branches were not all cut off.
                     let noted = arena.alloc_slice_fill_with(self.upstreams.len(), |_| false);
+                    for (i, target) in targets.iter().enumerate() {
+                        if !branches.is_running(i) {
+                            noted[target.get().upstream % noted.len()] = true;
+                        }
+                    }
                     for (i, target) in targets.iter().enumerate() {
                         let upstream = target.get().upstream % noted.len();
                         if branches.is_running(i) && !std::mem::replace(&mut noted[upstream], true)
