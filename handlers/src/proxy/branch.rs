@@ -32,6 +32,13 @@ use super::warn::{Reason, Role};
 /// 600 requests.
 pub(crate) const CUT_OFF_WARNING: u32 = 100;
 
+/// [`CUT_OFF_WARNING`] scaled for `width` branches over `upstreams`, as it
+/// says.
+pub(crate) fn cut_off_every(width: usize, upstreams: usize) -> u32 {
+    let m = width.div_ceil((width / upstreams.max(1)).max(1));
+    u32::try_from(m.div_ceil(2)).map_or(u32::MAX, |h| CUT_OFF_WARNING.saturating_mul(h.max(1)))
+}
+
 /// A successful branch.
 #[derive(Debug)]
 pub(crate) struct Reply {
@@ -251,7 +258,7 @@ impl FanOut {
         // burst of such failures would otherwise eject it again at its
         // first failure after it). The clock is read only for an upstream
         // that was ever ejected.
-        if health.until().is_some_and(|end| now() < end) {
+        if health.is_ejected_now() {
             return;
         }
         if ok {
@@ -291,11 +298,7 @@ impl FanOut {
     pub(crate) fn cut_off(&self, index: usize) {
         let index = index % self.upstreams.len();
         let n = self.upstreams[index].health.cut_off();
-        let width = self.config.width;
-        let m = width.div_ceil((width / self.upstreams.len()).max(1));
-        let every = u32::try_from(m.div_ceil(2))
-            .map_or(u32::MAX, |h| CUT_OFF_WARNING.saturating_mul(h.max(1)));
-        if n % every == 0 {
+        if n % self.cut_off_every == 0 {
             let name = self.upstream_name(index);
             self.log
                 .failed(now(), Role::Upstream, name, Reason::CutOff(n));

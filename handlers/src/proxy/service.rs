@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use percore::time::now;
 
-use super::branch::{Job, Target};
+use super::branch::{cut_off_every, Job, Target};
 use super::client::{write_request_line, write_shared, Failure, ResponseLimits};
 use super::combine::{write_entry, write_failure, Entry};
 use super::join::{Branches, Verdict};
@@ -40,6 +40,9 @@ pub struct FanOut {
     next: Cell<usize>,
     /// Most upstreams ejected at once.
     pub(crate) max_ejected: usize,
+    /// Requests in a row whose branches on one upstream were all cut off
+    /// that make a WARN (see [`cut_off_every`]).
+    pub(crate) cut_off_every: u32,
     /// Fanned-out requests in flight on this core.
     pending: Cell<usize>,
     pub(crate) limits: ResponseLimits,
@@ -88,11 +91,13 @@ impl FanOut {
             Rc::new(Mirror::new(settings, log.clone(), stats.clone()))
         });
         let via = Via::new(&config.pseudonym);
+        let cut_off_every = cut_off_every(config.width, config.upstreams.len());
         Ok(Self {
             config,
             upstreams,
             next: Cell::new(0),
             max_ejected,
+            cut_off_every,
             pending: Cell::new(0),
             limits,
             stats,

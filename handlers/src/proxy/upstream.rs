@@ -92,6 +92,12 @@ impl Health {
         self.until.get().is_some_and(|t| now < t)
     }
 
+    /// Whether it is ejected now; reads the core's clock only for an
+    /// upstream that was ever ejected.
+    pub(crate) fn is_ejected_now(&self) -> bool {
+        self.until.get().is_some_and(|t| percore::time::now() < t)
+    }
+
     /// The end of its last ejection, if it was ever ejected.
     pub(crate) fn until(&self) -> Option<Instant> {
         self.until.get()

@@ -58,6 +58,22 @@ const FAULT_EVERY: u32 = 8;
 /// Completions a batched wait asks for before its time bound.
 const BATCH_COMPLETIONS: u32 = 64;
 
+/// `io_uring_register` with one ring-fd update: `op` is
+/// [`REGISTER_RING_FDS`] or [`UNREGISTER_RING_FDS`]; 1 on success.
+fn update_ring_fds(ring: &IoUring, op: u32, update: &mut RsrcUpdate) -> libc::c_long {
+    // SAFETY: both opcodes read (registering also writes back) one
+    // io_uring_rsrc_update, which `update` is, for the call's duration.
+    unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_register,
+            ring.as_raw_fd(),
+            op,
+            update as *mut RsrcUpdate,
+            1u32,
+        )
+    }
+}
+
 impl Enter {
     /// Registers the ring fd (saving the kernel an fd lookup per enter).
     pub(crate) fn new(ring: &IoUring, no_iowait: bool, sqpoll: bool, batch_usec: u32) -> Enter {
@@ -66,17 +82,7 @@ impl Enter {
             resv: 0,
             data: ring.as_raw_fd() as u64,
         };
-        // SAFETY: IORING_REGISTER_RING_FDS reads and writes one
-        // io_uring_rsrc_update, which `update` is, for the call's duration.
-        let res = unsafe {
-            libc::syscall(
-                libc::SYS_io_uring_register,
-                ring.as_raw_fd(),
-                REGISTER_RING_FDS,
-                &mut update as *mut RsrcUpdate,
-                1u32,
-            )
-        };
+        let res = update_ring_fds(ring, REGISTER_RING_FDS, &mut update);
         let (fd, registered) = if res == 1 {
             (update.offset as i32, true)
         } else {
@@ -110,17 +116,7 @@ impl Enter {
             data: 0,
         };
         self.fd = ring.as_raw_fd();
-        // SAFETY: IORING_UNREGISTER_RING_FDS reads one io_uring_rsrc_update,
-        // which `update` is, for the call's duration.
-        let res = unsafe {
-            libc::syscall(
-                libc::SYS_io_uring_register,
-                ring.as_raw_fd(),
-                UNREGISTER_RING_FDS,
-                &mut update as *mut RsrcUpdate,
-                1u32,
-            )
-        };
+        let res = update_ring_fds(ring, UNREGISTER_RING_FDS, &mut update);
         if res != 1 {
             tracing::warn!(
                 error = %io::Error::last_os_error(),
