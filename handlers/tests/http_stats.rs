@@ -69,8 +69,9 @@ fn expect_stats(server: &TestServer, want: HttpStats) {
 }
 
 http_tests! {
-    /// The service's own answers count by class only; its errors and
-    /// panics count as service errors too.
+    /// The service's own answers count by class only, and so does a 4xx
+    /// `HttpError` it returns (its refusal of the request); its other
+    /// errors and its panics count as service errors too.
     fn service_answers_are_counted_by_class(backend) {
         let server = server(backend);
         let mut c = Client::connect(server.addr);
@@ -90,7 +91,7 @@ http_tests! {
         expect_error(server.addr, &get(&target), 500);
         want.status_4xx += 1;
         want.status_5xx += 2;
-        want.service_errors = 3;
+        want.service_errors = 2;
         expect_stats(&server, want);
         // The panic's log names its request, and (the executor's line) its
         // message.

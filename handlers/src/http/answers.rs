@@ -90,7 +90,7 @@ pub(super) async fn answer_panic<S: Service>(
     stop: &StopSlot,
     panic: Panic,
 ) -> io::Result<()> {
-    mark_incomplete(wire, res.streaming);
+    let linger = mark_incomplete(wire, res.streaming);
     let status = match res.streaming {
         Some(_) => effective_status(res.status),
         None => HttpError::internal().status,
@@ -106,6 +106,8 @@ pub(super) async fn answer_panic<S: Service>(
     sent(h, wire, Some(exchange), status, Some(Reason::ServiceError));
     if res.streaming.is_none() {
         answer_error(h, wire, &HttpError::internal(), res.head_only);
+    }
+    if linger {
         // Whatever ends the close, the panic is what this connection
         // reports.
         let _ = close(wire, &h.config, stop).await;
@@ -154,8 +156,10 @@ pub(super) async fn answer_stopping<S: Service>(
             effective_status(res.status),
             Some(Reason::CutOff),
         );
-        mark_incomplete(wire, res.streaming);
-        return Ok(());
+        if !mark_incomplete(wire, res.streaming) {
+            return Ok(());
+        }
+        return close(wire, &h.config, stop).await;
     }
     let e = HttpError::stopping();
     sent(h, wire, Some(exchange), e.status, Some(Reason::CutOff));
@@ -192,13 +196,19 @@ pub(super) fn log_failure<S>(
 }
 
 /// Makes the close of a connection whose response head is out, but whose
-/// body failed, say so. A chunked body says it by lacking its last chunk;
-/// a body delimited by the close (HTTP/1.0) would look complete after a
-/// FIN, so that connection is reset instead. What the client has received
-/// stays readable before the reset on Linux.
-pub(super) fn mark_incomplete(wire: &Wire, streaming: Option<Streaming>) {
+/// body failed, say so; whether the close should still linger. A chunked
+/// body (or one under `Content-Length`) says it by lacking its last chunk
+/// (or bytes), and the close lingers as any other, so that the client's
+/// unread request bytes do not turn it into a reset on one backend and not
+/// the other. A body delimited by the close (HTTP/1.0) would look complete
+/// after a FIN, so that connection is reset instead. What the client has
+/// received stays readable before the reset on Linux.
+#[must_use]
+pub(super) fn mark_incomplete(wire: &Wire, streaming: Option<Streaming>) -> bool {
     if streaming == Some(Streaming::UntilClose) {
         // The peer may be gone already; nothing else to tell it then.
         let _ = wire.conn.set_linger(Some(Duration::ZERO));
+        return false;
     }
+    true
 }

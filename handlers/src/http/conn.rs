@@ -338,16 +338,14 @@ fn complete<S: Service>(
         }
         return Outcome::Abort;
     }
+    // The layer's refusal, or (`None`) the service's error.
     let failed = match (end.failure, &result) {
-        (Some(Failure::Refused(e)), _) => Some((e, Reason::refusal(e.status))),
+        (Some(Failure::Refused(e)), _) => Some((e, Some(Reason::refusal(e.status)))),
         // (`Gone` returned above.)
-        (_, Err(e)) => Some((
-            HttpError::of(e).unwrap_or(HttpError::internal()),
-            Reason::ServiceError,
-        )),
+        (_, Err(e)) => Some((HttpError::of(e).unwrap_or(HttpError::internal()), None)),
         (_, Ok(())) => None,
     };
-    if let Some((e, reason)) = failed {
+    if let Some((e, refusal)) = failed {
         if res.streaming.is_some() {
             // The head is out: only an incomplete response can tell the
             // client something went wrong.
@@ -356,17 +354,24 @@ fn complete<S: Service>(
                 wire,
                 Some(exchange),
                 effective_status(res.status),
-                Some(reason),
+                Some(refusal.unwrap_or(Reason::ServiceError)),
             );
-            mark_incomplete(wire, res.streaming);
-            return Outcome::Abort;
+            return if mark_incomplete(wire, res.streaming) {
+                Outcome::Close
+            } else {
+                Outcome::Abort
+            };
         }
         let e = if (400..=599).contains(&e.status) {
             e
         } else {
             HttpError::internal()
         };
-        sent(h, wire, Some(exchange), e.status, Some(reason));
+        // A service's own 4xx is its answer to the client's request,
+        // counted by class only (its log line is at debug); a 5xx is its
+        // failure.
+        let reason = refusal.or((e.status >= 500).then_some(Reason::ServiceError));
+        sent(h, wire, Some(exchange), e.status, reason);
         answer_error(h, wire, &e, res.head_only);
         return Outcome::Close;
     }
@@ -387,10 +392,9 @@ fn complete<S: Service>(
         None => {
             let status = effective_status(res.status);
             let bodyless = no_body_status(status);
-            let framing = if bodyless {
-                Framing::Empty
-            } else {
-                Framing::Length(res.whole_length())
+            let framing = match res.whole_length() {
+                Some(len) if !bodyless => Framing::Length(len),
+                _ => Framing::Empty,
             };
             let head = ResponseHead {
                 keep_alive: !close,

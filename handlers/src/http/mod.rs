@@ -78,7 +78,10 @@
 //! - **`Expect: 100-continue`**: `100 Continue` goes out only when the
 //!   service asks for a body that has not arrived. If it answers without
 //!   reading it, the response carries `Connection: close` (RFC 9110
-//!   §10.1.1): the client may or may not send the body now.
+//!   §10.1.1): the client may or may not send the body now. Nor does it
+//!   go out after a head that [`Response::flush`] sent (an interim answer
+//!   cannot follow the final one): the client sends the body on seeing
+//!   that head, or after its own wait.
 //! - **Responses**: [`Response`] gathers status, headers and body in
 //!   reused buffers; the server adds `Date` (cached per core, refreshed at
 //!   most once a second), `Content-Length` and `Connection`. `HEAD` and

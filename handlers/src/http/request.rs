@@ -355,9 +355,13 @@ impl<'r> BodyReader<'r> {
 
     /// Waits for more body bytes from the socket, first sending what the
     /// client may be waiting for: earlier pipelined responses, and
-    /// `100 Continue` if it asked for one.
+    /// `100 Continue` if it asked for one. Not after the response's head
+    /// (RFC 9110 §15.2: interim answers come before the final one): the
+    /// client has that head instead, and sends the body on seeing it or
+    /// after its own wait; the expectation stays unmet, so a body left
+    /// unread closes the connection.
     async fn fill(&mut self) -> io::Result<()> {
-        if self.expect == Expect::Waiting {
+        if self.expect == Expect::Waiting && !self.wire.head_out() {
             self.expect = Expect::Sent;
             self.wire
                 .with_out(|out| out.extend_from_slice(CONTINUE_100));

@@ -70,6 +70,7 @@ impl<'r> Response<'r> {
     ) -> Self {
         headers.clear();
         body.clear();
+        wire.set_head_out(false);
         Self {
             wire,
             date,
@@ -225,7 +226,11 @@ impl<'r> Response<'r> {
     /// [`set_content_length`](Self::set_content_length), both get that.
     /// For `HEAD` the server sends the head alone and drops what is
     /// written: a service that generates a long body may check
-    /// [`Request::method`](super::Request::method) and skip it. Once flushed, the status and
+    /// [`Request::method`](super::Request::method) and skip it (without a
+    /// flush, declaring the length with
+    /// [`set_content_length`](Self::set_content_length) if it knows it: a
+    /// `HEAD` response sent whole with no body and no declared length has
+    /// no `Content-Length`). Once flushed, the status and
     /// headers are fixed, and an error (from the service or the request
     /// body) can only abort the connection, which the client sees as an
     /// incomplete response: a chunked body without its last chunk, or for
@@ -282,6 +287,7 @@ impl<'r> Response<'r> {
                 })
                 .map_err(io::Error::other)?;
             self.streaming = Some(streaming);
+            self.wire.set_head_out(true);
         }
         self.move_body();
         self.wire.flush().await
@@ -329,11 +335,16 @@ impl<'r> Response<'r> {
         }
     }
 
-    /// The `Content-Length` of a response sent whole.
-    pub(crate) fn whole_length(&self) -> u64 {
+    /// The `Content-Length` of a response sent whole. For `HEAD`, the
+    /// length declared, else that of the body written; `None` when the
+    /// service wrote none (say, it skipped generating it): the length the
+    /// `GET` would have is unknown, and RFC 9110 §9.3.2 lets the field be
+    /// left out rather than claim an empty body.
+    pub(crate) fn whole_length(&self) -> Option<u64> {
         match self.declared {
-            Some(len) if self.head_only => len,
-            _ => self.body.len() as u64,
+            Some(len) if self.head_only => Some(len),
+            None if self.head_only && self.body.is_empty() => None,
+            _ => Some(self.body.len() as u64),
         }
     }
 }

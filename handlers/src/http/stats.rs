@@ -40,8 +40,11 @@ pub struct HttpStats {
     pub refused: u64,
     /// Request heads or bodies that did not arrive in time (408).
     pub timeouts: u64,
-    /// Service calls that failed: an error (answered with its
-    /// [`HttpError`](super::HttpError)'s status, else 500) or a panic.
+    /// Service calls that failed: an error answered with a 5xx (its
+    /// [`HttpError`](super::HttpError)'s status, else 500), a panic, or
+    /// an error after the response's head was out. An `HttpError` with a
+    /// 4xx status before that is the service refusing the request: it
+    /// counts in `status_4xx` only (and is logged at debug, not WARN).
     /// Not the error of a write to a client that left or stopped reading,
     /// passed on by the service: that is the client's doing (a response
     /// whose head was out counts by its status).

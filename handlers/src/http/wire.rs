@@ -54,6 +54,11 @@ pub(crate) struct Wire {
     write_timeout: std::time::Duration,
     /// Why a flush failed (the client left or stopped reading), if one did.
     write_failed: Cell<Option<io::ErrorKind>>,
+    /// The current response's head went out before its service returned
+    /// ([`Response::flush`]): no interim `100 Continue` may follow it.
+    ///
+    /// [`Response::flush`]: super::Response::flush
+    head_out: Cell<bool>,
 }
 
 impl Wire {
@@ -68,7 +73,19 @@ impl Wire {
             sleep: RefCell::new(percore::time::sleep_until(first)),
             write_timeout,
             write_failed: Cell::new(None),
+            head_out: Cell::new(false),
         }
+    }
+
+    /// Whether the current response's head is out (see `head_out`).
+    pub(crate) fn head_out(&self) -> bool {
+        self.head_out.get()
+    }
+
+    /// Marks the current response's head as out, or (`false`) a new
+    /// response as begun.
+    pub(crate) fn set_head_out(&self, out: bool) {
+        self.head_out.set(out);
     }
 
     /// Whether a [`flush`](Self::flush) failed, so that a service error
