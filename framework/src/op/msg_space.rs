@@ -97,3 +97,64 @@ impl MsgSpaces {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lengths of the iovecs `fill` built, from the header it returned.
+    fn lengths(hdr: *const libc::msghdr) -> Vec<usize> {
+        // SAFETY: `hdr` is the header of a space that is still alive and
+        // unchanged, and points to `msg_iovlen` iovecs in its array.
+        let iov = unsafe {
+            let hdr = &*hdr;
+            std::slice::from_raw_parts(hdr.msg_iov, hdr.msg_iovlen as _)
+        };
+        iov.iter().map(|v| v.iov_len).collect()
+    }
+
+    #[test]
+    fn fill_skips_empty_buffers_and_starts_at_the_cursor() {
+        let bufs = (b"head".to_vec(), Vec::new(), b"body".to_vec());
+        let mut space = MsgSpace::new();
+        let hdr = space.fill(&bufs, Cursor::default());
+        assert_eq!(lengths(hdr), [4, 4]);
+        let from = Cursor {
+            index: 0,
+            offset: 3,
+        };
+        let hdr = space.fill(&bufs, from);
+        assert_eq!(lengths(hdr), [1, 4]);
+        // SAFETY: as in `lengths`.
+        let first = unsafe { *(*hdr).msg_iov };
+        assert_eq!(first.iov_base.cast_const(), bufs.0[3..].as_ptr().cast());
+    }
+
+    #[test]
+    fn fill_carries_at_most_iov_max_buffers() {
+        let bufs = vec![&b"x"[..]; IOV_MAX * 2 + 5];
+        let mut space = MsgSpace::new();
+        assert_eq!(lengths(space.fill(&bufs, Cursor::default())).len(), IOV_MAX);
+        let from = Cursor {
+            index: IOV_MAX * 2,
+            offset: 0,
+        };
+        assert_eq!(lengths(space.fill(&bufs, from)).len(), 5);
+    }
+
+    #[test]
+    fn spares_are_reused_unless_they_grew_large() {
+        let spaces = MsgSpaces::new();
+        let mut space = spaces.take();
+        space.fill(&[&b"a"[..]; 8], Cursor::default());
+        let small = &*space as *const MsgSpace;
+        spaces.put(space);
+        let space = spaces.take();
+        assert_eq!(&*space as *const MsgSpace, small, "a small space is reused");
+        let mut big = spaces.take();
+        big.fill(&vec![&b"a"[..]; KEEP_IOVECS + 1], Cursor::default());
+        spaces.put(big);
+        spaces.put(space);
+        assert_eq!(spaces.free.borrow().len(), 1, "a large space is freed");
+    }
+}

@@ -198,3 +198,41 @@ impl<B: IoBufs> Drop for SendMsg<'_, B> {
         drop(leftover);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn advanced(bufs: &impl Gather, from: Cursor, n: usize) -> (usize, usize) {
+        let mut cursor = from;
+        cursor.advance(bufs, n);
+        (cursor.index, cursor.offset)
+    }
+
+    #[test]
+    fn a_partial_send_resumes_inside_a_buffer_or_past_a_boundary() {
+        let bufs = (b"abc".to_vec(), Vec::new(), b"de".to_vec(), Vec::new());
+        let start = Cursor::default();
+        assert_eq!(advanced(&bufs, start, 0), (0, 0));
+        assert_eq!(advanced(&bufs, start, 2), (0, 2));
+        // Exactly at a boundary: past the empty buffer after it.
+        assert_eq!(advanced(&bufs, start, 3), (2, 0));
+        assert_eq!(advanced(&bufs, start, 4), (2, 1));
+        let inside = Cursor {
+            index: 0,
+            offset: 1,
+        };
+        assert_eq!(advanced(&bufs, inside, 3), (2, 1));
+        // All of it: the end, past the trailing empty buffer.
+        assert_eq!(advanced(&bufs, start, 5), (4, 0));
+    }
+
+    #[test]
+    fn a_collection_of_empty_buffers_starts_at_its_end() {
+        assert_eq!(advanced(&[&b""[..]; 3], Cursor::default(), 0), (3, 0));
+        assert_eq!(
+            advanced(&Vec::<Vec<u8>>::new(), Cursor::default(), 0),
+            (0, 0)
+        );
+    }
+}
