@@ -34,6 +34,10 @@ impl<T: sealed::Gather + Unpin + 'static> IoBufs for T {}
 pub(crate) mod sealed {
     /// What a gathered write reads from its buffers. Out of users' reach:
     /// see [`IoBufs`](super::IoBufs) for why.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` is not a collection of buffers for a gathered write",
+        note = "`IoBufs` takes a tuple of two to four `IoBuf`s, or an array or a `Vec` of one `IoBuf` type; one buffer alone goes to `write_all`"
+    )]
     pub trait Gather {
         /// How many buffers, empty ones included.
         fn count(&self) -> usize;
