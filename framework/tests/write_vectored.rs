@@ -187,8 +187,13 @@ backend_tests! {
             .expect("start");
         check_backend(&server, backend);
         let addr = server.local_addr();
-        // Once before the count: the server's fds are all open after it.
+        // Once before the count: the server's fds are all open after it,
+        // and its connection's closed once the server is idle.
         drop_one_write(addr, 1);
+        let idle = |s: &Vec<StatsSnapshot>| {
+            sum(s, |c| c.active) == 0 && sum(s, |c| c.in_flight) == idle_in_flight(backend)
+        };
+        wait_until(Duration::from_secs(10), "an idle server", || server.stats(), idle);
         let fds_before = fd_count();
         std::thread::scope(|scope| {
             for t in 0..4u64 {
@@ -201,9 +206,7 @@ backend_tests! {
             }
         });
         let dropped = DROPPED.load(Relaxed) - before;
-        let stats = wait_until(Duration::from_secs(10), "an idle server", || server.stats(), |s| {
-            sum(s, |c| c.active) == 0 && sum(s, |c| c.in_flight) == idle_in_flight(backend)
-        });
+        let stats = wait_until(Duration::from_secs(10), "an idle server", || server.stats(), idle);
         println!("{backend}: {dropped} of 201 writes dropped mid-send; {}", stats[0]);
         assert!(dropped >= 50, "only {dropped} writes were dropped mid-send: the test proves little");
         let fds = settle_fds(fds_before, Duration::from_secs(5));
