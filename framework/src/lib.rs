@@ -38,9 +38,11 @@
 //!
 //! I/O is completion-style with owned buffers on both backends: reads lend
 //! a [`RecvBuf`](buf::RecvBuf) from the core's buffers, writes take any
-//! [`IoBuf`](buf::IoBuf) by value and hand it back. Dropping a future with
-//! an operation in flight is safe: the kernel's buffer stays alive until
-//! the kernel is done with it.
+//! [`IoBuf`](buf::IoBuf) by value and hand it back, and a header and a body
+//! (any few buffers, [`IoBufs`](buf::IoBufs)) go out together, uncopied,
+//! by [`write_all_vectored`](net::TcpStream::write_all_vectored).
+//! Dropping a future with an operation in flight is safe: the kernel's
+//! buffer stays alive until the kernel is done with it.
 //!
 //! A handler that does several things at once (asks two backends, relays
 //! bytes both ways between its client and a backend) runs them in its own

@@ -29,7 +29,7 @@ mod common;
 #[path = "support/fanout.rs"]
 mod fake;
 
-#[path = "support/counting_alloc.rs"]
+#[path = "../../framework/tests/support/counting_alloc.rs"]
 mod counting;
 
 use common::*;

@@ -15,7 +15,7 @@
 #[path = "support/http.rs"]
 mod common;
 
-#[path = "support/counting_alloc.rs"]
+#[path = "../../framework/tests/support/counting_alloc.rs"]
 mod counting;
 
 use common::*;

@@ -4,15 +4,18 @@
 //! future that started the operation was dropped. So I/O takes buffers by
 //! value ([`IoBuf`]) and gives them back with the result ([`BufResult`]),
 //! and received data arrives in a [`RecvBuf`] lease from the core's pool.
+//! Several buffers sent together by one gathered write are an [`IoBufs`].
 
 pub(crate) mod fixed;
 mod io_buf;
+pub(crate) mod io_bufs;
 pub(crate) mod pool;
 mod recv;
 mod slice;
 
 pub use fixed::FixedBuf;
 pub use io_buf::IoBuf;
+pub use io_bufs::IoBufs;
 pub use recv::RecvBuf;
 pub use slice::Slice;
 

@@ -5,4 +5,4 @@ mod stream;
 
 pub use listener::TcpListener;
 pub(crate) use listener::{bind_probe, bind_reuseport};
-pub use stream::{Read, TcpStream, WriteAll};
+pub use stream::{Read, TcpStream, WriteAll, WriteAllVectored};

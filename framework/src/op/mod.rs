@@ -4,8 +4,10 @@
 
 pub(crate) mod accept;
 pub(crate) mod connect;
+pub(crate) mod msg_space;
 pub(crate) mod recv;
 pub(crate) mod send;
+pub(crate) mod send_msg;
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::rc::Rc;

@@ -24,6 +24,7 @@ use crate::driver::uring::Retained;
 use crate::driver::{epoll, uring, Backend, Driver};
 use crate::executor::task::TaskKey;
 use crate::executor::{Executor, JoinError};
+use crate::op::msg_space::MsgSpaces;
 use crate::slab::Slab;
 use crate::time::wheel::Wheel;
 
@@ -81,6 +82,8 @@ pub(crate) struct Core {
     pub(crate) clock: Clock,
     pub(crate) pool: Rc<HeapPool>,
     pub(crate) fixed: Option<Rc<FixedPool>>,
+    /// Message headers and iovec arrays for gathered sends.
+    pub(crate) msg_spaces: MsgSpaces,
     /// Wakers of pending `shutdown_signal()` futures; each removes its
     /// own entry when dropped, so the set is bounded by live futures.
     shutdown_waiters: RefCell<Slab<Waker>>,
@@ -138,6 +141,7 @@ impl Core {
             clock: Clock::new(),
             pool: Rc::new(HeapPool::new(config.bufs.size, config.pool_keep)),
             fixed,
+            msg_spaces: MsgSpaces::new(),
             shutdown_waiters: RefCell::new(Slab::with_capacity(16)),
             shutdown_seen: Cell::new(false),
             drain_timeout: Cell::new(None),

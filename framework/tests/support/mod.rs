@@ -12,6 +12,9 @@
 //!
 //! The echo tests of `percore-handlers` include this file through their own
 //! `tests/support/mod.rs` and add stream and child-process helpers.
+//! `counting_alloc.rs` beside it is not part of this module: it installs a
+//! global allocator, so only the allocation tests include it (by path, the
+//! handlers' too).
 #![allow(dead_code, unreachable_pub)] // each test binary uses a subset
 
 use std::io::{Read, Write};

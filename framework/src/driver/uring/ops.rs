@@ -51,8 +51,9 @@ pub(crate) enum Retained {
     Fd(Rc<OwnedFd>),
     /// The address a `connect` reads, and its socket.
     Connect(Rc<OwnedFd>, Box<RawAddr>),
-    /// A buffer that belonged to a dropped future (any owned buffer type);
-    /// boxed only on that rare path.
+    /// A buffer that belonged to a dropped future (any owned buffer type;
+    /// for a gathered send, its buffers with their message header and
+    /// iovecs); boxed only on that rare path.
     Buffer(Rc<OwnedFd>, Box<dyn Any>),
     /// A pool buffer that a single-shot receive writes into.
     PoolBuf(Rc<OwnedFd>, Box<[u8]>),

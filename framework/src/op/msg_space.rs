@@ -1,0 +1,160 @@
+//! The message header and iovec array of a gathered send, and each core's
+//! pool of them, which spares a send the allocation of its own.
+
+use std::cell::RefCell;
+
+use super::send_msg::Cursor;
+use crate::buf::io_bufs::sealed::Gather;
+
+/// Buffers one send carries at most: the kernel refuses a `sendmsg` with
+/// more iovecs than `UIO_MAXIOV` (`EMSGSIZE`), so longer collections go out
+/// in several sends.
+pub(crate) const IOV_MAX: usize = 1024;
+
+/// Spare spaces a core keeps: one per gathered send in flight at once.
+const KEEP: usize = 1024;
+
+/// The largest iovec array a spare space keeps (1 KiB): a send of more
+/// buffers pays for its array rather than have every spare hold 16 KiB.
+const KEEP_IOVECS: usize = 64;
+
+/// Spare spaces reserved when a core starts.
+const RESERVED: usize = 16;
+
+/// What the kernel reads to find a gathered send's bytes. Boxed: on
+/// io_uring the kernel holds a pointer to `hdr` until the completion, and
+/// the box moves, unchanged in place, into the slot of an operation whose
+/// future was dropped.
+pub(crate) struct MsgSpace {
+    hdr: libc::msghdr,
+    iov: Vec<libc::iovec>,
+}
+
+impl MsgSpace {
+    fn new() -> Box<MsgSpace> {
+        Box::new(MsgSpace {
+            // SAFETY: `msghdr` is plain C data; all zeroes is a valid,
+            // empty header (no address, no iovecs, no control data).
+            hdr: unsafe { std::mem::zeroed() },
+            iov: Vec::new(),
+        })
+    }
+
+    /// Points the header at the unsent bytes of `bufs` from `from` on, at
+    /// most [`IOV_MAX`] non-empty buffers of them. The pointers are valid
+    /// while `bufs` is neither dropped nor changed, which the caller holds
+    /// to until the kernel is done.
+    pub(crate) fn fill(&mut self, bufs: &impl Gather, from: Cursor) -> *const libc::msghdr {
+        self.iov.clear();
+        let count = bufs.count();
+        self.iov.reserve((count - from.index).min(IOV_MAX));
+        let mut offset = from.offset;
+        for index in from.index..count {
+            if self.iov.len() == IOV_MAX {
+                break;
+            }
+            let bytes = &bufs.bytes(index)[offset..];
+            offset = 0;
+            if !bytes.is_empty() {
+                self.iov.push(libc::iovec {
+                    iov_base: bytes.as_ptr().cast_mut().cast(),
+                    iov_len: bytes.len(),
+                });
+            }
+        }
+        self.hdr.msg_iov = self.iov.as_mut_ptr();
+        self.hdr.msg_iovlen = self.iov.len() as _;
+        &self.hdr
+    }
+}
+
+/// A core's spare [`MsgSpace`]s: a gathered write takes one for its life
+/// and gives it back, so that in steady state it allocates nothing.
+pub(crate) struct MsgSpaces {
+    // Boxed in the `Vec` too: a space taken out is handed to a send whose
+    // header must not move, and moving a box moves no header.
+    #[allow(clippy::vec_box)]
+    free: RefCell<Vec<Box<MsgSpace>>>,
+}
+
+impl MsgSpaces {
+    pub(crate) fn new() -> MsgSpaces {
+        MsgSpaces {
+            free: RefCell::new(Vec::with_capacity(RESERVED)),
+        }
+    }
+
+    pub(crate) fn take(&self) -> Box<MsgSpace> {
+        self.free.borrow_mut().pop().unwrap_or_else(MsgSpace::new)
+    }
+
+    /// Keeps `space` for the next send. Its pointers into the last send's
+    /// buffers are stale, and never read: `fill` rewrites them first.
+    pub(crate) fn put(&self, space: Box<MsgSpace>) {
+        let mut free = self.free.borrow_mut();
+        if free.len() < KEEP && space.iov.capacity() <= KEEP_IOVECS {
+            free.push(space);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lengths of the iovecs `fill` built, from the header it returned.
+    fn lengths(hdr: *const libc::msghdr) -> Vec<usize> {
+        // SAFETY: `hdr` is the header of a space that is still alive and
+        // unchanged, and points to `msg_iovlen` iovecs in its array.
+        let iov = unsafe {
+            let hdr = &*hdr;
+            std::slice::from_raw_parts(hdr.msg_iov, hdr.msg_iovlen as _)
+        };
+        iov.iter().map(|v| v.iov_len).collect()
+    }
+
+    #[test]
+    fn fill_skips_empty_buffers_and_starts_at_the_cursor() {
+        let bufs = (b"head".to_vec(), Vec::new(), b"body".to_vec());
+        let mut space = MsgSpace::new();
+        let hdr = space.fill(&bufs, Cursor::default());
+        assert_eq!(lengths(hdr), [4, 4]);
+        let from = Cursor {
+            index: 0,
+            offset: 3,
+        };
+        let hdr = space.fill(&bufs, from);
+        assert_eq!(lengths(hdr), [1, 4]);
+        // SAFETY: as in `lengths`.
+        let first = unsafe { *(*hdr).msg_iov };
+        assert_eq!(first.iov_base.cast_const(), bufs.0[3..].as_ptr().cast());
+    }
+
+    #[test]
+    fn fill_carries_at_most_iov_max_buffers() {
+        let bufs = vec![&b"x"[..]; IOV_MAX * 2 + 5];
+        let mut space = MsgSpace::new();
+        assert_eq!(lengths(space.fill(&bufs, Cursor::default())).len(), IOV_MAX);
+        let from = Cursor {
+            index: IOV_MAX * 2,
+            offset: 0,
+        };
+        assert_eq!(lengths(space.fill(&bufs, from)).len(), 5);
+    }
+
+    #[test]
+    fn spares_are_reused_unless_they_grew_large() {
+        let spaces = MsgSpaces::new();
+        let mut space = spaces.take();
+        space.fill(&[&b"a"[..]; 8], Cursor::default());
+        let small = &*space as *const MsgSpace;
+        spaces.put(space);
+        let space = spaces.take();
+        assert_eq!(&*space as *const MsgSpace, small, "a small space is reused");
+        let mut big = spaces.take();
+        big.fill(&vec![&b"a"[..]; KEEP_IOVECS + 1], Cursor::default());
+        spaces.put(big);
+        spaces.put(space);
+        assert_eq!(spaces.free.borrow().len(), 1, "a large space is freed");
+    }
+}

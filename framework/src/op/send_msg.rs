@@ -1,0 +1,238 @@
+//! Sending several owned buffers, in order, with gathered sends.
+//!
+//! io_uring: an `IORING_OP_SENDMSG` with `MSG_NOSIGNAL`, whose header and
+//! iovec array live in a boxed [`MsgSpace`] from the core's pool; if the
+//! future is dropped before the completion, the buffers and the space move
+//! into the operation's slot and are freed only after the kernel is done.
+//! epoll: a non-blocking `sendmsg`, waiting for writability on `EAGAIN`.
+//!
+//! The operation keeps the position of the first unsent byte, so a partial
+//! send (one that ends inside a buffer, or after [`IOV_MAX`] buffers) is
+//! resumed by polling again. Registered buffers ([`FixedBuf`]) are sent as
+//! plain memory: `IORING_OP_SENDMSG` takes no registered-buffer index.
+//!
+//! [`FixedBuf`]: crate::buf::FixedBuf
+//! [`IOV_MAX`]: super::msg_space::IOV_MAX
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::task::{Context, Poll};
+
+use io_uring::{opcode, types};
+
+use super::msg_space::MsgSpace;
+use super::{cqe_result, SharedFd, SocketIo};
+use crate::buf::io_bufs::sealed::Gather;
+use crate::buf::IoBufs;
+use crate::driver::epoll::Interest;
+use crate::driver::uring::{OpKey, OpKind, Retained};
+use crate::driver::Driver;
+use crate::runtime::context;
+
+/// Where the unsent bytes of a collection start.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Cursor {
+    pub(crate) index: usize,
+    pub(crate) offset: usize,
+}
+
+impl Cursor {
+    /// Moves past `n` sent bytes and past the empty buffers after them, so
+    /// that the cursor rests on a byte to send, or at the end.
+    fn advance(&mut self, bufs: &impl Gather, mut n: usize) {
+        while self.index < bufs.count() {
+            let left = bufs.bytes(self.index).len() - self.offset;
+            if n < left {
+                self.offset += n;
+                return;
+            }
+            n -= left;
+            self.index += 1;
+            self.offset = 0;
+        }
+    }
+}
+
+/// Sends the buffers of a collection in order, one gathered send per
+/// [`poll_send`](SendMsg::poll_send) until [`is_done`](SendMsg::is_done).
+pub(crate) struct SendMsg<'a, B: IoBufs> {
+    fd: &'a SharedFd,
+    io: &'a SocketIo,
+    bufs: Option<B>,
+    /// Taken from the core's pool at the first send, kept for the next.
+    space: Option<Box<MsgSpace>>,
+    key: Option<OpKey>,
+    next: Cursor,
+}
+
+impl<'a, B: IoBufs> SendMsg<'a, B> {
+    pub(crate) fn new(fd: &'a SharedFd, io: &'a SocketIo, bufs: B) -> Self {
+        let mut next = Cursor::default();
+        next.advance(&bufs, 0);
+        SendMsg {
+            fd,
+            io,
+            bufs: Some(bufs),
+            space: None,
+            key: None,
+            next,
+        }
+    }
+
+    /// Whether every byte has been sent (or the buffers were taken).
+    pub(crate) fn is_done(&self) -> bool {
+        self.bufs
+            .as_ref()
+            .is_none_or(|bufs| self.next.index >= bufs.count())
+    }
+
+    /// The buffers, unless a send is in flight; the space goes back to the
+    /// core's pool.
+    pub(crate) fn take_bufs(&mut self) -> Option<B> {
+        if self.key.is_some() {
+            return None;
+        }
+        if let Some(space) = self.space.take() {
+            context::try_with_core(|core| core.msg_spaces.put(space));
+        }
+        self.bufs.take()
+    }
+
+    /// One gathered send from the first unsent byte; resolves to the count
+    /// the kernel took, which the next send starts after.
+    pub(crate) fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.key.is_none() && crate::executor::budget::poll_proceed(cx).is_pending() {
+            return Poll::Pending;
+        }
+        let Some(bufs) = self.bufs.as_ref() else {
+            panic!("SendMsg polled after completion")
+        };
+        let (fd, from) = (self.fd.as_raw_fd(), self.next);
+        let (key, space, io) = (&mut self.key, &mut self.space, self.io);
+        let result = context::with_core(|core| {
+            if !io.belongs_to(core) {
+                return Poll::Ready(Err(super::foreign_core()));
+            }
+            let space = space.get_or_insert_with(|| core.msg_spaces.take());
+            let result = match (&mut *core.driver.borrow_mut(), io) {
+                (Driver::Uring(d), SocketIo::Uring { .. }) => {
+                    let op = *key.get_or_insert_with(|| {
+                        let hdr = space.fill(bufs, from);
+                        let sqe = opcode::SendMsg::new(types::Fd(fd), hdr)
+                            .flags(libc::MSG_NOSIGNAL as u32)
+                            .build();
+                        // The descriptor, as for `Send`: the stream outlives
+                        // this future, whose `Drop` hands one to the slot.
+                        d.push(sqe, OpKind::Send, false, Retained::None)
+                    });
+                    match d.poll_op(op, cx) {
+                        Poll::Pending => Poll::Pending,
+                        Poll::Ready((cqe, _fd)) => {
+                            *key = None;
+                            Poll::Ready(cqe_result(cqe.res).map(|n| n as usize))
+                        }
+                    }
+                }
+                (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => loop {
+                    if d.poll_ready(*source, Interest::Write, cx).is_pending() {
+                        break Poll::Pending;
+                    }
+                    d.count_syscall();
+                    let hdr = space.fill(bufs, from);
+                    // The raw syscall, as for `Send` (no cancellation-point
+                    // wrapper).
+                    // SAFETY: `hdr` and the iovecs it points to live in
+                    // `space`, and the bytes they point to in `bufs`, both
+                    // held by this future for the call's duration; every
+                    // argument is register-sized, as `syscall` reads them.
+                    let n = unsafe {
+                        libc::syscall(
+                            libc::SYS_sendmsg,
+                            libc::c_long::from(fd),
+                            hdr,
+                            libc::c_long::from(libc::MSG_NOSIGNAL),
+                        )
+                    };
+                    if n >= 0 {
+                        break Poll::Ready(Ok(n as usize));
+                    }
+                    let err = io::Error::last_os_error();
+                    match err.raw_os_error() {
+                        Some(libc::EAGAIN) => d.clear_ready(*source, Interest::Write),
+                        Some(libc::EINTR) => {}
+                        _ => break Poll::Ready(Err(err)),
+                    }
+                },
+                _ => Poll::Ready(Err(io::Error::other(
+                    "socket used on a core of another backend",
+                ))),
+            };
+            if let Poll::Ready(Ok(n)) = &result {
+                core.shared.stats.bytes_out.add(*n as u64);
+            }
+            result
+        });
+        if let Poll::Ready(Ok(n)) = &result {
+            self.next.advance(bufs, *n);
+        }
+        result
+    }
+}
+
+impl<B: IoBufs> Drop for SendMsg<'_, B> {
+    fn drop(&mut self) {
+        let Some(key) = self.key.take() else {
+            drop(self.take_bufs());
+            return;
+        };
+        // The kernel may still read the header, the iovecs and the bytes:
+        // all of them go to the slot, in place (each behind a pointer that
+        // the move does not change).
+        let held = (self.bufs.take(), self.space.take());
+        let extra = Retained::Buffer(self.fd.retain(), Box::new(held));
+        let io = self.io;
+        let leftover = context::try_with_core(|core| match &mut *core.driver.borrow_mut() {
+            Driver::Uring(d) if io.belongs_to(core) => d.release(key, extra),
+            _ => None,
+        });
+        drop(leftover);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn advanced(bufs: &impl Gather, from: Cursor, n: usize) -> (usize, usize) {
+        let mut cursor = from;
+        cursor.advance(bufs, n);
+        (cursor.index, cursor.offset)
+    }
+
+    #[test]
+    fn a_partial_send_resumes_inside_a_buffer_or_past_a_boundary() {
+        let bufs = (b"abc".to_vec(), Vec::new(), b"de".to_vec(), Vec::new());
+        let start = Cursor::default();
+        assert_eq!(advanced(&bufs, start, 0), (0, 0));
+        assert_eq!(advanced(&bufs, start, 2), (0, 2));
+        // Exactly at a boundary: past the empty buffer after it.
+        assert_eq!(advanced(&bufs, start, 3), (2, 0));
+        assert_eq!(advanced(&bufs, start, 4), (2, 1));
+        let inside = Cursor {
+            index: 0,
+            offset: 1,
+        };
+        assert_eq!(advanced(&bufs, inside, 3), (2, 1));
+        // All of it: the end, past the trailing empty buffer.
+        assert_eq!(advanced(&bufs, start, 5), (4, 0));
+    }
+
+    #[test]
+    fn a_collection_of_empty_buffers_starts_at_its_end() {
+        assert_eq!(advanced(&[&b""[..]; 3], Cursor::default(), 0), (3, 0));
+        assert_eq!(
+            advanced(&Vec::<Vec<u8>>::new(), Cursor::default(), 0),
+            (0, 0)
+        );
+    }
+}
