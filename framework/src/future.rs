@@ -89,7 +89,7 @@
 
 use std::convert::Infallible;
 use std::future::{poll_fn, Future};
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::task::{Context, Poll};
 
 /// Runs both futures until both complete; returns both outputs.
@@ -112,28 +112,64 @@ use std::task::{Context, Poll};
 /// # Ok(())
 /// # }
 /// ```
-pub async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
-    match try_join(infallible(a), infallible(b)).await {
-        Ok(both) => both,
-        Err(never) => match never {},
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an `async fn` would hold each future twice: its arguments move into locals"
+)]
+pub fn join<A: Future, B: Future>(
+    mut a: A,
+    mut b: B,
+) -> impl Future<Output = (A::Output, B::Output)> {
+    async move {
+        // SAFETY: `a` and `b` live in this block's state, which stays
+        // pinned while it runs, and are shadowed here, so nothing can move
+        // them again. (`pin!` would move each into a local: rustc then
+        // keeps the future twice in the state, beside the captured one.)
+        let (a, b) = unsafe { (Pin::new_unchecked(&mut a), Pin::new_unchecked(&mut b)) };
+        match try_join_pinned(Pin::new(&mut NeverFails(a)), Pin::new(&mut NeverFails(b))).await {
+            Ok(both) => both,
+            Err(never) => match never {},
+        }
     }
 }
 
-/// `future`'s output as a success that cannot fail, for [`join`].
-async fn infallible<F: Future>(future: F) -> Result<F::Output, Infallible> {
-    Ok(future.await)
+/// A future's output as a success that cannot fail, for [`join`].
+struct NeverFails<'a, F>(Pin<&'a mut F>);
+
+impl<F: Future> Future for NeverFails<'_, F> {
+    type Output = Result<F::Output, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx).map(Ok)
+    }
 }
 
 /// Runs both futures until both succeed, or until one fails: then the
 /// other is dropped (its I/O cancelled) and that error is returned.
 ///
 /// The [module docs](self) show a TCP relay built on it.
-pub async fn try_join<A, B, T, U, E>(a: A, b: B) -> Result<(T, U), E>
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an `async fn` would hold each future twice: its arguments move into locals"
+)]
+pub fn try_join<A, B, T, U, E>(mut a: A, mut b: B) -> impl Future<Output = Result<(T, U), E>>
 where
     A: Future<Output = Result<T, E>>,
     B: Future<Output = Result<U, E>>,
 {
-    let (mut a, mut b) = (pin!(a), pin!(b));
+    async move {
+        // SAFETY: as in `join`: pinned in this block's state, shadowed.
+        let (a, b) = unsafe { (Pin::new_unchecked(&mut a), Pin::new_unchecked(&mut b)) };
+        try_join_pinned(a, b).await
+    }
+}
+
+/// [`try_join`] of futures pinned by the caller.
+async fn try_join_pinned<A, B, T, U, E>(mut a: Pin<&mut A>, mut b: Pin<&mut B>) -> Result<(T, U), E>
+where
+    A: Future<Output = Result<T, E>>,
+    B: Future<Output = Result<U, E>>,
+{
     let (mut out_a, mut out_b) = (None, None);
     let mut b_first = false;
     poll_fn(|cx| {
@@ -182,8 +218,26 @@ pub enum Either<A, B> {
 /// # Ok(())
 /// # }
 /// ```
-pub async fn select<A: Future, B: Future>(a: A, b: B) -> Either<A::Output, B::Output> {
-    let (mut a, mut b) = (pin!(a), pin!(b));
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an `async fn` would hold each future twice: its arguments move into locals"
+)]
+pub fn select<A: Future, B: Future>(
+    mut a: A,
+    mut b: B,
+) -> impl Future<Output = Either<A::Output, B::Output>> {
+    async move {
+        // SAFETY: as in `join`: pinned in this block's state, shadowed.
+        let (a, b) = unsafe { (Pin::new_unchecked(&mut a), Pin::new_unchecked(&mut b)) };
+        select_pinned(a, b).await
+    }
+}
+
+/// [`select`] of futures pinned by the caller.
+async fn select_pinned<A: Future, B: Future>(
+    mut a: Pin<&mut A>,
+    mut b: Pin<&mut B>,
+) -> Either<A::Output, B::Output> {
     let mut b_first = false;
     poll_fn(|cx| {
         b_first = !b_first;
@@ -231,5 +285,34 @@ fn both<T, U>(a: &mut Option<T>, b: &mut Option<U>) -> Poll<(T, U)> {
             *b = left_b;
             Poll::Pending
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A future that keeps 4 KiB across an await.
+    async fn holds_4k() -> Result<u8, ()> {
+        let state = [1u8; 4096];
+        std::future::ready(()).await;
+        Ok(std::hint::black_box(&state)[0])
+    }
+
+    /// Each combinator holds its two futures once, not a copy beside
+    /// each (which `pin!` on an argument gives).
+    #[test]
+    fn the_combinators_hold_each_future_once() {
+        let one = std::mem::size_of_val(&holds_4k());
+        let at_most = 2 * one + 256;
+        let sizes = [
+            std::mem::size_of_val(&join(holds_4k(), holds_4k())),
+            std::mem::size_of_val(&try_join(holds_4k(), holds_4k())),
+            std::mem::size_of_val(&select(holds_4k(), holds_4k())),
+        ];
+        assert!(
+            sizes.iter().all(|&s| s <= at_most),
+            "{sizes:?} for two of {one}"
+        );
     }
 }

@@ -56,11 +56,6 @@ impl Executor {
         F::Output: 'static,
     {
         let shared: join::Shared<F::Output> = Rc::new(RefCell::new(join::Slot::Running(None)));
-        let output = shared.clone();
-        let wrapped = async move {
-            let value = future.await;
-            join::finish(&output, Ok(value));
-        };
         let on_cancel = shared.clone();
         let cancel = Box::new(move |why: JoinError| {
             if matches!(&*on_cancel.borrow(), join::Slot::Running(_)) {
@@ -74,7 +69,7 @@ impl Executor {
             index: tasks.vacant_key() as u32,
             generation,
         };
-        let task: Arc<dyn Runnable> = Task::new(key, owner.clone(), wrapped);
+        let task: Arc<dyn Runnable> = Task::new(key, owner.clone(), shared.clone(), future);
         tasks.insert(TaskSlot {
             task: task.clone(),
             cancel,

@@ -22,6 +22,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
+use super::join;
 use crate::runtime::context;
 use crate::runtime::shared::CoreShared;
 use crate::sync::TaskState;
@@ -45,13 +46,24 @@ pub(crate) struct TaskHeader {
 /// future stay together at the front, next to the `Arc`'s counts, rather
 /// than wherever field reordering puts a future of several KiB.
 #[repr(C)]
-pub(crate) struct Task<F> {
+pub(crate) struct Task<F: Future> {
     header: TaskHeader,
     /// Set when the task aborted itself during a poll (see
     /// [`Runnable::abort`]): its next poll drops the future. Owner core only.
     aborted: Cell<bool>,
     /// `None` once the task finished or was cancelled. Owner core only.
-    future: RefCell<Option<F>>,
+    future: RefCell<Option<Running<F>>>,
+}
+
+/// The spawned future and where its output goes. The task polls the
+/// future itself and fills the join slot when it completes: an `async`
+/// block awaiting the future would be twice its size (rustc keeps a
+/// captured future beside the awaited one), and a connection's future is
+/// most of its memory. The slot's `Rc` lives and dies with the future, on
+/// the owner core.
+struct Running<F: Future> {
+    output: join::Shared<F::Output>,
+    future: F,
 }
 
 // SAFETY: a `Task` is shared across threads only through its wakers, and
@@ -63,12 +75,17 @@ pub(crate) struct Task<F> {
 // drops every future on that thread (task end, `cancel_all`, its own
 // `Drop`), so the last `Arc` dropped elsewhere finds `None` and drops no
 // `!Send` value.
-unsafe impl<F> Send for Task<F> {}
+unsafe impl<F: Future> Send for Task<F> {}
 // SAFETY: as above: other threads get `&Task` only to wake it.
-unsafe impl<F> Sync for Task<F> {}
+unsafe impl<F: Future> Sync for Task<F> {}
 
-impl<F: Future<Output = ()> + 'static> Task<F> {
-    pub(crate) fn new(key: TaskKey, owner: Arc<CoreShared>, future: F) -> Arc<Task<F>> {
+impl<F: Future + 'static> Task<F> {
+    pub(crate) fn new(
+        key: TaskKey,
+        owner: Arc<CoreShared>,
+        output: join::Shared<F::Output>,
+        future: F,
+    ) -> Arc<Task<F>> {
         Arc::new(Task {
             header: TaskHeader {
                 key,
@@ -76,7 +93,7 @@ impl<F: Future<Output = ()> + 'static> Task<F> {
                 owner,
             },
             aborted: Cell::new(false),
-            future: RefCell::new(Some(future)),
+            future: RefCell::new(Some(Running { output, future })),
         })
     }
 }
@@ -100,7 +117,7 @@ pub(crate) trait Runnable {
     fn abort(&self) -> bool;
 }
 
-impl<F: Future<Output = ()> + 'static> Runnable for Task<F> {
+impl<F: Future + 'static> Runnable for Task<F> {
     fn header(&self) -> &TaskHeader {
         &self.header
     }
@@ -122,15 +139,17 @@ impl<F: Future<Output = ()> + 'static> Runnable for Task<F> {
         if task.aborted.get() {
             *slot = None;
         }
-        let Some(future) = slot.as_mut() else {
+        let Some(running) = slot.as_mut() else {
             return Poll::Ready(());
         };
         task.header.state.start_poll();
         // SAFETY: the future lives inside the task's `Arc` allocation,
         // which never moves, and it leaves it only by being dropped in place
         // (`drop_future` assigns `None`): it is pinned for its whole life.
-        let future = unsafe { Pin::new_unchecked(future) };
-        future.poll(&mut Context::from_waker(&waker))
+        let future = unsafe { Pin::new_unchecked(&mut running.future) };
+        let value = std::task::ready!(future.poll(&mut Context::from_waker(&waker)));
+        join::finish(&running.output, Ok(value));
+        Poll::Ready(())
     }
 
     fn drop_future(&self) {
@@ -153,7 +172,7 @@ impl<F: Future<Output = ()> + 'static> Runnable for Task<F> {
     }
 }
 
-impl<F: Future<Output = ()> + 'static> Wake for Task<F> {
+impl<F: Future + 'static> Wake for Task<F> {
     fn wake(self: Arc<Self>) {
         if !self.header.state.wake() {
             return;

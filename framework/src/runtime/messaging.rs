@@ -72,9 +72,11 @@ where
 {
     let target = context::with_core(|c| c.shared.peer(core)).ok_or(SubmitError::NoSuchCore)?;
     let (tx, rx) = oneshot::channel();
+    // `f` is called in the task, not before: a future made outside and
+    // awaited inside would be held twice (rustc keeps the captured one
+    // beside the awaited one).
     let message: Message = Box::new(move || {
-        let future = f();
-        drop(crate::spawn_local(async move { tx.send(future.await) }));
+        drop(crate::spawn_local(async move { tx.send(f().await) }));
     });
     let mut pending = Some(message);
     poll_fn(|cx| {

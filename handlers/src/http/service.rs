@@ -28,10 +28,19 @@ use crate::log_limit::LogLimit;
 /// if the error wraps an [`HttpError`](super::HttpError) (as errors from
 /// [`Request::body`] do, and as `HttpError`'s `Into<io::Error>` makes
 /// them), the client gets that status with its reason as the body,
-/// otherwise a bare 500; either way the connection then closes. An error
+/// otherwise a bare 500; either way the connection then closes (to refuse
+/// a request and keep the connection, answer it with
+/// [`Response::send`] and return `Ok`). An error
 /// answered with a 500 is logged at WARN with the request's method and
 /// target (at most one line a second per core, the next saying how many
 /// were left out); one answered with a 4xx, the client's doing, at debug.
+///
+/// Each connection holds the future of `call` inline, idle or not, so its
+/// size is part of every connection's memory (an `http_echo` connection is
+/// about 5.6 KB in all): a route whose future keeps a large value across
+/// an `.await` (say, a 16 KiB array) is better boxed
+/// (`Box::pin(async { .. }).await`), so that only the requests that take
+/// it pay for it.
 ///
 /// A panic in `call` is answered with a bare 500 too (unless the response
 /// head was already sent by [`Response::flush`]; the body then ends
