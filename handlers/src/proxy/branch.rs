@@ -10,7 +10,7 @@ use std::time::Instant;
 use percore::net::TcpStream;
 use percore::time::now;
 
-use super::client::{exchange, Failure, IoFailure};
+use super::client::{Answer, Exchange, ExchangeError, Failure, IoFailure};
 use super::combine::entry_bound;
 use super::forward::write_request;
 use super::service::FanOut;
@@ -149,10 +149,10 @@ impl FanOut {
             bump(&self.stats.sub_requests);
             buf.clear();
             write_request(&mut buf, job.line, &upstream.host_line, job.shared);
-            let (result, returned) = exchange(&conn, buf, self.limits, job.head_only).await;
+            let (result, returned) = self.exchange(conn, buf, job).await;
             buf = returned;
             match result {
-                Ok(answer) => {
+                Ok((answer, conn)) => {
                     if answer.status >= 500 {
                         bump(&self.stats.upstream_5xx);
                     }
@@ -171,8 +171,7 @@ impl FanOut {
                     });
                 }
                 Err(e) => {
-                    // Never pooled again: its state is unknown.
-                    drop(conn);
+                    // The connection was closed: its state is unknown.
                     // The keep-alive race: a reused connection
                     // that the upstream had closed fails before any byte of
                     // a response; the upstream cannot have acted on it.
@@ -194,6 +193,23 @@ impl FanOut {
                 }
             }
         }
+    }
+
+    /// Sends `buf` on `conn` and reads the response into it; on success,
+    /// the connection too (for the pool, if the answer allows).
+    async fn exchange(
+        &self,
+        conn: TcpStream,
+        buf: Vec<u8>,
+        job: Job<'_>,
+    ) -> (Result<(Answer, TcpStream), ExchangeError>, Vec<u8>) {
+        let mut exchange = match Exchange::send(conn, buf, self.limits, job.head_only).await {
+            Ok(exchange) => exchange,
+            Err((e, buf)) => return (Err(e), buf),
+        };
+        let result = exchange.answer().await;
+        let (conn, buf) = exchange.into_parts();
+        (result.map(|answer| (answer, conn)), buf)
     }
 
     async fn connect(&self, upstream: &Upstream) -> Result<TcpStream, Failure> {

@@ -156,6 +156,7 @@ mod head;
 mod join;
 mod mirror;
 mod refuse;
+mod response;
 mod scratch;
 mod service;
 mod stats;

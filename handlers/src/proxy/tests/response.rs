@@ -2,7 +2,8 @@
 //! every byte, fed a byte at a time, bad responses, and random mutations
 //! fed in random pieces.
 
-use super::super::client::{Failure, ResponseLimits, ResponseParser};
+use super::super::client::{Failure, ResponseLimits};
+use super::super::response::ResponseParser;
 
 const LIMITS: ResponseLimits = ResponseLimits {
     max_head: 1024,
