@@ -10,7 +10,7 @@ use std::time::Instant;
 use percore::net::TcpStream;
 use percore::time::now;
 
-use super::client::{Answer, Exchange, ExchangeError, Failure, IoFailure};
+use super::client::{Failure, IoFailure};
 use super::combine::entry_bound;
 use super::forward::write_request;
 use super::service::FanOut;
@@ -87,6 +87,12 @@ pub(crate) struct Job<'a> {
     /// failures this request has added a failure to, plus one (0: none;
     /// see [`FanOut::record`]).
     pub(crate) counted: &'a [Cell<u64>],
+    /// Set when the policy is met: a branch cancelled from then on was
+    /// cut off, and its response, if it was being read, goes to the drain
+    /// (`drain.rs`).
+    pub(crate) cut_off: &'a Cell<bool>,
+    /// The request's deadline, which also ends a drain.
+    pub(crate) deadline: Instant,
 }
 
 impl FanOut {
@@ -149,7 +155,7 @@ impl FanOut {
             bump(&self.stats.sub_requests);
             buf.clear();
             write_request(&mut buf, job.line, &upstream.host_line, job.shared);
-            let (result, returned) = self.exchange(conn, buf, job).await;
+            let (result, returned) = self.exchange(conn, buf, index, job).await;
             buf = returned;
             match result {
                 Ok((answer, conn)) => {
@@ -193,23 +199,6 @@ impl FanOut {
                 }
             }
         }
-    }
-
-    /// Sends `buf` on `conn` and reads the response into it; on success,
-    /// the connection too (for the pool, if the answer allows).
-    async fn exchange(
-        &self,
-        conn: TcpStream,
-        buf: Vec<u8>,
-        job: Job<'_>,
-    ) -> (Result<(Answer, TcpStream), ExchangeError>, Vec<u8>) {
-        let mut exchange = match Exchange::send(conn, buf, self.limits, job.head_only).await {
-            Ok(exchange) => exchange,
-            Err((e, buf)) => return (Err(e), buf),
-        };
-        let result = exchange.answer().await;
-        let (conn, buf) = exchange.into_parts();
-        (result.map(|answer| (answer, conn)), buf)
     }
 
     async fn connect(&self, upstream: &Upstream) -> Result<TcpStream, Failure> {

@@ -206,7 +206,10 @@ impl Exchange {
         poll_fn(|cx| self.poll_answer(cx)).await
     }
 
-    /// [`answer`](Self::answer) as a poll.
+    /// [`answer`](Self::answer) as a poll: the drain polls it along with
+    /// a check the branch does not make ([`may_keep_alive`]).
+    ///
+    /// [`may_keep_alive`]: Self::may_keep_alive
     pub(crate) fn poll_answer(
         &mut self,
         cx: &mut Context<'_>,
@@ -238,6 +241,13 @@ impl Exchange {
             failure,
             response_started: !self.buf.is_empty(),
         }
+    }
+
+    /// Whether the response may still end with the connection reusable:
+    /// `false` once its head said `Connection: close`, an HTTP/1.0
+    /// answer, or a body that runs until the end of stream.
+    pub(crate) fn may_keep_alive(&self) -> bool {
+        self.parser.may_keep_alive()
     }
 
     /// The connection and the buffer.

@@ -103,6 +103,16 @@ impl ResponseParser {
         }
     }
 
+    /// Whether the response may still leave the connection reusable: not
+    /// once a head that rules it out (`Connection: close`, HTTP/1.0, a
+    /// body delimited by the end of stream) has been read.
+    pub(crate) fn may_keep_alive(&self) -> bool {
+        match &self.state {
+            State::Head { .. } => true,
+            State::Body(body) => body.keep_alive,
+        }
+    }
+
     /// `Some` once a whole head is in: the whole response, the body state,
     /// or the next head after an interim response.
     fn parse_head(&self, buf: &[u8], start: usize) -> Result<Option<Parsed>, Failure> {
