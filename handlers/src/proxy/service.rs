@@ -266,6 +266,8 @@ impl FanOut {
                         }
                     }
                 }
+                // Read by each branch as it is dropped: one cut off while
+                // reading its response hands it to the drain.
                 cut_off.set(true);
                 let cancelled = branches.cancel_running();
                 self.stats.cancelled.add(cancelled as u64);
