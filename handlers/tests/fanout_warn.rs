@@ -4,7 +4,8 @@
 //! OS's reason when the proxy runs out of file descriptors: a 502 body
 //! with "Too many open files (os error 24)" and a WARN saying to raise
 //! `ulimit -n`; and the WARN for an upstream whose branches are always
-//! cancelled before it answers.
+//! cancelled before it answers, even when the drain reads its answers
+//! after the cut-off.
 //!
 //! The log is captured process-wide and one case lowers the process's
 //! soft `RLIMIT_NOFILE` (filling every free descriptor below it), so these
@@ -25,7 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::*;
-use fake::{proxy, refused_addr, Conn, Fake};
+use fake::{proxy, proxy_counted, refused_addr, Conn, Fake};
 use log_capture::warnings;
 use percore_handlers::proxy::Policy;
 
@@ -182,6 +183,36 @@ http_tests! {
         }
         wait_until(Duration::from_secs(2), "the WARN", || warnings(&needle).len() == 1);
         assert!(warnings(&ok.addr.to_string()).is_empty(), "the healthy upstream was named");
+    }
+
+    /// An upstream that always answers, but 50 ms after the other, is
+    /// "always slower": its answers, read by the drain after each cut-off
+    /// and its connections pooled again, do not end its run, and the WARN
+    /// comes after 100 requests all the same.
+    fn an_upstream_always_slower_warns_though_its_answers_are_drained(backend) {
+        let _case = start_case();
+        let slow = Fake::start(|mut c: Conn| {
+            while c.read_request().is_some() {
+                std::thread::sleep(Duration::from_millis(50));
+                c.ok(b"late");
+            }
+        });
+        let ok = Fake::answering_ok();
+        let (px, counters) = proxy_counted(backend, &[slow.addr, ok.addr], |c| {
+            c.width = 2;
+            c.policy = Policy::First;
+        });
+        let mut c = Client::connect(px.addr);
+        let needle = format!("upstream {}: the last 100 requests sent to it were answered by the others first", slow.addr);
+        let mut drained = 0;
+        for i in 1..=100 {
+            assert!(warnings(&needle).is_empty(), "warned after {i} requests");
+            drained = counters.get().drained;
+            assert_eq!(c.roundtrip(&get("/")).status, 200);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(drained >= 50, "{drained} drained before the last request: {}", counters.get());
+        wait_until(Duration::from_secs(2), "the WARN", || warnings(&needle).len() == 1);
     }
 
     /// A request in which an upstream answered is not one that cut it

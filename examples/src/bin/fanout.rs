@@ -56,12 +56,16 @@ const USAGE: &str =
                         (502) (default 1048576)
 ";
 
-/// The end of the help: what `--stats` adds, and loops.
+/// The end of the help: what `--stats` adds, draining, and loops.
 const NOTES: &str = "With --stats, each core's line is followed by its HTTP and proxy counters:
   stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=.. ...
   stats cpu=N fanout requests=.. failed=.. failed_504=.. sub_requests=.. connects=..
-  reuses=.. errors_connect=.. errors_exchange=.. deadline=.. stopped=.. loops=..
-  upstream_5xx=.. ejections=.. ...
+  reuses=.. errors_connect=.. errors_exchange=.. deadline=.. cancelled=.. drained=..
+  drain_closed=.. stopped=.. loops=.. upstream_5xx=.. ejections=.. ...
+Under first and quorum:K, a branch cut off after its sub-request was sent has the
+rest of its response read in the background (until the deadline at most); its
+connection is pooled again if that response allows (drained), else closed
+(drain_closed).
 A request that already passed through this proxy (its Via carries the proxy's
 name, `percore-` and random hex digits) is answered 508 Loop Detected.";
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 use percore::net::TcpStream;
 use percore::time::now;
 
-use super::client::{exchange, Failure, IoFailure};
+use super::client::{Failure, IoFailure};
 use super::combine::entry_bound;
 use super::forward::write_request;
 use super::service::FanOut;
@@ -87,6 +87,12 @@ pub(crate) struct Job<'a> {
     /// failures this request has added a failure to, plus one (0: none;
     /// see [`FanOut::record`]).
     pub(crate) counted: &'a [Cell<u64>],
+    /// Set when the policy is met: a branch cancelled from then on was
+    /// cut off, and its response, if it was being read, goes to the drain
+    /// (`drain.rs`).
+    pub(crate) cut_off: &'a Cell<bool>,
+    /// The request's deadline, which also ends a drain.
+    pub(crate) deadline: Instant,
 }
 
 impl FanOut {
@@ -149,10 +155,10 @@ impl FanOut {
             bump(&self.stats.sub_requests);
             buf.clear();
             write_request(&mut buf, job.line, &upstream.host_line, job.shared);
-            let (result, returned) = exchange(&conn, buf, self.limits, job.head_only).await;
+            let (result, returned) = self.exchange(conn, buf, index, job).await;
             buf = returned;
             match result {
-                Ok(answer) => {
+                Ok((answer, conn)) => {
                     if answer.status >= 500 {
                         bump(&self.stats.upstream_5xx);
                     }
@@ -171,8 +177,7 @@ impl FanOut {
                     });
                 }
                 Err(e) => {
-                    // Never pooled again: its state is unknown.
-                    drop(conn);
+                    // The connection was closed: its state is unknown.
                     // The keep-alive race: a reused connection
                     // that the upstream had closed fails before any byte of
                     // a response; the upstream cannot have acted on it.

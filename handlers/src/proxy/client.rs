@@ -1,22 +1,21 @@
-//! One HTTP/1.1 exchange with an upstream: the sub-request's bytes, and an
-//! incremental parser of the response (the [`head`] scanner for the head,
-//! the HTTP module's [`BodyDecoder`] for `Content-Length` and chunked
-//! bodies, or until end of stream).
-//!
-//! The parser ([`ResponseParser`]) does no I/O, so the unit tests feed it
-//! responses split at every byte; [`exchange`] drives it over a connection.
+//! One HTTP/1.1 exchange with an upstream: the sub-request's bytes, how a
+//! branch fails, and [`Exchange`], which sends a sub-request and reads its
+//! response with the parser of `response.rs`.
 
 use std::fmt;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::net::IpAddr;
 use std::ops::Range;
+use std::pin::pin;
+use std::task::{ready, Context, Poll};
 
 use percore::net::TcpStream;
 
 use super::forward::write_forwarded;
-use super::head::{self, Fields, HeadError};
+use super::response::ResponseParser;
 use super::target::OriginForm;
-use crate::http::{write_decimal, BodyDecoder, BodyKind, HeadRetry, Limits};
+use crate::http::write_decimal;
 
 /// Why one branch failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,317 +160,98 @@ pub(crate) fn write_request_line(out: &mut Vec<u8>, method: &str, target: Origin
 
 // ===== the exchange =====
 
-/// Sends `buf` (a whole sub-request) on `conn` and reads one response into
-/// the same buffer. Returns the buffer in every case but cancellation
-/// (then the driver keeps it until the kernel is done with it).
-pub(crate) async fn exchange(
-    conn: &TcpStream,
+/// One sub-request sent on a connection, and its response being read: the
+/// connection, the bytes read so far and the parser's state, together so
+/// that a branch cut off while it reads can hand the whole of it to the
+/// drain, which reads on from where the branch stopped (`drain.rs`).
+#[derive(Debug)]
+pub(crate) struct Exchange {
+    conn: TcpStream,
     buf: Vec<u8>,
-    limits: ResponseLimits,
-    head_only: bool,
-) -> (Result<Answer, ExchangeError>, Vec<u8>) {
-    let (sent, mut buf) = conn.write_all(buf).await;
-    if let Err(e) = sent {
-        let err = ExchangeError {
-            failure: Failure::Io(IoFailure::from(&e)),
-            response_started: false,
-        };
-        return (Err(err), buf);
-    }
-    buf.clear();
-    let mut parser = ResponseParser::new(limits, head_only);
-    loop {
-        let eof = match conn.read().await {
-            Ok(Some(bytes)) => {
-                buf.extend_from_slice(&bytes);
-                false
-            }
-            Ok(None) => true,
-            Err(e) => {
-                let err = ExchangeError {
-                    failure: Failure::Io(IoFailure::from(&e)),
-                    response_started: !buf.is_empty(),
-                };
-                return (Err(err), buf);
-            }
-        };
-        match parser.feed(&mut buf, eof) {
-            Ok(Some(answer)) => return (Ok(answer), buf),
-            Ok(None) if !eof => {}
-            // `feed` decides every end of stream; this is a safety net.
-            Ok(None) => {
-                let err = ExchangeError {
-                    failure: Failure::Truncated,
-                    response_started: !buf.is_empty(),
-                };
-                return (Err(err), buf);
-            }
-            Err(failure) => {
-                let err = ExchangeError {
-                    failure,
-                    response_started: !buf.is_empty(),
-                };
-                return (Err(err), buf);
-            }
-        }
-    }
+    parser: ResponseParser,
 }
 
-// ===== the response parser =====
-
-/// Parses one response from a growing buffer, de-chunking the body in
-/// place so it ends up contiguous after the head.
-#[derive(Debug)]
-pub(crate) struct ResponseParser {
-    limits: ResponseLimits,
-    head_only: bool,
-    state: State,
-    /// When a head that spans reads is worth scanning again.
-    retry: HeadRetry,
-}
-
-#[derive(Debug)]
-enum State {
-    /// Looking for a complete head starting at `start` (after any interim
-    /// 1xx responses).
-    Head {
-        start: usize,
-    },
-    Body(Body),
-}
-
-#[derive(Debug)]
-struct Body {
-    status: u16,
-    keep_alive: bool,
-    /// `None`: delimited by the end of stream.
-    decoder: Option<BodyDecoder>,
-    start: usize,
-    /// End of the de-chunked body bytes so far.
-    end: usize,
-    /// First raw (undecoded) byte.
-    raw: usize,
-}
-
-/// What a complete head leads to.
-enum Parsed {
-    /// The whole response is in the buffer.
-    Whole(Answer),
-    Next(State),
-}
-
-/// How the head said the body is framed.
-enum Framing {
-    Empty,
-    Length(u64),
-    Chunked,
-    UntilClose,
-}
-
-impl ResponseParser {
-    pub(crate) fn new(limits: ResponseLimits, head_only: bool) -> Self {
-        Self {
-            limits,
-            head_only,
-            state: State::Head { start: 0 },
-            retry: HeadRetry::default(),
-        }
-    }
-
-    /// Parses what `buf` holds so far; `eof` when the upstream has closed.
-    /// `Ok(None)`: read more.
-    pub(crate) fn feed(&mut self, buf: &mut Vec<u8>, eof: bool) -> Result<Option<Answer>, Failure> {
-        loop {
-            match &mut self.state {
-                State::Head { start } => {
-                    let start = *start;
-                    let head = buf.get(start..).unwrap_or_default();
-                    let max_len = self.limits.max_head.saturating_sub(start);
-                    if !eof && !self.retry.due(head, max_len) {
-                        return Ok(None);
-                    }
-                    let parsed = self.parse_head(buf, start)?;
-                    if parsed.is_none() {
-                        self.retry.tried(head.len());
-                    } else {
-                        self.retry.reset();
-                    }
-                    match parsed {
-                        None if eof && buf.len() == start && start == 0 => {
-                            return Err(Failure::Closed)
-                        }
-                        None if eof => return Err(Failure::Truncated),
-                        None => return Ok(None),
-                        Some(Parsed::Whole(answer)) => return Ok(Some(answer)),
-                        Some(Parsed::Next(next)) => self.state = next,
-                    }
-                }
-                State::Body(body) => return Self::feed_body(body, buf, eof, self.limits),
-            }
-        }
-    }
-
-    /// `Some` once a whole head is in: the whole response, the body state,
-    /// or the next head after an interim response.
-    fn parse_head(&self, buf: &[u8], start: usize) -> Result<Option<Parsed>, Failure> {
-        let input = buf.get(start..).unwrap_or_default();
-        let head = match head::parse(input) {
-            // The limit covers the interim responses before this head too:
-            // an upstream streaming `100 Continue` forever must not grow
-            // the buffer without end.
-            Ok(None) => {
-                if buf.len() > self.limits.max_head {
-                    return Err(Failure::Bad("response head over the limit"));
-                }
-                return Ok(None);
-            }
-            Ok(Some(head)) => head,
-            Err(HeadError::TooManyFields) => {
-                return Err(Failure::Bad("too many response header fields"))
-            }
-            Err(HeadError::Malformed) => {
-                return Err(Failure::Bad("malformed status line or header"))
-            }
-        };
-        let at = start + head.len;
-        if at > self.limits.max_head {
-            return Err(Failure::Bad("response head over the limit"));
-        }
-        let status = head.status;
-        if status == 101 {
-            return Err(Failure::Bad("unexpected protocol switch"));
-        }
-        if (100..200).contains(&status) {
-            // Interim (e.g. 103 Early Hints): the final response follows.
-            return Ok(Some(Parsed::Next(State::Head { start: at })));
-        }
-        let framing = framing(&head.fields, status, self.head_only)?;
-        let mut keep_alive = head.minor == 1 && !head.fields.close;
-        // Most answers come whole in one read: a body of known length that
-        // is all there is taken as it is, without setting up a decoder.
-        let whole = match framing {
-            Framing::Empty => Some(0),
-            Framing::Length(n) => usize::try_from(n)
-                .ok()
-                .filter(|&n| n <= self.limits.max_body && n <= buf.len() - at),
-            Framing::Chunked | Framing::UntilClose => None,
-        };
-        if let Some(n) = whole {
-            return Ok(Some(Parsed::Whole(Answer {
-                status,
-                body: at..at + n,
-                // Bytes after the response were never asked for.
-                reusable: keep_alive && at + n == buf.len(),
-            })));
-        }
-        let decoder = match framing {
-            Framing::Empty => Some(BodyDecoder::new(BodyKind::None, &self.body_limits())),
-            Framing::Length(n) => {
-                if n > self.limits.max_body as u64 {
-                    return Err(Failure::Bad("response body over the limit"));
-                }
-                Some(BodyDecoder::new(BodyKind::Length(n), &self.body_limits()))
-            }
-            Framing::Chunked => Some(BodyDecoder::new(BodyKind::Chunked, &self.body_limits())),
-            Framing::UntilClose => {
-                keep_alive = false;
-                None
-            }
-        };
-        Ok(Some(Parsed::Next(State::Body(Body {
-            status,
-            keep_alive,
-            decoder,
-            start: at,
-            end: at,
-            raw: at,
-        }))))
-    }
-
-    fn body_limits(&self) -> Limits {
-        Limits {
-            max_body: self.limits.max_body as u64,
-            ..Limits::default()
-        }
-    }
-
-    fn feed_body(
-        body: &mut Body,
-        buf: &mut Vec<u8>,
-        eof: bool,
+impl Exchange {
+    /// Sends `buf` (a whole sub-request) on `conn`; the response is then
+    /// read into the same buffer. On a failed send, the error and the
+    /// buffer (the connection is closed). Cancelled while sending, the
+    /// connection is closed and the driver keeps the buffer until the
+    /// kernel is done with it.
+    pub(crate) async fn send(
+        conn: TcpStream,
+        buf: Vec<u8>,
         limits: ResponseLimits,
-    ) -> Result<Option<Answer>, Failure> {
-        let Some(decoder) = &mut body.decoder else {
-            // Close-delimited: everything up to the end of stream.
-            body.end = buf.len();
-            if body.end - body.start > limits.max_body {
-                return Err(Failure::Bad("response body over the limit"));
-            }
-            if eof {
-                return Ok(Some(Answer {
-                    status: body.status,
-                    body: body.start..body.end,
-                    reusable: false,
-                }));
-            }
-            return Ok(None);
-        };
-        loop {
-            let input = buf.get(body.raw..).unwrap_or_default();
-            let decoded = decoder.decode(input).map_err(|e| Failure::Bad(e.reason))?;
-            let data = body.raw + decoded.data.start..body.raw + decoded.data.end;
-            if !data.is_empty() {
-                // Compact the body: chunk framing between data runs is
-                // overwritten. For Content-Length bodies this is a no-op.
-                if data.start != body.end {
-                    buf.copy_within(data.clone(), body.end);
-                }
-                body.end += data.len();
-            }
-            body.raw += decoded.consumed;
-            if decoded.done {
-                return Ok(Some(Answer {
-                    status: body.status,
-                    body: body.start..body.end,
-                    // Bytes after the response were never asked for.
-                    reusable: body.keep_alive && body.raw == buf.len(),
-                }));
-            }
-            if decoded.consumed == 0 || body.raw == buf.len() {
-                break;
-            }
+        head_only: bool,
+    ) -> Result<Self, (ExchangeError, Vec<u8>)> {
+        let (sent, mut buf) = conn.write_all(buf).await;
+        if let Err(e) = sent {
+            let err = ExchangeError {
+                failure: Failure::Io(IoFailure::from(&e)),
+                response_started: false,
+            };
+            return Err((err, buf));
         }
-        if eof {
-            return Err(Failure::Truncated);
-        }
-        // Drop the consumed framing so the buffer holds body + unread raw.
-        if body.raw > body.end {
-            buf.copy_within(body.raw.., body.end);
-            buf.truncate(buf.len() - (body.raw - body.end));
-            body.raw = body.end;
-        }
-        Ok(None)
+        buf.clear();
+        Ok(Self {
+            conn,
+            buf,
+            parser: ResponseParser::new(limits, head_only),
+        })
     }
-}
 
-/// The response framing per RFC 9112 §6.3, strictly: `Content-Length`
-/// together with `Transfer-Encoding` is refused (a proxy that
-/// picks one of them is how response smuggling works), as are differing
-/// lengths and any coding but `chunked` (see [`Fields`]).
-fn framing(fields: &Fields, status: u16, head_only: bool) -> Result<Framing, Failure> {
-    if let Some(why) = fields.invalid {
-        return Err(Failure::Bad(why));
+    /// Reads until the response is complete (the answer locates its body
+    /// in the buffer [`into_parts`](Self::into_parts) gives back) or the
+    /// exchange failed; not to be called again after either.
+    pub(crate) async fn answer(&mut self) -> Result<Answer, ExchangeError> {
+        poll_fn(|cx| self.poll_answer(cx)).await
     }
-    if fields.chunked && fields.length.is_some() {
-        return Err(Failure::Bad("Content-Length with Transfer-Encoding"));
+
+    /// [`answer`](Self::answer) as a poll: the drain polls it along with
+    /// a check the branch does not make ([`may_keep_alive`]).
+    ///
+    /// [`may_keep_alive`]: Self::may_keep_alive
+    pub(crate) fn poll_answer(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Answer, ExchangeError>> {
+        loop {
+            // A read is cancel-safe and holds no state of its own (the
+            // receive belongs to the stream): one made per poll loses
+            // nothing, and the exchange stays free to move.
+            let eof = match ready!(pin!(self.conn.read()).poll(cx)) {
+                Ok(Some(bytes)) => {
+                    self.buf.extend_from_slice(&bytes);
+                    false
+                }
+                Ok(None) => true,
+                Err(e) => return Poll::Ready(Err(self.error(Failure::Io(IoFailure::from(&e))))),
+            };
+            match self.parser.feed(&mut self.buf, eof) {
+                Ok(Some(answer)) => return Poll::Ready(Ok(answer)),
+                Ok(None) if !eof => {}
+                // `feed` decides every end of stream; this is a safety net.
+                Ok(None) => return Poll::Ready(Err(self.error(Failure::Truncated))),
+                Err(failure) => return Poll::Ready(Err(self.error(failure))),
+            }
+        }
     }
-    // RFC 9112 §6.3 rule 1: these never have a body, whatever the fields say.
-    if head_only || status == 204 || status == 304 {
-        return Ok(Framing::Empty);
+
+    fn error(&self, failure: Failure) -> ExchangeError {
+        ExchangeError {
+            failure,
+            response_started: !self.buf.is_empty(),
+        }
     }
-    Ok(match (fields.chunked, fields.length) {
-        (true, _) => Framing::Chunked,
-        (false, Some(n)) => Framing::Length(n),
-        (false, None) => Framing::UntilClose,
-    })
+
+    /// Whether the response may still end with the connection reusable:
+    /// `false` once its head said `Connection: close`, an HTTP/1.0
+    /// answer, or a body that runs until the end of stream.
+    pub(crate) fn may_keep_alive(&self) -> bool {
+        self.parser.may_keep_alive()
+    }
+
+    /// The connection and the buffer.
+    pub(crate) fn into_parts(self) -> (TcpStream, Vec<u8>) {
+        (self.conn, self.buf)
+    }
 }

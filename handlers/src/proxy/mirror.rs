@@ -28,7 +28,7 @@ use std::time::Duration;
 use percore::net::TcpStream;
 use percore::time::{now, timeout};
 
-use super::client::{exchange, Failure, IoFailure, ResponseLimits};
+use super::client::{Exchange, Failure, IoFailure, ResponseLimits};
 use super::forward::write_request;
 use super::scratch::BufPool;
 use super::stats::{bump, Counters};
@@ -181,7 +181,15 @@ impl Mirror {
                 }
             }
         };
-        let (result, buf) = exchange(&conn, buf, self.limits, head_only).await;
+        let mut exchange = match Exchange::send(conn, buf, self.limits, head_only).await {
+            Ok(exchange) => exchange,
+            Err((e, buf)) => {
+                self.bufs.put(buf);
+                return Err(e.failure);
+            }
+        };
+        let result = exchange.answer().await;
+        let (conn, buf) = exchange.into_parts();
         self.bufs.put(buf);
         let answer = result.map_err(|e| e.failure)?;
         if answer.reusable {

@@ -26,7 +26,12 @@
 //!    longer be met, the branches still running are dropped: their I/O is
 //!    cancelled safely (the driver keeps buffers until the kernel is done)
 //!    and their connections are closed, never returned to the pool with a
-//!    half-read response.
+//!    half-read response. But a branch cut off by a met policy (`first`,
+//!    `quorum:K`) after its sub-request was sent hands its connection, with
+//!    what it read of the response, to the core's drain (`drain.rs`),
+//!    which reads the rest, until the request's deadline at most, and
+//!    pools the connection if the response ended cleanly and allows
+//!    reuse.
 //! 4. A met policy answers 200 with a JSON array (`combine.rs`); otherwise
 //!    502 (refused, reset, garbage, truncated, over a limit) or 504 (the
 //!    deadline or the connect timeout passed), with a plain-text body naming
@@ -65,7 +70,7 @@
 //! stay in. When every upstream is ejected the request is answered 503 at
 //! once, naming each upstream and when it returns. Branches
 //! cancelled because the policy was decided without them are not counted
-//! either way. A 5xx
+//! either way, nor is what the drain reads from them. A 5xx
 //! answer is still passed on to the client in the combined body.
 //!
 //! At most [`Config::max_pending`] fan-outs (default 1024) are in flight
@@ -121,6 +126,8 @@
 //! stopping) rather than let the drain close the connection without an
 //! answer (see [`Service`](crate::http::Service)). Its branches are
 //! cancelled like any others, and it counts as [`ProxyStats::stopped`].
+//! The drain closes the connections it was reading on as the stop begins
+//! (no request will take them from the pool).
 //!
 //! # Memory
 //!
@@ -128,8 +135,10 @@
 //! bytes live in reused `Vec<u8>`s (`scratch.rs`) and the branch
 //! futures live in a [`bumpalo`] arena that is reset and reused after each
 //! request (`scratch.rs`). In steady state a request allocates
-//! nothing; a cancelled branch gives its buffer to the driver (which frees
-//! it at the completion), so only failures allocate.
+//! nothing, nor does a branch cut off (the drain's workers, each a task
+//! reading one response, are reused); a branch cancelled while sending
+//! gives its buffer to the driver (which frees it at the completion), so
+//! only that and failures allocate.
 //!
 //! # Examples
 //!
@@ -151,11 +160,13 @@ mod branch;
 mod client;
 mod combine;
 mod config;
+mod drain;
 mod forward;
 mod head;
 mod join;
 mod mirror;
 mod refuse;
+mod response;
 mod scratch;
 mod service;
 mod stats;

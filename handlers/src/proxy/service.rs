@@ -13,6 +13,7 @@ use percore::time::now;
 use super::branch::{cut_off_every, Job, Target};
 use super::client::{write_request_line, write_shared, Failure, ResponseLimits};
 use super::combine::{write_entry, write_failure, Entry};
+use super::drain::Drain;
 use super::join::{Branches, Verdict};
 use super::mirror::{Mirror, MirrorSettings};
 use super::scratch::{ArenaPool, BufPool};
@@ -49,8 +50,11 @@ pub struct FanOut {
     /// This core's counters, shared with its mirror and with readers on
     /// other threads.
     pub(crate) stats: Arc<Counters>,
-    pub(crate) bufs: BufPool,
+    /// Shared with the drain, whose buffers come from here.
+    pub(crate) bufs: Rc<BufPool>,
     arenas: ArenaPool,
+    /// Reads cut-off branches' responses to the end for their pools.
+    pub(crate) drain: Drain,
     mirror: Option<Rc<Mirror>>,
     /// Rate-limited WARN lines for failures, shared with the mirror.
     pub(crate) log: Rc<FailureLog>,
@@ -92,6 +96,8 @@ impl FanOut {
         });
         let via = Via::new(&config.pseudonym);
         let cut_off_every = cut_off_every(config.width, config.upstreams.len());
+        let bufs = Rc::new(BufPool::default());
+        let drain = Drain::new(bufs.clone(), stats.clone(), config.pool.idle_timeout);
         Ok(Self {
             config,
             upstreams,
@@ -101,8 +107,9 @@ impl FanOut {
             pending: Cell::new(0),
             limits,
             stats,
-            bufs: BufPool::default(),
+            bufs,
             arenas: ArenaPool::default(),
+            drain,
             mirror,
             log,
             via,
@@ -197,6 +204,8 @@ impl FanOut {
         let arena = self.arenas.take();
         let counted: &[Cell<u64>] =
             arena.alloc_slice_fill_with(self.upstreams.len(), |_| Cell::new(0));
+        let cut_off = Cell::new(false);
+        let deadline = started + self.config.deadline;
         let job = Job {
             line,
             shared: after_host,
@@ -206,6 +215,8 @@ impl FanOut {
             ),
             head_only,
             counted,
+            cut_off: &cut_off,
+            deadline,
         };
         let width = self.config.width;
         // Round-robin over the upstreams not ejected.
@@ -232,9 +243,7 @@ impl FanOut {
         // dropped first, and it is never forgotten.
         let mut branches =
             unsafe { Branches::new_in(&arena, width, |i| self.branch(&targets[i], job)) };
-        let verdict = branches
-            .join(self.config.policy, started + self.config.deadline)
-            .await;
+        let verdict = branches.join(self.config.policy, deadline).await;
 
         match verdict {
             Verdict::Met => {
@@ -257,6 +266,9 @@ impl FanOut {
                         }
                     }
                 }
+                // Read by each branch as it is dropped: one cut off while
+                // reading its response hands it to the drain.
+                cut_off.set(true);
                 let cancelled = branches.cancel_running();
                 self.stats.cancelled.add(cancelled as u64);
                 res.header("Content-Type", b"application/json")?;

@@ -47,6 +47,20 @@ pub struct ProxyStats {
     pub deadline: u64,
     /// Branches cancelled because the policy was decided without them.
     pub cancelled: u64,
+    /// Of [`cancelled`](Self::cancelled), branches cut off by a met policy
+    /// (`first`, `quorum:K`) after their sub-request was sent whose
+    /// response the drain read to its end, and whose connection it put
+    /// back in the pool: one fewer connect for a later request.
+    pub drained: u64,
+    /// Branches cut off like [`drained`](Self::drained) ones whose
+    /// connection was closed instead: the response failed, was not
+    /// reusable (`Connection: close`, framed by the end of stream, over
+    /// `max_response_body`), had not ended by the request's deadline, or
+    /// the server stopped; or the pool was full, or already had
+    /// [`PoolConfig::max_idle`](super::PoolConfig::max_idle) connections
+    /// draining. A cut-off branch still connecting or sending is in
+    /// neither count: its connection is closed at once.
+    pub drain_closed: u64,
     /// Client requests the proxy was still working on (reading the body,
     /// or waiting on upstreams) when the server's stop cut them off near
     /// its drain deadline: the HTTP layer answered them 503 (see
@@ -82,7 +96,7 @@ impl fmt::Display for ProxyStats {
             f,
             "requests={} failed={} failed_504={} sub_requests={} connects={} reuses={} \
              retries={} errors_connect={} errors_exchange={} deadline={} cancelled={} \
-             stopped={} loops={} upstream_5xx={} ejections={} all_ejected={} rejected_pending={} \
+             drained={} drain_closed={} stopped={} loops={} upstream_5xx={} ejections={} all_ejected={} rejected_pending={} \
              mirrored={} mirror_failed={} mirror_dropped={}",
             self.requests,
             self.failed,
@@ -95,6 +109,8 @@ impl fmt::Display for ProxyStats {
             self.errors_exchange,
             self.deadline,
             self.cancelled,
+            self.drained,
+            self.drain_closed,
             self.stopped,
             self.loops,
             self.upstream_5xx,
@@ -167,6 +183,8 @@ pub(crate) struct Counters {
     pub(crate) errors_exchange: Counter,
     pub(crate) deadline: Counter,
     pub(crate) cancelled: Counter,
+    pub(crate) drained: Counter,
+    pub(crate) drain_closed: Counter,
     pub(crate) stopped: Counter,
     pub(crate) loops: Counter,
     pub(crate) upstream_5xx: Counter,
@@ -192,6 +210,8 @@ impl Counters {
             errors_exchange: self.errors_exchange.get(),
             deadline: self.deadline.get(),
             cancelled: self.cancelled.get(),
+            drained: self.drained.get(),
+            drain_closed: self.drain_closed.get(),
             stopped: self.stopped.get(),
             loops: self.loops.get(),
             upstream_5xx: self.upstream_5xx.get(),

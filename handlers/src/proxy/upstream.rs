@@ -7,7 +7,9 @@
 //! bounded by [`PoolConfig::max_idle`] and every connection in it has read
 //! a complete response and nothing more: a connection whose exchange
 //! failed, was cancelled, or ended with `Connection: close` or a
-//! close-delimited body is dropped, never pooled. A task per pool, started
+//! close-delimited body is dropped, never pooled; one whose branch was cut
+//! off comes back only through the drain (`drain.rs`), which reads its
+//! response to the end first. A task per pool, started
 //! with its first connection, closes the idle connections that expired or
 //! that the upstream closed, so that a proxy with no traffic does not hold
 //! them (half-closed, in `CLOSE_WAIT`) until its next request.
@@ -36,7 +38,8 @@ pub(crate) struct Upstream {
     /// The start of its entries in a combined answer (see
     /// [`entry_prefix`]).
     pub(crate) entry_prefix: Box<[u8]>,
-    pub(crate) pool: Pool,
+    /// Shared with the drain, which puts connections back in it.
+    pub(crate) pool: Rc<Pool>,
     pub(crate) health: Health,
 }
 
@@ -58,7 +61,7 @@ impl Upstream {
             entry_prefix: entry_prefix(&name),
             name,
             host_line,
-            pool: Pool::new(config),
+            pool: Rc::new(Pool::new(config)),
             health: Health::default(),
         }
     }
@@ -82,7 +85,9 @@ pub(crate) struct Health {
     /// Requests in a row whose branches on it were cancelled because the
     /// policy was met without them: an upstream that hangs under `first`
     /// or `quorum:K` shows only this way. Any outcome of a branch on it
-    /// ends the run.
+    /// ends the run; a response the drain reads to its end after the
+    /// cut-off does not (one that always comes after the others' is what
+    /// the WARN is for).
     cut_offs: Cell<u32>,
 }
 
@@ -163,6 +168,8 @@ pub(crate) struct Pool {
     config: PoolConfig,
     /// Whether the [`sweep`] task was started.
     swept: Cell<bool>,
+    /// Its connections the drain is reading a response on.
+    draining: Cell<usize>,
 }
 
 #[derive(Debug)]
@@ -187,6 +194,7 @@ impl Pool {
             idle: Rc::new(RefCell::new(Vec::with_capacity(config.max_idle))),
             config,
             swept: Cell::new(false),
+            draining: Cell::new(0),
         }
     }
 
@@ -213,11 +221,12 @@ impl Pool {
         None
     }
 
-    /// Returns a connection that has read exactly one complete response.
-    /// Closes it instead when the pool is full or the server is stopping.
-    pub(crate) fn release(&self, conn: TcpStream, now: Instant) {
+    /// Returns a connection that has read exactly one complete response;
+    /// whether it was kept. Closes it instead when the pool is full or the
+    /// server is stopping.
+    pub(crate) fn release(&self, conn: TcpStream, now: Instant) -> bool {
         if percore::is_shutting_down() {
-            return;
+            return false;
         }
         let mut idle = self.idle.borrow_mut();
         // Age out the oldest (at the bottom) so a pool that only ever sees
@@ -225,7 +234,8 @@ impl Pool {
         if idle.first().is_some_and(|oldest| oldest.expired(now)) {
             idle.retain(|c| !c.expired(now));
         }
-        if idle.len() < self.config.max_idle {
+        let kept = idle.len() < self.config.max_idle;
+        if kept {
             idle.push(Idle {
                 conn,
                 expires: now.checked_add(self.config.idle_timeout),
@@ -234,6 +244,26 @@ impl Pool {
         if !self.swept.replace(true) {
             percore::spawn_local(sweep(Rc::downgrade(&self.idle), self.config.idle_timeout));
         }
+        kept
+    }
+
+    /// Counts a connection the drain takes on; `false` (not counted) when
+    /// [`PoolConfig::max_idle`] are draining already. The drain takes no
+    /// more: each ends in the pool at best, which holds no more than that,
+    /// and a hung upstream must not gather a descriptor per request until
+    /// the requests' deadlines.
+    pub(crate) fn begin_drain(&self) -> bool {
+        let n = self.draining.get();
+        let room = n < self.config.max_idle;
+        if room {
+            self.draining.set(n + 1);
+        }
+        room
+    }
+
+    /// A drain that [`begin_drain`](Self::begin_drain) counted ended.
+    pub(crate) fn end_drain(&self) {
+        self.draining.set(self.draining.get() - 1);
     }
 }
 

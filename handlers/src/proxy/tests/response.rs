@@ -2,7 +2,8 @@
 //! every byte, fed a byte at a time, bad responses, and random mutations
 //! fed in random pieces.
 
-use super::super::client::{Failure, ResponseLimits, ResponseParser};
+use super::super::client::{Failure, ResponseLimits};
+use super::super::response::ResponseParser;
 
 const LIMITS: ResponseLimits = ResponseLimits {
     max_head: 1024,
@@ -245,5 +246,38 @@ fn mutated_responses_in_pieces() {
                 "{shown:?} cut at {cuts:?}: waited past the last byte"
             );
         }
+    }
+}
+
+/// What the drain goes by: a response whose head is in says whether the
+/// connection may be reused before its body ends (`Connection: close`,
+/// HTTP/1.0 and a body running until the end of stream rule it out);
+/// before its head, nothing rules it out.
+#[test]
+fn may_keep_alive_once_the_head_is_in() {
+    let cases: [(&[u8], bool); 6] = [
+        (b"HTTP/1.1 200 OK\r\nContent-Le", true),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", true),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab",
+            true,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 10\r\n\r\nabc",
+            false,
+        ),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 10\r\n\r\nabc", false),
+        (b"HTTP/1.1 200 OK\r\n\r\nuntil the end", false),
+    ];
+    for (wire, keep) in cases {
+        let mut parser = ResponseParser::new(LIMITS, false);
+        let mut buf = wire.to_vec();
+        assert_eq!(parser.feed(&mut buf, false), Ok(None), "{wire:?}");
+        assert_eq!(
+            parser.may_keep_alive(),
+            keep,
+            "{}",
+            String::from_utf8_lossy(wire)
+        );
     }
 }

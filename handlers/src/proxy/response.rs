@@ -1,0 +1,279 @@
+//! The parser of an upstream's response: incremental over a growing
+//! buffer, with the [`head`] scanner for the head and the HTTP module's
+//! [`BodyDecoder`] for `Content-Length` and chunked bodies (or the body
+//! runs until end of stream), de-chunking in place.
+//!
+//! It does no I/O, so the unit tests feed it responses split at every
+//! byte; [`Exchange`](super::client::Exchange) drives it over a connection,
+//! in a branch and, for a branch cut off, in the drain.
+
+use super::client::{Answer, Failure, ResponseLimits};
+use super::head::{self, Fields, HeadError};
+use crate::http::{BodyDecoder, BodyKind, HeadRetry, Limits};
+
+/// Parses one response from a growing buffer, de-chunking the body in
+/// place so it ends up contiguous after the head.
+#[derive(Debug)]
+pub(crate) struct ResponseParser {
+    limits: ResponseLimits,
+    head_only: bool,
+    state: State,
+    /// When a head that spans reads is worth scanning again.
+    retry: HeadRetry,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Looking for a complete head starting at `start` (after any interim
+    /// 1xx responses).
+    Head {
+        start: usize,
+    },
+    Body(Body),
+}
+
+#[derive(Debug)]
+struct Body {
+    status: u16,
+    keep_alive: bool,
+    /// `None`: delimited by the end of stream.
+    decoder: Option<BodyDecoder>,
+    start: usize,
+    /// End of the de-chunked body bytes so far.
+    end: usize,
+    /// First raw (undecoded) byte.
+    raw: usize,
+}
+
+/// What a complete head leads to.
+enum Parsed {
+    /// The whole response is in the buffer.
+    Whole(Answer),
+    Next(State),
+}
+
+/// How the head said the body is framed.
+enum Framing {
+    Empty,
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+impl ResponseParser {
+    pub(crate) fn new(limits: ResponseLimits, head_only: bool) -> Self {
+        Self {
+            limits,
+            head_only,
+            state: State::Head { start: 0 },
+            retry: HeadRetry::default(),
+        }
+    }
+
+    /// Parses what `buf` holds so far; `eof` when the upstream has closed.
+    /// `Ok(None)`: read more.
+    pub(crate) fn feed(&mut self, buf: &mut Vec<u8>, eof: bool) -> Result<Option<Answer>, Failure> {
+        loop {
+            match &mut self.state {
+                State::Head { start } => {
+                    let start = *start;
+                    let head = buf.get(start..).unwrap_or_default();
+                    let max_len = self.limits.max_head.saturating_sub(start);
+                    if !eof && !self.retry.due(head, max_len) {
+                        return Ok(None);
+                    }
+                    let parsed = self.parse_head(buf, start)?;
+                    if parsed.is_none() {
+                        self.retry.tried(head.len());
+                    } else {
+                        self.retry.reset();
+                    }
+                    match parsed {
+                        None if eof && buf.len() == start && start == 0 => {
+                            return Err(Failure::Closed)
+                        }
+                        None if eof => return Err(Failure::Truncated),
+                        None => return Ok(None),
+                        Some(Parsed::Whole(answer)) => return Ok(Some(answer)),
+                        Some(Parsed::Next(next)) => self.state = next,
+                    }
+                }
+                State::Body(body) => return Self::feed_body(body, buf, eof, self.limits),
+            }
+        }
+    }
+
+    /// Whether the response may still leave the connection reusable: not
+    /// once a head that rules it out (`Connection: close`, HTTP/1.0, a
+    /// body delimited by the end of stream) has been read.
+    pub(crate) fn may_keep_alive(&self) -> bool {
+        match &self.state {
+            State::Head { .. } => true,
+            State::Body(body) => body.keep_alive,
+        }
+    }
+
+    /// `Some` once a whole head is in: the whole response, the body state,
+    /// or the next head after an interim response.
+    fn parse_head(&self, buf: &[u8], start: usize) -> Result<Option<Parsed>, Failure> {
+        let input = buf.get(start..).unwrap_or_default();
+        let head = match head::parse(input) {
+            // The limit covers the interim responses before this head too:
+            // an upstream streaming `100 Continue` forever must not grow
+            // the buffer without end.
+            Ok(None) => {
+                if buf.len() > self.limits.max_head {
+                    return Err(Failure::Bad("response head over the limit"));
+                }
+                return Ok(None);
+            }
+            Ok(Some(head)) => head,
+            Err(HeadError::TooManyFields) => {
+                return Err(Failure::Bad("too many response header fields"))
+            }
+            Err(HeadError::Malformed) => {
+                return Err(Failure::Bad("malformed status line or header"))
+            }
+        };
+        let at = start + head.len;
+        if at > self.limits.max_head {
+            return Err(Failure::Bad("response head over the limit"));
+        }
+        let status = head.status;
+        if status == 101 {
+            return Err(Failure::Bad("unexpected protocol switch"));
+        }
+        if (100..200).contains(&status) {
+            // Interim (e.g. 103 Early Hints): the final response follows.
+            return Ok(Some(Parsed::Next(State::Head { start: at })));
+        }
+        let framing = framing(&head.fields, status, self.head_only)?;
+        let mut keep_alive = head.minor == 1 && !head.fields.close;
+        // Most answers come whole in one read: a body of known length that
+        // is all there is taken as it is, without setting up a decoder.
+        let whole = match framing {
+            Framing::Empty => Some(0),
+            Framing::Length(n) => usize::try_from(n)
+                .ok()
+                .filter(|&n| n <= self.limits.max_body && n <= buf.len() - at),
+            Framing::Chunked | Framing::UntilClose => None,
+        };
+        if let Some(n) = whole {
+            return Ok(Some(Parsed::Whole(Answer {
+                status,
+                body: at..at + n,
+                // Bytes after the response were never asked for.
+                reusable: keep_alive && at + n == buf.len(),
+            })));
+        }
+        let decoder = match framing {
+            Framing::Empty => Some(BodyDecoder::new(BodyKind::None, &self.body_limits())),
+            Framing::Length(n) => {
+                if n > self.limits.max_body as u64 {
+                    return Err(Failure::Bad("response body over the limit"));
+                }
+                Some(BodyDecoder::new(BodyKind::Length(n), &self.body_limits()))
+            }
+            Framing::Chunked => Some(BodyDecoder::new(BodyKind::Chunked, &self.body_limits())),
+            Framing::UntilClose => {
+                keep_alive = false;
+                None
+            }
+        };
+        Ok(Some(Parsed::Next(State::Body(Body {
+            status,
+            keep_alive,
+            decoder,
+            start: at,
+            end: at,
+            raw: at,
+        }))))
+    }
+
+    fn body_limits(&self) -> Limits {
+        Limits {
+            max_body: self.limits.max_body as u64,
+            ..Limits::default()
+        }
+    }
+
+    fn feed_body(
+        body: &mut Body,
+        buf: &mut Vec<u8>,
+        eof: bool,
+        limits: ResponseLimits,
+    ) -> Result<Option<Answer>, Failure> {
+        let Some(decoder) = &mut body.decoder else {
+            // Close-delimited: everything up to the end of stream.
+            body.end = buf.len();
+            if body.end - body.start > limits.max_body {
+                return Err(Failure::Bad("response body over the limit"));
+            }
+            if eof {
+                return Ok(Some(Answer {
+                    status: body.status,
+                    body: body.start..body.end,
+                    reusable: false,
+                }));
+            }
+            return Ok(None);
+        };
+        loop {
+            let input = buf.get(body.raw..).unwrap_or_default();
+            let decoded = decoder.decode(input).map_err(|e| Failure::Bad(e.reason))?;
+            let data = body.raw + decoded.data.start..body.raw + decoded.data.end;
+            if !data.is_empty() {
+                // Compact the body: chunk framing between data runs is
+                // overwritten. For Content-Length bodies this is a no-op.
+                if data.start != body.end {
+                    buf.copy_within(data.clone(), body.end);
+                }
+                body.end += data.len();
+            }
+            body.raw += decoded.consumed;
+            if decoded.done {
+                return Ok(Some(Answer {
+                    status: body.status,
+                    body: body.start..body.end,
+                    // Bytes after the response were never asked for.
+                    reusable: body.keep_alive && body.raw == buf.len(),
+                }));
+            }
+            if decoded.consumed == 0 || body.raw == buf.len() {
+                break;
+            }
+        }
+        if eof {
+            return Err(Failure::Truncated);
+        }
+        // Drop the consumed framing so the buffer holds body + unread raw.
+        if body.raw > body.end {
+            buf.copy_within(body.raw.., body.end);
+            buf.truncate(buf.len() - (body.raw - body.end));
+            body.raw = body.end;
+        }
+        Ok(None)
+    }
+}
+
+/// The response framing per RFC 9112 §6.3, strictly: `Content-Length`
+/// together with `Transfer-Encoding` is refused (a proxy that
+/// picks one of them is how response smuggling works), as are differing
+/// lengths and any coding but `chunked` (see [`Fields`]).
+fn framing(fields: &Fields, status: u16, head_only: bool) -> Result<Framing, Failure> {
+    if let Some(why) = fields.invalid {
+        return Err(Failure::Bad(why));
+    }
+    if fields.chunked && fields.length.is_some() {
+        return Err(Failure::Bad("Content-Length with Transfer-Encoding"));
+    }
+    // RFC 9112 §6.3 rule 1: these never have a body, whatever the fields say.
+    if head_only || status == 204 || status == 304 {
+        return Ok(Framing::Empty);
+    }
+    Ok(match (fields.chunked, fields.length) {
+        (true, _) => Framing::Chunked,
+        (false, Some(n)) => Framing::Length(n),
+        (false, None) => Framing::UntilClose,
+    })
+}

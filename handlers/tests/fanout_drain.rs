@@ -1,0 +1,376 @@
+//! Draining under `first` and `quorum:K`, on both backends: a branch cut
+//! off after its sub-request was sent has its response read to the end
+//! and its connection pooled, if, and only if, the response ended cleanly
+//! and allows reuse; one that does not end is closed at the request's
+//! deadline, and every drain ends when the server stops.
+//!
+//! The cases count descriptors of the whole process, so they run one at
+//! a time.
+
+#[macro_use]
+#[path = "support/http.rs"]
+mod common;
+#[path = "support/fanout.rs"]
+mod fake;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use common::*;
+use fake::{entries, eventually, proxy_counted, Conn, Fake};
+use percore_handlers::proxy::Policy;
+
+/// One case at a time: descriptors are counted per process.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The test server's drain (see `TestServer::start`).
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// The process's open descriptors.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .count()
+}
+
+/// Keep-alive without a request cap, so the upstreams never close.
+fn uncapped() -> Config {
+    let mut c = Config::default();
+    c.max_requests = u32::MAX;
+    c
+}
+
+/// Requests before counting, and counted (together under the proxy's
+/// own 1000 per client connection).
+const WARM_UP: usize = 100;
+const MEASURED: usize = 800;
+
+/// Three in-process `HttpEcho` upstreams behind a proxy of width 3 under
+/// `policy`: after warm-up, the connects stay bounded while requests go
+/// on, as the cut-off branches' connections come back through the drain.
+/// (Before draining, each cut-off closed its connection: about one new
+/// connection per request here.)
+fn connects_stay_bounded(backend: Backend, policy: Policy, answers: usize) {
+    let _serial = serial();
+    let upstreams: Vec<TestServer> = (0..3)
+        .map(|_| TestServer::echo_with(backend, uncapped()))
+        .collect();
+    let addrs: Vec<SocketAddr> = upstreams.iter().map(|s| s.addr).collect();
+    let (px, counters) = proxy_counted(backend, &addrs, |c| {
+        c.width = 3;
+        c.policy = policy;
+    });
+    let mut c = Client::connect(px.addr);
+    let mut request = || {
+        let r = c.roundtrip(&get("/drain"));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let e = entries(&r.body);
+        assert_eq!(e.len(), answers, "{e:?}");
+        assert!(e.iter().all(|(_, s, b)| *s == 200 && b.as_bytes() == HELLO));
+    };
+    for _ in 0..WARM_UP {
+        request();
+    }
+    let before = counters.get();
+    for _ in 0..MEASURED {
+        request();
+    }
+    let after = counters.get();
+    let connects = after.connects - before.connects;
+    let reuses = after.reuses - before.reuses;
+    let cut_off = after.cancelled - before.cancelled;
+    let drained = after.drained - before.drained;
+    println!(
+        "{backend} {policy:?}: over {MEASURED} requests {connects} connects, {reuses} reuses, \
+         {cut_off} cut off, {drained} drained; total {after}"
+    );
+    assert!(cut_off > 0, "some branches were cut off: {after}");
+    assert!(drained > 0, "cut-off connections came back: {after}");
+    assert!(
+        connects <= 6,
+        "{connects} connects over {MEASURED} requests: {after}"
+    );
+    assert_eq!(
+        after.drain_closed, 0,
+        "every echo answer is reusable: {after}"
+    );
+    assert_eq!(after.failed, 0, "{after}");
+    drop(c);
+    drop(px);
+    drop(upstreams);
+}
+
+/// A fake answering every request on a connection at once with
+/// "NAME answers PATH" (keep-alive), except the requests `slow` says to
+/// delay (by the fake's request count, from 0).
+fn named(name: &'static str, slow: fn(usize) -> Option<Duration>) -> Fake {
+    let count = Arc::new(AtomicUsize::new(0));
+    Fake::start(move |mut c: Conn| {
+        while let Some(req) = c.read_request() {
+            if let Some(delay) = slow(count.fetch_add(1, Ordering::SeqCst)) {
+                std::thread::sleep(delay);
+            }
+            c.ok(format!("{name} answers {}", path(&req)).as_bytes());
+        }
+    })
+}
+
+/// The path of a request's bytes.
+fn path(req: &[u8]) -> String {
+    let line = String::from_utf8_lossy(req);
+    line.split(' ').nth(1).unwrap_or_default().to_owned()
+}
+
+/// The body of the first entry, and which upstream gave it.
+fn only_entry(r: &Resp) -> (String, String) {
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let e = entries(&r.body);
+    assert_eq!(e.len(), 1, "{e:?}");
+    (e[0].0.clone(), e[0].2.clone())
+}
+
+/// An upstream that sends the head and half the body at once and the rest
+/// 600 ms later is cut off under `first` by one that answers in 100 ms,
+/// with the first half already read. Its connection is pooled only once
+/// the rest came, and the next request on it gets its own answer, byte
+/// for byte (bytes of the first response left on it would be read as the
+/// start of the second).
+fn two_parts(backend: Backend) {
+    let _serial = serial();
+    let fast = named("fast", |n| {
+        Some(Duration::from_millis(if n == 0 { 100 } else { 400 }))
+    });
+    let first = Arc::new(AtomicUsize::new(0));
+    let slow = Fake::start(move |mut c: Conn| {
+        while let Some(req) = c.read_request() {
+            if first.fetch_add(1, Ordering::SeqCst) == 0 {
+                c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n");
+                c.send(&[b'a'; 1000]);
+                std::thread::sleep(Duration::from_millis(600));
+                c.send(&[b'b'; 1000]);
+            } else {
+                c.ok(format!("slow answers {}", path(&req)).as_bytes());
+            }
+        }
+    });
+    let (px, counters) = proxy_counted(backend, &[fast.addr, slow.addr], |c| {
+        c.width = 2;
+        c.policy = Policy::First;
+    });
+    let mut c = Client::connect(px.addr);
+    let (from, body) = only_entry(&c.roundtrip(&get("/one")));
+    assert_eq!(
+        (from, body),
+        (fast.addr.to_string(), "fast answers /one".to_owned())
+    );
+    // Not pooled before the rest of its response came.
+    assert_eq!(counters.get().drained, 0);
+    assert!(
+        eventually(Duration::from_secs(3), || counters.get().drained == 1),
+        "drained: {}",
+        counters.get()
+    );
+    let (from, body) = only_entry(&c.roundtrip(&get("/two")));
+    assert_eq!(
+        (from, body),
+        (slow.addr.to_string(), "slow answers /two".to_owned())
+    );
+    assert_eq!(slow.accepted(), 1, "the drained connection was reused");
+    assert_eq!(slow.requests().len(), 2);
+    let stats = counters.get();
+    assert_eq!(stats.drain_closed, 0, "{stats}");
+    assert_eq!(stats.failed, 0, "{stats}");
+    drop(c);
+    drop(px);
+}
+
+/// An upstream that sends half a response and then nothing: its cut-off
+/// branches (one per request; the draining connections are not in the
+/// pool, so each request connects anew) stay open until their request's
+/// deadline (1 s), then are closed, and no descriptor is left behind.
+fn hung_until_the_deadline(backend: Backend) {
+    let _serial = serial();
+    let fast = Fake::answering_ok();
+    let hung = Fake::start(|mut c: Conn| {
+        if c.read_request().is_some() {
+            c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
+            c.wait_close(Duration::from_secs(5));
+        }
+    });
+    let (px, counters) = proxy_counted(backend, &[fast.addr, hung.addr], |c| {
+        c.width = 2;
+        c.policy = Policy::First;
+    });
+    let mut c = Client::connect(px.addr);
+    // The warm-up pools a connection to `fast` (both ends are ours).
+    let (_, body) = only_entry(&c.roundtrip(&get("/warm")));
+    assert_eq!(body, "ok");
+    assert!(
+        eventually(Duration::from_secs(3), || hung.closed_by_peer() == 1),
+        "the warm-up's drain ended"
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let fds = open_fds();
+    let sent = Instant::now();
+    for i in 0..3 {
+        let (_, body) = only_entry(&c.roundtrip(&get(&format!("/r{i}"))));
+        assert_eq!(body, "ok");
+    }
+    assert!(
+        eventually(Duration::from_secs(2), || hung.accepted() == 4),
+        "a draining connection is never reused: {} connections",
+        hung.accepted()
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(hung.closed_by_peer(), 1, "draining until the deadline");
+    assert!(
+        eventually(Duration::from_secs(3), || hung.closed_by_peer() == 4),
+        "closed at the deadline"
+    );
+    let closed = sent.elapsed();
+    assert!(
+        closed >= Duration::from_millis(700),
+        "closed after {closed:?}"
+    );
+    let stats = counters.get();
+    assert_eq!((stats.drained, stats.drain_closed), (0, 4), "{stats}");
+    assert!(
+        eventually(Duration::from_secs(2), || open_fds() <= fds),
+        "descriptors: {} now, {fds} before",
+        open_fds()
+    );
+    drop(c);
+    drop(px);
+}
+
+/// Responses the drain must not pool: one with `Connection: close`, one
+/// whose chunked body grows over `max_response_body` (1000 bytes here)
+/// after the cut-off. Either way the connection is closed, and the next
+/// request to that upstream connects anew.
+fn not_reusable(backend: Backend, first_part: Vec<u8>, rest: Vec<u8>) {
+    let _serial = serial();
+    let fast = named("fast", |n| (n == 0).then_some(Duration::from_millis(100)));
+    let count = Arc::new(AtomicUsize::new(0));
+    let slow = Fake::start(move |mut c: Conn| {
+        while let Some(req) = c.read_request() {
+            if count.fetch_add(1, Ordering::SeqCst) == 0 {
+                c.send(&first_part);
+                std::thread::sleep(Duration::from_millis(300));
+                c.send(&rest);
+                c.wait_close(Duration::from_secs(5));
+                return;
+            }
+            c.ok(format!("slow answers {}", path(&req)).as_bytes());
+        }
+    });
+    let (px, counters) = proxy_counted(backend, &[fast.addr, slow.addr], |c| {
+        c.width = 2;
+        c.policy = Policy::First;
+        c.max_response_body = 1000;
+    });
+    let mut c = Client::connect(px.addr);
+    let (_, body) = only_entry(&c.roundtrip(&get("/one")));
+    assert_eq!(body, "fast answers /one");
+    assert!(
+        eventually(Duration::from_secs(3), || slow.closed_by_peer() == 1),
+        "the proxy closed it"
+    );
+    let stats = counters.get();
+    assert_eq!((stats.drained, stats.drain_closed), (0, 1), "{stats}");
+    let r = c.roundtrip(&get("/two"));
+    assert_eq!(r.status, 200);
+    assert!(
+        eventually(Duration::from_secs(2), || slow.accepted() == 2),
+        "not pooled: the next request connected ({} connections)",
+        slow.accepted()
+    );
+    drop(c);
+    drop(px);
+}
+
+/// A stop with drains in progress (upstream hung, deadline 10 s) ends
+/// well within the drain deadline: the drains close their connections as
+/// the stop begins.
+fn stop_with_drains(backend: Backend) {
+    let _serial = serial();
+    let fast = Fake::answering_ok();
+    let hung = Fake::start(|mut c: Conn| {
+        if c.read_request().is_some() {
+            c.wait_close(Duration::from_secs(8));
+        }
+    });
+    let (mut px, counters) = proxy_counted(backend, &[fast.addr, hung.addr], |c| {
+        c.width = 2;
+        c.policy = Policy::First;
+        c.deadline = Duration::from_secs(10);
+    });
+    let mut c = Client::connect(px.addr);
+    for i in 0..2 {
+        let (_, body) = only_entry(&c.roundtrip(&get(&format!("/r{i}"))));
+        assert_eq!(body, "ok");
+    }
+    drop(c);
+    assert!(eventually(Duration::from_secs(2), || hung.accepted() == 2));
+    assert_eq!(hung.closed_by_peer(), 0, "still draining");
+    let took = px
+        .stop_within(Duration::from_secs(5))
+        .expect("the proxy stopped");
+    assert!(took < DRAIN, "stopped after {took:?}");
+    assert!(
+        eventually(Duration::from_secs(1), || hung.closed_by_peer() == 2),
+        "the drains' connections were closed"
+    );
+    let stats = counters.get();
+    assert_eq!((stats.drained, stats.drain_closed), (0, 2), "{stats}");
+}
+
+http_tests! {
+    /// `quorum:2` of width 3 over three echoes.
+    fn connects_stay_bounded_under_quorum(backend) {
+        connects_stay_bounded(backend, Policy::Quorum(2), 2);
+    }
+
+    /// `first` of width 3 over three echoes.
+    fn connects_stay_bounded_under_first(backend) {
+        connects_stay_bounded(backend, Policy::First, 1);
+    }
+
+    /// See [`two_parts`].
+    fn a_response_in_two_parts_is_reused_only_after_its_end(backend) {
+        two_parts(backend);
+    }
+
+    /// See [`hung_until_the_deadline`].
+    fn a_hung_cut_off_branch_is_closed_at_the_deadline(backend) {
+        hung_until_the_deadline(backend);
+    }
+
+    /// See [`not_reusable`].
+    fn a_response_with_connection_close_is_not_pooled(backend) {
+        let head = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 10\r\n\r\n12345";
+        not_reusable(backend, head.to_vec(), b"67890".to_vec());
+    }
+
+    /// See [`not_reusable`].
+    fn a_response_over_the_body_limit_is_not_pooled(backend) {
+        // Two chunks of 600 bytes (258 in hex), the first one's size line
+        // before the pause: 1200 in all.
+        let head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n258\r\n";
+        let mut rest = vec![b'a'; 600];
+        rest.extend_from_slice(b"\r\n258\r\n");
+        rest.extend_from_slice(&[b'b'; 600]);
+        rest.extend_from_slice(b"\r\n0\r\n\r\n");
+        not_reusable(backend, head.to_vec(), rest);
+    }
+
+    /// See [`stop_with_drains`].
+    fn a_stop_with_drains_in_progress_ends_promptly(backend) {
+        stop_with_drains(backend);
+    }
+}
