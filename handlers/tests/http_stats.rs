@@ -217,7 +217,9 @@ http_tests! {
 
     /// Every way a response goes out has its one line, with the status
     /// sent: pipelined, HEAD, a service error or panic, a streamed head
-    /// whose client left mid-body, a call cut off by the stop.
+    /// whose client left mid-body (`incomplete=true`), a call cut off by
+    /// the stop; and a request whose client left before any response,
+    /// 499.
     fn the_access_log_has_one_line_on_every_path(backend) {
         log_capture::install();
         let mut config = short_config();
@@ -237,14 +239,27 @@ http_tests! {
         assert_eq!(left.response_to(true).status, 200);
         left.shutdown_write();
         left.read_to_end();
+        let mut gone = Client::connect(server.addr);
+        let unfinished = format!("POST /ok?{tag}-gone HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+        gone.send(unfinished.as_bytes());
+        gone.shutdown_write();
+        gone.expect_eof();
         let mut cut = Client::connect(server.addr);
         cut.send(&get(&format!("/slow?{tag}-cut")));
-        wait_until(Duration::from_secs(5), "the slow request to be taken", || server.stats().requests == 6);
+        wait_until(Duration::from_secs(5), "the slow request to be taken", || server.stats().requests == 7);
         server.begin_stop();
         assert_eq!(cut.response().status, 503);
         assert!(server.stop_within(Duration::from_secs(5)).is_some(), "stopped");
 
-        let cases = [("pipelined", 200), ("head", 404), ("fail", 500), ("panic", 500), ("left", 200), ("cut", 503)];
+        let cases = [
+            ("pipelined", 200),
+            ("head", 404),
+            ("fail", 500),
+            ("panic", 500),
+            ("left", 200),
+            ("gone", 499),
+            ("cut", 503),
+        ];
         for (case, status) in cases {
             let target = format!("?{tag}-{case} ");
             wait_until(Duration::from_secs(5), "the line", || {
@@ -253,6 +268,7 @@ http_tests! {
             let lines = lines_with(&["percore_handlers::http::access", &target]);
             assert_eq!(lines.len(), 1, "{case}: {lines:?}");
             assert!(lines[0].contains(&format!(" status={status} ")), "{case}: {lines:?}");
+            assert_eq!(lines[0].contains("incomplete=true"), case == "left", "{case}: {lines:?}");
         }
     }
 

@@ -90,8 +90,8 @@ impl ServerBuilder {
         self
     }
 
-    /// Open connections per core before accepting pauses (at least 1: 0
-    /// is taken as 1). At start the process's soft open-file limit is
+    /// Open connections per core before accepting pauses (default 10,000;
+    /// at least 1: 0 is taken as 1). At start the process's soft open-file limit is
     /// raised as far as this needs (up to the hard limit), with a log line;
     /// a warning says so when even the hard limit allows far fewer.
     pub fn max_connections(mut self, max: usize) -> Self {

@@ -3,6 +3,12 @@
 //! Each core has a hierarchical timing wheel. The core's loop reads the
 //! clock once per turn, fires due timers, and hands the next deadline to the
 //! driver as its wait timeout, so timers cost no extra syscall.
+//!
+//! The wheel counts whole milliseconds and rounds deadlines up, so a timer
+//! never fires early but may fire up to a millisecond late, plus the time
+//! the core takes to wake: `sleep(1 ms)` takes about 1–2 ms on an idle core
+//! (a little more on epoll, whose wait timeout is in whole milliseconds
+//! too). Timers suit deadlines and pacing, not sub-millisecond timing.
 
 pub(crate) mod wheel;
 

@@ -20,13 +20,29 @@ pub(crate) struct Exchange<'a> {
     pub(crate) started: Instant,
 }
 
+/// How a response ended, for its line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Put whole in the output.
+    Whole,
+    /// Its head went out, then the exchange failed (a service error or
+    /// panic, the client leaving, the stop): the client saw a body cut
+    /// short. The line says `incomplete=true`.
+    Incomplete,
+}
+
+/// The status an access line gives a request whose client closed the
+/// connection before any response was sent (nginx's convention); no
+/// response counts it.
+pub(crate) const CLIENT_LEFT: u16 = 499;
+
 /// Logs one response: the client, the request (`-` for one whose head
 /// did not parse, 400, 414, 417, 431, 501 or 505, or was too slow to
 /// arrive, 408; a `Content-Length` over the limit, 413, has its method
 /// and target), the status, and the
 /// microseconds from the read that brought the request to the response in
 /// the output.
-pub(crate) fn log(conn: &Connection, exchange: Option<Exchange<'_>>, status: u16) {
+pub(crate) fn log(conn: &Connection, exchange: Option<Exchange<'_>>, status: u16, ending: Ending) {
     let peer = OrDash(conn.peer_addr().ok());
     let (method, target, micros) = match exchange {
         Some(e) => (
@@ -43,7 +59,15 @@ pub(crate) fn log(conn: &Connection, exchange: Option<Exchange<'_>>, status: u16
     // `Escaped` encodes the rest that could end the line or open a quoted
     // field, so the line stays one line of space-separated `key=value`
     // fields.
-    tracing::info!(target: TARGET, peer = %peer, method = %method, target = %Escaped(target), status, micros);
+    let target = Escaped(target);
+    match ending {
+        Ending::Whole => {
+            tracing::info!(target: TARGET, peer = %peer, method = %method, target = %target, status, micros);
+        }
+        Ending::Incomplete => {
+            tracing::info!(target: TARGET, peer = %peer, method = %method, target = %target, status, micros, incomplete = true);
+        }
+    }
 }
 
 /// A value, or `-` when there is none, written without a `String` per line.

@@ -5,7 +5,7 @@
 use std::io;
 use std::time::Duration;
 
-use super::access::{self, Exchange};
+use super::access::{self, Ending, Exchange, CLIENT_LEFT};
 use super::conn::close;
 use super::response::{effective_status, Streaming};
 use super::service::HttpHandler;
@@ -70,12 +70,44 @@ pub(super) fn sent<S>(
     status: u16,
     reason: Option<Reason>,
 ) {
+    count_and_log(h, wire, exchange, status, reason, Ending::Whole);
+}
+
+/// As [`sent`], for a response whose head went out and whose body was then
+/// cut short: its access line says `incomplete=true`.
+pub(super) fn sent_incomplete<S>(
+    h: &HttpHandler<S>,
+    wire: &Wire,
+    exchange: Exchange<'_>,
+    status: u16,
+    reason: Option<Reason>,
+) {
+    count_and_log(h, wire, Some(exchange), status, reason, Ending::Incomplete);
+}
+
+/// Logs (when the access log is on) a request whose client closed the
+/// connection before any response went out: status 499, as nginx logs it.
+/// No response counts it.
+pub(super) fn client_left<S>(h: &HttpHandler<S>, wire: &Wire, exchange: Exchange<'_>) {
+    if h.config.access_log {
+        access::log(&wire.conn, Some(exchange), CLIENT_LEFT, Ending::Whole);
+    }
+}
+
+fn count_and_log<S>(
+    h: &HttpHandler<S>,
+    wire: &Wire,
+    exchange: Option<Exchange<'_>>,
+    status: u16,
+    reason: Option<Reason>,
+    ending: Ending,
+) {
     match reason {
         Some(reason) => h.counters.answered(status, reason),
         None => h.counters.response(status),
     }
     if h.config.access_log {
-        access::log(&wire.conn, exchange, status);
+        access::log(&wire.conn, exchange, status, ending);
     }
 }
 
@@ -103,7 +135,11 @@ pub(super) async fn answer_panic<S: Service>(
         status,
         "service panicked"
     );
-    sent(h, wire, Some(exchange), status, Some(Reason::ServiceError));
+    if res.streaming.is_some() {
+        sent_incomplete(h, wire, exchange, status, Some(Reason::ServiceError));
+    } else {
+        sent(h, wire, Some(exchange), status, Some(Reason::ServiceError));
+    }
     if res.streaming.is_none() {
         answer_error(h, wire, &HttpError::internal(), res.head_only);
     }
@@ -149,10 +185,10 @@ pub(super) async fn answer_stopping<S: Service>(
         );
     }
     if res.streaming.is_some() {
-        sent(
+        sent_incomplete(
             h,
             wire,
-            Some(exchange),
+            exchange,
             effective_status(res.status),
             Some(Reason::CutOff),
         );

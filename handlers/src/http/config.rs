@@ -67,8 +67,10 @@ pub struct Config {
     /// target (with `"`, `\` and any byte outside printable ASCII
     /// percent-encoded, so a request cannot break or forge a line), status,
     /// and the microseconds from the read that brought the request to its
-    /// response. Default off: a line per request costs more than serving
-    /// it.
+    /// response. A response cut short after its head adds
+    /// `incomplete=true`; a request whose client left before any response
+    /// gets a line with status 499 (nginx's convention). Default off: a
+    /// line per request costs more than serving it.
     pub access_log: bool,
 }
 

@@ -23,7 +23,8 @@ use percore::Connection;
 
 use super::access::Exchange;
 use super::answers::{
-    answer_error, answer_panic, answer_stopping, log_failure, mark_incomplete, sent,
+    answer_error, answer_panic, answer_stopping, client_left, log_failure, mark_incomplete, sent,
+    sent_incomplete,
 };
 use super::cutoff::{cut_at, Cutoff};
 use super::request::{BodyEnd, BodyReader, Failure};
@@ -332,9 +333,11 @@ fn complete<S: Service>(
         // Nothing more reaches a client that left or stopped reading,
         // whatever the service made of the failed write (and after a lost
         // write, nothing more may follow on this connection); but a head
-        // already out was a response it got.
+        // already out was a response it got, if not a whole one.
         if res.streaming.is_some() {
-            sent(h, wire, Some(exchange), effective_status(res.status), None);
+            sent_incomplete(h, wire, exchange, effective_status(res.status), None);
+        } else {
+            client_left(h, wire, exchange);
         }
         return Outcome::Abort;
     }
@@ -349,10 +352,10 @@ fn complete<S: Service>(
         if res.streaming.is_some() {
             // The head is out: only an incomplete response can tell the
             // client something went wrong.
-            sent(
+            sent_incomplete(
                 h,
                 wire,
-                Some(exchange),
+                exchange,
                 effective_status(res.status),
                 Some(refusal.unwrap_or(Reason::ServiceError)),
             );
