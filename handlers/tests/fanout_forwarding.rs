@@ -59,7 +59,8 @@ http_tests! {
 
     /// `CONNECT` is answered 501 by the proxy and the connection closed
     /// (bytes after it may be tunnel data, never a request); a target in
-    /// no form its method may use is a 400. Nothing reaches the upstream.
+    /// no form its method may use is a 400, and the connection, whose
+    /// request was whole, is kept. Nothing reaches the upstream.
     fn connect_and_bad_targets_refused(backend) {
         let rec = Fake::answering_ok();
         let px = proxy(backend, &[rec.addr], |_| {});
@@ -68,7 +69,7 @@ http_tests! {
         let bad = ["example.com:443", "*", "ftp://example.com/f", "http:///no-host", "relative/path", "http://user@example.com/x", "http://:80/x"];
         for target in bad {
             let req = format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n");
-            expect_error(px.addr, req.as_bytes(), 400);
+            expect_kept_error(px.addr, req.as_bytes(), 400);
         }
         assert_eq!(rec.requests().len(), 0, "nothing forwarded");
         // The proxy still serves.

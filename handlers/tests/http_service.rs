@@ -243,16 +243,23 @@ http_tests! {
         assert_eq!(r.body, b"3|4");
     }
 
-    /// A service error is a 500 (or the status of an `HttpError`), with
-    /// `Connection: close`.
+    /// A service error is a 500 (or the status of an `HttpError`). A 5xx
+    /// closes the connection; a 4xx, the service refusing a request read
+    /// to its end, keeps it (a body left unread is read and dropped), for
+    /// HTTP/1.0 too when it asked to keep it.
     /// An `HttpError`'s reason reaches the client; any other error's text
     /// stays in the server's log.
     fn service_errors(backend) {
         let server = api(backend);
         expect_error(server.addr, &get("/fail"), 500);
-        expect_error(server.addr, &get("/teapot"), 418);
         assert_eq!(one(server.addr, &get("/fail")).body, b"Internal Server Error\n");
-        assert_eq!(one(server.addr, &get("/teapot")).body, b"short and stout\n");
+        let (r, mut c) = expect_kept_error(server.addr, &get("/teapot"), 418);
+        assert_eq!(r.body, b"short and stout\n");
+        let r = c.roundtrip(&post("/teapot", "text/plain", b"never read"));
+        assert_eq!((r.status, r.closes()), (418, false));
+        let r = c.roundtrip(b"GET /teapot HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        assert_eq!((r.status, r.header("connection")), (418, Some("keep-alive")));
+        assert_eq!(c.roundtrip(&get("/")).body, b"default");
     }
 
     /// `path` is the target's path whatever its form, `query` what follows
@@ -327,7 +334,7 @@ http_tests! {
         let logged = || -> Vec<String> {
             warnings(&path).into_iter().filter(|l| l.contains("service failed")).collect()
         };
-        expect_error(server.addr, &get("/teapot"), 418);
+        expect_kept_error(server.addr, &get("/teapot"), 418);
         let teapots = warnings("teapot");
         assert!(teapots.is_empty(), "{teapots:?}");
         let started = std::time::Instant::now();

@@ -85,7 +85,7 @@ http_tests! {
         expect_stats(&server, want);
 
         log_capture::install();
-        expect_error(server.addr, &get("/refuse"), 403);
+        expect_kept_error(server.addr, &get("/refuse"), 403);
         expect_error(server.addr, &get("/fail"), 500);
         let target = format!("/panic?from={backend}");
         expect_error(server.addr, &get(&target), 500);

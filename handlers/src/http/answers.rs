@@ -12,7 +12,10 @@ use super::service::HttpHandler;
 use super::stats::Reason;
 use super::unwind::Panic;
 use super::wire::{StopSlot, Wire};
-use super::{chars, error_response, error_response_with, HttpError, Request, Response, Service};
+use super::{
+    chars, error_response_with, error_text, Framing, HttpError, Request, Response, ResponseHead,
+    Service, ERROR_TEXT_TYPE,
+};
 use crate::log_limit::LeftOut;
 
 /// Puts an error answer in the output, its body the service's
@@ -24,6 +27,31 @@ pub(super) fn answer_error<S: Service>(
     wire: &Wire,
     e: &HttpError,
     head_only: bool,
+) {
+    put_error(h, wire, e, head_only, None);
+}
+
+/// As [`answer_error`], for an answer after which the connection is kept
+/// (a service's refusal of a request read to its end): the head says so,
+/// as the request's minor `version` needs.
+pub(super) fn answer_error_kept<S: Service>(
+    h: &HttpHandler<S>,
+    wire: &Wire,
+    e: &HttpError,
+    head_only: bool,
+    version: u8,
+) {
+    put_error(h, wire, e, head_only, Some(version));
+}
+
+/// The error answer; `kept` is the request's minor version when the
+/// connection stays open after it.
+fn put_error<S: Service>(
+    h: &HttpHandler<S>,
+    wire: &Wire,
+    e: &HttpError,
+    head_only: bool,
+    kept: Option<u8>,
 ) {
     // An error answer closes its connection: not a steady state, so a
     // fresh buffer costs nothing that matters.
@@ -49,13 +77,32 @@ pub(super) fn answer_error<S: Service>(
         }
         ""
     });
+    let valid = !content_type.is_empty() && chars::is_field_value(content_type.as_bytes());
+    if !valid {
+        body.clear();
+        error_text(e, &mut body);
+    }
+    let content_type = if valid {
+        content_type.as_bytes()
+    } else {
+        ERROR_TEXT_TYPE.as_bytes()
+    };
     h.date.with(|d| {
-        wire.with_out(|out| {
-            let valid = !content_type.is_empty() && chars::is_field_value(content_type.as_bytes());
-            if valid {
-                error_response_with(out, e.status, content_type.as_bytes(), &body, head_only, d);
-            } else {
-                error_response(out, e, head_only, d);
+        wire.with_out(|out| match kept {
+            None => error_response_with(out, e.status, content_type, &body, head_only, d),
+            Some(version) => {
+                let head = ResponseHead {
+                    content_type: Some(content_type),
+                    version,
+                    ..ResponseHead::new(e.status, Framing::Length(body.len() as u64))
+                };
+                // The content type was checked above and the status is a
+                // 4xx: the head encodes.
+                let encoded = head.encode(d, out);
+                debug_assert!(encoded.is_ok(), "{encoded:?}");
+                if !head_only {
+                    out.extend_from_slice(&body);
+                }
             }
         })
     });

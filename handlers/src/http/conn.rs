@@ -23,8 +23,8 @@ use percore::Connection;
 
 use super::access::Exchange;
 use super::answers::{
-    answer_error, answer_panic, answer_stopping, client_left, log_failure, mark_incomplete, sent,
-    sent_incomplete,
+    answer_error, answer_error_kept, answer_panic, answer_stopping, client_left, log_failure,
+    mark_incomplete, sent, sent_incomplete,
 };
 use super::cutoff::{cut_at, Cutoff};
 use super::request::{BodyEnd, BodyReader, Failure};
@@ -255,9 +255,12 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 }
             };
             // `res.keep_alive`, not `keep_alive`: the service may have
-            // closed the connection.
-            let drain =
-                result.is_ok() && res.keep_alive && res.streaming != Some(Streaming::UntilClose);
+            // closed the connection. A body left unread after a success or
+            // a service's refusal (a 4xx) is read and dropped to keep the
+            // connection; after a failure the connection closes anyway.
+            let drain = (result.is_ok() || is_refusal(&result, &res))
+                && res.keep_alive
+                && res.streaming != Some(Streaming::UntilClose);
             let end = match req.body.end_now() {
                 Some(end) => end,
                 None => req.body.finish(drain).await,
@@ -375,6 +378,14 @@ fn complete<S: Service>(
         // failure.
         let reason = refusal.or((e.status >= 500).then_some(Reason::ServiceError));
         sent(h, wire, Some(exchange), e.status, reason);
+        // After a service's 4xx the stream is sound when the request was
+        // read to its end: the connection is kept, as after any answer.
+        let kept =
+            reason.is_none() && res.keep_alive && !end.abandoned && !percore::is_shutting_down();
+        if kept {
+            answer_error_kept(h, wire, &e, res.head_only, res.version);
+            return Outcome::Keep;
+        }
         answer_error(h, wire, &e, res.head_only);
         return Outcome::Close;
     }
@@ -437,6 +448,16 @@ fn complete<S: Service>(
     } else {
         Outcome::Keep
     }
+}
+
+/// Whether the service refused the request with a 4xx [`HttpError`]
+/// before its response's head went out.
+fn is_refusal(result: &io::Result<()>, res: &Response<'_>) -> bool {
+    let status = match result {
+        Err(e) => HttpError::of(e).map(|e| e.status),
+        Ok(()) => None,
+    };
+    res.streaming.is_none() && status.is_some_and(|s| (400..500).contains(&s))
 }
 
 /// A request refused on its head: why, and its method and target when the

@@ -88,7 +88,9 @@
 //!   204/304 get no body bytes, whatever the service wrote.
 //!   [`Response::flush`] streams a long body (chunked; until the close for
 //!   HTTP/1.0).
-//! - **Errors**: every error answer carries `Connection: close`; then the
+//! - **Errors**: every error answer carries `Connection: close` (but a
+//!   service's own 4xx [`HttpError`] after a request read to its end,
+//!   which keeps the connection, see [`Service`]); then the
 //!   server shuts down its write side and keeps reading (and dropping)
 //!   input for up to [`Config::linger_timeout`], so the client's unread
 //!   bytes do not turn the close into a reset that destroys the answer.

@@ -28,9 +28,11 @@ use crate::log_limit::LogLimit;
 /// if the error wraps an [`HttpError`](super::HttpError) (as errors from
 /// [`Request::body`] do, and as `HttpError`'s `Into<io::Error>` makes
 /// them), the client gets that status with its reason as the body,
-/// otherwise a bare 500; either way the connection then closes (to refuse
-/// a request and keep the connection, answer it with
-/// [`Response::send`] and return `Ok`). An error
+/// otherwise a bare 500. The connection then closes, except after an
+/// `HttpError` with a 4xx status (the service refusing the request): when
+/// the request's body was read to its end, or the server could read and
+/// drop what the service left of it (within the body limit and timeout),
+/// the connection is kept, as after any answer. An error
 /// answered with a 500 is logged at WARN with the request's method and
 /// target (at most one line a second per core, the next saying how many
 /// were left out); one answered with a 4xx, the client's doing, at debug.

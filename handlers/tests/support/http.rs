@@ -473,6 +473,22 @@ pub fn expect_error(addr: SocketAddr, bytes: &[u8], status: u16) {
     c.expect_eof();
 }
 
+/// Sends `bytes`, expects one response with `status` after which the
+/// connection stays open: a service's refusal of a whole request. Returns
+/// it, and the client to go on with.
+pub fn expect_kept_error(addr: SocketAddr, bytes: &[u8], status: u16) -> (Resp, Client) {
+    let mut c = Client::connect(addr);
+    let resp = c.roundtrip(bytes);
+    let sent = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
+    assert_eq!(resp.status, status, "status for {sent:?}");
+    assert!(
+        !resp.closes(),
+        "{sent:?} closed the connection: {:?}",
+        resp.headers
+    );
+    (resp, c)
+}
+
 /// `GET path` with a Host header.
 pub fn get(path: &str) -> Vec<u8> {
     format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").into_bytes()
