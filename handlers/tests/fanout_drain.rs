@@ -121,6 +121,19 @@ fn named(name: &'static str, slow: fn(usize) -> Option<Duration>) -> Fake {
     })
 }
 
+/// An upstream answering `ok` 100 ms after each request: late enough that
+/// the other branch has connected and sent its request (and so is
+/// drained, not closed) when this answer cuts it off, even on a loaded
+/// machine.
+fn answering_ok_late() -> Fake {
+    Fake::start(|mut c: Conn| {
+        while c.read_request().is_some() {
+            std::thread::sleep(Duration::from_millis(100));
+            c.ok(b"ok");
+        }
+    })
+}
+
 /// The path of a request's bytes.
 fn path(req: &[u8]) -> String {
     let line = String::from_utf8_lossy(req);
@@ -196,7 +209,7 @@ fn two_parts(backend: Backend) {
 /// deadline (1 s), then are closed, and no descriptor is left behind.
 fn hung_until_the_deadline(backend: Backend) {
     let _serial = serial();
-    let fast = Fake::answering_ok();
+    let fast = answering_ok_late();
     let hung = Fake::start(|mut c: Conn| {
         if c.read_request().is_some() {
             c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
@@ -299,7 +312,7 @@ fn not_reusable(backend: Backend, first_part: Vec<u8>, rest: Vec<u8>) {
 /// the stop begins.
 fn stop_with_drains(backend: Backend) {
     let _serial = serial();
-    let fast = Fake::answering_ok();
+    let fast = answering_ok_late();
     let hung = Fake::start(|mut c: Conn| {
         if c.read_request().is_some() {
             c.wait_close(Duration::from_secs(8));

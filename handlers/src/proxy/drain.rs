@@ -134,12 +134,13 @@ impl Drain {
 }
 
 impl Shared {
-    /// A drain that came to nothing: closed, its buffer kept.
+    /// A drain that came to nothing: closed, its buffer kept. Counted
+    /// first, so that a reader who saw the close finds it counted.
     fn close(&self, exchange: Exchange) {
+        bump(&self.stats.drain_closed);
         let (conn, buf) = exchange.into_parts();
         drop(conn);
         self.bufs.put(buf);
-        bump(&self.stats.drain_closed);
     }
 
     /// Waits on `seat` (already among the idle) for the next drain;
