@@ -155,7 +155,7 @@ impl FanOut {
             bump(&self.stats.sub_requests);
             buf.clear();
             write_request(&mut buf, job.line, &upstream.host_line, job.shared);
-            let (result, returned) = self.exchange(conn, buf, index, job).await;
+            let (result, returned) = self.exchange(conn, buf, index, &job).await;
             buf = returned;
             match result {
                 Ok((answer, conn)) => {
