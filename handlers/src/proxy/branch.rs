@@ -4,13 +4,14 @@
 //! see the [module docs](super)).
 
 use std::cell::Cell;
+use std::future::poll_fn;
 use std::ops::Range;
 use std::time::Instant;
 
 use percore::net::TcpStream;
 use percore::time::now;
 
-use super::client::{Failure, IoFailure};
+use super::client::{Exchange, ExchangeError, Failure, IoFailure};
 use super::combine::entry_bound;
 use super::forward::write_request;
 use super::service::FanOut;
@@ -155,7 +156,26 @@ impl FanOut {
             bump(&self.stats.sub_requests);
             buf.clear();
             write_request(&mut buf, job.line, &upstream.host_line, job.shared);
-            let (result, returned) = self.exchange(conn, buf, index, &job).await;
+            // Sent here and read through the drain's guard, not in
+            // futures of their own: two nested futures (sending, then
+            // reading) cost a fan-out of width 4 about 1,100 instructions
+            // per request, mostly in moves of their state.
+            let (sent, mut returned) = conn.write_all(buf).await;
+            let result = match sent {
+                Ok(()) => {
+                    returned.clear();
+                    let exchange = Exchange::sent(conn, returned, self.limits, job.head_only);
+                    let mut reading = self.reading(exchange, index, &job);
+                    let (result, conn, read) = poll_fn(|cx| reading.poll_answer(cx)).await;
+                    returned = read;
+                    result.map(|answer| (answer, conn))
+                }
+                // The connection, unusable, is closed.
+                Err(e) => Err(ExchangeError {
+                    failure: Failure::Io(IoFailure::from(&e)),
+                    response_started: false,
+                }),
+            };
             buf = returned;
             match result {
                 Ok((answer, conn)) => {

@@ -192,11 +192,22 @@ impl Exchange {
             return Err((err, buf));
         }
         buf.clear();
-        Ok(Self {
+        Ok(Self::sent(conn, buf, limits, head_only))
+    }
+
+    /// The exchange of a sub-request already sent on `conn`, its response
+    /// to be read into `buf` (emptied by the caller).
+    pub(crate) fn sent(
+        conn: TcpStream,
+        buf: Vec<u8>,
+        limits: ResponseLimits,
+        head_only: bool,
+    ) -> Self {
+        Self {
             conn,
             buf,
             parser: ResponseParser::new(limits, head_only),
-        })
+        }
     }
 
     /// Reads until the response is complete (the answer locates its body

@@ -229,7 +229,7 @@ fn drain_step(exchange: &mut Exchange, cx: &mut Context<'_>) -> Poll<bool> {
 /// answer is in (the branch cancelled), it goes to the drain if its
 /// request's policy was met without it, and is closed otherwise (the
 /// deadline, a failed request, the stop).
-struct Reading<'a> {
+pub(crate) struct Reading<'a> {
     /// Taken out once answered (or by the drop).
     exchange: Option<Exchange>,
     fan: &'a FanOut,
@@ -240,7 +240,9 @@ struct Reading<'a> {
 }
 
 impl Reading<'_> {
-    fn poll_answer(
+    /// Reads until the response is complete or the exchange failed; then
+    /// the connection and the buffer, whatever the outcome.
+    pub(crate) fn poll_answer(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<(Result<Answer, ExchangeError>, TcpStream, Vec<u8>)> {
@@ -281,29 +283,20 @@ impl Drop for Reading<'_> {
 }
 
 impl FanOut {
-    /// Sends `buf` on `conn` and reads the response into it; on success,
-    /// the connection too (for the pool, if the answer allows). Cut off
-    /// while reading, the exchange goes to the drain (see [`Reading`]).
-    /// `upstream` is an index into [`FanOut::upstreams`].
-    pub(crate) async fn exchange(
-        &self,
-        conn: TcpStream,
-        buf: Vec<u8>,
+    /// The guard of a branch's exchange with the upstream `upstream` (an
+    /// index into [`FanOut::upstreams`]) while its response is read.
+    pub(crate) fn reading<'a>(
+        &'a self,
+        exchange: Exchange,
         upstream: usize,
-        job: &Job<'_>,
-    ) -> (Result<(Answer, TcpStream), ExchangeError>, Vec<u8>) {
-        let exchange = match Exchange::send(conn, buf, self.limits, job.head_only).await {
-            Ok(exchange) => exchange,
-            Err((e, buf)) => return (Err(e), buf),
-        };
-        let mut reading = Reading {
+        job: &Job<'a>,
+    ) -> Reading<'a> {
+        Reading {
             exchange: Some(exchange),
             fan: self,
             upstream,
             cut_off: job.cut_off,
             deadline: job.deadline,
-        };
-        let (result, conn, buf) = poll_fn(|cx| reading.poll_answer(cx)).await;
-        (result.map(|answer| (answer, conn)), buf)
+        }
     }
 }
