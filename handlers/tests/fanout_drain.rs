@@ -330,6 +330,36 @@ fn stop_with_drains(backend: Backend) {
     assert_eq!((stats.drained, stats.drain_closed), (0, 2), "{stats}");
 }
 
+/// A pool whose connections never expire (`idle_timeout` of
+/// `Duration::MAX`, which the pool takes as "never"): the drain's worker,
+/// idle after its first drain, waits without end rather than panic on the
+/// instant it would retire at, and takes the next drain as the first.
+fn never_expiring_pool(backend: Backend) {
+    let _serial = serial();
+    let fast = Fake::answering_ok();
+    let slow = named("slow", |_| Some(Duration::from_millis(200)));
+    let (px, counters) = proxy_counted(backend, &[fast.addr, slow.addr], |c| {
+        c.width = 2;
+        c.policy = Policy::First;
+        c.pool.idle_timeout = Duration::MAX;
+    });
+    let mut c = Client::connect(px.addr);
+    for i in 1..=3 {
+        let (_, body) = only_entry(&c.roundtrip(&get(&format!("/r{i}"))));
+        assert_eq!(body, "ok");
+        assert!(
+            eventually(Duration::from_secs(3), || counters.get().drained == i),
+            "drain {i} ended: {}",
+            counters.get()
+        );
+    }
+    let stats = counters.get();
+    assert_eq!(stats.drain_closed, 0, "{stats}");
+    assert_eq!(slow.accepted(), 1, "each drained connection was reused");
+    drop(c);
+    drop(px);
+}
+
 http_tests! {
     /// `quorum:2` of width 3 over three echoes.
     fn connects_stay_bounded_under_quorum(backend) {
@@ -372,5 +402,10 @@ http_tests! {
     /// See [`stop_with_drains`].
     fn a_stop_with_drains_in_progress_ends_promptly(backend) {
         stop_with_drains(backend);
+    }
+
+    /// See [`never_expiring_pool`].
+    fn a_pool_that_never_expires_keeps_draining(backend) {
+        never_expiring_pool(backend);
     }
 }
