@@ -121,6 +121,23 @@ fn named(name: &'static str, slow: fn(usize) -> Option<Duration>) -> Fake {
     })
 }
 
+/// How long [`ok_after`]'s upstream takes to answer in the cases that
+/// count closed connections: the other branch has connected and sent its
+/// sub-request by then, so it is cut off while reading. (Cut off while
+/// still connecting, as an answer from a pooled connection at once can
+/// make it, a branch is closed at once, not drained.)
+const ANSWER_DELAY: Duration = Duration::from_millis(50);
+
+/// An upstream answering "ok" to each request after `delay`.
+fn ok_after(delay: Duration) -> Fake {
+    Fake::start(move |mut c: Conn| {
+        while c.read_request().is_some() {
+            std::thread::sleep(delay);
+            c.ok(b"ok");
+        }
+    })
+}
+
 /// The path of a request's bytes.
 fn path(req: &[u8]) -> String {
     let line = String::from_utf8_lossy(req);
@@ -196,7 +213,7 @@ fn two_parts(backend: Backend) {
 /// deadline (1 s), then are closed, and no descriptor is left behind.
 fn hung_until_the_deadline(backend: Backend) {
     let _serial = serial();
-    let fast = Fake::answering_ok();
+    let fast = ok_after(ANSWER_DELAY);
     let hung = Fake::start(|mut c: Conn| {
         if c.read_request().is_some() {
             c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
@@ -299,7 +316,7 @@ fn not_reusable(backend: Backend, first_part: Vec<u8>, rest: Vec<u8>) {
 /// the stop begins.
 fn stop_with_drains(backend: Backend) {
     let _serial = serial();
-    let fast = Fake::answering_ok();
+    let fast = ok_after(ANSWER_DELAY);
     let hung = Fake::start(|mut c: Conn| {
         if c.read_request().is_some() {
             c.wait_close(Duration::from_secs(8));
@@ -336,7 +353,7 @@ fn stop_with_drains(backend: Backend) {
 /// instant it would retire at, and takes the next drain as the first.
 fn never_expiring_pool(backend: Backend) {
     let _serial = serial();
-    let fast = Fake::answering_ok();
+    let fast = ok_after(ANSWER_DELAY);
     let slow = named("slow", |_| Some(Duration::from_millis(200)));
     let (px, counters) = proxy_counted(backend, &[fast.addr, slow.addr], |c| {
         c.width = 2;
