@@ -155,6 +155,29 @@ backend_tests! {
         assert!(got == expected, "bytes arrived out of order or changed");
     }
 
+    /// A gathered write sends the bytes a buffer's `stable_ptr` and
+    /// `bytes_init` describe, as `write_all` does (the kernel may read them
+    /// after the value moved into a dropped write's slot), not those of an
+    /// overridden `as_bytes`.
+    fn a_gathered_write_sends_what_stable_ptr_describes(backend) {
+        let (addr, peer) = reader(Duration::ZERO, 4096);
+        percore::block_on(backend, async move {
+            let stream = TcpStream::connect(addr).await.expect("connect");
+            let view = || OwnView { heap: b"heap bytes".to_vec(), inline: *b"INLINE!!" };
+            let (res, _) = stream.write_all(view()).await;
+            res.expect("write_all");
+            let (res, _) = stream.write_all_vectored((view(), b"|".to_vec())).await;
+            res.expect("write_all_vectored");
+            let (res, _) = stream.write_all_vectored([view(), view()]).await;
+            res.expect("write_all_vectored");
+        })
+        .expect("block_on");
+        assert_eq!(
+            String::from_utf8_lossy(&peer.join().expect("peer")),
+            "heap bytesheap bytes|heap bytesheap bytes"
+        );
+    }
+
     /// A stream returned by one `block_on` and written in the next belongs
     /// to a core that is gone: the write is refused and the buffers come
     /// back.
@@ -213,6 +236,30 @@ backend_tests! {
         assert_eq!(fds, fds_before, "fd leak: {:?}", fd_table());
         server.shutdown();
         server.join().expect("join");
+    }
+}
+
+/// A buffer that keeps its bytes on the heap, as [`IoBuf`]'s contract
+/// asks of `stable_ptr`, but overrides `as_bytes` with bytes of its own,
+/// inline: outside the contract, so a send must not take them.
+///
+/// [`IoBuf`]: percore::buf::IoBuf
+struct OwnView {
+    heap: Vec<u8>,
+    inline: [u8; 8],
+}
+
+// SAFETY: `stable_ptr` and `bytes_init` describe `heap`'s bytes, which stay
+// in place while the value moves; `as_bytes` is not part of the contract.
+unsafe impl percore::buf::IoBuf for OwnView {
+    fn stable_ptr(&self) -> *const u8 {
+        self.heap.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.heap.len()
+    }
+    fn as_bytes(&self) -> &[u8] {
+        &self.inline
     }
 }
 

@@ -121,14 +121,18 @@ fn named(name: &'static str, slow: fn(usize) -> Option<Duration>) -> Fake {
     })
 }
 
-/// An upstream answering `ok` 100 ms after each request: late enough that
-/// the other branch has connected and sent its request (and so is
-/// drained, not closed) when this answer cuts it off, even on a loaded
-/// machine.
-fn answering_ok_late() -> Fake {
-    Fake::start(|mut c: Conn| {
+/// How long [`ok_after`]'s upstream takes to answer in the cases that
+/// count closed connections: the other branch has connected and sent its
+/// sub-request by then, so it is cut off while reading. (Cut off while
+/// still connecting, as an answer from a pooled connection at once can
+/// make it, a branch is closed at once, not drained.)
+const ANSWER_DELAY: Duration = Duration::from_millis(100);
+
+/// An upstream answering "ok" to each request after `delay`.
+fn ok_after(delay: Duration) -> Fake {
+    Fake::start(move |mut c: Conn| {
         while c.read_request().is_some() {
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(delay);
             c.ok(b"ok");
         }
     })
@@ -209,7 +213,7 @@ fn two_parts(backend: Backend) {
 /// deadline (1 s), then are closed, and no descriptor is left behind.
 fn hung_until_the_deadline(backend: Backend) {
     let _serial = serial();
-    let fast = answering_ok_late();
+    let fast = ok_after(ANSWER_DELAY);
     let hung = Fake::start(|mut c: Conn| {
         if c.read_request().is_some() {
             c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
@@ -312,7 +316,7 @@ fn not_reusable(backend: Backend, first_part: Vec<u8>, rest: Vec<u8>) {
 /// the stop begins.
 fn stop_with_drains(backend: Backend) {
     let _serial = serial();
-    let fast = answering_ok_late();
+    let fast = ok_after(ANSWER_DELAY);
     let hung = Fake::start(|mut c: Conn| {
         if c.read_request().is_some() {
             c.wait_close(Duration::from_secs(8));
@@ -341,6 +345,36 @@ fn stop_with_drains(backend: Backend) {
     );
     let stats = counters.get();
     assert_eq!((stats.drained, stats.drain_closed), (0, 2), "{stats}");
+}
+
+/// A pool whose connections never expire (`idle_timeout` of
+/// `Duration::MAX`, which the pool takes as "never"): the drain's worker,
+/// idle after its first drain, waits without end rather than panic on the
+/// instant it would retire at, and takes the next drain as the first.
+fn never_expiring_pool(backend: Backend) {
+    let _serial = serial();
+    let fast = ok_after(ANSWER_DELAY);
+    let slow = named("slow", |_| Some(Duration::from_millis(200)));
+    let (px, counters) = proxy_counted(backend, &[fast.addr, slow.addr], |c| {
+        c.width = 2;
+        c.policy = Policy::First;
+        c.pool.idle_timeout = Duration::MAX;
+    });
+    let mut c = Client::connect(px.addr);
+    for i in 1..=3 {
+        let (_, body) = only_entry(&c.roundtrip(&get(&format!("/r{i}"))));
+        assert_eq!(body, "ok");
+        assert!(
+            eventually(Duration::from_secs(3), || counters.get().drained == i),
+            "drain {i} ended: {}",
+            counters.get()
+        );
+    }
+    let stats = counters.get();
+    assert_eq!(stats.drain_closed, 0, "{stats}");
+    assert_eq!(slow.accepted(), 1, "each drained connection was reused");
+    drop(c);
+    drop(px);
 }
 
 http_tests! {
@@ -385,5 +419,10 @@ http_tests! {
     /// See [`stop_with_drains`].
     fn a_stop_with_drains_in_progress_ends_promptly(backend) {
         stop_with_drains(backend);
+    }
+
+    /// See [`never_expiring_pool`].
+    fn a_pool_that_never_expires_keeps_draining(backend) {
+        never_expiring_pool(backend);
     }
 }

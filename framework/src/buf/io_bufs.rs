@@ -47,12 +47,22 @@ pub(crate) mod sealed {
     }
 }
 
+/// The bytes a send hands the kernel: those `stable_ptr` and
+/// `bytes_init` describe, which [`IoBuf`]'s contract keeps in place while
+/// the buffer moves (as it does into a dropped write's slot). Not
+/// `as_bytes`, which an implementation may override with bytes that move.
+fn sent<B: IoBuf>(buf: &B) -> &[u8] {
+    // SAFETY: the trait's contract: `bytes_init` initialised bytes live at
+    // `stable_ptr` for as long as `buf` does.
+    unsafe { std::slice::from_raw_parts(buf.stable_ptr(), buf.bytes_init()) }
+}
+
 impl<B: IoBuf, const N: usize> sealed::Gather for [B; N] {
     fn count(&self) -> usize {
         N
     }
     fn bytes(&self, index: usize) -> &[u8] {
-        self[index].as_bytes()
+        sent(&self[index])
     }
 }
 
@@ -61,7 +71,7 @@ impl<B: IoBuf> sealed::Gather for Vec<B> {
         self.len()
     }
     fn bytes(&self, index: usize) -> &[u8] {
-        self[index].as_bytes()
+        sent(&self[index])
     }
 }
 
@@ -74,7 +84,7 @@ macro_rules! gather_tuple {
             }
             fn bytes(&self, index: usize) -> &[u8] {
                 match index {
-                    $($index => self.$index.as_bytes(),)+
+                    $($index => sent(&self.$index),)+
                     _ => panic!("buffer {index} of a {}-tuple", $count),
                 }
             }

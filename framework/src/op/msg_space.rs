@@ -47,7 +47,18 @@ impl MsgSpace {
     pub(crate) fn fill(&mut self, bufs: &impl Gather, from: Cursor) -> *const libc::msghdr {
         self.iov.clear();
         let count = bufs.count();
-        self.iov.reserve((count - from.index).min(IOV_MAX));
+        let needed = (count - from.index).min(IOV_MAX);
+        if needed > self.iov.capacity() {
+            // Doubling, as `reserve` does, but for a send that fits in
+            // `KEEP_IOVECS` never past it: a space grown past that is
+            // freed rather than kept (40 doubled for 64 would be 80).
+            let room = if needed <= KEEP_IOVECS {
+                (self.iov.capacity() * 2).clamp(needed, KEEP_IOVECS)
+            } else {
+                needed
+            };
+            self.iov.reserve_exact(room);
+        }
         let mut offset = from.offset;
         for index in from.index..count {
             if self.iov.len() == IOV_MAX {
@@ -142,6 +153,27 @@ mod tests {
         assert_eq!(lengths(space.fill(&bufs, from)).len(), 5);
     }
 
+    /// A space that grows for a longer write, up to [`KEEP_IOVECS`]
+    /// buffers, grows to that length and no more, so that it is kept: a
+    /// space of 40 iovecs doubled for a write of 64 would hold 80, and be
+    /// freed.
+    #[test]
+    fn a_space_grown_within_the_limit_is_kept() {
+        let spaces = MsgSpaces::new();
+        let mut space = spaces.take();
+        space.fill(&vec![&b"a"[..]; 40], Cursor::default());
+        spaces.put(space);
+        let mut space = spaces.take();
+        space.fill(&vec![&b"a"[..]; KEEP_IOVECS], Cursor::default());
+        let capacity = space.iov.capacity();
+        spaces.put(space);
+        assert_eq!(
+            spaces.free.borrow().len(),
+            1,
+            "a space for {KEEP_IOVECS} buffers (room for {capacity}) is kept"
+        );
+    }
+
     #[test]
     fn spares_are_reused_unless_they_grew_large() {
         let spaces = MsgSpaces::new();
@@ -149,6 +181,7 @@ mod tests {
         space.fill(&[&b"a"[..]; 8], Cursor::default());
         let small = &*space as *const MsgSpace;
         spaces.put(space);
+        assert_eq!(spaces.free.borrow().len(), 1, "a small space is kept");
         let space = spaces.take();
         assert_eq!(&*space as *const MsgSpace, small, "a small space is reused");
         let mut big = spaces.take();

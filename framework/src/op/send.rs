@@ -15,7 +15,7 @@ use io_uring::{opcode, types};
 
 use super::{cqe_result, SharedFd, SocketIo};
 use crate::buf::{BufResult, IoBuf};
-use crate::driver::epoll::Interest;
+use crate::driver::epoll::{self, Interest, SourceKey};
 use crate::driver::uring::{OpKey, OpKind, Retained, RECVSEND_FIXED_BUF};
 use crate::driver::Driver;
 use crate::runtime::context;
@@ -96,17 +96,13 @@ impl<B: IoBuf> Future for Send<'_, B> {
                         }
                     }
                 }
-                (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => loop {
-                    if d.poll_ready(*source, Interest::Write, cx).is_pending() {
-                        break Poll::Pending;
-                    }
-                    d.count_syscall();
+                (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => {
                     // The raw syscall, not libc's `send`, for the reason
                     // given at the receive (no cancellation-point wrapper).
                     // SAFETY: `ptr..ptr+len` are initialised bytes of `buf`,
                     // which this future owns for the call's duration; every
                     // argument is register-sized, as `syscall` reads them.
-                    let n = unsafe {
+                    poll_epoll_send(d, *source, cx, || unsafe {
                         libc::syscall(
                             libc::SYS_sendto,
                             libc::c_long::from(this.fd.as_raw_fd()),
@@ -116,17 +112,8 @@ impl<B: IoBuf> Future for Send<'_, B> {
                             std::ptr::null::<libc::sockaddr>(),
                             libc::c_long::from(0),
                         )
-                    };
-                    if n >= 0 {
-                        break Poll::Ready(Ok(n as usize));
-                    }
-                    let err = io::Error::last_os_error();
-                    match err.raw_os_error() {
-                        Some(libc::EAGAIN) => d.clear_ready(*source, Interest::Write),
-                        Some(libc::EINTR) => {}
-                        _ => break Poll::Ready(Err(err)),
-                    }
-                },
+                    })
+                }
                 _ => Poll::Ready(Err(io::Error::other(
                     "socket used on a core of another backend",
                 ))),
@@ -166,6 +153,33 @@ impl<B: IoBuf> Drop for Send<'_, B> {
 /// A send's length as an SQE holds it: longer sends go out in parts of at
 /// most 4 GiB − 1 (a plain `as u32` would turn an exact multiple of 4 GiB
 /// into a zero-length send, which `write_all` reports as `WriteZero`).
+/// A non-blocking send on epoll, `send` being the syscall: waits for
+/// writability, and after `EAGAIN` (the readiness was stale) for the next
+/// edge; retries at once after `EINTR`. Shared with the gathered send.
+pub(super) fn poll_epoll_send(
+    d: &mut epoll::Driver,
+    source: SourceKey,
+    cx: &mut Context<'_>,
+    mut send: impl FnMut() -> libc::c_long,
+) -> Poll<io::Result<usize>> {
+    loop {
+        if d.poll_ready(source, Interest::Write, cx).is_pending() {
+            return Poll::Pending;
+        }
+        d.count_syscall();
+        let n = send();
+        if n >= 0 {
+            return Poll::Ready(Ok(n as usize));
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EAGAIN) => d.clear_ready(source, Interest::Write),
+            Some(libc::EINTR) => {}
+            _ => return Poll::Ready(Err(err)),
+        }
+    }
+}
+
 fn sqe_len(len: usize) -> u32 {
     u32::try_from(len).unwrap_or(u32::MAX)
 }

@@ -21,10 +21,10 @@ use std::task::{Context, Poll};
 use io_uring::{opcode, types};
 
 use super::msg_space::MsgSpace;
+use super::send::poll_epoll_send;
 use super::{cqe_result, SharedFd, SocketIo};
 use crate::buf::io_bufs::sealed::Gather;
 use crate::buf::IoBufs;
-use crate::driver::epoll::Interest;
 use crate::driver::uring::{OpKey, OpKind, Retained};
 use crate::driver::Driver;
 use crate::runtime::context;
@@ -133,36 +133,26 @@ impl<'a, B: IoBufs> SendMsg<'a, B> {
                         }
                     }
                 }
-                (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => loop {
-                    if d.poll_ready(*source, Interest::Write, cx).is_pending() {
-                        break Poll::Pending;
-                    }
-                    d.count_syscall();
-                    let hdr = space.fill(bufs, from);
+                (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => {
                     // The raw syscall, as for `Send` (no cancellation-point
                     // wrapper).
-                    // SAFETY: `hdr` and the iovecs it points to live in
-                    // `space`, and the bytes they point to in `bufs`, both
-                    // held by this future for the call's duration; every
-                    // argument is register-sized, as `syscall` reads them.
-                    let n = unsafe {
-                        libc::syscall(
-                            libc::SYS_sendmsg,
-                            libc::c_long::from(fd),
-                            hdr,
-                            libc::c_long::from(libc::MSG_NOSIGNAL),
-                        )
-                    };
-                    if n >= 0 {
-                        break Poll::Ready(Ok(n as usize));
-                    }
-                    let err = io::Error::last_os_error();
-                    match err.raw_os_error() {
-                        Some(libc::EAGAIN) => d.clear_ready(*source, Interest::Write),
-                        Some(libc::EINTR) => {}
-                        _ => break Poll::Ready(Err(err)),
-                    }
-                },
+                    poll_epoll_send(d, *source, cx, || {
+                        let hdr = space.fill(bufs, from);
+                        // SAFETY: `hdr` and the iovecs it points to live in
+                        // `space`, and the bytes they point to in `bufs`,
+                        // both held by this future for the call's duration;
+                        // every argument is register-sized, as `syscall`
+                        // reads them.
+                        unsafe {
+                            libc::syscall(
+                                libc::SYS_sendmsg,
+                                libc::c_long::from(fd),
+                                hdr,
+                                libc::c_long::from(libc::MSG_NOSIGNAL),
+                            )
+                        }
+                    })
+                }
                 _ => Poll::Ready(Err(io::Error::other(
                     "socket used on a core of another backend",
                 ))),

@@ -244,10 +244,12 @@ impl Core {
         let mut batch = std::mem::take(&mut *self.messages.borrow_mut());
         if self.shared.mailbox.drain_into(&mut batch) > 0 {
             while let Some(message) = batch.pop_front() {
-                // A closure that panics (`submit_to`'s `f`) drops its reply
-                // channel, so its caller gets `NoReply`. It must not unwind
-                // out of the loop: the core would stop without draining the
-                // I/O in flight, freeing buffers the kernel may still use.
+                // A message only spawns its task (`submit_to`'s `f` runs
+                // there, where the executor catches its panic, and its
+                // caller gets `NoReply`), but were one to panic it must
+                // not unwind out of the loop: the core would stop without
+                // draining the I/O in flight, freeing buffers the kernel
+                // may still use.
                 let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(message));
                 if let Err(payload) = ran {
                     self.executor.record_panic(&*payload);

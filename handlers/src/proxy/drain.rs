@@ -47,7 +47,7 @@ use std::task::{ready, Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use percore::net::TcpStream;
-use percore::time::{now, sleep, timeout_at};
+use percore::time::{now, sleep_until, timeout_at};
 
 use super::branch::Job;
 use super::client::{Answer, Exchange, ExchangeError};
@@ -144,18 +144,19 @@ impl Shared {
     }
 
     /// Waits on `seat` (already among the idle) for the next drain;
-    /// `None` after the idle timeout, the seat then taken off the list.
+    /// `None` after the idle timeout.
     async fn wait(&self, seat: &Rc<Seat>) -> Option<Draining> {
-        let mut retire = sleep(self.idle_timeout);
+        // An idle timeout past the clock's range (the pool takes it as
+        // "never expires") retires no worker either.
+        let mut retire = now().checked_add(self.idle_timeout).map(sleep_until);
         poll_fn(|cx| {
             if let Some(job) = seat.job.borrow_mut().take() {
                 return Poll::Ready(Some(job));
             }
-            if Pin::new(&mut retire).poll(cx).is_ready() {
-                // Still listed: a seat is taken off the list before a
-                // drain is put in it.
-                self.idle.borrow_mut().retain(|s| !Rc::ptr_eq(s, seat));
-                return Poll::Ready(None);
+            if let Some(retire) = &mut retire {
+                if Pin::new(retire).poll(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
             }
             let mut waker = seat.waker.borrow_mut();
             if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -202,14 +203,47 @@ impl Shared {
 /// its seat as the stop began is run all the same: it ends at once,
 /// closed.
 async fn work(shared: Rc<Shared>, first: Draining) {
-    let seat = Rc::new(Seat::default());
+    let worker = Worker {
+        shared,
+        seat: Rc::new(Seat::default()),
+    };
+    let (shared, seat) = (&worker.shared, &worker.seat);
     let mut job = first;
     loop {
         shared.run(job).await;
         shared.idle.borrow_mut().push(seat.clone());
-        match percore::until_stopped(shared.wait(&seat)).await {
+        match percore::until_stopped(shared.wait(seat)).await {
             Some(Some(next)) => job = next,
             _ => break,
+        }
+    }
+}
+
+/// A worker's seat, taken off the idle list however the worker ends (idle
+/// too long, the stop, a panic, its task dropped): a drain put in a seat
+/// that no worker waits on would hold its connection, and its place among
+/// the pool's draining, for good.
+struct Worker {
+    shared: Rc<Shared>,
+    seat: Rc<Seat>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let Self { shared, seat } = self;
+        if let Ok(mut idle) = shared.idle.try_borrow_mut() {
+            idle.retain(|s| !Rc::ptr_eq(s, seat));
+        }
+        // Put there after the worker's last look (at most as the stop
+        // began, while it ended).
+        let left = seat
+            .job
+            .try_borrow_mut()
+            .ok()
+            .and_then(|mut job| job.take());
+        if let Some(job) = left {
+            job.pool.end_drain();
+            shared.close(job.exchange);
         }
     }
 }
