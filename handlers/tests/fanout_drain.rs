@@ -12,6 +12,8 @@
 mod common;
 #[path = "support/fanout.rs"]
 mod fake;
+#[path = "support/log_capture.rs"]
+mod log_capture;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -316,6 +318,8 @@ fn not_reusable(backend: Backend, first_part: Vec<u8>, rest: Vec<u8>) {
 /// the stop begins.
 fn stop_with_drains(backend: Backend) {
     let _serial = serial();
+    log_capture::install();
+    log_capture::clear();
     let fast = ok_after(ANSWER_DELAY);
     let hung = Fake::start(|mut c: Conn| {
         if c.read_request().is_some() {
@@ -345,6 +349,21 @@ fn stop_with_drains(backend: Backend) {
     );
     let stats = counters.get();
     assert_eq!((stats.drained, stats.drain_closed), (0, 2), "{stats}");
+    // The stop summary accounts for both: closed already, or (logged
+    // before the drains' tasks ran) still reading.
+    let summary = log_capture::lines_with(&["fanout requests=2 "]);
+    assert_eq!(summary.len(), 1, "{summary:?}");
+    let closed = number_after(&summary[0], " drain_closed=");
+    let reading = number_after(&summary[0], "; ");
+    assert_eq!(closed + reading, 2, "{summary:?}");
+}
+
+/// The number that follows `key` in `line` (0 if `key` is not there).
+fn number_after(line: &str, key: &str) -> u64 {
+    line.split_once(key)
+        .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A pool whose connections never expire (`idle_timeout` of

@@ -16,6 +16,11 @@ const MAX_FREE_BUFS: usize = 4096;
 /// A buffer that grew past this (a large upstream body) is freed rather
 /// than kept, so one big response does not pin memory forever.
 const MAX_KEPT_CAPACITY: usize = 256 * 1024;
+/// Most bytes of capacity the free list keeps in all: without it, a burst
+/// of large bodies left up to [`MAX_FREE_BUFS`] × [`MAX_KEPT_CAPACITY`]
+/// (1 GiB) per core held once the burst was over. Steady small requests
+/// stay far below it (4,096 buffers of 4 KiB are 16 MiB).
+const MAX_FREE_BYTES: usize = 32 * 1024 * 1024;
 /// Most arenas kept (one per concurrent request at the peak).
 const MAX_FREE_ARENAS: usize = 1024;
 
@@ -23,23 +28,32 @@ const MAX_FREE_ARENAS: usize = 1024;
 #[derive(Debug, Default)]
 pub(crate) struct BufPool {
     free: RefCell<Vec<Vec<u8>>>,
+    /// The capacity of the buffers in `free`, in bytes.
+    free_bytes: std::cell::Cell<usize>,
 }
 
 impl BufPool {
     /// An empty buffer, with the capacity it had when it was released.
     pub(crate) fn take(&self) -> Vec<u8> {
-        self.free.borrow_mut().pop().unwrap_or_default()
+        let buf = self.free.borrow_mut().pop().unwrap_or_default();
+        self.free_bytes
+            .set(self.free_bytes.get().saturating_sub(buf.capacity()));
+        buf
     }
 
-    /// Gives `buf` back for the next request.
+    /// Gives `buf` back for the next request (or frees it, past the
+    /// list's bounds).
     pub(crate) fn put(&self, mut buf: Vec<u8>) {
-        if buf.capacity() > MAX_KEPT_CAPACITY {
+        let capacity = buf.capacity();
+        let bytes = self.free_bytes.get() + capacity;
+        if capacity > MAX_KEPT_CAPACITY || bytes > MAX_FREE_BYTES {
             return;
         }
         let mut free = self.free.borrow_mut();
         if free.len() < MAX_FREE_BUFS {
             buf.clear();
             free.push(buf);
+            self.free_bytes.set(bytes);
         }
     }
 }
@@ -86,5 +100,34 @@ impl Drop for ArenaLease<'_> {
         if free.len() < MAX_FREE_ARENAS {
             free.push(bump);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A burst of large buffers leaves at most `MAX_FREE_BYTES` on the
+    /// list, and taking them back out keeps the count.
+    #[test]
+    fn the_free_list_keeps_a_bounded_number_of_bytes() {
+        let pool = BufPool::default();
+        let bufs: Vec<Vec<u8>> = (0..1000)
+            .map(|_| Vec::with_capacity(MAX_KEPT_CAPACITY))
+            .collect();
+        for buf in bufs {
+            pool.put(buf);
+        }
+        let kept: usize = pool.free.borrow().iter().map(Vec::capacity).sum();
+        assert!(kept <= MAX_FREE_BYTES, "{kept} bytes kept");
+        assert!(
+            kept > MAX_FREE_BYTES - MAX_KEPT_CAPACITY,
+            "{kept} bytes kept"
+        );
+        assert_eq!(pool.free_bytes.get(), kept);
+        let taken = pool.take();
+        assert_eq!(pool.free_bytes.get(), kept - taken.capacity());
+        pool.put(taken);
+        assert_eq!(pool.free_bytes.get(), kept);
     }
 }

@@ -377,10 +377,19 @@ impl FanOut {
 }
 
 impl Drop for FanOut {
+    /// The stop summary. Drains still reading are closed by the stop
+    /// after it (their tasks run once the core's connections are done), so
+    /// it names them: `drain_closed` counts them only later.
     fn drop(&mut self) {
         let stats = self.stats();
-        if stats != ProxyStats::default() {
+        if stats == ProxyStats::default() {
+            return;
+        }
+        let draining: usize = self.upstreams.iter().map(|u| u.pool.draining()).sum();
+        if draining == 0 {
             tracing::info!("fanout {stats}");
+        } else {
+            tracing::info!("fanout {stats}; {draining} drains still reading, closed by the stop");
         }
     }
 }

@@ -265,6 +265,11 @@ impl Pool {
     pub(crate) fn end_drain(&self) {
         self.draining.set(self.draining.get() - 1);
     }
+
+    /// Drains counted and not yet ended.
+    pub(crate) fn draining(&self) -> usize {
+        self.draining.get()
+    }
 }
 
 /// Every half idle timeout (at least 100 ms, at most a minute), closes the
