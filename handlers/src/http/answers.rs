@@ -120,16 +120,23 @@ pub(super) fn sent<S>(
     count_and_log(h, wire, exchange, status, reason, Ending::Whole);
 }
 
-/// As [`sent`], for a response whose head went out and whose body was then
-/// cut short: its access line says `incomplete=true`.
-pub(super) fn sent_incomplete<S>(
+/// As [`sent`], for a streamed response (its head out) whose exchange then
+/// failed: its access line says `incomplete=true` unless the whole
+/// response had gone out (see [`Response::went_out_whole`]).
+pub(super) fn sent_streamed<S>(
     h: &HttpHandler<S>,
     wire: &Wire,
     exchange: Exchange<'_>,
-    status: u16,
+    res: &Response<'_>,
     reason: Option<Reason>,
 ) {
-    count_and_log(h, wire, Some(exchange), status, reason, Ending::Incomplete);
+    let ending = if res.went_out_whole() {
+        Ending::Whole
+    } else {
+        Ending::Incomplete
+    };
+    let status = effective_status(res.status);
+    count_and_log(h, wire, Some(exchange), status, reason, ending);
 }
 
 /// Logs (when the access log is on) a request whose client closed the
@@ -183,7 +190,7 @@ pub(super) async fn answer_panic<S: Service>(
         "service panicked"
     );
     if res.streaming.is_some() {
-        sent_incomplete(h, wire, exchange, status, Some(Reason::ServiceError));
+        sent_streamed(h, wire, exchange, res, Some(Reason::ServiceError));
     } else {
         sent(h, wire, Some(exchange), status, Some(Reason::ServiceError));
     }
@@ -232,13 +239,7 @@ pub(super) async fn answer_stopping<S: Service>(
         );
     }
     if res.streaming.is_some() {
-        sent_incomplete(
-            h,
-            wire,
-            exchange,
-            effective_status(res.status),
-            Some(Reason::CutOff),
-        );
+        sent_streamed(h, wire, exchange, res, Some(Reason::CutOff));
         if !mark_incomplete(wire, res.streaming) {
             return Ok(());
         }

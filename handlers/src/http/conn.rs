@@ -24,7 +24,7 @@ use percore::Connection;
 use super::access::Exchange;
 use super::answers::{
     answer_error, answer_error_kept, answer_panic, answer_stopping, client_left, log_failure,
-    mark_incomplete, sent, sent_incomplete,
+    mark_incomplete, sent, sent_streamed,
 };
 use super::cutoff::{cut_at, Cutoff};
 use super::request::{BodyEnd, BodyReader, Failure};
@@ -338,7 +338,7 @@ fn complete<S: Service>(
         // write, nothing more may follow on this connection); but a head
         // already out was a response it got, if not a whole one.
         if res.streaming.is_some() {
-            sent_incomplete(h, wire, exchange, effective_status(res.status), None);
+            sent_streamed(h, wire, exchange, res, None);
         } else {
             client_left(h, wire, exchange);
         }
@@ -355,11 +355,11 @@ fn complete<S: Service>(
         if res.streaming.is_some() {
             // The head is out: only an incomplete response can tell the
             // client something went wrong.
-            sent_incomplete(
+            sent_streamed(
                 h,
                 wire,
                 exchange,
-                effective_status(res.status),
+                res,
                 Some(refusal.unwrap_or(Reason::ServiceError)),
             );
             return if mark_incomplete(wire, res.streaming) {
