@@ -28,38 +28,43 @@ pub(super) fn answer_error<S: Service>(
     e: &HttpError,
     head_only: bool,
 ) {
-    put_error(h, wire, e, head_only, None);
+    // The connection closes after it: not a steady state, so a fresh
+    // buffer costs nothing that matters.
+    put_error(h, wire, e, head_only, None, &mut Vec::new());
 }
 
 /// As [`answer_error`], for an answer after which the connection is kept
 /// (a service's refusal of a request read to its end): the head says so,
-/// as the request's minor `version` needs.
+/// as the request's minor `version` needs. The body is made in `scratch`
+/// (the connection's response body buffer, whatever it holds): a client
+/// may be refused request after request on one connection, and a fresh
+/// buffer would then be allocations in steady state.
 pub(super) fn answer_error_kept<S: Service>(
     h: &HttpHandler<S>,
     wire: &Wire,
     e: &HttpError,
     head_only: bool,
     version: u8,
+    scratch: &mut Vec<u8>,
 ) {
-    put_error(h, wire, e, head_only, Some(version));
+    put_error(h, wire, e, head_only, Some(version), scratch);
 }
 
-/// The error answer; `kept` is the request's minor version when the
-/// connection stays open after it.
+/// The error answer, its body made in `body` (cleared first); `kept` is
+/// the request's minor version when the connection stays open after it.
 fn put_error<S: Service>(
     h: &HttpHandler<S>,
     wire: &Wire,
     e: &HttpError,
     head_only: bool,
     kept: Option<u8>,
+    body: &mut Vec<u8>,
 ) {
-    // An error answer closes its connection: not a steady state, so a
-    // fresh buffer costs nothing that matters.
-    let mut body = Vec::new();
+    body.clear();
     // Any client can make the server answer an error: a service's bug here
     // must not cost the answer (the default is sent instead).
     let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        h.service.error_body(e, &mut body)
+        h.service.error_body(e, body)
     }));
     let content_type = written.unwrap_or_else(|_| {
         body.clear();
@@ -80,7 +85,7 @@ fn put_error<S: Service>(
     let valid = !content_type.is_empty() && chars::is_field_value(content_type.as_bytes());
     if !valid {
         body.clear();
-        error_text(e, &mut body);
+        error_text(e, body);
     }
     let content_type = if valid {
         content_type.as_bytes()
@@ -89,7 +94,7 @@ fn put_error<S: Service>(
     };
     h.date.with(|d| {
         wire.with_out(|out| match kept {
-            None => error_response_with(out, e.status, content_type, &body, head_only, d),
+            None => error_response_with(out, e.status, content_type, body, head_only, d),
             Some(version) => {
                 let head = ResponseHead {
                     content_type: Some(content_type),
@@ -101,7 +106,7 @@ fn put_error<S: Service>(
                 let encoded = head.encode(d, out);
                 debug_assert!(encoded.is_ok(), "{encoded:?}");
                 if !head_only {
-                    out.extend_from_slice(&body);
+                    out.extend_from_slice(body);
                 }
             }
         })

@@ -383,7 +383,8 @@ fn complete<S: Service>(
         let kept =
             reason.is_none() && res.keep_alive && !end.abandoned && !percore::is_shutting_down();
         if kept {
-            answer_error_kept(h, wire, &e, res.head_only, res.version);
+            let (head_only, version) = (res.head_only, res.version);
+            answer_error_kept(h, wire, &e, head_only, version, res.body);
             return Outcome::Keep;
         }
         answer_error(h, wire, &e, res.head_only);
