@@ -256,6 +256,15 @@ pub(super) async fn answer_stopping<S: Service>(
     close(wire, &h.config, stop).await
 }
 
+/// The error answer to a service's error: the `HttpError` it wraps, if it
+/// has an error status (4xx or 5xx), else a 500. One place, so that the
+/// answer, its log line and whether the connection may be kept agree.
+pub(super) fn service_error(e: &io::Error) -> HttpError {
+    HttpError::of(e)
+        .filter(|e| (400..=599).contains(&e.status))
+        .unwrap_or(HttpError::internal())
+}
+
 /// Logs a service's error: one answered with a 5xx (a failure of the
 /// service or what it depends on) at WARN, at most one line a second per
 /// core; one answered with a 4xx, or the client's doing (a bad request
@@ -268,11 +277,7 @@ pub(super) fn log_failure<S>(
     clients_doing: bool,
 ) {
     let (method, target) = (req.method(), req.target());
-    // As `complete` answers it: an `HttpError`'s status if it is one, else 500.
-    let status = HttpError::of(e)
-        .map(|e| e.status)
-        .filter(|s| (400..=599).contains(s))
-        .unwrap_or(500);
+    let status = service_error(e).status;
     if clients_doing || status < 500 {
         tracing::debug!(method, target, status, error = %e, "service failed");
     } else if let Some(left_out) = h.failures.admit(percore::time::now()) {
