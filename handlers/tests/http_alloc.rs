@@ -20,7 +20,27 @@ mod counting;
 
 use common::*;
 use counting::*;
-use std::sync::atomic::Ordering;
+use percore_handlers::http::HttpError;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Allocations made by [`Refuser`] itself, for the error it returns.
+static OWN_ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+/// Refuses every request with a 404 `HttpError`, counting the
+/// allocations of the `io::Error` it makes (a box, the layer's to drop).
+struct Refuser;
+
+impl Service for Refuser {
+    async fn call(&self, _: &mut Request<'_>, _: &mut Response<'_>) -> std::io::Result<()> {
+        let before = ALLOCS.load(Ordering::Relaxed);
+        let e = std::io::Error::from(HttpError {
+            status: 404,
+            reason: "no such thing",
+        });
+        OWN_ALLOCS.fetch_add(ALLOCS.load(Ordering::Relaxed) - before, Ordering::Relaxed);
+        Err(e)
+    }
+}
 
 /// One round of every request shape; returns how many requests it made.
 fn round(c: &mut Client, big: &[u8], batch: &[u8]) -> usize {
@@ -87,6 +107,42 @@ http_tests! {
         let sizes: Vec<usize> = SIZES.iter().map(|s| s.load(Ordering::Relaxed)).collect();
         println!("{backend}: {allocs} allocations over {requests} requests (first sizes {sizes:?})");
         assert_eq!(allocs, 0, "allocations on the core thread over {requests} requests; first sizes {sizes:?}");
+        drop(c);
+    }
+
+    /// A service's 4xx keeps the connection, so a client can make one
+    /// after another in steady state: the layer's answer to it allocates
+    /// nothing beyond the error the service made.
+    fn a_kept_refusal_allocates_nothing_in_the_layer(backend) {
+        let _serial = serial();
+        let mut config = Config::default();
+        config.max_requests = u32::MAX;
+        let server = TestServer::start(backend, config, || {
+            TRACKED.with(|t| t.set(true));
+            Refuser
+        });
+        let mut c = Client::connect(server.addr);
+        let refused = |c: &mut Client| {
+            let r = c.roundtrip(&get("/missing"));
+            assert_eq!((r.status, r.closes()), (404, false));
+        };
+        for _ in 0..100 {
+            refused(&mut c);
+        }
+
+        ALLOCS.store(0, Ordering::Relaxed);
+        OWN_ALLOCS.store(0, Ordering::Relaxed);
+        COUNTING.store(true, Ordering::SeqCst);
+        for _ in 0..1000 {
+            refused(&mut c);
+        }
+        COUNTING.store(false, Ordering::SeqCst);
+
+        let (allocs, own) = (ALLOCS.load(Ordering::Relaxed), OWN_ALLOCS.load(Ordering::Relaxed));
+        let sizes: Vec<usize> = SIZES.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+        println!("{backend}: {allocs} allocations over 1000 refusals, {own} the service's own (first sizes {sizes:?})");
+        assert!(own > 0, "the service's error was not counted");
+        assert_eq!(allocs - own, 0, "the layer's allocations; first sizes {sizes:?}");
         drop(c);
     }
 }

@@ -48,6 +48,17 @@ impl Service for Outcomes {
                 res.flush().await?;
                 req.body().await?;
             }
+            // The whole response goes out (its declared length, or a HEAD
+            // answer's head), then the exchange fails.
+            "/whole-then-read" | "/whole-then-fail" => {
+                res.send(200, None, b"ok")?;
+                res.set_content_length(2)?;
+                res.flush().await?;
+                if req.path() == "/whole-then-fail" {
+                    return Err(io::Error::other("failed after the response"));
+                }
+                req.body().await?;
+            }
             _ => res.send(200, None, b"")?,
         }
         Ok(())
@@ -219,7 +230,9 @@ http_tests! {
     /// sent: pipelined, HEAD, a service error or panic, a streamed head
     /// whose client left mid-body (`incomplete=true`), a call cut off by
     /// the stop; and a request whose client left before any response,
-    /// 499.
+    /// 499. A response whose whole body went out before the exchange
+    /// failed (a declared length sent in full, a HEAD answer's head) is
+    /// not `incomplete`.
     fn the_access_log_has_one_line_on_every_path(backend) {
         log_capture::install();
         let mut config = short_config();
@@ -244,9 +257,25 @@ http_tests! {
         gone.send(unfinished.as_bytes());
         gone.shutdown_write();
         gone.expect_eof();
+        for (case, method) in [("whole-left", "POST"), ("head-left", "HEAD")] {
+            let mut c = Client::connect(server.addr);
+            let request = format!("{method} /whole-then-read?{tag}-{case} HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+            c.send(request.as_bytes());
+            let r = c.response_to(method == "HEAD");
+            assert_eq!(r.status, 200, "{case}");
+            if method == "POST" {
+                assert_eq!(r.body, b"ok", "{case}");
+            }
+            c.shutdown_write();
+            c.read_to_end();
+        }
+        let mut whole_fail = Client::connect(server.addr);
+        whole_fail.send(&get(&format!("/whole-then-fail?{tag}-whole-fail")));
+        assert_eq!(whole_fail.response().body, b"ok");
+        whole_fail.read_to_end();
         let mut cut = Client::connect(server.addr);
         cut.send(&get(&format!("/slow?{tag}-cut")));
-        wait_until(Duration::from_secs(5), "the slow request to be taken", || server.stats().requests == 7);
+        wait_until(Duration::from_secs(5), "the slow request to be taken", || server.stats().requests == 10);
         server.begin_stop();
         assert_eq!(cut.response().status, 503);
         assert!(server.stop_within(Duration::from_secs(5)).is_some(), "stopped");
@@ -258,6 +287,9 @@ http_tests! {
             ("panic", 500),
             ("left", 200),
             ("gone", 499),
+            ("whole-left", 200),
+            ("head-left", 200),
+            ("whole-fail", 200),
             ("cut", 503),
         ];
         for (case, status) in cases {

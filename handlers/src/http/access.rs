@@ -26,8 +26,9 @@ pub(crate) enum Ending {
     /// Put whole in the output.
     Whole,
     /// Its head went out, then the exchange failed (a service error or
-    /// panic, the client leaving, the stop): the client saw a body cut
-    /// short. The line says `incomplete=true`.
+    /// panic, the client leaving, the stop) before the rest of its body
+    /// did: the client saw a body cut short. The line says
+    /// `incomplete=true`.
     Incomplete,
 }
 

@@ -28,38 +28,43 @@ pub(super) fn answer_error<S: Service>(
     e: &HttpError,
     head_only: bool,
 ) {
-    put_error(h, wire, e, head_only, None);
+    // The connection closes after it: not a steady state, so a fresh
+    // buffer costs nothing that matters.
+    put_error(h, wire, e, head_only, None, &mut Vec::new());
 }
 
 /// As [`answer_error`], for an answer after which the connection is kept
 /// (a service's refusal of a request read to its end): the head says so,
-/// as the request's minor `version` needs.
+/// as the request's minor `version` needs. The body is made in `scratch`
+/// (the connection's response body buffer, whatever it holds): a client
+/// may be refused request after request on one connection, and a fresh
+/// buffer would then be allocations in steady state.
 pub(super) fn answer_error_kept<S: Service>(
     h: &HttpHandler<S>,
     wire: &Wire,
     e: &HttpError,
     head_only: bool,
     version: u8,
+    scratch: &mut Vec<u8>,
 ) {
-    put_error(h, wire, e, head_only, Some(version));
+    put_error(h, wire, e, head_only, Some(version), scratch);
 }
 
-/// The error answer; `kept` is the request's minor version when the
-/// connection stays open after it.
+/// The error answer, its body made in `body` (cleared first); `kept` is
+/// the request's minor version when the connection stays open after it.
 fn put_error<S: Service>(
     h: &HttpHandler<S>,
     wire: &Wire,
     e: &HttpError,
     head_only: bool,
     kept: Option<u8>,
+    body: &mut Vec<u8>,
 ) {
-    // An error answer closes its connection: not a steady state, so a
-    // fresh buffer costs nothing that matters.
-    let mut body = Vec::new();
+    body.clear();
     // Any client can make the server answer an error: a service's bug here
     // must not cost the answer (the default is sent instead).
     let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        h.service.error_body(e, &mut body)
+        h.service.error_body(e, body)
     }));
     let content_type = written.unwrap_or_else(|_| {
         body.clear();
@@ -80,7 +85,7 @@ fn put_error<S: Service>(
     let valid = !content_type.is_empty() && chars::is_field_value(content_type.as_bytes());
     if !valid {
         body.clear();
-        error_text(e, &mut body);
+        error_text(e, body);
     }
     let content_type = if valid {
         content_type.as_bytes()
@@ -89,7 +94,7 @@ fn put_error<S: Service>(
     };
     h.date.with(|d| {
         wire.with_out(|out| match kept {
-            None => error_response_with(out, e.status, content_type, &body, head_only, d),
+            None => error_response_with(out, e.status, content_type, body, head_only, d),
             Some(version) => {
                 let head = ResponseHead {
                     content_type: Some(content_type),
@@ -101,7 +106,7 @@ fn put_error<S: Service>(
                 let encoded = head.encode(d, out);
                 debug_assert!(encoded.is_ok(), "{encoded:?}");
                 if !head_only {
-                    out.extend_from_slice(&body);
+                    out.extend_from_slice(body);
                 }
             }
         })
@@ -120,16 +125,23 @@ pub(super) fn sent<S>(
     count_and_log(h, wire, exchange, status, reason, Ending::Whole);
 }
 
-/// As [`sent`], for a response whose head went out and whose body was then
-/// cut short: its access line says `incomplete=true`.
-pub(super) fn sent_incomplete<S>(
+/// As [`sent`], for a streamed response (its head out) whose exchange then
+/// failed: its access line says `incomplete=true` unless the whole
+/// response had gone out (see [`Response::went_out_whole`]).
+pub(super) fn sent_streamed<S>(
     h: &HttpHandler<S>,
     wire: &Wire,
     exchange: Exchange<'_>,
-    status: u16,
+    res: &Response<'_>,
     reason: Option<Reason>,
 ) {
-    count_and_log(h, wire, Some(exchange), status, reason, Ending::Incomplete);
+    let ending = if res.went_out_whole() {
+        Ending::Whole
+    } else {
+        Ending::Incomplete
+    };
+    let status = effective_status(res.status);
+    count_and_log(h, wire, Some(exchange), status, reason, ending);
 }
 
 /// Logs (when the access log is on) a request whose client closed the
@@ -183,7 +195,7 @@ pub(super) async fn answer_panic<S: Service>(
         "service panicked"
     );
     if res.streaming.is_some() {
-        sent_incomplete(h, wire, exchange, status, Some(Reason::ServiceError));
+        sent_streamed(h, wire, exchange, res, Some(Reason::ServiceError));
     } else {
         sent(h, wire, Some(exchange), status, Some(Reason::ServiceError));
     }
@@ -232,13 +244,7 @@ pub(super) async fn answer_stopping<S: Service>(
         );
     }
     if res.streaming.is_some() {
-        sent_incomplete(
-            h,
-            wire,
-            exchange,
-            effective_status(res.status),
-            Some(Reason::CutOff),
-        );
+        sent_streamed(h, wire, exchange, res, Some(Reason::CutOff));
         if !mark_incomplete(wire, res.streaming) {
             return Ok(());
         }
@@ -248,6 +254,15 @@ pub(super) async fn answer_stopping<S: Service>(
     sent(h, wire, Some(exchange), e.status, Some(Reason::CutOff));
     answer_error(h, wire, &e, res.head_only);
     close(wire, &h.config, stop).await
+}
+
+/// The error answer to a service's error: the `HttpError` it wraps, if it
+/// has an error status (4xx or 5xx), else a 500. One place, so that the
+/// answer, its log line and whether the connection may be kept agree.
+pub(super) fn service_error(e: &io::Error) -> HttpError {
+    HttpError::of(e)
+        .filter(|e| (400..=599).contains(&e.status))
+        .unwrap_or(HttpError::internal())
 }
 
 /// Logs a service's error: one answered with a 5xx (a failure of the
@@ -262,11 +277,7 @@ pub(super) fn log_failure<S>(
     clients_doing: bool,
 ) {
     let (method, target) = (req.method(), req.target());
-    // As `complete` answers it: an `HttpError`'s status if it is one, else 500.
-    let status = HttpError::of(e)
-        .map(|e| e.status)
-        .filter(|s| (400..=599).contains(s))
-        .unwrap_or(500);
+    let status = service_error(e).status;
     if clients_doing || status < 500 {
         tracing::debug!(method, target, status, error = %e, "service failed");
     } else if let Some(left_out) = h.failures.admit(percore::time::now()) {

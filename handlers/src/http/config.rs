@@ -42,7 +42,8 @@ pub struct Config {
     /// Time to send one batch of responses; a client that stops reading is
     /// closed after it. Default 30 s.
     pub write_timeout: Duration,
-    /// After an error response or `Connection: close`, how long the server
+    /// After a response with `Connection: close` (every error answer but
+    /// a service's own 4xx on a connection it keeps), how long the server
     /// keeps reading and discarding input after shutting down its write
     /// side, so that unread client bytes do not turn the close into a reset
     /// that destroys the response in flight (nginx `lingering_time`, Go's

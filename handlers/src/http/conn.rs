@@ -24,7 +24,7 @@ use percore::Connection;
 use super::access::Exchange;
 use super::answers::{
     answer_error, answer_error_kept, answer_panic, answer_stopping, client_left, log_failure,
-    mark_incomplete, sent, sent_incomplete,
+    mark_incomplete, sent, sent_streamed, service_error,
 };
 use super::cutoff::{cut_at, Cutoff};
 use super::request::{BodyEnd, BodyReader, Failure};
@@ -338,7 +338,7 @@ fn complete<S: Service>(
         // write, nothing more may follow on this connection); but a head
         // already out was a response it got, if not a whole one.
         if res.streaming.is_some() {
-            sent_incomplete(h, wire, exchange, effective_status(res.status), None);
+            sent_streamed(h, wire, exchange, res, None);
         } else {
             client_left(h, wire, exchange);
         }
@@ -348,18 +348,18 @@ fn complete<S: Service>(
     let failed = match (end.failure, &result) {
         (Some(Failure::Refused(e)), _) => Some((e, Some(Reason::refusal(e.status)))),
         // (`Gone` returned above.)
-        (_, Err(e)) => Some((HttpError::of(e).unwrap_or(HttpError::internal()), None)),
+        (_, Err(e)) => Some((service_error(e), None)),
         (_, Ok(())) => None,
     };
     if let Some((e, refusal)) = failed {
         if res.streaming.is_some() {
             // The head is out: only an incomplete response can tell the
             // client something went wrong.
-            sent_incomplete(
+            sent_streamed(
                 h,
                 wire,
                 exchange,
-                effective_status(res.status),
+                res,
                 Some(refusal.unwrap_or(Reason::ServiceError)),
             );
             return if mark_incomplete(wire, res.streaming) {
@@ -368,11 +368,6 @@ fn complete<S: Service>(
                 Outcome::Abort
             };
         }
-        let e = if (400..=599).contains(&e.status) {
-            e
-        } else {
-            HttpError::internal()
-        };
         // A service's own 4xx is its answer to the client's request,
         // counted by class only (its log line is at debug); a 5xx is its
         // failure.
@@ -383,7 +378,8 @@ fn complete<S: Service>(
         let kept =
             reason.is_none() && res.keep_alive && !end.abandoned && !percore::is_shutting_down();
         if kept {
-            answer_error_kept(h, wire, &e, res.head_only, res.version);
+            let (head_only, version) = (res.head_only, res.version);
+            answer_error_kept(h, wire, &e, head_only, version, res.body);
             return Outcome::Keep;
         }
         answer_error(h, wire, &e, res.head_only);
@@ -453,11 +449,10 @@ fn complete<S: Service>(
 /// Whether the service refused the request with a 4xx [`HttpError`]
 /// before its response's head went out.
 fn is_refusal(result: &io::Result<()>, res: &Response<'_>) -> bool {
-    let status = match result {
-        Err(e) => HttpError::of(e).map(|e| e.status),
-        Ok(()) => None,
-    };
-    res.streaming.is_none() && status.is_some_and(|s| (400..500).contains(&s))
+    res.streaming.is_none()
+        && result
+            .as_ref()
+            .is_err_and(|e| (400..500).contains(&service_error(e).status))
 }
 
 /// A request refused on its head: why, and its method and target when the

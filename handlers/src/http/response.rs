@@ -335,6 +335,19 @@ impl<'r> Response<'r> {
         }
     }
 
+    /// Whether the whole of a streamed response went out before the
+    /// exchange failed: its head, when it carries no body (HEAD, 204,
+    /// 304), or its declared length sent in full. The client then has a
+    /// complete response, though the connection ends after it.
+    pub(crate) fn went_out_whole(&self) -> bool {
+        let body_out = match self.streaming {
+            Some(Streaming::NoBody) => true,
+            Some(Streaming::Length) => self.left == 0,
+            _ => false,
+        };
+        body_out && !self.wire.write_failed()
+    }
+
     /// The `Content-Length` of a response sent whole. For `HEAD`, the
     /// length declared, else that of the body written; `None` when the
     /// service wrote none (say, it skipped generating it): the length the

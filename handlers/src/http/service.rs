@@ -31,8 +31,10 @@ use crate::log_limit::LogLimit;
 /// otherwise a bare 500. The connection then closes, except after an
 /// `HttpError` with a 4xx status (the service refusing the request): when
 /// the request's body was read to its end, or the server could read and
-/// drop what the service left of it (within the body limit and timeout),
-/// the connection is kept, as after any answer. An error
+/// drop what the service left of it (within the body limit and timeout,
+/// and not from a client still waiting for `100 Continue`, which may
+/// never send it), the connection is kept, as after any answer; the
+/// error answer, which comes after that read, then says so. An error
 /// answered with a 500 is logged at WARN with the request's method and
 /// target (at most one line a second per core, the next saying how many
 /// were left out); one answered with a 4xx, the client's doing, at debug.

@@ -163,7 +163,6 @@ impl FanOut {
             let (sent, mut returned) = conn.write_all(buf).await;
             let result = match sent {
                 Ok(()) => {
-                    returned.clear();
                     let exchange = Exchange::sent(conn, returned, self.limits, job.head_only);
                     let mut reading = self.reading(exchange, index, &job);
                     let (result, conn, read) = poll_fn(|cx| reading.poll_answer(cx)).await;
@@ -171,10 +170,7 @@ impl FanOut {
                     result.map(|answer| (answer, conn))
                 }
                 // The connection, unusable, is closed.
-                Err(e) => Err(ExchangeError {
-                    failure: Failure::Io(IoFailure::from(&e)),
-                    response_started: false,
-                }),
+                Err(e) => Err(ExchangeError::send_failed(&e)),
             };
             buf = returned;
             match result {

@@ -117,6 +117,17 @@ pub(crate) struct ExchangeError {
     pub(crate) response_started: bool,
 }
 
+impl ExchangeError {
+    /// The sub-request could not be sent: the upstream saw none of its
+    /// answer, so a retry is allowed.
+    pub(crate) fn send_failed(e: &io::Error) -> Self {
+        Self {
+            failure: Failure::Io(IoFailure::from(e)),
+            response_started: false,
+        }
+    }
+}
+
 /// Limits on an upstream response.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ResponseLimits {
@@ -183,26 +194,22 @@ impl Exchange {
         limits: ResponseLimits,
         head_only: bool,
     ) -> Result<Self, (ExchangeError, Vec<u8>)> {
-        let (sent, mut buf) = conn.write_all(buf).await;
-        if let Err(e) = sent {
-            let err = ExchangeError {
-                failure: Failure::Io(IoFailure::from(&e)),
-                response_started: false,
-            };
-            return Err((err, buf));
+        let (sent, buf) = conn.write_all(buf).await;
+        match sent {
+            Ok(()) => Ok(Self::sent(conn, buf, limits, head_only)),
+            Err(e) => Err((ExchangeError::send_failed(&e), buf)),
         }
-        buf.clear();
-        Ok(Self::sent(conn, buf, limits, head_only))
     }
 
     /// The exchange of a sub-request already sent on `conn`, its response
-    /// to be read into `buf` (emptied by the caller).
+    /// to be read into `buf` (emptied here: it held the request).
     pub(crate) fn sent(
         conn: TcpStream,
-        buf: Vec<u8>,
+        mut buf: Vec<u8>,
         limits: ResponseLimits,
         head_only: bool,
     ) -> Self {
+        buf.clear();
         Self {
             conn,
             buf,
