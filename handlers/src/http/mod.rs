@@ -73,8 +73,10 @@
 //! - **Bodies**: `Content-Length` and chunked (extensions and trailers
 //!   accepted and dropped), read only when the service asks
 //!   ([`Request::body`] collects, [`Request::chunk`] streams). A body the
-//!   service leaves unread is read and discarded after the response,
-//!   within the body limit and deadline, so the next request is found.
+//!   service leaves unread is read and discarded once the service has
+//!   returned, within the body limit and deadline, so the next request is
+//!   found; the answer goes out after it (a body over the limit turns it
+//!   into a 413), so a client that uploads slowly gets it late.
 //! - **`Expect: 100-continue`**: `100 Continue` goes out only when the
 //!   service asks for a body that has not arrived. If it answers without
 //!   reading it, the response carries `Connection: close` (RFC 9110

@@ -22,8 +22,9 @@ use super::{BodyDecoder, BodyKind, Config, Header, HttpError, Limits, RequestHea
 /// [`Service::body_limit`](super::Service::body_limit)), beyond which the
 /// client gets 413. A client that sent
 /// `Expect: 100-continue` gets its `100 Continue` only then; a body the
-/// service never asks for is discarded after the response, or the
-/// connection is closed if the client is still waiting for permission.
+/// service never asks for is read and discarded when the service returns,
+/// before its answer goes out, or the connection is closed if the client
+/// is still waiting for permission.
 pub struct Request<'r> {
     head: RequestHead<'r, 'r>,
     pub(crate) body: BodyReader<'r>,
