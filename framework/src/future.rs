@@ -121,10 +121,10 @@ pub fn join<A: Future, B: Future>(
     mut b: B,
 ) -> impl Future<Output = (A::Output, B::Output)> {
     async move {
-        // SAFETY: `a` and `b` live in this block's state, which stays
-        // pinned while it runs, and are shadowed here, so nothing can move
-        // them again. (`pin!` would move each into a local: rustc then
-        // keeps the future twice in the state, beside the captured one.)
+        // Not `pin!`, which would move each into a local: rustc then keeps
+        // the future twice in the state, beside the captured one.
+        // SAFETY: `a` and `b` live in this block's state, pinned while it
+        // runs, and are shadowed here, so nothing can move them again.
         let (a, b) = unsafe { (Pin::new_unchecked(&mut a), Pin::new_unchecked(&mut b)) };
         match try_join_pinned(Pin::new(&mut NeverFails(a)), Pin::new(&mut NeverFails(b))).await {
             Ok(both) => both,

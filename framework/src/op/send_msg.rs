@@ -138,11 +138,10 @@ impl<'a, B: IoBufs> SendMsg<'a, B> {
                     // wrapper).
                     poll_epoll_send(d, *source, cx, || {
                         let hdr = space.fill(bufs, from);
-                        // SAFETY: `hdr` and the iovecs it points to live in
-                        // `space`, and the bytes they point to in `bufs`,
-                        // both held by this future for the call's duration;
-                        // every argument is register-sized, as `syscall`
+                        // Every argument is register-sized, as `syscall`
                         // reads them.
+                        // SAFETY: `hdr`, its iovecs (in `space`) and their
+                        // bytes (in `bufs`) are held by this future for the call.
                         unsafe {
                             libc::syscall(
                                 libc::SYS_sendmsg,

@@ -7,15 +7,13 @@ use std::time::Duration;
 
 use super::access::{self, Ending, Exchange, CLIENT_LEFT};
 use super::conn::close;
+use super::encode::error_response_kept_if;
 use super::response::{effective_status, Streaming};
 use super::service::HttpHandler;
 use super::stats::Reason;
 use super::unwind::Panic;
 use super::wire::{StopSlot, Wire};
-use super::{
-    chars, error_response_with, error_text, Framing, HttpError, Request, Response, ResponseHead,
-    Service, ERROR_TEXT_TYPE,
-};
+use super::{chars, error_text, HttpError, Request, Response, Service, ERROR_TEXT_TYPE};
 use crate::log_limit::LeftOut;
 
 /// Puts an error answer in the output, its body the service's
@@ -93,22 +91,8 @@ fn put_error<S: Service>(
         ERROR_TEXT_TYPE.as_bytes()
     };
     h.date.with(|d| {
-        wire.with_out(|out| match kept {
-            None => error_response_with(out, e.status, content_type, body, head_only, d),
-            Some(version) => {
-                let head = ResponseHead {
-                    content_type: Some(content_type),
-                    version,
-                    ..ResponseHead::new(e.status, Framing::Length(body.len() as u64))
-                };
-                // The content type was checked above and the status is a
-                // 4xx: the head encodes.
-                let encoded = head.encode(d, out);
-                debug_assert!(encoded.is_ok(), "{encoded:?}");
-                if !head_only {
-                    out.extend_from_slice(body);
-                }
-            }
+        wire.with_out(|out| {
+            error_response_kept_if(out, e.status, content_type, body, head_only, d, kept);
         })
     });
 }

@@ -165,7 +165,12 @@ pub fn encode_last_chunk(out: &mut Vec<u8>) {
 pub fn error_response(out: &mut Vec<u8>, error: &HttpError, head_only: bool, date: &DateCache) {
     let (phrase, separator, detail) = error_text_parts(error);
     let len = phrase.len() + separator.len() + detail.len() + 1;
-    error_head(out, error.status, ERROR_TEXT_TYPE.as_bytes(), len, date);
+    let head = ResponseHead {
+        content_type: Some(ERROR_TEXT_TYPE.as_bytes()),
+        keep_alive: false,
+        ..ResponseHead::new(error.status, Framing::Length(len as u64))
+    };
+    head.write_head(date, &[], out);
     if !head_only {
         out.extend_from_slice(phrase);
         out.extend_from_slice(separator);
@@ -184,7 +189,27 @@ pub fn error_response_with(
     head_only: bool,
     date: &DateCache,
 ) {
-    error_head(out, status, content_type, body.len(), date);
+    error_response_kept_if(out, status, content_type, body, head_only, date, None);
+}
+
+/// As [`error_response_with`]; with `kept` (the request's minor version),
+/// the head keeps the connection instead of closing it.
+pub(crate) fn error_response_kept_if(
+    out: &mut Vec<u8>,
+    status: u16,
+    content_type: &[u8],
+    body: &[u8],
+    head_only: bool,
+    date: &DateCache,
+    kept: Option<u8>,
+) {
+    let head = ResponseHead {
+        content_type: Some(content_type),
+        keep_alive: kept.is_some(),
+        version: kept.unwrap_or(1),
+        ..ResponseHead::new(status, Framing::Length(body.len() as u64))
+    };
+    head.write_head(date, &[], out);
     if !head_only {
         out.extend_from_slice(body);
     }
@@ -212,17 +237,6 @@ fn error_text_parts(error: &HttpError) -> (&'static [u8], &'static [u8], &'stati
         b": "
     };
     (phrase, separator, detail)
-}
-
-fn error_head(out: &mut Vec<u8>, status: u16, content_type: &[u8], len: usize, date: &DateCache) {
-    status_line(out, status);
-    out.extend_from_slice(date.line());
-    out.extend_from_slice(b"Content-Type: ");
-    out.extend_from_slice(content_type);
-    out.extend_from_slice(b"\r\n");
-    content_length(out, len as u64);
-    out.extend_from_slice(CLOSE);
-    out.extend_from_slice(b"\r\n");
 }
 
 /// Appends a complete 405 response with the `Allow` header RFC 9110 §15.5.6
