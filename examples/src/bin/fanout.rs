@@ -63,9 +63,9 @@ const NOTES: &str = "With --stats, each core's line is followed by its HTTP and 
   reuses=.. errors_connect=.. errors_exchange=.. deadline=.. cancelled=.. drained=..
   drain_closed=.. stopped=.. loops=.. upstream_5xx=.. ejections=.. ...
 Under first and quorum:K, a branch cut off after its sub-request was sent has the
-rest of its response read in the background (until the deadline at most); its
-connection is pooled again if that response allows (drained), else closed
-(drain_closed).
+rest of its response read and dropped in the background (until the deadline at
+most); its connection is pooled again if that response allows (drained), else
+closed (drain_closed). The branches of a request that failed are closed.
 A request that already passed through this proxy (its Via carries the proxy's
 name, `percore-` and random hex digits) is answered 508 Loop Detected.";
 

@@ -268,6 +268,12 @@ impl Exchange {
         self.parser.may_keep_alive()
     }
 
+    /// From now on, the response's body is only framed, not kept (see
+    /// [`ResponseParser::discard_body`]).
+    pub(crate) fn discard_body(&mut self) {
+        self.parser.discard_body(&mut self.buf);
+    }
+
     /// The connection and the buffer.
     pub(crate) fn into_parts(self) -> (TcpStream, Vec<u8>) {
         (self.conn, self.buf)

@@ -2,7 +2,10 @@
 //! for reuse by reading their responses to the end.
 //!
 //! Under `first` and `quorum:K` the branches still running when the
-//! policy is met are cancelled. A connection cannot be reused in the
+//! policy is met are cancelled. (Those of a request that failed are
+//! closed, not drained: closing tells their upstreams the work is no
+//! longer wanted, which a failure, often of an overloaded upstream set,
+//! calls for more than a saved connect.) A connection cannot be reused in the
 //! middle of a response, so closing them cost a new upstream connection
 //! for each (a soak at `quorum:2`, width 3, connected anew for 18–57 % of
 //! requests and lost about 30 % of its throughput). Instead, a branch cut
@@ -13,7 +16,10 @@
 //! ended cleanly and allows reuse: the same rule as for a branch's own
 //! answer ([`Answer::reusable`]: no `Connection: close`, known framing,
 //! within `max_response_body`, no byte after it). A pooled connection
-//! never holds part of a response.
+//! never holds part of a response. The drain keeps none of the body: it
+//! is framed and dropped as it comes
+//! ([`Exchange::discard_body`]), so a drain holds a read's worth of bytes,
+//! not up to `max_response_body`.
 //!
 //! Bounds: a drain ends at its request's deadline, when the response
 //! shows it cannot be reused (its head says so), or when the server
@@ -104,13 +110,14 @@ impl Drain {
     /// `pool`; closes it at once when that can come to nothing (the server
     /// is stopping, the deadline passed, the head rules out reuse) or
     /// `pool` has its most draining.
-    fn adopt(&self, exchange: Exchange, pool: &Rc<Pool>, until: Instant) {
+    fn adopt(&self, mut exchange: Exchange, pool: &Rc<Pool>, until: Instant) {
         let shared = &self.0;
         let hopeless = percore::is_shutting_down() || !exchange.may_keep_alive() || now() >= until;
         if hopeless || !pool.begin_drain() {
             shared.close(exchange);
             return;
         }
+        exchange.discard_body();
         let job = Draining {
             exchange,
             pool: pool.clone(),

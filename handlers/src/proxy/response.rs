@@ -20,6 +20,9 @@ pub(crate) struct ResponseParser {
     state: State,
     /// When a head that spans reads is worth scanning again.
     retry: HeadRetry,
+    /// Body bytes are dropped as they are decoded (see
+    /// [`discard_body`](Self::discard_body)).
+    discard: bool,
 }
 
 #[derive(Debug)]
@@ -67,6 +70,22 @@ impl ResponseParser {
             head_only,
             state: State::Head { start: 0 },
             retry: HeadRetry::default(),
+            discard: false,
+        }
+    }
+
+    /// From now on the body is framed but not kept: its bytes, those in
+    /// `buf` already and those to come, are dropped as they are decoded,
+    /// so reading a response to its end holds no more than a read's worth
+    /// at a time. The drain needs to know where a response ends, not what
+    /// it says. Limits still count every byte; the answer then locates an
+    /// empty body. A body delimited by the end of stream is kept whole
+    /// (its limit is the buffer's length), but it is never drained: its
+    /// connection cannot be reused.
+    pub(crate) fn discard_body(&mut self, buf: &mut Vec<u8>) {
+        self.discard = true;
+        if let State::Body(body) = &mut self.state {
+            body.forget(buf);
         }
     }
 
@@ -94,11 +113,18 @@ impl ResponseParser {
                         }
                         None if eof => return Err(Failure::Truncated),
                         None => return Ok(None),
-                        Some(Parsed::Whole(answer)) => return Ok(Some(answer)),
+                        Some(Parsed::Whole(mut answer)) => {
+                            if self.discard {
+                                answer.body.end = answer.body.start;
+                            }
+                            return Ok(Some(answer));
+                        }
                         Some(Parsed::Next(next)) => self.state = next,
                     }
                 }
-                State::Body(body) => return Self::feed_body(body, buf, eof, self.limits),
+                State::Body(body) => {
+                    return Self::feed_body(body, buf, eof, self.limits, self.discard)
+                }
             }
         }
     }
@@ -202,6 +228,7 @@ impl ResponseParser {
         buf: &mut Vec<u8>,
         eof: bool,
         limits: ResponseLimits,
+        discard: bool,
     ) -> Result<Option<Answer>, Failure> {
         let Some(decoder) = &mut body.decoder else {
             // Close-delimited: everything up to the end of stream.
@@ -232,6 +259,9 @@ impl ResponseParser {
             }
             body.raw += decoded.consumed;
             if decoded.done {
+                if discard {
+                    body.forget(buf);
+                }
                 return Ok(Some(Answer {
                     status: body.status,
                     body: body.start..body.end,
@@ -252,7 +282,23 @@ impl ResponseParser {
             buf.truncate(buf.len() - (body.raw - body.end));
             body.raw = body.end;
         }
+        if discard {
+            body.forget(buf);
+        }
         Ok(None)
+    }
+}
+
+impl Body {
+    /// Drops the body bytes decoded so far from `buf`, keeping the raw
+    /// bytes after them. Not for a body delimited by the end of stream,
+    /// whose length is the buffer's.
+    fn forget(&mut self, buf: &mut Vec<u8>) {
+        if self.decoder.is_some() && self.end > self.start {
+            buf.drain(self.start..self.end);
+            self.raw -= self.end - self.start;
+            self.end = self.start;
+        }
     }
 }
 

@@ -281,3 +281,93 @@ fn may_keep_alive_once_the_head_is_in() {
         );
     }
 }
+
+/// Feeds `wire` in pieces of `piece` bytes, discarding the body from the
+/// piece that starts at `discard_at` on (as the drain does with a
+/// response a branch had begun to read): the status and reusability, or
+/// the failure, and the most the buffer held after the discard began.
+fn feed_discarding(wire: &[u8], piece: usize, discard_at: usize) -> (Fed, usize) {
+    let mut parser = ResponseParser::new(LIMITS, false);
+    let mut buf = Vec::new();
+    let mut most = 0;
+    for (i, bytes) in wire.chunks(piece).enumerate() {
+        if i * piece == discard_at {
+            parser.discard_body(&mut buf);
+        }
+        buf.extend_from_slice(bytes);
+        let fed = parser.feed(&mut buf, false);
+        if i * piece >= discard_at {
+            most = most.max(buf.len());
+        }
+        match fed {
+            Ok(Some(a)) => {
+                if i * piece >= discard_at {
+                    assert!(a.body.is_empty(), "a discarded body is not located");
+                }
+                return (Ok((a.status, Vec::new(), a.reusable)), most);
+            }
+            Ok(None) => {}
+            Err(e) => return (Err(e), most),
+        }
+    }
+    (Err(Failure::Bad("incomplete")), most)
+}
+
+/// A body discarded as it is decoded, from any point of the response on:
+/// the same end, the same reusability and the same limits as when it is
+/// kept, and the buffer never holds much more than the head and a piece.
+#[test]
+fn discarded_bodies_end_where_kept_ones_do() {
+    let mut chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..10 {
+        chunked.extend_from_slice(b"190\r\n");
+        chunked.extend_from_slice(&[b'c'; 400]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let mut length = b"HTTP/1.1 200 OK\r\nContent-Length: 4000\r\n\r\n".to_vec();
+    length.extend_from_slice(&[b'l'; 4000]);
+    let mut trailing = length.clone();
+    trailing.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+    let mut over = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..3 {
+        over.extend_from_slice(b"800\r\n");
+        over.extend_from_slice(&[b'o'; 2048]);
+        over.extend_from_slice(b"\r\n");
+    }
+    over.extend_from_slice(b"0\r\n\r\n");
+    let cases: [(&[u8], Fed); 4] = [
+        (&chunked, Ok((200, Vec::new(), true))),
+        (&length, Ok((200, Vec::new(), true))),
+        (&trailing, Ok((200, Vec::new(), false))),
+        (&over, Err(Failure::Bad("chunked body over limit"))),
+    ];
+    for (wire, want) in cases {
+        let kept = feed_pieces(wire, &[], false).0;
+        assert_eq!(
+            kept.clone().map(|(s, _, r)| (s, r)),
+            want.clone().map(|(s, _, r)| (s, r)),
+        );
+        for piece in [1, 7, 100, 512] {
+            // Fed in the same pieces, kept: with small pieces the bytes
+            // after a response may come only after it ended.
+            let cuts: Vec<usize> = (piece..wire.len()).step_by(piece).collect();
+            let kept = feed_pieces(wire, &cuts, false)
+                .0
+                .map(|(s, _, r)| (s, Vec::new(), r));
+            for discard_at in (0..wire.len()).step_by(piece).step_by(3) {
+                let (got, most) = feed_discarding(wire, piece, discard_at);
+                assert_eq!(got, kept, "pieces of {piece}, discarding from {discard_at}");
+                // The head (at most 64 bytes here), a piece, a chunk-size
+                // line cut short, and what was read before the discard.
+                let bound = 64 + piece + 8 + discard_at.min(wire.len());
+                let bound = if discard_at == 0 {
+                    64 + piece + 8
+                } else {
+                    bound
+                };
+                assert!(most <= bound, "held {most} bytes (pieces of {piece})");
+            }
+        }
+    }
+}
