@@ -43,6 +43,10 @@ impl Service for Outcomes {
                     res.flush().await?;
                 }
             }
+            "/read" => {
+                req.body().await?;
+                res.send(200, None, b"ok")?;
+            }
             "/stream-then-read" => {
                 res.send(200, None, b"")?;
                 res.flush().await?;
@@ -253,10 +257,18 @@ http_tests! {
         left.shutdown_write();
         left.read_to_end();
         let mut gone = Client::connect(server.addr);
-        let unfinished = format!("POST /ok?{tag}-gone HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+        let unfinished = format!("POST /read?{tag}-gone HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
         gone.send(unfinished.as_bytes());
         gone.shutdown_write();
         gone.expect_eof();
+        // Answered without its body, before the body's rest (never sent)
+        // was to be dropped: the answer stands.
+        let mut answered = Client::connect(server.addr);
+        let unread = format!("POST /ok?{tag}-answered-gone HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+        answered.send(unread.as_bytes());
+        answered.shutdown_write();
+        assert_eq!(answered.response().body, b"ok");
+        answered.read_to_end();
         for (case, method) in [("whole-left", "POST"), ("head-left", "HEAD")] {
             let mut c = Client::connect(server.addr);
             let request = format!("{method} /whole-then-read?{tag}-{case} HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
@@ -275,7 +287,7 @@ http_tests! {
         whole_fail.read_to_end();
         let mut cut = Client::connect(server.addr);
         cut.send(&get(&format!("/slow?{tag}-cut")));
-        wait_until(Duration::from_secs(5), "the slow request to be taken", || server.stats().requests == 10);
+        wait_until(Duration::from_secs(5), "the slow request to be taken", || server.stats().requests == 11);
         server.begin_stop();
         assert_eq!(cut.response().status, 503);
         assert!(server.stop_within(Duration::from_secs(5)).is_some(), "stopped");
@@ -287,6 +299,7 @@ http_tests! {
             ("panic", 500),
             ("left", 200),
             ("gone", 499),
+            ("answered-gone", 200),
             ("whole-left", 200),
             ("head-left", 200),
             ("whole-fail", 200),

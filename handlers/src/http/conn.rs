@@ -76,6 +76,7 @@ enum Next {
 }
 
 /// How one exchange ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
     Keep,
     Close,
@@ -261,14 +262,40 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             let drain = (result.is_ok() || is_refusal(&result, &res))
                 && res.keep_alive
                 && res.streaming != Some(Streaming::UntilClose);
-            let end = match req.body.end_now() {
-                Some(end) => end,
-                None => req.body.finish(drain).await,
+            let (outcome, end) = if drain && req.body.rest_to_come() {
+                // Answered before the rest of the body is read and dropped,
+                // as nginx and Go's net/http do: a client still uploading
+                // gets the service's answer (a 401, a 404) now, not after
+                // its upload, and the answer stands even if the upload
+                // then fails, which only closes the connection.
+                if let Err(e) = &result {
+                    log_failure(h, &req, e, wire.write_failed());
+                }
+                let outcome = complete(h, &wire, exchange, &mut res, result, None, false);
+                let discard = (outcome == Outcome::Keep).then_some(&stop);
+                let end = req.body.finish(discard).await;
+                (after_discard(outcome, &end), end)
+            } else {
+                let end = match req.body.end_now() {
+                    Some(end) => end,
+                    // Nothing to read: a body still to come is left, and
+                    // the connection closes.
+                    None => req.body.finish(None).await,
+                };
+                if let Err(e) = &result {
+                    log_failure(h, &req, e, end.failure.is_some() || wire.write_failed());
+                }
+                let outcome = complete(
+                    h,
+                    &wire,
+                    exchange,
+                    &mut res,
+                    result,
+                    end.failure,
+                    end.abandoned,
+                );
+                (outcome, end)
             };
-            if let Err(e) = &result {
-                log_failure(h, &req, e, end.failure.is_some() || wire.write_failed());
-            }
-            let outcome = complete(h, &wire, exchange, &mut res, result, &end);
             // `res` and `req` end here, releasing the buffers they borrow.
             shrink(&mut res_body);
             shrink(&mut gather);
@@ -323,6 +350,26 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
     }
 }
 
+/// How an exchange answered before its body's rest was read ends, once
+/// that rest was read and dropped (`end`): kept if it all came, else
+/// closed (after the answer goes out), or aborted if the client left.
+fn after_discard(outcome: Outcome, end: &BodyEnd) -> Outcome {
+    match end.failure {
+        _ if outcome != Outcome::Keep => outcome,
+        Some(Failure::Gone) => Outcome::Abort,
+        Some(Failure::Refused(e)) => {
+            tracing::debug!(
+                status = e.status,
+                reason = e.reason,
+                "request body refused after the answer; closing"
+            );
+            Outcome::Close
+        }
+        None if end.abandoned => Outcome::Close,
+        None => Outcome::Keep,
+    }
+}
+
 /// Puts the answer to one exchange in the output.
 fn complete<S: Service>(
     h: &HttpHandler<S>,
@@ -330,9 +377,10 @@ fn complete<S: Service>(
     exchange: Exchange<'_>,
     res: &mut Response<'_>,
     result: io::Result<()>,
-    end: &BodyEnd,
+    failure: Option<Failure>,
+    abandoned: bool,
 ) -> Outcome {
-    if end.failure == Some(Failure::Gone) || wire.write_failed() {
+    if failure == Some(Failure::Gone) || wire.write_failed() {
         // Nothing more reaches a client that left or stopped reading,
         // whatever the service made of the failed write (and after a lost
         // write, nothing more may follow on this connection); but a head
@@ -345,7 +393,7 @@ fn complete<S: Service>(
         return Outcome::Abort;
     }
     // The layer's refusal, or (`None`) the service's error.
-    let failed = match (end.failure, &result) {
+    let failed = match (failure, &result) {
         (Some(Failure::Refused(e)), _) => Some((e, Some(Reason::refusal(e.status)))),
         // (`Gone` returned above.)
         (_, Err(e)) => Some((service_error(e), None)),
@@ -375,8 +423,7 @@ fn complete<S: Service>(
         sent(h, wire, Some(exchange), e.status, reason);
         // After a service's 4xx the stream is sound when the request was
         // read to its end: the connection is kept, as after any answer.
-        let kept =
-            reason.is_none() && res.keep_alive && !end.abandoned && !percore::is_shutting_down();
+        let kept = reason.is_none() && res.keep_alive && !abandoned && !percore::is_shutting_down();
         if kept {
             let (head_only, version) = (res.head_only, res.version);
             answer_error_kept(h, wire, &e, head_only, version, res.body);
@@ -388,7 +435,7 @@ fn complete<S: Service>(
     // The stop may have begun while the service ran (say, while it read a
     // slow body): this is then the last response.
     let close = !res.keep_alive
-        || end.abandoned
+        || abandoned
         || res.streaming == Some(Streaming::UntilClose)
         || percore::is_shutting_down();
     match res.streaming {

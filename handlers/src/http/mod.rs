@@ -75,8 +75,13 @@
 //!   ([`Request::body`] collects, [`Request::chunk`] streams). A body the
 //!   service leaves unread is read and discarded once the service has
 //!   returned, within the body limit and deadline, so the next request is
-//!   found; the answer goes out after it (a body over the limit turns it
-//!   into a 413), so a client that uploads slowly gets it late.
+//!   found. What had come by then decides first (a body over the limit,
+//!   or malformed, turns the answer into a 413 or a 400); if more is to
+//!   come, the answer goes out at once, as nginx and Go's `net/http` do,
+//!   and the rest is read and dropped after it: a client still uploading
+//!   gets its 401 or 404 without finishing. If that rest then goes over
+//!   the limit, stops coming (the body timeout) or the server stops, the
+//!   connection is closed, the answer standing.
 //! - **`Expect: 100-continue`**: `100 Continue` goes out only when the
 //!   service asks for a body that has not arrived. If it answers without
 //!   reading it, the response carries `Connection: close` (RFC 9110

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use percore::buf::RecvBuf;
 
-use super::wire::{after, Waited, Wire};
+use super::wire::{after, StopSlot, Waited, Wire};
 use super::{BodyDecoder, BodyKind, Config, Header, HttpError, Limits, RequestHead, CONTINUE_100};
 
 /// One request, as a [`Service`](super::Service) sees it.
@@ -22,9 +22,10 @@ use super::{BodyDecoder, BodyKind, Config, Header, HttpError, Limits, RequestHea
 /// [`Service::body_limit`](super::Service::body_limit)), beyond which the
 /// client gets 413. A client that sent
 /// `Expect: 100-continue` gets its `100 Continue` only then; a body the
-/// service never asks for is read and discarded when the service returns,
-/// before its answer goes out, or the connection is closed if the client
-/// is still waiting for permission.
+/// service never asks for is read and discarded when the service returns
+/// (after its answer, if the rest is still to come; see the
+/// [module docs](super)), or the connection is closed if the client is
+/// still waiting for permission.
 pub struct Request<'r> {
     head: RequestHead<'r, 'r>,
     pub(crate) body: BodyReader<'r>,
@@ -305,7 +306,7 @@ impl<'r> BodyReader<'r> {
                     self.gather.extend_from_slice(bytes.unwrap_or_default());
                 }
                 Step::Done => return Ok(None),
-                Step::NeedMore => self.fill().await?,
+                Step::NeedMore => self.fill(None).await?,
             }
         }
     }
@@ -318,7 +319,7 @@ impl<'r> BodyReader<'r> {
                     return Ok(self.lease.as_deref().and_then(|l| l.get(range)))
                 }
                 Step::Done => return Ok(None),
-                Step::NeedMore => self.fill().await?,
+                Step::NeedMore => self.fill(None).await?,
             }
         }
     }
@@ -360,8 +361,9 @@ impl<'r> BodyReader<'r> {
     /// (RFC 9110 §15.2: interim answers come before the final one): the
     /// client has that head instead, and sends the body on seeing it or
     /// after its own wait; the expectation stays unmet, so a body left
-    /// unread closes the connection.
-    async fn fill(&mut self) -> io::Result<()> {
+    /// unread closes the connection. With `stop`, the wait also ends when
+    /// the server begins to stop.
+    async fn fill(&mut self, stop: Option<&StopSlot>) -> io::Result<()> {
         if self.expect == Expect::Waiting && !self.wire.head_out() {
             self.expect = Expect::Sent;
             self.wire
@@ -379,7 +381,7 @@ impl<'r> BodyReader<'r> {
             .get_or_insert_with(|| after(percore::time::now(), self.config.body_timeout));
         let wire = self.wire;
         self.awaiting_client = true;
-        let waited = wire.wait(wire.conn.read(), deadline, None).await;
+        let waited = wire.wait(wire.conn.read(), deadline, stop).await;
         self.awaiting_client = false;
         match waited {
             Waited::Done(Ok(Some(buf))) => {
@@ -420,11 +422,31 @@ impl<'r> BodyReader<'r> {
         (self.failure.is_some() || self.decoder.is_done()).then(|| self.end(false))
     }
 
-    /// Ends the body after the service returned: with `drain`, reads and
-    /// discards what the service left (bounded by the body limit and
-    /// deadline) so the connection can serve the next request; without,
+    /// Decodes the body bytes at hand (after the service returned) and
+    /// says whether the rest is still to come from the client, so that the
+    /// answer can go out before it is read and dropped. Not when the body
+    /// ended or failed (a refusal answers instead), nor for a client that
+    /// waits for `100 Continue` (it may never send the rest: the
+    /// connection closes after the answer).
+    pub(crate) fn rest_to_come(&mut self) -> bool {
+        if self.expect == Expect::Waiting {
+            return false;
+        }
+        loop {
+            match self.step() {
+                Ok(Step::Data(..)) => {}
+                Ok(Step::Done) | Err(_) => return false,
+                Ok(Step::NeedMore) => return true,
+            }
+        }
+    }
+
+    /// Ends the body after the service returned. With `discard` (the
+    /// answer is out, or on its way), reads and drops what the service left,
+    /// bounded by the body limit and deadline and by the stop the slot
+    /// watches, so that the connection can serve the next request; without,
     /// leaves it and asks for a close.
-    pub(crate) async fn finish(&mut self, drain: bool) -> BodyEnd {
+    pub(crate) async fn finish(&mut self, discard: Option<&StopSlot>) -> BodyEnd {
         let mut abandoned = false;
         loop {
             match self.step() {
@@ -433,12 +455,12 @@ impl<'r> BodyReader<'r> {
                 // RFC 9110 §10.1.1: a server that answers without reading
                 // the body of an `Expect: 100-continue` request must close
                 // (or read it anyway, but the client may never send it).
-                Ok(Step::NeedMore) if !drain || self.expect == Expect::Waiting => {
+                Ok(Step::NeedMore) if discard.is_none() || self.expect == Expect::Waiting => {
                     abandoned = true;
                     break;
                 }
                 Ok(Step::NeedMore) => {
-                    if self.fill().await.is_err() {
+                    if self.fill(discard).await.is_err() {
                         break;
                     }
                 }

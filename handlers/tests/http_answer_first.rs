@@ -1,0 +1,146 @@
+//! A service that answers without reading the whole body, while the rest
+//! of that body is still to come from the client, on both backends: the
+//! answer goes out at once, then the rest is read and dropped. The
+//! connection is kept if the rest comes whole (and its bytes are never
+//! taken for a request), and closed, the answer standing, if it goes over
+//! the body limit, never comes, or the server stops.
+
+#[macro_use]
+#[path = "support/http.rs"]
+mod common;
+
+use std::io;
+use std::time::Duration;
+
+use common::*;
+use percore_handlers::http::HttpError;
+
+/// `/refuse` is refused with a 404 (a service's `HttpError`); any other
+/// path is answered 200 with itself. Neither reads the body.
+struct Unread;
+
+impl Service for Unread {
+    async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+        if req.path() == "/refuse" {
+            return Err(HttpError {
+                status: 404,
+                reason: "no such thing",
+            }
+            .into());
+        }
+        res.send(200, None, req.path().as_bytes())?;
+        Ok(())
+    }
+}
+
+fn server(backend: Backend, config: Config) -> TestServer {
+    TestServer::start(backend, config, || Unread)
+}
+
+/// The head of a request whose body is `framing`.
+fn head(path: &str, framing: &str) -> Vec<u8> {
+    format!("POST {path} HTTP/1.1\r\nHost: t\r\n{framing}\r\n\r\n").into_bytes()
+}
+
+/// The answer comes while the upload is unfinished; the rest of the body,
+/// whose bytes look like a request, is dropped, and the next request on
+/// the connection is answered as the next.
+fn kept_after_the_rest(backend: Backend, path: &str, status: u16) {
+    let srv = server(backend, short_config());
+    let mut c = Client::connect(srv.addr);
+    let rest = b"GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n";
+    let length = format!("Content-Length: {}", 5 + rest.len());
+    c.send(&[head(path, &length), b"hello".to_vec()].concat());
+    let r = c.response();
+    assert_eq!(r.status, status);
+    assert!(!r.closes(), "kept while the rest may still come whole");
+    c.send(rest);
+    let r = c.roundtrip(&get("/next"));
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"/next"[..]));
+    let r = c.roundtrip(&get("/last"));
+    assert_eq!(r.body, b"/last", "nothing answered in between");
+}
+
+/// A chunked rest that goes over the body limit after the answer: the
+/// connection closes with nothing more sent (no 413 after the answer).
+fn closed_over_the_limit(backend: Backend) {
+    let mut config = short_config();
+    config.limits.max_body = 16;
+    let srv = server(backend, config);
+    let mut c = Client::connect(srv.addr);
+    c.send(
+        &[
+            head("/up", "Transfer-Encoding: chunked"),
+            b"5\r\nhello\r\n".to_vec(),
+        ]
+        .concat(),
+    );
+    assert_eq!(c.response().body, b"/up");
+    c.send(
+        &[
+            b"20\r\n".to_vec(),
+            vec![b'x'; 32],
+            b"\r\n0\r\n\r\n".to_vec(),
+        ]
+        .concat(),
+    );
+    c.expect_eof();
+    assert_eq!(
+        srv.http_stats().status_4xx,
+        0,
+        "the answer stood: {}",
+        srv.http_stats()
+    );
+}
+
+/// A rest that never comes: closed at the body timeout, the answer out
+/// long before.
+fn closed_at_the_body_timeout(backend: Backend) {
+    let config = short_config();
+    let timeout = config.body_timeout;
+    let srv = server(backend, config);
+    let mut c = Client::connect(srv.addr);
+    c.send(&[head("/up", "Content-Length: 10"), b"abc".to_vec()].concat());
+    assert_eq!(c.response().body, b"/up");
+    let waited = c.expect_eof_within(timeout * 5);
+    assert!(waited >= timeout / 2, "closed after {waited:?}");
+}
+
+/// A stop while the rest is awaited closes the connection at once, not
+/// at the body timeout (30 s by default).
+fn closed_by_the_stop(backend: Backend) {
+    let mut srv = server(backend, Config::default());
+    let mut c = Client::connect(srv.addr);
+    c.send(&[head("/up", "Content-Length: 10"), b"abc".to_vec()].concat());
+    assert_eq!(c.response().body, b"/up");
+    srv.begin_stop();
+    c.expect_eof_within(Duration::from_secs(5));
+    assert!(srv.stop_within(Duration::from_secs(5)).is_some(), "stopped");
+}
+
+http_tests! {
+    /// See [`kept_after_the_rest`].
+    fn an_answer_comes_before_the_upload_ends(backend) {
+        kept_after_the_rest(backend, "/up", 200);
+    }
+
+    /// See [`kept_after_the_rest`]: a service's 4xx is answered first too.
+    fn a_refusal_comes_before_the_upload_ends(backend) {
+        kept_after_the_rest(backend, "/refuse", 404);
+    }
+
+    /// See [`closed_over_the_limit`].
+    fn a_rest_over_the_limit_closes_after_the_answer(backend) {
+        closed_over_the_limit(backend);
+    }
+
+    /// See [`closed_at_the_body_timeout`].
+    fn a_rest_that_never_comes_closes_at_the_body_timeout(backend) {
+        closed_at_the_body_timeout(backend);
+    }
+
+    /// See [`closed_by_the_stop`].
+    fn a_stop_ends_the_wait_for_the_rest(backend) {
+        closed_by_the_stop(backend);
+    }
+}
