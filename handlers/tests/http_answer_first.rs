@@ -118,7 +118,47 @@ fn closed_by_the_stop(backend: Backend) {
     assert!(srv.stop_within(Duration::from_secs(5)).is_some(), "stopped");
 }
 
+/// Bodies the service never reads, holding request-like bytes, between
+/// requests: one by length, one chunked, one refused, the last closing.
+const UNREAD: &[u8] = b"POST /cl HTTP/1.1\r\nHost: t\r\nContent-Length: 32\r\n\r\n\
+GET /in-cl HTTP/1.1\r\nHost: t\r\n\r\n\
+GET /between HTTP/1.1\r\nHost: t\r\n\r\n\
+PUT /refuse HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
+23\r\nGET /in-chunk HTTP/1.1\r\nHost: t\r\n\r\n\r\n0\r\n\r\n\
+POST /ch HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n\
+3\r\nabc\r\n0\r\nX-T: GET /in-trailer\r\n\r\n\
+GET /last HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nConnection: close\r\n\r\nend";
+
+/// [`UNREAD`] split in two at every byte, with a pause so that the
+/// server sees two reads (and, for a split inside a body, answers before
+/// the rest comes): the same bytes back every time, none of the bodies'
+/// request-like bytes answered.
+fn unread_bodies_split_everywhere(backend: Backend) {
+    let srv = server(backend, Config::default());
+    let whole = normalize_dates(&exchange(srv.addr, UNREAD));
+    assert_eq!(statuses(&whole), [200, 200, 404, 200, 200]);
+    let text = String::from_utf8_lossy(&whole);
+    assert!(!text.contains("/in-"), "{text}");
+    for cut in 1..UNREAD.len() {
+        let mut c = Client::connect(srv.addr);
+        c.send(&UNREAD[..cut]);
+        std::thread::sleep(Duration::from_millis(1));
+        c.send(&UNREAD[cut..]);
+        let got = normalize_dates(&c.read_to_end());
+        assert!(
+            got == whole,
+            "split at {cut} differs:\n{}\n---\n{text}",
+            String::from_utf8_lossy(&got),
+        );
+    }
+}
+
 http_tests! {
+    /// See [`unread_bodies_split_everywhere`].
+    fn unread_bodies_split_at_every_position(backend) {
+        unread_bodies_split_everywhere(backend);
+    }
+
     /// See [`kept_after_the_rest`].
     fn an_answer_comes_before_the_upload_ends(backend) {
         kept_after_the_rest(backend, "/up", 200);
