@@ -35,7 +35,7 @@ pub const HTTP_USAGE: &str =
 /// What `--stats` adds for an HTTP server, for the end of its help.
 pub const HTTP_STATS_USAGE: &str =
     "With --stats, each core's line is followed by the responses it sent:
-  stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=..
+  TIME stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=..
   service_errors=.. cut_off=..";
 
 /// The HTTP layer's settings: the defaults, changed by the [`HTTP_FLAGS`]

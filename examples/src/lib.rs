@@ -194,7 +194,8 @@ pub const COMMON_USAGE: &str = "  --port N              TCP port (0 picks a free
   --wait-batch-us N     io_uring: a busy core waits up to N µs for a batch of
                         completions (fewer syscalls with many connections, slower with
                         a few dozen busy ones; default 0 = off; at most 1000000)
-  --stats               print a line of counters per core every second
+  --stats               print a line of counters per core every second (after
+                        the time, RFC 3339 UTC, as the log's lines)
   --take-over           share the port with the server already on it, to replace
                         it without refusing connections: start this, then stop
                         that one (same user; see net.ipv4.tcp_migrate_req)
@@ -259,9 +260,10 @@ where
 }
 
 /// [`run`], with counters of the binary's own in the `--stats` output:
-/// once a second, after each core's `stats cpu=N ...` line, `extra(index)`
-/// (the core's position in the server's core list) gives the text of
-/// more lines for that core, each printed as `stats cpu=N TEXT` (see
+/// once a second, after each core's `TIME stats cpu=N ...` line,
+/// `extra(index)` (the core's position in the server's core list) gives
+/// the text of more lines for that core, each printed as
+/// `TIME stats cpu=N TEXT` (see
 /// [`CoreReaders`]). Their keys should not repeat the core line's.
 ///
 /// # Errors
@@ -305,17 +307,27 @@ where
             .name("stats".into())
             .spawn(move || loop {
                 std::thread::sleep(Duration::from_secs(1));
+                let at = timestamp();
                 for (index, line) in stopper_stats.snapshot().into_iter().enumerate() {
                     // Not `eprintln!`, which panics once stderr's reader is
                     // gone: the lines are dropped then, as the log's are.
-                    let _ = writeln!(io::stderr(), "stats {line}");
+                    let _ = writeln!(io::stderr(), "{at} stats {line}");
                     for more in extra(index) {
-                        let _ = writeln!(io::stderr(), "stats cpu={} {more}", line.cpu);
+                        let _ = writeln!(io::stderr(), "{at} stats cpu={} {more}", line.cpu);
                     }
                 }
             })?;
     }
     handle.join()
+}
+
+/// The time now as the log's lines give it (RFC 3339, UTC), so that a
+/// `--stats` line can be placed among them and rates computed from two.
+fn timestamp() -> String {
+    use tracing_subscriber::fmt::{format::Writer, time::FormatTime};
+    let mut at = String::new();
+    let _ = tracing_subscriber::fmt::time::SystemTime.format_time(&mut Writer::new(&mut at));
+    at
 }
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ fn field(line: &str, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key}= in {line}"))
 }
 
-/// Waits up to 5 s for a periodic proxy line (`stats cpu=N fanout ...`)
+/// Waits up to 5 s for a periodic proxy line (`TIME stats cpu=N fanout ...`)
 /// showing `requests` fanned-out requests; returns it.
 fn proxy_stats_line(child: &ChildServer, requests: u64) -> String {
     let wanted = format!(" fanout requests={requests} ");
@@ -82,7 +82,7 @@ fn proxy_stats_line(child: &ChildServer, requests: u64) -> String {
         let log = child.log();
         let line = log
             .lines()
-            .rfind(|l| l.starts_with("stats cpu=") && l.contains(&wanted));
+            .rfind(|l| l.contains(" stats cpu=") && l.contains(&wanted));
         if let Some(line) = line {
             return line.to_owned();
         }
@@ -141,10 +141,13 @@ fn stats_lines_carry_the_proxy_counters() {
         assert_eq!(field(&line, "errors_connect"), 0, "{line}");
         // It follows its core's own line.
         let log = px.log();
-        let cpu = line.split_whitespace().nth(1).expect("cpu=N");
+        // After the time, as the log's own lines give it.
+        let at = line.split_whitespace().next().unwrap_or_default();
+        assert!(at.contains('T') && at.ends_with('Z'), "{line}");
+        let cpu = line.split_whitespace().nth(2).expect("cpu=N");
         assert!(
             log.lines()
-                .any(|l| l.starts_with(&format!("stats {cpu} backend={backend}"))),
+                .any(|l| l.contains(&format!(" stats {cpu} backend={backend}"))),
             "{log}"
         );
         stop(px);

@@ -58,8 +58,8 @@ const USAGE: &str =
 
 /// The end of the help: what `--stats` adds, draining, and loops.
 const NOTES: &str = "With --stats, each core's line is followed by its HTTP and proxy counters:
-  stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=.. ...
-  stats cpu=N fanout requests=.. failed=.. failed_504=.. sub_requests=.. connects=..
+  TIME stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=.. ...
+  TIME stats cpu=N fanout requests=.. failed=.. failed_504=.. sub_requests=.. connects=..
   reuses=.. errors_connect=.. errors_exchange=.. deadline=.. cancelled=.. drained=..
   drain_closed=.. stopped=.. loops=.. upstream_5xx=.. ejections=.. ...
 Under first and quorum:K, a branch cut off after its sub-request was sent has the
