@@ -83,7 +83,38 @@ fn expect_stats(server: &TestServer, want: HttpStats) {
     });
 }
 
+/// Answers `/status` with its handler's counters and its core's
+/// accepted connections; any other path with 200.
+struct Status(HttpStatsReader);
+
+impl Service for Status {
+    async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+        if req.path() == "/status" {
+            let core = percore::core_stats();
+            let body = format!("accepted={} {}", core.accepted, self.0.snapshot());
+            res.send(200, Some(b"text/plain"), body.as_bytes())?;
+        } else {
+            res.send(200, None, b"")?;
+        }
+        Ok(())
+    }
+}
+
 http_tests! {
+    /// A service built with `HttpHandler::with_stats` reads its own
+    /// counters, and `percore::core_stats` its core's, while it serves.
+    fn a_service_reads_its_counters(backend) {
+        let server = TestServer::start_with_stats(backend, Config::default(), Status);
+        for _ in 0..3 {
+            Client::connect(server.addr).roundtrip(&get("/x"));
+        }
+        wait_until(Duration::from_secs(5), "the counters", || server.http_stats().status_2xx == 3);
+        let r = Client::connect(server.addr).roundtrip(&get("/status"));
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(body.starts_with("accepted=4 2xx=3 "), "{body}");
+    }
+
+
     /// The service's own answers count by class only, and so does a 4xx
     /// `HttpError` it returns (its refusal of the request); its other
     /// errors and its panics count as service errors too.

@@ -180,6 +180,19 @@ pub fn count_requests(n: u64) {
     context::try_with_core(|core| core.shared.stats.requests.add(n));
 }
 
+/// This core's counters now, as [`StatsReader::snapshot`] gives each
+/// core's (for a handler's own metrics or status endpoint; another core's
+/// are a [`submit_to`] away). The gauges among them (`in_flight`,
+/// `panics`, `cpu_time`) are as of the core's last loop turn, `cpu_time`
+/// within 100 ms.
+///
+/// # Panics
+///
+/// Outside a percore core thread.
+pub fn core_stats() -> StatsSnapshot {
+    context::with_core(|core| core.shared.stats.snapshot(core.shared.cpu))
+}
+
 /// The backend the current core runs.
 ///
 /// # Panics

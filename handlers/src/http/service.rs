@@ -192,15 +192,43 @@ impl<S: Service> HttpHandler<S> {
 
     /// A handler with `config`.
     pub fn with_config(service: S, config: Config) -> Self {
+        Self::with_stats(config, |_| service)
+    }
+
+    /// A handler with `config`, whose service `make` builds from a reader
+    /// of the handler's own counters: for a service that reports them
+    /// itself (a metrics or status endpoint; the core's own counters are
+    /// [`percore::core_stats`]).
+    ///
+    /// ```
+    /// use std::io;
+    /// use percore_handlers::http::{Config, HttpHandler, HttpStatsReader, Request, Response, Service};
+    ///
+    /// struct Status(HttpStatsReader);
+    ///
+    /// impl Service for Status {
+    ///     async fn call(&self, _: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+    ///         let core = percore::core_stats();
+    ///         let body = format!("accepted={} {}\n", core.accepted, self.0.snapshot());
+    ///         res.send(200, Some(b"text/plain"), body.as_bytes())?;
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// let handler = HttpHandler::with_stats(Config::default(), Status);
+    /// # drop(handler);
+    /// ```
+    pub fn with_stats(config: Config, make: impl FnOnce(HttpStatsReader) -> S) -> Self {
+        let counters = Arc::<Counters>::default();
         Self {
-            service,
+            service: make(counters.reader()),
             config,
             date: SharedDate::default(),
             stop: Rc::new(StopWatch::default()),
             failures: LogLimit::default(),
             cut_off: LogLimit::default(),
             error_body_panics: LogLimit::default(),
-            counters: Arc::default(),
+            counters,
         }
     }
 

@@ -132,6 +132,16 @@ impl TestServer {
         S: Service,
         F: Fn() -> S + Send + Sync + 'static,
     {
+        Self::start_with_stats(backend, config, move |_| make())
+    }
+
+    /// Serves the service `make` builds (once per core) from a reader of
+    /// its handler's counters.
+    pub fn start_with_stats<S, F>(backend: Backend, config: Config, make: F) -> TestServer
+    where
+        S: Service,
+        F: Fn(HttpStatsReader) -> S + Send + Sync + 'static,
+    {
         let cpu = percore::runtime::cpus::available()
             .first()
             .copied()
@@ -144,7 +154,7 @@ impl TestServer {
             .backend(backend)
             .drain_timeout(Duration::from_secs(2))
             .start(move |_core| {
-                let handler = HttpHandler::with_config(make(), config);
+                let handler = HttpHandler::with_stats(config, &make);
                 *registry.lock().unwrap() = Some(handler.stats_reader());
                 handler
             })
