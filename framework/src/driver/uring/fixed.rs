@@ -1,7 +1,7 @@
 //! The core's registered write pool, and the start-up probe of whether this
 //! kernel sends from registered buffers.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
 use io_uring::{opcode, types};
@@ -50,7 +50,9 @@ impl Driver {
         if ok != 0 {
             return false;
         }
-        let (a, b) = (crate::sys::owned_fd(fds[0]), crate::sys::owned_fd(fds[1]));
+        // SAFETY: socketpair just created both fds (it returned 0), and
+        // nothing else owns them.
+        let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         let sqe = opcode::Send::new(types::Fd(a.as_raw_fd()), first, 1)
             .ioprio(RECVSEND_FIXED_BUF)
             .buf_group(0)

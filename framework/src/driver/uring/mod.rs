@@ -309,13 +309,12 @@ impl Driver {
             // The kernel never saw it: complete it with the error, so its
             // future ends instead of waiting for a completion that cannot
             // come.
-            self.dispatch(
-                key.0 as u64,
-                Cqe {
-                    res: -errno,
-                    flags: 0,
-                },
-            );
+            let failed = Cqe {
+                res: -errno,
+                flags: 0,
+            };
+            // SAFETY: a negative result with no flags carries nothing.
+            unsafe { self.dispatch(key.0 as u64, failed) };
         }
         key
     }
@@ -442,7 +441,8 @@ impl Driver {
                 }
             }
             for &(user_data, res, flags) in &batch[..n] {
-                self.dispatch(user_data, Cqe { res, flags });
+                // SAFETY: straight from the CQ, and each entry is read once.
+                unsafe { self.dispatch(user_data, Cqe { res, flags }) };
             }
             total += n as u32;
             if n < batch.len() {
@@ -451,7 +451,14 @@ impl Driver {
         }
     }
 
-    fn dispatch(&mut self, user_data: u64, cqe: Cqe) {
+    /// Hands a completion to its operation's slot.
+    ///
+    /// # Safety
+    ///
+    /// `cqe` is a completion the kernel posted for `user_data`, dispatched
+    /// once, or one that carries nothing (a negative result, no flags): the
+    /// buffer it names and the fd it carries go only where this puts them.
+    unsafe fn dispatch(&mut self, user_data: u64, cqe: Cqe) {
         match user_data {
             CANCEL_TOKEN => return,
             WAKE_TOKEN => {
@@ -513,7 +520,10 @@ impl Driver {
                 }
             }
             OpState::Orphaned => {
-                self.cleanup(kind, cqe);
+                // SAFETY: a completion the kernel posted, seen once (this
+                // function's contract); the slot's owner is gone, so it goes
+                // to nobody else.
+                unsafe { self.cleanup(kind, cqe) };
                 if !more {
                     if let Some(retained) = self.remove_op(key) {
                         self.graveyard.push(retained);
