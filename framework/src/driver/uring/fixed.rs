@@ -79,7 +79,11 @@ impl Driver {
                 break;
             }
         }
-        drop((a, b));
+        // An enter that failed may have left the send queued: its socket
+        // stays open until it is submitted, so that it cannot reach
+        // whatever reuses the descriptor's number.
+        self.keep_open_until_submitted(std::rc::Rc::new(a));
+        drop(b);
         tracing::debug!(?result, "fixed-buffer send probe");
         result == Some(1)
     }
