@@ -42,12 +42,11 @@ pub(crate) fn poll_accept(
                         let sqe = opcode::AcceptMulti::new(types::Fd(fd.as_raw_fd()))
                             .flags(flags)
                             .build();
-                        Standing::Multishot(d.push(
-                            sqe,
-                            OpKind::Accept,
-                            true,
-                            Retained::Fd(fd.retain()),
-                        ))
+                        // SAFETY: the SQE points at no memory, and the slot
+                        // keeps the listener open.
+                        Standing::Multishot(unsafe {
+                            d.push(sqe, OpKind::Accept, true, Retained::Fd(fd.retain()))
+                        })
                     } else {
                         let sqe = opcode::Accept::new(
                             types::Fd(fd.as_raw_fd()),
@@ -56,12 +55,11 @@ pub(crate) fn poll_accept(
                         )
                         .flags(flags)
                         .build();
-                        Standing::Single(d.push(
-                            sqe,
-                            OpKind::Accept,
-                            false,
-                            Retained::Fd(fd.retain()),
-                        ))
+                        // SAFETY: the address pointers are null, and the slot
+                        // keeps the listener open.
+                        Standing::Single(unsafe {
+                            d.push(sqe, OpKind::Accept, false, Retained::Fd(fd.retain()))
+                        })
                     };
                     standing.set(key);
                 }

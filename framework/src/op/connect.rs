@@ -53,12 +53,17 @@ impl Future for Connect<'_> {
                         addr.len,
                     )
                     .build();
-                    d.push(
-                        sqe,
-                        OpKind::Connect,
-                        false,
-                        Retained::Connect(this.fd.retain(), addr),
-                    )
+                    // SAFETY: the SQE points into `addr`'s box, which the
+                    // slot keeps to the completion, and names `this.fd`, which
+                    // the slot keeps open too.
+                    unsafe {
+                        d.push(
+                            sqe,
+                            OpKind::Connect,
+                            false,
+                            Retained::Connect(this.fd.retain(), addr),
+                        )
+                    }
                 });
                 match d.poll_op(key, cx) {
                     Poll::Pending => Poll::Pending,
