@@ -128,7 +128,9 @@ fn poll_uring(
                             "receive completion without a buffer",
                         )));
                     };
-                    let buf = RecvBuf::from_ring(ring.clone(), bid, n);
+                    // SAFETY: `bid` and `n` come from the completion that
+                    // `poll_stream` just handed out, once, to this receive.
+                    let buf = unsafe { RecvBuf::from_ring(ring.clone(), bid, n) };
                     if n == ring.buf_size() && !pool_reads.replace(true) {
                         // What the multishot has queued is read first.
                         d.end_stream_for_bulk(key);

@@ -146,7 +146,11 @@ impl Driver {
         // Multishot accept and receive arrived in 5.19/6.0; bundles (6.10)
         // prove a kernel new enough for both without a version parse.
         let multishot = params.is_feature_recvsend_bundle() && !fault::no_multishot();
-        let buf_ring = match BufRing::register(&ring, buf_config.count, buf_config.size) {
+        // SAFETY: `ring` is the driver's first field, dropped before
+        // `buf_ring`; a teardown that cannot wait for its receives leaks the
+        // buffer ring.
+        let registered = unsafe { BufRing::register(&ring, buf_config.count, buf_config.size) };
+        let buf_ring = match registered {
             Ok(ring) => Some(Rc::new(ring)),
             Err(e) => {
                 warn_once(&NO_BUF_RING, || {

@@ -222,7 +222,9 @@ impl super::Driver {
     pub(super) unsafe fn cleanup(&mut self, kind: OpKind, cqe: Cqe) {
         if let Some(bid) = cqueue::buffer_select(cqe.flags) {
             if let Some(ring) = &self.buf_ring {
-                ring.recycle(bid);
+                // SAFETY: per the contract, the completion's buffer is held
+                // by nobody else.
+                unsafe { ring.recycle(bid) };
             }
         }
         if kind == OpKind::Accept && cqe.res >= 0 {
