@@ -1,35 +1,36 @@
 //! Thin, checked wrappers over the libc calls percore makes directly.
 //!
-//! Everything that calls `libc::` outside the drivers goes through here, so
-//! errno handling lives in one place: the [`syscall!`] macro turns a `-1`
-//! return into `io::Error::last_os_error()`.
+//! Each libc call is an `unsafe` block of its own, at its call site, with
+//! the reason it is sound; [`cvt`] turns a `-1` return into
+//! `io::Error::last_os_error()`. The wrappers take descriptors as
+//! [`BorrowedFd`], so the descriptor is open for the whole call.
 
 use std::io;
 use std::mem;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-/// Calls a libc function and maps a `-1` result to the thread's `errno`.
-///
-/// The call is `unsafe`, but the macro does not make its caller write the
-/// keyword: every use is an unsafe call whose arguments must satisfy the
-/// libc function's contract (pointers valid for what the kernel reads or
-/// writes, descriptors the caller owns or borrows), and each use that
-/// passes a pointer or an fd it does not own says why in a `SAFETY`
-/// comment of its own.
-macro_rules! syscall {
-    ($fn:ident ( $($arg:expr),* $(,)? )) => {{
-        // SAFETY: the caller's contract, stated at each use (above).
-        #[allow(clippy::macro_metavars_in_unsafe)]
-        let res = unsafe { libc::$fn($($arg),*) };
-        if res == -1 {
-            Err(std::io::Error::last_os_error())
-        } else {
-            Ok(res)
-        }
-    }};
+/// A libc return type whose failure value is `-1`.
+pub(crate) trait MinusOne: Copy + PartialEq {
+    const MINUS_ONE: Self;
 }
-pub(crate) use syscall;
+
+impl MinusOne for libc::c_int {
+    const MINUS_ONE: Self = -1;
+}
+
+impl MinusOne for libc::ssize_t {
+    const MINUS_ONE: Self = -1;
+}
+
+/// Maps libc's `-1` failure return to the thread's `errno`.
+pub(crate) fn cvt<T: MinusOne>(res: T) -> io::Result<T> {
+    if res == T::MINUS_ONE {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(res)
+    }
+}
 
 /// A socket address in the kernel's representation, with its length.
 #[derive(Clone, Copy)]
@@ -130,111 +131,120 @@ fn family(addr: &SocketAddr) -> libc::c_int {
 
 /// A non-blocking, close-on-exec TCP socket for `addr`'s family.
 pub(crate) fn tcp_socket(addr: &SocketAddr) -> io::Result<OwnedFd> {
-    let fd = syscall!(socket(
-        family(addr),
-        libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-        0
-    ))?;
+    // SAFETY: socket(2) takes no pointers and only creates a descriptor.
+    let fd = cvt(unsafe {
+        libc::socket(
+            family(addr),
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    })?;
     // SAFETY: socket() just returned this fd and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-pub(crate) fn set_int_opt(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
-    // SAFETY: the kernel reads `size_of::<i32>()` bytes of `value`, live for
-    // the call.
-    syscall!(setsockopt(
-        fd,
-        level,
-        name,
-        &value as *const i32 as *const libc::c_void,
-        mem::size_of::<i32>() as libc::socklen_t
-    ))?;
+pub(crate) fn set_int_opt(fd: BorrowedFd<'_>, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: `fd` is borrowed, so open for the call; the kernel reads
+    // `size_of::<i32>()` bytes of `value`, a live local.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            &value as *const i32 as *const libc::c_void,
+            mem::size_of::<i32>() as libc::socklen_t,
+        )
+    })?;
     Ok(())
 }
 
-pub(crate) fn get_int_opt(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
+pub(crate) fn get_int_opt(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<i32> {
     let mut value: i32 = 0;
     let mut len = mem::size_of::<i32>() as libc::socklen_t;
-    // SAFETY: the kernel writes at most `len` (4) bytes to `value` and the
-    // length to `len`, both live and writable for the call.
-    syscall!(getsockopt(
-        fd,
-        level,
-        name,
-        &mut value as *mut i32 as *mut libc::c_void,
-        &mut len
-    ))?;
+    // SAFETY: `fd` is borrowed; the kernel writes at most `len` (4) bytes to
+    // `value` and the length to `len`, both live, writable locals.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            &mut value as *mut i32 as *mut libc::c_void,
+            &mut len,
+        )
+    })?;
     Ok(value)
 }
 
-pub(crate) fn bind(fd: RawFd, addr: &SocketAddr) -> io::Result<()> {
+pub(crate) fn bind(fd: BorrowedFd<'_>, addr: &SocketAddr) -> io::Result<()> {
     let raw = RawAddr::from_std(*addr);
-    // SAFETY: `raw` holds a valid address of `raw.len` bytes for the call.
-    syscall!(bind(fd, raw.as_ptr(), raw.len))?;
+    // SAFETY: `fd` is borrowed; `raw` holds a valid address of `raw.len`
+    // bytes, live for the call.
+    cvt(unsafe { libc::bind(fd.as_raw_fd(), raw.as_ptr(), raw.len) })?;
     Ok(())
 }
 
-pub(crate) fn listen(fd: RawFd, backlog: i32) -> io::Result<()> {
-    syscall!(listen(fd, backlog))?;
+pub(crate) fn listen(fd: BorrowedFd<'_>, backlog: i32) -> io::Result<()> {
+    // SAFETY: `fd` is borrowed, so open for the call; listen(2) takes no
+    // pointers.
+    cvt(unsafe { libc::listen(fd.as_raw_fd(), backlog) })?;
     Ok(())
 }
 
-pub(crate) fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
+pub(crate) fn local_addr(fd: BorrowedFd<'_>) -> io::Result<SocketAddr> {
     let mut raw = RawAddr::empty();
-    // SAFETY: the kernel writes at most `raw.len` bytes (a whole
-    // sockaddr_storage) to `raw.storage`, and the length to `raw.len`.
-    syscall!(getsockname(fd, raw.as_mut_ptr(), &mut raw.len))?;
+    // SAFETY: `fd` is borrowed; the kernel writes at most `raw.len` bytes (a
+    // whole sockaddr_storage) to `raw.storage`, and the length to `raw.len`.
+    cvt(unsafe { libc::getsockname(fd.as_raw_fd(), raw.as_mut_ptr(), &mut raw.len) })?;
     raw.to_std()
 }
 
-pub(crate) fn peer_addr(fd: RawFd) -> io::Result<SocketAddr> {
+pub(crate) fn peer_addr(fd: BorrowedFd<'_>) -> io::Result<SocketAddr> {
     let mut raw = RawAddr::empty();
-    // SAFETY: as for `getsockname` in `local_addr`.
-    syscall!(getpeername(fd, raw.as_mut_ptr(), &mut raw.len))?;
+    // SAFETY: as for getsockname in `local_addr`.
+    cvt(unsafe { libc::getpeername(fd.as_raw_fd(), raw.as_mut_ptr(), &mut raw.len) })?;
     raw.to_std()
 }
 
 /// `accept4` for the epoll path and for draining a listener during fd
 /// exhaustion; the accepted socket is non-blocking and close-on-exec.
-pub(crate) fn accept(fd: RawFd) -> io::Result<OwnedFd> {
-    let fd = syscall!(accept4(
-        fd,
-        std::ptr::null_mut(),
-        std::ptr::null_mut(),
-        libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC
-    ))?;
+pub(crate) fn accept(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    // SAFETY: `fd` is borrowed; with null address pointers accept4(2)
+    // writes no memory of ours.
+    let fd = cvt(unsafe {
+        libc::accept4(
+            fd.as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
+    })?;
     // SAFETY: accept4 just returned this fd and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-pub(crate) fn shutdown(fd: RawFd, how: libc::c_int) -> io::Result<()> {
-    syscall!(shutdown(fd, how))?;
+pub(crate) fn shutdown(fd: BorrowedFd<'_>, how: libc::c_int) -> io::Result<()> {
+    // SAFETY: `fd` is borrowed, so open for the call; shutdown(2) takes no
+    // pointers.
+    cvt(unsafe { libc::shutdown(fd.as_raw_fd(), how) })?;
     Ok(())
-}
-
-/// Takes ownership of an fd the kernel handed us in a completion.
-pub(crate) fn owned_fd(fd: RawFd) -> OwnedFd {
-    // SAFETY: callers pass an fd that a completion just created, so it is
-    // open and owned by nobody else.
-    unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
 /// A non-blocking, close-on-exec eventfd.
 pub(crate) fn eventfd() -> io::Result<OwnedFd> {
-    let fd = syscall!(eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC))?;
+    // SAFETY: eventfd(2) takes no pointers and only creates a descriptor.
+    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
     // SAFETY: eventfd just returned this fd and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Adds one to an eventfd's counter, which makes it readable.
-pub(crate) fn eventfd_signal(fd: &impl AsRawFd) -> io::Result<()> {
+pub(crate) fn eventfd_signal(fd: BorrowedFd<'_>) -> io::Result<()> {
     let one: u64 = 1;
-    // SAFETY: the kernel reads the 8 bytes of `one`, live for the call.
-    match syscall!(write(
-        fd.as_raw_fd(),
-        &one as *const u64 as *const libc::c_void,
-        8
-    )) {
+    // SAFETY: `fd` is borrowed; the kernel reads the 8 bytes of `one`, a
+    // live local.
+    let written =
+        cvt(unsafe { libc::write(fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) });
+    match written {
         Ok(_) => Ok(()),
         // The counter is saturated: the reader has not run yet and will
         // still see the fd readable, which is all a signal needs.
@@ -244,15 +254,17 @@ pub(crate) fn eventfd_signal(fd: &impl AsRawFd) -> io::Result<()> {
 }
 
 /// Resets an eventfd's counter; returns whether it had been signalled.
-pub(crate) fn eventfd_drain(fd: &impl AsRawFd) -> bool {
+pub(crate) fn eventfd_drain(fd: BorrowedFd<'_>) -> bool {
     let mut value: u64 = 0;
-    // SAFETY: the kernel writes at most 8 bytes to `value`, live and
-    // writable for the call.
-    syscall!(read(
-        fd.as_raw_fd(),
-        &mut value as *mut u64 as *mut libc::c_void,
-        8
-    ))
+    // SAFETY: `fd` is borrowed; the kernel writes at most 8 bytes to
+    // `value`, a live, writable local.
+    cvt(unsafe {
+        libc::read(
+            fd.as_raw_fd(),
+            &mut value as *mut u64 as *mut libc::c_void,
+            8,
+        )
+    })
     .is_ok()
 }
 
@@ -272,7 +284,7 @@ pub(crate) fn nofile_limit() -> io::Result<(u64, u64)> {
         rlim_max: 0,
     };
     // SAFETY: `lim` is a valid, writable rlimit for the call's duration.
-    syscall!(getrlimit(libc::RLIMIT_NOFILE, &mut lim))?;
+    cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
     Ok((lim.rlim_cur, lim.rlim_max))
 }
 
@@ -283,6 +295,6 @@ pub(crate) fn set_nofile_soft(soft: u64, hard: u64) -> io::Result<()> {
         rlim_max: hard,
     };
     // SAFETY: `lim` is a valid rlimit for the call's duration.
-    syscall!(setrlimit(libc::RLIMIT_NOFILE, &lim))?;
+    cvt(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) })?;
     Ok(())
 }

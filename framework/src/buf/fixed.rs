@@ -79,8 +79,21 @@ impl FixedPool {
         self.count as usize * self.size
     }
 
+    /// The start of buffer `index`.
+    ///
+    /// # Panics
+    ///
+    /// When `index` names no buffer of the pool (`index >= count`).
     fn ptr(&self, index: u16) -> *mut u8 {
-        // SAFETY: `index < count`, so the offset stays inside the mapping.
+        // Checked here, not trusted: this function is safe to call with any
+        // value.
+        assert!(
+            index < self.count,
+            "fixed buffer {index} out of a pool of {}",
+            self.count
+        );
+        // SAFETY: `index < count` (asserted above), so the offset stays
+        // inside the mapping of `count * size` bytes.
         unsafe { self.base.as_ptr().add(index as usize * self.size) }
     }
 }

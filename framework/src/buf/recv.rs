@@ -34,7 +34,14 @@ pub struct RecvBuf {
 }
 
 impl RecvBuf {
-    pub(crate) fn from_ring(ring: Rc<BufRing>, bid: u16, len: usize) -> RecvBuf {
+    /// A lease of buffer `bid` of `ring`, holding `len` received bytes.
+    ///
+    /// # Safety
+    ///
+    /// A completion took `bid` out of `ring` and reported `len` bytes in
+    /// it, and nothing else holds the buffer: the lease reads it until it
+    /// is dropped, and then gives it back.
+    pub(crate) unsafe fn from_ring(ring: Rc<BufRing>, bid: u16, len: usize) -> RecvBuf {
         RecvBuf {
             source: Source::Ring { ring, bid },
             start: 0,
@@ -102,7 +109,9 @@ impl Deref for RecvBuf {
 impl Drop for RecvBuf {
     fn drop(&mut self) {
         match &mut self.source {
-            Source::Ring { ring, bid } => ring.recycle(*bid),
+            // SAFETY: the lease has held `bid` since its completion, and
+            // gives it back once, here.
+            Source::Ring { ring, bid } => unsafe { ring.recycle(*bid) },
             Source::Pool { pool, buf } => pool.put(std::mem::take(buf)),
         }
     }

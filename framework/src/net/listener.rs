@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use super::TcpStream;
 use crate::op::{self, SharedFd, SocketIo};
@@ -24,12 +24,12 @@ pub struct TcpListener {
 /// the socket is registered with a core only by [`TcpListener::from_socket`].
 fn bind_socket(addr: SocketAddr, reuse_port: bool, backlog: i32) -> io::Result<OwnedFd> {
     let fd = sys::tcp_socket(&addr)?;
-    sys::set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    sys::set_int_opt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
     if reuse_port {
-        sys::set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+        sys::set_int_opt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
     }
-    sys::bind(fd.as_raw_fd(), &addr)?;
-    sys::listen(fd.as_raw_fd(), backlog)?;
+    sys::bind(fd.as_fd(), &addr)?;
+    sys::listen(fd.as_fd(), backlog)?;
     Ok(fd)
 }
 
@@ -42,8 +42,8 @@ pub(crate) fn bind_reuseport(addr: SocketAddr, backlog: i32) -> io::Result<Owned
 /// if anything else holds the port.
 pub(crate) fn bind_probe(addr: SocketAddr) -> io::Result<OwnedFd> {
     let fd = sys::tcp_socket(&addr)?;
-    sys::set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-    sys::bind(fd.as_raw_fd(), &addr)?;
+    sys::set_int_opt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    sys::bind(fd.as_fd(), &addr)?;
     Ok(fd)
 }
 
@@ -59,7 +59,7 @@ impl TcpListener {
 
     /// Adopts an already listening socket on this core.
     pub(crate) fn from_socket(fd: OwnedFd) -> io::Result<TcpListener> {
-        let local_addr = sys::local_addr(fd.as_raw_fd())?;
+        let local_addr = sys::local_addr(fd.as_fd())?;
         let fd = SharedFd::new(fd);
         let io = op::register(&fd)?;
         Ok(TcpListener { fd, io, local_addr })
@@ -90,6 +90,11 @@ impl TcpListener {
     /// left to the close.
     pub(crate) fn accept_queued(&self, from_kernel: bool) -> Option<io::Result<TcpStream>> {
         Some(op::accept::accept_queued(&self.fd, &self.io, from_kernel)?.and_then(adopt))
+    }
+
+    /// The listening socket, for a direct `accept4` (see `serve`).
+    pub(crate) fn borrow_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     /// The bound address (with the real port when bound to port 0).

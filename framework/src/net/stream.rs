@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -158,13 +158,13 @@ impl TcpStream {
     /// Shuts down the write side: the peer reads end of stream after the
     /// bytes already sent.
     pub fn shutdown_write(&self) -> io::Result<()> {
-        sys::shutdown(self.fd.as_raw_fd(), libc::SHUT_WR)
+        sys::shutdown(self.fd.as_fd(), libc::SHUT_WR)
     }
 
     /// Sets `TCP_NODELAY` (on by default for accepted and connected streams).
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         sys::set_int_opt(
-            self.fd.as_raw_fd(),
+            self.fd.as_fd(),
             libc::IPPROTO_TCP,
             libc::TCP_NODELAY,
             i32::from(on),
@@ -183,15 +183,17 @@ impl TcpStream {
             l_onoff: i32::from(linger.is_some()),
             l_linger: seconds,
         };
-        // SAFETY: the kernel reads `size_of::<linger>()` bytes of `value`,
-        // live for the call.
-        sys::syscall!(setsockopt(
-            self.fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            &value as *const libc::linger as *const libc::c_void,
-            std::mem::size_of::<libc::linger>() as libc::socklen_t
-        ))?;
+        // SAFETY: `self.fd` keeps the socket open; the kernel reads
+        // `size_of::<linger>()` bytes of `value`, a live local.
+        sys::cvt(unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                &value as *const libc::linger as *const libc::c_void,
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            )
+        })?;
         Ok(())
     }
 
@@ -200,14 +202,14 @@ impl TcpStream {
         if let Some(addr) = self.peer.get() {
             return Ok(addr);
         }
-        let addr = sys::peer_addr(self.fd.as_raw_fd())?;
+        let addr = sys::peer_addr(self.fd.as_fd())?;
         self.peer.set(Some(addr));
         Ok(addr)
     }
 
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        sys::local_addr(self.fd.as_raw_fd())
+        sys::local_addr(self.fd.as_fd())
     }
 
     /// Closes the connection (the same as dropping it).

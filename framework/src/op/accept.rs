@@ -11,7 +11,7 @@
 
 use std::cell::Cell;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::task::{Context, Poll, Waker};
 
 use io_uring::{opcode, types};
@@ -42,12 +42,11 @@ pub(crate) fn poll_accept(
                         let sqe = opcode::AcceptMulti::new(types::Fd(fd.as_raw_fd()))
                             .flags(flags)
                             .build();
-                        Standing::Multishot(d.push(
-                            sqe,
-                            OpKind::Accept,
-                            true,
-                            Retained::Fd(fd.retain()),
-                        ))
+                        // SAFETY: the SQE points at no memory, and the slot
+                        // keeps the listener open.
+                        Standing::Multishot(unsafe {
+                            d.push(sqe, OpKind::Accept, true, Retained::Fd(fd.retain()))
+                        })
                     } else {
                         let sqe = opcode::Accept::new(
                             types::Fd(fd.as_raw_fd()),
@@ -56,18 +55,21 @@ pub(crate) fn poll_accept(
                         )
                         .flags(flags)
                         .build();
-                        Standing::Single(d.push(
-                            sqe,
-                            OpKind::Accept,
-                            false,
-                            Retained::Fd(fd.retain()),
-                        ))
+                        // SAFETY: the address pointers are null, and the slot
+                        // keeps the listener open.
+                        Standing::Single(unsafe {
+                            d.push(sqe, OpKind::Accept, false, Retained::Fd(fd.retain()))
+                        })
                     };
                     standing.set(key);
                 }
                 Standing::Multishot(key) => match d.poll_stream(key, cx) {
                     Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Some(cqe)) => return Poll::Ready(accepted_fd(cqe.res)),
+                    Poll::Ready(Some(cqe)) => {
+                        // SAFETY: `poll_stream` hands out each completion of
+                        // the multishot accept once.
+                        return Poll::Ready(unsafe { accepted_fd(cqe.res) });
+                    }
                     Poll::Ready(None) => {
                         standing.set(Standing::Idle);
                         drop(d.release(key, Retained::None));
@@ -78,7 +80,9 @@ pub(crate) fn poll_accept(
                         Poll::Pending => Poll::Pending,
                         Poll::Ready((cqe, _fd)) => {
                             standing.set(Standing::Idle);
-                            Poll::Ready(accepted_fd(cqe.res))
+                            // SAFETY: the accept's only completion, which
+                            // `poll_op` hands out once (removing the slot).
+                            Poll::Ready(unsafe { accepted_fd(cqe.res) })
                         }
                     };
                 }
@@ -89,7 +93,7 @@ pub(crate) fn poll_accept(
                 return Poll::Pending;
             }
             d.count_syscall();
-            match sys::accept(fd.as_raw_fd()) {
+            match sys::accept(fd.as_fd()) {
                 Ok(fd) => return Poll::Ready(Ok(fd)),
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
                     d.clear_ready(*source, Interest::Read)
@@ -142,7 +146,9 @@ pub(crate) fn accept_queued(
         match (&mut *core.driver.borrow_mut(), io) {
             (Driver::Uring(d), SocketIo::Uring { standing, .. }) => {
                 if let Some(res) = take_accepted(d, standing) {
-                    return Some(accepted_fd(res));
+                    // SAFETY: a completion `take_accepted` just took out of
+                    // the accept's slot, which hands out each one once.
+                    return Some(unsafe { accepted_fd(res) });
                 }
             }
             (Driver::Epoll(d), _) if from_kernel => d.count_syscall(),
@@ -152,7 +158,7 @@ pub(crate) fn accept_queued(
             return None;
         }
         loop {
-            match sys::accept(fd.as_raw_fd()) {
+            match sys::accept(fd.as_fd()) {
                 Ok(fd) => return Some(Ok(fd)),
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return None,
                 Err(e) if is_transient(&e) => {}
@@ -189,8 +195,15 @@ fn take_accepted(d: &mut crate::driver::uring::Driver, standing: &Cell<Standing>
 }
 
 /// The descriptor an accept completion carries, or its error.
-fn accepted_fd(res: i32) -> io::Result<OwnedFd> {
-    cqe_result(res).map(|fd| sys::owned_fd(fd as i32))
+///
+/// # Safety
+///
+/// `res` is the result of an accept completion that has not been passed
+/// here before: a non-negative one is a descriptor the kernel just created
+/// for this completion, which nothing owns yet.
+unsafe fn accepted_fd(res: i32) -> io::Result<OwnedFd> {
+    // SAFETY: per the contract, the fd is open and owned by nobody else.
+    cqe_result(res).map(|fd| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// Accept errors that concern one connection (or none), not the listener.

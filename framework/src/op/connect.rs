@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -53,12 +53,17 @@ impl Future for Connect<'_> {
                         addr.len,
                     )
                     .build();
-                    d.push(
-                        sqe,
-                        OpKind::Connect,
-                        false,
-                        Retained::Connect(this.fd.retain(), addr),
-                    )
+                    // SAFETY: the SQE points into `addr`'s box, which the
+                    // slot keeps to the completion, and names `this.fd`, which
+                    // the slot keeps open too.
+                    unsafe {
+                        d.push(
+                            sqe,
+                            OpKind::Connect,
+                            false,
+                            Retained::Connect(this.fd.retain(), addr),
+                        )
+                    }
                 });
                 match d.poll_op(key, cx) {
                     Poll::Pending => Poll::Pending,
@@ -73,9 +78,11 @@ impl Future for Connect<'_> {
                     this.started = true;
                     let raw = RawAddr::from_std(this.addr);
                     d.count_syscall();
-                    // SAFETY: `raw` holds a valid address of `raw.len` bytes
-                    // for the call (a non-blocking connect copies it).
-                    match sys::syscall!(connect(this.fd.as_raw_fd(), raw.as_ptr(), raw.len)) {
+                    let fd = this.fd.as_raw_fd();
+                    // SAFETY: `this.fd` keeps `fd` open; `raw` holds a valid
+                    // address of `raw.len` bytes for the call (a
+                    // non-blocking connect copies it).
+                    match sys::cvt(unsafe { libc::connect(fd, raw.as_ptr(), raw.len) }) {
                         Ok(_) => return Poll::Ready(Ok(())),
                         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
                             d.clear_ready(*source, Interest::Write);
@@ -86,7 +93,7 @@ impl Future for Connect<'_> {
                 if d.poll_ready(*source, Interest::Write, cx).is_pending() {
                     return Poll::Pending;
                 }
-                match sys::get_int_opt(this.fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_ERROR) {
+                match sys::get_int_opt(this.fd.as_fd(), libc::SOL_SOCKET, libc::SO_ERROR) {
                     Ok(0) => Poll::Ready(Ok(())),
                     Ok(errno) => Poll::Ready(Err(io::Error::from_raw_os_error(errno))),
                     Err(e) => Poll::Ready(Err(e)),

@@ -9,7 +9,7 @@ pub(crate) mod recv;
 pub(crate) mod send;
 pub(crate) mod send_msg;
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::rc::Rc;
 
 use crate::driver::epoll::SourceKey;
@@ -42,6 +42,12 @@ impl SharedFd {
 impl AsRawFd for SharedFd {
     fn as_raw_fd(&self) -> RawFd {
         self.raw
+    }
+}
+
+impl AsFd for SharedFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.owned.as_fd()
     }
 }
 
@@ -104,7 +110,7 @@ pub(crate) fn register(fd: &SharedFd) -> std::io::Result<SocketIo> {
         }),
         crate::driver::Driver::Epoll(d) => Ok(SocketIo::Epoll {
             core: core.shared.id,
-            source: d.register(fd.as_raw_fd())?,
+            source: d.register(fd.as_fd())?,
         }),
     })
 }

@@ -113,44 +113,45 @@ impl MsgSpaces {
 mod tests {
     use super::*;
 
-    /// The lengths of the iovecs `fill` built, from the header it returned.
-    fn lengths(hdr: *const libc::msghdr) -> Vec<usize> {
-        // SAFETY: `hdr` is the header of a space that is still alive and
-        // unchanged, and points to `msg_iovlen` iovecs in its array.
-        let iov = unsafe {
-            let hdr = &*hdr;
-            std::slice::from_raw_parts(hdr.msg_iov, hdr.msg_iovlen as _)
-        };
-        iov.iter().map(|v| v.iov_len).collect()
+    /// Fills `space` and returns the iovecs, as the kernel finds them
+    /// through the header `fill` returned.
+    fn fill_iovecs(space: &mut MsgSpace, bufs: &impl Gather, from: Cursor) -> Vec<libc::iovec> {
+        let hdr = space.fill(bufs, from);
+        // SAFETY: `hdr` is `space`'s header, unchanged since `fill` pointed
+        // it at `msg_iovlen` iovecs in `space`'s array; `space` is borrowed.
+        unsafe { std::slice::from_raw_parts((*hdr).msg_iov, (*hdr).msg_iovlen as _) }.to_vec()
+    }
+
+    fn lengths(iovecs: &[libc::iovec]) -> Vec<usize> {
+        iovecs.iter().map(|v| v.iov_len).collect()
     }
 
     #[test]
     fn fill_skips_empty_buffers_and_starts_at_the_cursor() {
         let bufs = (b"head".to_vec(), Vec::new(), b"body".to_vec());
         let mut space = MsgSpace::new();
-        let hdr = space.fill(&bufs, Cursor::default());
-        assert_eq!(lengths(hdr), [4, 4]);
+        let iovecs = fill_iovecs(&mut space, &bufs, Cursor::default());
+        assert_eq!(lengths(&iovecs), [4, 4]);
         let from = Cursor {
             index: 0,
             offset: 3,
         };
-        let hdr = space.fill(&bufs, from);
-        assert_eq!(lengths(hdr), [1, 4]);
-        // SAFETY: as in `lengths`.
-        let first = unsafe { *(*hdr).msg_iov };
-        assert_eq!(first.iov_base.cast_const(), bufs.0[3..].as_ptr().cast());
+        let iovecs = fill_iovecs(&mut space, &bufs, from);
+        assert_eq!(lengths(&iovecs), [1, 4]);
+        assert_eq!(iovecs[0].iov_base.cast_const(), bufs.0[3..].as_ptr().cast());
     }
 
     #[test]
     fn fill_carries_at_most_iov_max_buffers() {
         let bufs = vec![&b"x"[..]; IOV_MAX * 2 + 5];
         let mut space = MsgSpace::new();
-        assert_eq!(lengths(space.fill(&bufs, Cursor::default())).len(), IOV_MAX);
+        let iovecs = fill_iovecs(&mut space, &bufs, Cursor::default());
+        assert_eq!(iovecs.len(), IOV_MAX);
         let from = Cursor {
             index: IOV_MAX * 2,
             offset: 0,
         };
-        assert_eq!(lengths(space.fill(&bufs, from)).len(), 5);
+        assert_eq!(fill_iovecs(&mut space, &bufs, from).len(), 5);
     }
 
     /// A space that grows for a longer write, up to [`KEEP_IOVECS`]

@@ -128,7 +128,9 @@ fn poll_uring(
                             "receive completion without a buffer",
                         )));
                     };
-                    let buf = RecvBuf::from_ring(ring.clone(), bid, n);
+                    // SAFETY: `bid` and `n` come from the completion that
+                    // `poll_stream` just handed out, once, to this receive.
+                    let buf = unsafe { RecvBuf::from_ring(ring.clone(), bid, n) };
                     if n == ring.buf_size() && !pool_reads.replace(true) {
                         // What the multishot has queued is read first.
                         d.end_stream_for_bulk(key);
@@ -205,7 +207,9 @@ fn arm_multishot(
 ) -> Standing {
     let mut sqe = opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BUF_GROUP).build();
     limited.set(d.limit_multishot(&mut sqe));
-    Standing::Multishot(d.push(sqe, OpKind::Recv, true, Retained::Fd(fd.retain())))
+    // SAFETY: the SQE points at no memory (the kernel picks buffers from
+    // the driver's ring), and the slot keeps the socket open.
+    Standing::Multishot(unsafe { d.push(sqe, OpKind::Recv, true, Retained::Fd(fd.retain())) })
 }
 
 /// Queues a single-shot receive into a pool buffer, which the operation
@@ -222,12 +226,17 @@ fn arm_single(
         buf.len() as u32,
     )
     .build();
-    Standing::Single(d.push(
-        sqe,
-        OpKind::Recv,
-        false,
-        Retained::PoolBuf(fd.retain(), buf),
-    ))
+    // SAFETY: the SQE points into `buf`, whose bytes stay in place in the
+    // slot (`Retained::PoolBuf`) to the completion; the slot keeps the
+    // socket open too.
+    Standing::Single(unsafe {
+        d.push(
+            sqe,
+            OpKind::Recv,
+            false,
+            Retained::PoolBuf(fd.retain(), buf),
+        )
+    })
 }
 
 fn poll_epoll(

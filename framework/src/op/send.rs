@@ -86,7 +86,10 @@ impl<B: IoBuf> Future for Send<'_, B> {
                         // the operation still unsubmitted keeps its socket
                         // open past the submission (`op::deregister`); once
                         // submitted, the kernel holds the file itself.
-                        d.push(sqe, OpKind::Send, false, Retained::None)
+                        // SAFETY: `ptr..ptr+len` are `buf`'s stable bytes,
+                        // which this future holds to the completion or hands
+                        // to the slot in its `Drop`; the fd: see above.
+                        unsafe { d.push(sqe, OpKind::Send, false, Retained::None) }
                     });
                     match d.poll_op(key, cx) {
                         Poll::Pending => Poll::Pending,

@@ -123,7 +123,10 @@ impl<'a, B: IoBufs> SendMsg<'a, B> {
                             .build();
                         // The descriptor, as for `Send`: the stream outlives
                         // this future, whose `Drop` hands one to the slot.
-                        d.push(sqe, OpKind::Send, false, Retained::None)
+                        // SAFETY: the header, its iovecs (in `space`) and
+                        // their bytes (in `bufs`) stay with this future to
+                        // the completion, or go to the slot in its `Drop`.
+                        unsafe { d.push(sqe, OpKind::Send, false, Retained::None) }
                     });
                     match d.poll_op(op, cx) {
                         Poll::Pending => Poll::Pending,

@@ -12,7 +12,7 @@
 use std::borrow::Cow;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// Where Linux (5.14+) says whether a closing listener's queued
@@ -61,7 +61,7 @@ pub(crate) fn bind_group(
                     among_running(address, &wildcards)?;
                 }
             }
-            (crate::sys::local_addr(probe.as_raw_fd())?, false)
+            (crate::sys::local_addr(probe.as_fd())?, false)
         }
         Err(e) if e.kind() == io::ErrorKind::AddrInUse && take_over => {
             same_address_as_running(address)?;

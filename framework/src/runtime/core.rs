@@ -121,7 +121,7 @@ impl Core {
             Backend::Uring => Driver::Uring(uring::Driver::new(
                 config.ring,
                 config.bufs,
-                fixed.as_deref(),
+                fixed.clone(),
                 wake_fd,
                 stats.clone(),
             )?),

@@ -4,7 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -210,7 +210,7 @@ async fn accept_loop<H: Handler>(
                     stats.errors_fd_limit.add(1);
                     // Free the spare fd, take one queued client and close it.
                     drop(reserve.take());
-                    if let Ok(fd) = crate::sys::accept(listener.as_raw_fd()) {
+                    if let Ok(fd) = crate::sys::accept(listener.borrow_fd()) {
                         drop(fd);
                     }
                     reserve = reserve_fd();

@@ -1,7 +1,7 @@
 //! The part of a core that other threads may touch: its inboxes (task
 //! wakes, cross-core messages), its parker, its counters.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, OnceLock, Weak};
 
 use super::stats::CoreStats;
@@ -13,7 +13,7 @@ pub(crate) struct EventNotify(pub(crate) Arc<OwnedFd>);
 
 impl Notify for EventNotify {
     fn notify(&self) {
-        if let Err(e) = crate::sys::eventfd_signal(&*self.0) {
+        if let Err(e) = crate::sys::eventfd_signal(self.0.as_fd()) {
             tracing::error!(error = %e, "could not notify a core");
         }
     }

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use super::server::Stopper;
-use crate::sys::syscall;
+use crate::sys::cvt;
 
 static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
 /// The first stop signal: when it came (`CLOCK_MONOTONIC` nanoseconds, low
@@ -104,7 +104,8 @@ pub(crate) fn on_stop_signal(stopper: Stopper) -> io::Result<()> {
 
 fn install() -> io::Result<()> {
     // A blocking eventfd: the watcher thread sleeps in read(2).
-    let fd = syscall!(eventfd(0, libc::EFD_CLOEXEC))?;
+    // SAFETY: eventfd(2) takes no pointers and only creates a descriptor.
+    let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) })?;
     // SAFETY: eventfd just returned this fd and nothing else owns it.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let raw = fd.as_raw_fd();
@@ -149,9 +150,9 @@ fn install() -> io::Result<()> {
         let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
         action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
         action.sa_flags = libc::SA_RESTART;
-        // SAFETY: `action` is fully initialised and the handler only makes
-        // async-signal-safe calls.
-        syscall!(sigaction(signal, &action, std::ptr::null_mut()))?;
+        // SAFETY: `action` is fully initialised and live for the call, and
+        // the handler only makes async-signal-safe calls.
+        cvt(unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) })?;
     }
     Ok(())
 }
@@ -162,7 +163,7 @@ fn ignored(signal: libc::c_int) -> io::Result<bool> {
     let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: a null new action only reads the current one into `current`,
     // which is writable for the call.
-    syscall!(sigaction(signal, std::ptr::null(), &mut current))?;
+    cvt(unsafe { libc::sigaction(signal, std::ptr::null(), &mut current) })?;
     Ok(current.sa_sigaction == libc::SIG_IGN)
 }
 

@@ -15,14 +15,14 @@
 //! socket with unread data that a busy task has not got to yet.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::runtime::stats::CoreStats;
 use crate::slab::Slab;
-use crate::sys::syscall;
+use crate::sys::cvt;
 
 /// `epoll_event.u64` of the core's wake-up eventfd.
 const WAKE_TOKEN: u64 = u64::MAX;
@@ -59,20 +59,25 @@ pub(crate) struct Driver {
 
 impl Driver {
     pub(crate) fn new(wake_fd: Arc<OwnedFd>, stats: Arc<CoreStats>) -> io::Result<Driver> {
-        let epfd = syscall!(epoll_create1(libc::EPOLL_CLOEXEC))?;
+        // SAFETY: epoll_create1(2) takes no pointers and only creates a
+        // descriptor.
+        let epfd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
         // SAFETY: epoll_create1 just returned this fd and nothing else owns it.
         let epfd = unsafe { OwnedFd::from_raw_fd(epfd) };
         let mut event = libc::epoll_event {
             events: (libc::EPOLLIN | libc::EPOLLET) as u32,
             u64: WAKE_TOKEN,
         };
-        // SAFETY: the kernel reads `event`, live for the call.
-        syscall!(epoll_ctl(
-            epfd.as_raw_fd(),
-            libc::EPOLL_CTL_ADD,
-            wake_fd.as_raw_fd(),
-            &mut event
-        ))?;
+        // SAFETY: both fds are open (owned here and in `wake_fd`); the
+        // kernel reads `event`, a live local.
+        cvt(unsafe {
+            libc::epoll_ctl(
+                epfd.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                wake_fd.as_raw_fd(),
+                &mut event,
+            )
+        })?;
         tracing::info!("epoll ready (edge-triggered)");
         Ok(Driver {
             epfd,
@@ -83,7 +88,7 @@ impl Driver {
         })
     }
 
-    pub(crate) fn register(&mut self, fd: RawFd) -> io::Result<SourceKey> {
+    pub(crate) fn register(&mut self, fd: BorrowedFd<'_>) -> io::Result<SourceKey> {
         let key = self.sources.insert(Source {
             // Optimistic: the first operation tries its syscall straight away.
             ready: READABLE | WRITABLE,
@@ -95,13 +100,16 @@ impl Driver {
             u64: key as u64,
         };
         self.stats.syscalls.add(1);
-        // SAFETY: the kernel reads `event`, live for the call.
-        if let Err(e) = syscall!(epoll_ctl(
-            self.epfd.as_raw_fd(),
-            libc::EPOLL_CTL_ADD,
-            fd,
-            &mut event
-        )) {
+        // SAFETY: `epfd` is ours and `fd` borrowed, so both are open; the
+        // kernel reads `event`, a live local.
+        if let Err(e) = cvt(unsafe {
+            libc::epoll_ctl(
+                self.epfd.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                fd.as_raw_fd(),
+                &mut event,
+            )
+        }) {
             self.sources.remove(key);
             return Err(e);
         }
@@ -183,14 +191,16 @@ impl Driver {
         };
         self.events.clear();
         self.stats.enters.add(1);
-        // SAFETY: the kernel writes at most `capacity` events into the
-        // vector's buffer, which has room for that many.
-        let res = syscall!(epoll_wait(
-            self.epfd.as_raw_fd(),
-            self.events.as_mut_ptr(),
-            self.events.capacity() as i32,
-            timeout_ms
-        ));
+        // SAFETY: `epfd` is ours; the kernel writes at most `capacity`
+        // events into the vector's buffer, which has room for that many.
+        let res = cvt(unsafe {
+            libc::epoll_wait(
+                self.epfd.as_raw_fd(),
+                self.events.as_mut_ptr(),
+                self.events.capacity() as i32,
+                timeout_ms,
+            )
+        });
         let n = match res {
             Ok(n) => n as usize,
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => 0,
@@ -207,7 +217,7 @@ impl Driver {
             let event = self.events[i];
             let (bits, token) = (event.events, event.u64);
             if token == WAKE_TOKEN {
-                crate::sys::eventfd_drain(&*self.wake_fd);
+                crate::sys::eventfd_drain(self.wake_fd.as_fd());
                 continue;
             }
             let Some(source) = self.sources.get_mut(token as usize) else {

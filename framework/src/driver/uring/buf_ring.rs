@@ -96,7 +96,18 @@ pub(crate) struct BufRing {
 impl BufRing {
     /// Allocates `count` buffers of `buf_size` bytes and registers them with
     /// `ring`. `count` must be a power of two ≤ 32768.
-    pub(crate) fn register(ring: &IoUring, count: u16, buf_size: usize) -> io::Result<BufRing> {
+    ///
+    /// # Safety
+    ///
+    /// The kernel reads the ring's entries and writes into its buffers for
+    /// every receive on `ring` that selects from group [`BUF_GROUP`]: none
+    /// may run after the returned value is dropped (drop `ring` first, or
+    /// submit none).
+    pub(crate) unsafe fn register(
+        ring: &IoUring,
+        count: u16,
+        buf_size: usize,
+    ) -> io::Result<BufRing> {
         if super::fault::no_buf_ring() {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
@@ -132,8 +143,8 @@ impl BufRing {
             depth: RingDepth::new(u32::from(count)),
         };
         // SAFETY: the entries mapping is page aligned, sized for `count`
-        // entries, and lives in `this`, which the caller keeps alive until
-        // the ring is dropped (the driver drops its ring before this).
+        // entries, and lives in `this`, which outlives every receive that
+        // uses it (this function's contract).
         unsafe {
             ring.submitter().register_buf_ring_with_flags(
                 this.entries.ptr.as_ptr() as u64,
@@ -230,7 +241,13 @@ impl BufRing {
 
     /// Takes buffer `bid` back: into the ring if it is below its depth,
     /// otherwise onto the reserve.
-    pub(crate) fn recycle(&self, bid: u16) {
+    ///
+    /// # Safety
+    ///
+    /// A completion took `bid` out of the ring, and nothing holds or reads
+    /// it any more: the kernel may write into it as soon as it is back.
+    /// Each buffer taken is given back once.
+    pub(crate) unsafe fn recycle(&self, bid: u16) {
         if self.provided.get() < self.depth.get() {
             self.push(bid);
             self.publish();
@@ -295,14 +312,17 @@ mod tests {
     #[should_panic(expected = "out of a ring of 64")]
     fn a_buffer_id_past_the_ring_is_refused() {
         let ring = IoUring::new(8).expect("io_uring");
-        let bufs = BufRing::register(&ring, 64, 128).expect("buffer ring");
+        // SAFETY: nothing is submitted to `ring`.
+        let bufs = unsafe { BufRing::register(&ring, 64, 128) }.expect("buffer ring");
         let _ = bufs.buf_ptr(64);
     }
 
     #[test]
     fn the_ring_stays_shallow_and_refills_with_the_buffers_freed_last() {
         let ring = IoUring::new(8).expect("io_uring");
-        let bufs = BufRing::register(&ring, 64, 128).expect("buffer ring");
+        // SAFETY: nothing is submitted to `ring`, so the kernel never reads
+        // the ring or writes a buffer, and `recycle` below can break nothing.
+        let bufs = unsafe { BufRing::register(&ring, 64, 128) }.expect("buffer ring");
         let depth = bufs.depth.get();
         assert!(depth < 64, "shallow at first: {depth}");
         assert_eq!(bufs.provided.get(), depth);
@@ -313,14 +333,18 @@ mod tests {
         bufs.taken();
         bufs.taken();
         assert_eq!(bufs.leased(), 3);
-        bufs.recycle(1);
+        // SAFETY: no receive runs (above).
+        unsafe { bufs.recycle(1) };
         assert_eq!(bufs.last_pushed(1), [1]);
         // Filled up from the reserve, the ring takes no more: the other two
         // wait on the reserve, the last one back on top.
         bufs.top_up();
         assert_eq!(bufs.provided.get(), depth);
-        bufs.recycle(0);
-        bufs.recycle(2);
+        // SAFETY: no receive runs (above).
+        unsafe {
+            bufs.recycle(0);
+            bufs.recycle(2);
+        }
         assert_eq!(bufs.provided.get(), depth);
         assert_eq!(bufs.leased(), 0);
 

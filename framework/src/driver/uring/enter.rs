@@ -61,8 +61,10 @@ const BATCH_COMPLETIONS: u32 = 64;
 /// `io_uring_register` with one ring-fd update: `op` is
 /// [`REGISTER_RING_FDS`] or [`UNREGISTER_RING_FDS`]; 1 on success.
 fn update_ring_fds(ring: &IoUring, op: u32, update: &mut RsrcUpdate) -> libc::c_long {
-    // SAFETY: both opcodes read (registering also writes back) one
-    // io_uring_rsrc_update, which `update` is, for the call's duration.
+    // Checked: another opcode would read `update` as something else.
+    assert!(op == REGISTER_RING_FDS || op == UNREGISTER_RING_FDS);
+    // SAFETY: both opcodes (asserted above) read, and registering writes
+    // back, one io_uring_rsrc_update, which `update` is, for the call.
     unsafe {
         libc::syscall(
             libc::SYS_io_uring_register,

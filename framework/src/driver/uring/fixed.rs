@@ -1,7 +1,7 @@
 //! The core's registered write pool, and the start-up probe of whether this
 //! kernel sends from registered buffers.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
 use io_uring::{opcode, types};
@@ -9,17 +9,19 @@ use io_uring::{opcode, types};
 use super::{fault, warn_once, Driver, PROBE_TOKEN, RECVSEND_FIXED_BUF};
 
 impl Driver {
-    /// Registers the core's write pool and checks, with a one-byte send on a
-    /// socket pair, that this kernel sends from registered buffers. Any
-    /// failure leaves the pool as plain memory.
-    pub(super) fn register_fixed(&mut self, pool: &crate::buf::fixed::FixedPool) -> bool {
+    /// Registers the core's write pool, if it has one, and checks, with a
+    /// one-byte send on a socket pair, that this kernel sends from
+    /// registered buffers. Any failure leaves the pool as plain memory.
+    pub(super) fn register_fixed(&mut self) -> bool {
         static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        let Some(pool) = self.fixed_pool.clone() else {
+            return false;
+        };
         let iovecs = pool.iovecs();
         let registered = match fault::register_buffers_error() {
             Some(e) => Err(e),
-            // The core drops its driver before its last Rc of the pool, and a
-            // teardown that leaks operations leaks the pool too.
-            // SAFETY: the iovecs describe the pool's mapping, which outlives the ring.
+            // SAFETY: the iovecs describe the mapping of `fixed_pool`, which
+            // the driver holds until after the ring is dropped.
             None => unsafe { self.ring.submitter().register_buffers(&iovecs) },
         };
         if let Err(e) = registered {
@@ -33,10 +35,18 @@ impl Driver {
             });
             return false;
         }
-        self.probe_fixed_send(iovecs[0].iov_base.cast())
+        // SAFETY: `iovecs[0]` is buffer 0 of the pool just registered, whose
+        // memory outlives the ring (above).
+        unsafe { self.probe_fixed_send(iovecs[0].iov_base.cast()) }
     }
 
-    fn probe_fixed_send(&mut self, first: *const u8) -> bool {
+    /// Whether a send from registered buffer 0 goes through.
+    ///
+    /// # Safety
+    ///
+    /// `first` points into buffer 0 of the registered buffers, whose memory
+    /// outlives the ring.
+    unsafe fn probe_fixed_send(&mut self, first: *const u8) -> bool {
         let mut fds = [0i32; 2];
         // SAFETY: `fds` has room for the two descriptors socketpair writes.
         let ok = unsafe {
@@ -50,13 +60,18 @@ impl Driver {
         if ok != 0 {
             return false;
         }
-        let (a, b) = (crate::sys::owned_fd(fds[0]), crate::sys::owned_fd(fds[1]));
+        // SAFETY: socketpair just created both fds (it returned 0), and
+        // nothing else owns them.
+        let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         let sqe = opcode::Send::new(types::Fd(a.as_raw_fd()), first, 1)
             .ioprio(RECVSEND_FIXED_BUF)
             .buf_group(0)
             .build()
             .user_data(PROBE_TOKEN);
-        if self.push_sqe(&sqe).is_err() {
+        // SAFETY: the send reads one byte at `first`, which outlives the
+        // ring (this function's contract), and `a` stays open until the SQE
+        // is submitted (below).
+        if unsafe { self.push_sqe(&sqe) }.is_err() {
             return false;
         }
         let mut result = None;
@@ -77,7 +92,11 @@ impl Driver {
                 break;
             }
         }
-        drop((a, b));
+        // An enter that failed may have left the send queued: its socket
+        // stays open until it is submitted, so that it cannot reach
+        // whatever reuses the descriptor's number.
+        self.keep_open_until_submitted(std::rc::Rc::new(a));
+        drop(b);
         tracing::debug!(?result, "fixed-buffer send probe");
         result == Some(1)
     }

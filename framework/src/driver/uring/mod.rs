@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
+use crate::buf::fixed::FixedPool;
 use crate::runtime::stats::CoreStats;
 use buf_ring::BufRing;
 pub(crate) use ops::{Cqe, OpKey, OpKind, Retained};
@@ -76,6 +77,10 @@ pub(crate) struct Driver {
     recv_limit: bool,
     /// Sends may name a registered buffer (`IORING_RECVSEND_FIXED_BUF`).
     fixed_send: bool,
+    /// The core's write pool, registered with the ring if `fixed_send`:
+    /// held here, and never replaced, so that its memory outlives the
+    /// ring, which is dropped first (fields drop in declaration order).
+    fixed_pool: Option<Rc<FixedPool>>,
     stream_cap: usize,
     /// Resources of finished orphaned operations, dropped by the core's
     /// loop outside the driver borrow (their destructors may be user code).
@@ -108,7 +113,7 @@ impl Driver {
     pub(crate) fn new(
         ring_config: RingConfig,
         buf_config: BufConfig,
-        fixed: Option<&crate::buf::fixed::FixedPool>,
+        fixed: Option<Rc<FixedPool>>,
         wake_fd: Arc<OwnedFd>,
         stats: Arc<CoreStats>,
     ) -> io::Result<Driver> {
@@ -141,7 +146,11 @@ impl Driver {
         // Multishot accept and receive arrived in 5.19/6.0; bundles (6.10)
         // prove a kernel new enough for both without a version parse.
         let multishot = params.is_feature_recvsend_bundle() && !fault::no_multishot();
-        let buf_ring = match BufRing::register(&ring, buf_config.count, buf_config.size) {
+        // SAFETY: `ring` is the driver's first field, dropped before
+        // `buf_ring`; a teardown that cannot wait for its receives leaks the
+        // buffer ring.
+        let registered = unsafe { BufRing::register(&ring, buf_config.count, buf_config.size) };
+        let buf_ring = match registered {
             Ok(ring) => Some(Rc::new(ring)),
             Err(e) => {
                 warn_once(&NO_BUF_RING, || {
@@ -178,6 +187,7 @@ impl Driver {
             multishot,
             recv_limit: true,
             fixed_send: false,
+            fixed_pool: fixed,
             stream_cap: buf_config.stream_cap,
             graveyard: Vec::new(),
             open_until_submitted: Vec::new(),
@@ -193,8 +203,8 @@ impl Driver {
         if driver.buf_ring.is_none() {
             driver.multishot = false;
         }
-        if let Some(pool) = fixed {
-            driver.fixed_send = driver.register_fixed(pool);
+        driver.fixed_send = driver.register_fixed();
+        if let Some(pool) = &driver.fixed_pool {
             pool.set_registered(driver.fixed_send);
         }
         tracing::debug!(fixed_send = driver.fixed_send, "fixed write buffers");
@@ -254,14 +264,18 @@ impl Driver {
     /// Puts `sqe` on the SQ, submitting (and reaping, should the kernel
     /// refuse more work until completions are read) when it is full.
     /// Returns the errno when the SQE could not be queued at all.
-    fn push_sqe(&mut self, sqe: &squeue::Entry) -> Result<(), i32> {
+    ///
+    /// # Safety
+    ///
+    /// Whatever `sqe` points to stays valid for what the kernel does with
+    /// it until the SQE's last completion, and the fd it names stays open
+    /// until it is submitted (the kernel then holds the file).
+    unsafe fn push_sqe(&mut self, sqe: &squeue::Entry) -> Result<(), i32> {
         const ATTEMPTS: usize = 8;
         let mut last_error = libc::EBUSY;
         for _ in 0..ATTEMPTS {
-            // Pointers in percore's SQEs refer to memory owned by the op's slot
-            // (`Retained`), by the polling future (which hands it to the slot
-            // if dropped early), or by the driver.
-            // SAFETY: all of that outlives the operation (see above).
+            // SAFETY: what the ring's `push` requires of `sqe` is this
+            // function's contract.
             let pushed = unsafe { self.ring.submission().push(sqe) };
             if pushed.is_ok() {
                 self.stats.submissions.add(1);
@@ -283,7 +297,16 @@ impl Driver {
 
     /// Queues an operation; it is submitted at the next `park` (or sooner if
     /// the SQ fills up).
-    pub(crate) fn push(
+    ///
+    /// # Safety
+    ///
+    /// Each pointer in `sqe` stays valid for what the kernel does with it
+    /// until the operation's last completion: it points into `retained`,
+    /// into memory the driver owns, or into memory the caller keeps until
+    /// the completion and hands to the slot with
+    /// [`release`](Self::release) if it lets go earlier. The fd it names
+    /// stays open until the SQE is submitted.
+    pub(crate) unsafe fn push(
         &mut self,
         sqe: squeue::Entry,
         kind: OpKind,
@@ -305,17 +328,17 @@ impl Driver {
             state,
             retained,
         }));
-        if let Err(errno) = self.push_sqe(&sqe.user_data(key.0 as u64)) {
+        // SAFETY: this function's contract.
+        if let Err(errno) = unsafe { self.push_sqe(&sqe.user_data(key.0 as u64)) } {
             // The kernel never saw it: complete it with the error, so its
             // future ends instead of waiting for a completion that cannot
             // come.
-            self.dispatch(
-                key.0 as u64,
-                Cqe {
-                    res: -errno,
-                    flags: 0,
-                },
-            );
+            let failed = Cqe {
+                res: -errno,
+                flags: 0,
+            };
+            // SAFETY: a negative result with no flags carries nothing.
+            unsafe { self.dispatch(key.0 as u64, failed) };
         }
         key
     }
@@ -382,7 +405,10 @@ impl Driver {
         )
         .build()
         .user_data(WAKE_TOKEN);
-        self.wake_armed = self.push_sqe(&sqe).is_ok();
+        // SAFETY: the read fills `wake_buf` and reads `wake_fd`, both the
+        // driver's until it completes (a teardown that cannot wait for it
+        // leaks `wake_buf`).
+        self.wake_armed = unsafe { self.push_sqe(&sqe) }.is_ok();
     }
 
     /// One loop turn's trip to the kernel: submit, and wait for a completion
@@ -442,7 +468,8 @@ impl Driver {
                 }
             }
             for &(user_data, res, flags) in &batch[..n] {
-                self.dispatch(user_data, Cqe { res, flags });
+                // SAFETY: straight from the CQ, and each entry is read once.
+                unsafe { self.dispatch(user_data, Cqe { res, flags }) };
             }
             total += n as u32;
             if n < batch.len() {
@@ -451,7 +478,14 @@ impl Driver {
         }
     }
 
-    fn dispatch(&mut self, user_data: u64, cqe: Cqe) {
+    /// Hands a completion to its operation's slot.
+    ///
+    /// # Safety
+    ///
+    /// `cqe` is a completion the kernel posted for `user_data`, dispatched
+    /// once, or one that carries nothing (a negative result, no flags): the
+    /// buffer it names and the fd it carries go only where this puts them.
+    unsafe fn dispatch(&mut self, user_data: u64, cqe: Cqe) {
         match user_data {
             CANCEL_TOKEN => return,
             WAKE_TOKEN => {
@@ -513,7 +547,10 @@ impl Driver {
                 }
             }
             OpState::Orphaned => {
-                self.cleanup(kind, cqe);
+                // SAFETY: a completion the kernel posted, seen once (this
+                // function's contract); the slot's owner is gone, so it goes
+                // to nobody else.
+                unsafe { self.cleanup(kind, cqe) };
                 if !more {
                     if let Some(retained) = self.remove_op(key) {
                         self.graveyard.push(retained);

@@ -12,7 +12,7 @@
 
 use std::any::Any;
 use std::collections::VecDeque;
-use std::os::fd::OwnedFd;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::rc::Rc;
 use std::task::Waker;
 
@@ -94,7 +94,9 @@ impl super::Driver {
         match &mut op.state {
             OpState::Done(cqe) => {
                 let cqe = *cqe;
-                self.cleanup(kind, cqe);
+                // SAFETY: the completion is still in the slot, so `poll_op`
+                // never handed it out, and the slot is removed next.
+                unsafe { self.cleanup(kind, cqe) };
                 let retained = self.remove_op(key.0)?;
                 self.bury(extra);
                 Some(retained)
@@ -103,7 +105,10 @@ impl super::Driver {
                 let ended = *ended;
                 let mut queued = std::mem::take(queue);
                 for cqe in queued.drain(..) {
-                    self.cleanup(kind, cqe);
+                    // SAFETY: queued completions were never handed out
+                    // (`poll_stream` pops what it hands out), and these are
+                    // drained out of the queue.
+                    unsafe { self.cleanup(kind, cqe) };
                 }
                 if let Some(Op {
                     state: OpState::Stream { queue, .. },
@@ -197,7 +202,8 @@ impl super::Driver {
         let sqe = opcode::AsyncCancel::new(key.0 as u64)
             .build()
             .user_data(CANCEL_TOKEN);
-        if self.push_sqe(&sqe).is_err() {
+        // SAFETY: a cancellation points at no memory and names no fd.
+        if unsafe { self.push_sqe(&sqe) }.is_err() {
             tracing::warn!(
                 key = key.0,
                 "could not queue a cancellation; the operation runs to completion"
@@ -207,14 +213,24 @@ impl super::Driver {
 
     /// Gives back what an orphaned completion carried: a buffer from the
     /// ring, or the fd of a connection accepted for nobody.
-    pub(super) fn cleanup(&mut self, kind: OpKind, cqe: Cqe) {
+    ///
+    /// # Safety
+    ///
+    /// `cqe` is a completion of an operation of `kind` that the kernel
+    /// posted and that no owner has taken or will take: the buffer it names
+    /// and the fd it carries belong to nobody else.
+    pub(super) unsafe fn cleanup(&mut self, kind: OpKind, cqe: Cqe) {
         if let Some(bid) = cqueue::buffer_select(cqe.flags) {
             if let Some(ring) = &self.buf_ring {
-                ring.recycle(bid);
+                // SAFETY: per the contract, the completion's buffer is held
+                // by nobody else.
+                unsafe { ring.recycle(bid) };
             }
         }
         if kind == OpKind::Accept && cqe.res >= 0 {
-            drop(crate::sys::owned_fd(cqe.res));
+            // SAFETY: per the contract, the kernel created this fd for this
+            // completion, and nothing else owns it.
+            drop(unsafe { OwnedFd::from_raw_fd(cqe.res) });
         }
     }
 }

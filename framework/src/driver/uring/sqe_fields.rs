@@ -23,6 +23,9 @@ pub(crate) fn limit_multishot(sqe: &mut Entry, bytes: u32) {
 /// Makes the kernel refuse a receive with `EINVAL`, the way a kernel before
 /// 6.17 refuses a byte limit.
 pub(crate) fn poison_recv(sqe: &mut Entry) {
+    // Only a receive: for other operations `addr2` may be a pointer, which
+    // this would corrupt.
+    assert_eq!(sqe.get_opcode(), u32::from(io_uring::opcode::Recv::CODE));
     write_u32(sqe, ADDR2, 1);
 }
 
