@@ -28,10 +28,24 @@ impl Service for Unread {
             }
             .into());
         }
+        if req.path() == "/streamed" {
+            res.write(b"early,");
+            res.flush().await?;
+            res.write(b"late");
+            return Ok(());
+        }
+        if req.path() == "/large" {
+            res.send(200, None, &vec![b'a'; LARGE])?;
+            return Ok(());
+        }
         res.send(200, None, req.path().as_bytes())?;
         Ok(())
     }
 }
+
+/// The answer to `/large`: more than the socket buffers between the
+/// server and a client that does not read hold.
+const LARGE: usize = 16 << 20;
 
 fn server(backend: Backend, config: Config) -> TestServer {
     TestServer::start(backend, config, || Unread)
@@ -153,7 +167,52 @@ fn unread_bodies_split_everywhere(backend: Backend) {
     }
 }
 
+/// A client that sends its whole request before it reads (as many do),
+/// a body the service leaves unread and an answer larger than the socket
+/// buffers: the body is read while the answer is written, not after it,
+/// else each side waits for the other to read until the write timeout
+/// resets the connection.
+fn large_answer_to_a_client_that_reads_last(backend: Backend) {
+    let mut config = short_config();
+    config.limits.max_body = 64 << 20;
+    let srv = server(backend, config);
+    let mut c = Client::connect(srv.addr);
+    let body = vec![b'b'; 32 << 20];
+    let length = format!("Content-Length: {}", body.len());
+    c.send(&[head("/large", &length), body].concat());
+    let r = c.response();
+    assert_eq!(r.body.len(), LARGE);
+    assert!(!r.closes());
+    assert_eq!(c.roundtrip(&get("/next")).body, b"/next");
+}
+
+/// A response streamed with `flush` before the service returned: its
+/// last chunk goes out before the body's rest is awaited too, and the
+/// rest is dropped, not answered.
+fn streamed_answer_ends_before_the_rest(backend: Backend) {
+    let srv = server(backend, short_config());
+    let mut c = Client::connect(srv.addr);
+    let rest = get("/smuggled");
+    let length = format!("Content-Length: {}", 5 + rest.len());
+    c.send(&[head("/streamed", &length), b"hello".to_vec()].concat());
+    let r = c.response();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"early,late"[..]));
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+    c.send(&rest);
+    assert_eq!(c.roundtrip(&get("/next")).body, b"/next");
+}
+
 http_tests! {
+    /// See [`streamed_answer_ends_before_the_rest`].
+    fn a_streamed_answer_ends_before_the_rest_comes(backend) {
+        streamed_answer_ends_before_the_rest(backend);
+    }
+
+    /// See [`large_answer_to_a_client_that_reads_last`].
+    fn a_large_answer_does_not_wait_on_a_client_that_reads_last(backend) {
+        large_answer_to_a_client_that_reads_last(backend);
+    }
+
     /// See [`unread_bodies_split_everywhere`].
     fn unread_bodies_split_at_every_position(backend) {
         unread_bodies_split_everywhere(backend);
