@@ -186,6 +186,29 @@ fn large_answer_to_a_client_that_reads_last(backend: Backend) {
     assert_eq!(c.roundtrip(&get("/next")).body, b"/next");
 }
 
+/// As [`large_answer_to_a_client_that_reads_last`], the chunked body
+/// going over the limit while the answer is written: the answer still
+/// gets out whole (what the client goes on sending is dropped, as the
+/// close's lingering does), then the connection closes.
+fn large_answer_over_the_limit_to_a_client_that_reads_last(backend: Backend) {
+    let mut config = short_config();
+    config.limits.max_body = 1 << 20;
+    let srv = server(backend, config);
+    let mut c = Client::connect(srv.addr);
+    let mut request = head("/large", "Transfer-Encoding: chunked");
+    request.extend_from_slice(b"5\r\nhello\r\n");
+    let start = request.len();
+    let piece = [b"10000\r\n".as_slice(), &[b'c'; 1 << 16], b"\r\n"].concat();
+    while request.len() - start < 32 << 20 {
+        request.extend_from_slice(&piece);
+    }
+    request.extend_from_slice(b"0\r\n\r\n");
+    c.send(&request);
+    let r = c.response();
+    assert_eq!(r.body.len(), LARGE);
+    c.expect_eof();
+}
+
 /// A response streamed with `flush` before the service returned: its
 /// last chunk goes out before the body's rest is awaited too, and the
 /// rest is dropped, not answered.
@@ -203,6 +226,11 @@ fn streamed_answer_ends_before_the_rest(backend: Backend) {
 }
 
 http_tests! {
+    /// See [`large_answer_over_the_limit_to_a_client_that_reads_last`].
+    fn a_large_answer_gets_out_when_the_rest_breaks_the_limit(backend) {
+        large_answer_over_the_limit_to_a_client_that_reads_last(backend);
+    }
+
     /// See [`streamed_answer_ends_before_the_rest`].
     fn a_streamed_answer_ends_before_the_rest_comes(backend) {
         streamed_answer_ends_before_the_rest(backend);

@@ -494,14 +494,29 @@ impl<'r> BodyReader<'r> {
     async fn flush_dropping(&mut self, stop: &StopSlot) {
         let wire = self.wire;
         let mut flush = pin!(wire.flush());
-        let flushed = loop {
+        let flushed = 'flushed: loop {
             match self.step() {
                 Ok(Step::Data(..)) => continue,
                 Ok(Step::NeedMore) => {}
-                // What follows the body is the next request's, and a
-                // failed body closes the connection: only the output is
-                // left.
-                Ok(Step::Done) | Err(_) => break flush.as_mut().await,
+                // What follows the body is the next request's.
+                Ok(Step::Done) => break flush.as_mut().await,
+                // A body over the limit or malformed closes the connection
+                // after the answer: what the client still sends meanwhile
+                // is dropped, as the close's lingering does. (One that
+                // timed out, or was cut short by the stop, is not waited
+                // on again.)
+                Err(_) if matches!(self.failure, Some(Failure::Refused(e)) if e.status != 408) => {
+                    let until = after(percore::time::now(), self.config.linger_timeout);
+                    loop {
+                        let read = wire.wait(wire.conn.read(), until, Some(stop));
+                        match select(flush.as_mut(), read).await {
+                            Either::Left(flushed) => break 'flushed flushed,
+                            Either::Right(Waited::Done(Ok(Some(_dropped)))) => {}
+                            Either::Right(_) => break 'flushed flush.as_mut().await,
+                        }
+                    }
+                }
+                Err(_) => break flush.as_mut().await,
             }
             let deadline = self.next_read();
             let read = wire.wait(wire.conn.read(), deadline, Some(stop));
