@@ -34,6 +34,11 @@ impl Service for Unread {
             res.write(b"late");
             return Ok(());
         }
+        if req.path() == "/first-chunk" {
+            let first = req.chunk().await?.unwrap_or_default().to_vec();
+            res.send(200, None, &first)?;
+            return Ok(());
+        }
         if req.path() == "/large" {
             res.send(200, None, &vec![b'a'; LARGE])?;
             return Ok(());
@@ -209,6 +214,38 @@ fn large_answer_over_the_limit_to_a_client_that_reads_last(backend: Backend) {
     c.expect_eof();
 }
 
+/// A body asked for with `Expect: 100-continue`, of which the service
+/// reads a first piece only (after the `100 Continue` it caused), and an
+/// HTTP/1.0 keep-alive request: answered first too, the rest, which looks
+/// like a request, dropped, and the next request answered as the next.
+fn after_a_continue_and_in_http_1_0(backend: Backend) {
+    let srv = server(backend, short_config());
+    let rest = get("/smuggled");
+    let mut c = Client::connect(srv.addr);
+    let length = format!("Expect: 100-continue\r\nContent-Length: {}", 5 + rest.len());
+    c.send(&head("/first-chunk", &length));
+    assert_eq!(c.response().status, 100);
+    c.send(b"hello");
+    let r = c.response();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"hello"[..]));
+    assert!(!r.closes());
+    c.send(&rest);
+    assert_eq!(c.roundtrip(&get("/next")).body, b"/next");
+
+    let mut c = Client::connect(srv.addr);
+    let request = format!(
+        "POST /up HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: {}\r\n\r\nhello",
+        5 + rest.len()
+    );
+    c.send(request.as_bytes());
+    let r = c.response();
+    assert_eq!(r.body, b"/up");
+    assert!(!r.closes(), "kept");
+    c.send(&rest);
+    c.send(b"GET /next HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    assert_eq!(c.response().body, b"/next");
+}
+
 /// A response streamed with `flush` before the service returned: its
 /// last chunk goes out before the body's rest is awaited too, and the
 /// rest is dropped, not answered.
@@ -229,6 +266,11 @@ http_tests! {
     /// See [`large_answer_over_the_limit_to_a_client_that_reads_last`].
     fn a_large_answer_gets_out_when_the_rest_breaks_the_limit(backend) {
         large_answer_over_the_limit_to_a_client_that_reads_last(backend);
+    }
+
+    /// See [`after_a_continue_and_in_http_1_0`].
+    fn answered_first_after_a_continue_and_in_http_1_0(backend) {
+        after_a_continue_and_in_http_1_0(backend);
     }
 
     /// See [`streamed_answer_ends_before_the_rest`].
