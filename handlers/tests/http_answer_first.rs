@@ -52,6 +52,15 @@ impl Service for Unread {
 /// server and a client that does not read hold.
 const LARGE: usize = 16 << 20;
 
+/// For [`LARGE`] answers: [`short_config`] with time enough to write
+/// one, and to take a body of many megabytes, on a loaded machine.
+fn large_config() -> Config {
+    let mut config = short_config();
+    config.write_timeout = Duration::from_secs(10);
+    config.body_timeout = Duration::from_secs(10);
+    config
+}
+
 fn server(backend: Backend, config: Config) -> TestServer {
     TestServer::start(backend, config, || Unread)
 }
@@ -178,7 +187,7 @@ fn unread_bodies_split_everywhere(backend: Backend) {
 /// else each side waits for the other to read until the write timeout
 /// resets the connection.
 fn large_answer_to_a_client_that_reads_last(backend: Backend) {
-    let mut config = short_config();
+    let mut config = large_config();
     config.limits.max_body = 64 << 20;
     let srv = server(backend, config);
     let mut c = Client::connect(srv.addr);
@@ -191,12 +200,29 @@ fn large_answer_to_a_client_that_reads_last(backend: Backend) {
     assert_eq!(c.roundtrip(&get("/next")).body, b"/next");
 }
 
+/// The rest of the body, and a request after it, come while a large
+/// answer is still being written: the rest is dropped, and the request
+/// after it is kept for its turn and answered after the answer.
+fn next_request_while_a_large_answer_is_written(backend: Backend) {
+    let srv = server(backend, large_config());
+    let mut c = Client::connect(srv.addr);
+    let rest = get("/smuggled");
+    let length = format!("Content-Length: {}", 5 + rest.len());
+    c.send(&[head("/large", &length), b"hello".to_vec()].concat());
+    std::thread::sleep(Duration::from_millis(20));
+    c.send(&[rest, get("/next")].concat());
+    let r = c.response();
+    assert_eq!(r.body.len(), LARGE);
+    assert_eq!(c.response().body, b"/next");
+    assert_eq!(c.roundtrip(&get("/last")).body, b"/last");
+}
+
 /// As [`large_answer_to_a_client_that_reads_last`], the chunked body
 /// going over the limit while the answer is written: the answer still
 /// gets out whole (what the client goes on sending is dropped, as the
 /// close's lingering does), then the connection closes.
 fn large_answer_over_the_limit_to_a_client_that_reads_last(backend: Backend) {
-    let mut config = short_config();
+    let mut config = large_config();
     config.limits.max_body = 1 << 20;
     let srv = server(backend, config);
     let mut c = Client::connect(srv.addr);
@@ -263,6 +289,11 @@ fn streamed_answer_ends_before_the_rest(backend: Backend) {
 }
 
 http_tests! {
+    /// See [`next_request_while_a_large_answer_is_written`].
+    fn a_request_after_the_rest_waits_for_the_large_answer(backend) {
+        next_request_while_a_large_answer_is_written(backend);
+    }
+
     /// See [`large_answer_over_the_limit_to_a_client_that_reads_last`].
     fn a_large_answer_gets_out_when_the_rest_breaks_the_limit(backend) {
         large_answer_over_the_limit_to_a_client_that_reads_last(backend);
