@@ -5,7 +5,8 @@
 //! measured window, after a warm-up that lets every per-connection buffer
 //! reach its working size. The window covers over 10,000 keep-alive
 //! requests of every shape the echo serves: GET, HEAD, POST with small and
-//! multi-read bodies, chunked POST, 405, and pipelined batches.
+//! multi-read bodies, chunked POST, 405, and pipelined batches; and a
+//! service's 4xx, also when it is answered before its body's rest came.
 //!
 //! On failure the sizes of the first allocations are printed; set
 //! `PERCORE_ALLOC_TRAP=1` to abort at the first one and read its backtrace
@@ -141,6 +142,44 @@ http_tests! {
         let (allocs, own) = (ALLOCS.load(Ordering::Relaxed), OWN_ALLOCS.load(Ordering::Relaxed));
         let sizes: Vec<usize> = SIZES.iter().map(|s| s.load(Ordering::Relaxed)).collect();
         println!("{backend}: {allocs} allocations over 1000 refusals, {own} the service's own (first sizes {sizes:?})");
+        assert!(own > 0, "the service's error was not counted");
+        assert_eq!(allocs - own, 0, "the layer's allocations; first sizes {sizes:?}");
+        drop(c);
+    }
+
+    /// A refusal answered before the rest of its body came (the answer
+    /// written while that rest is read and dropped): nothing allocated in
+    /// the layer either.
+    fn a_refusal_before_the_rest_allocates_nothing_in_the_layer(backend) {
+        let _serial = serial();
+        let mut config = Config::default();
+        config.max_requests = u32::MAX;
+        let server = TestServer::start(backend, config, || {
+            TRACKED.with(|t| t.set(true));
+            Refuser
+        });
+        let mut c = Client::connect(server.addr);
+        let refused = |c: &mut Client| {
+            c.send(b"POST /missing HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
+            let r = c.response();
+            assert_eq!((r.status, r.closes()), (404, false));
+            c.send(b"defghij");
+        };
+        for _ in 0..100 {
+            refused(&mut c);
+        }
+
+        ALLOCS.store(0, Ordering::Relaxed);
+        OWN_ALLOCS.store(0, Ordering::Relaxed);
+        COUNTING.store(true, Ordering::SeqCst);
+        for _ in 0..1000 {
+            refused(&mut c);
+        }
+        COUNTING.store(false, Ordering::SeqCst);
+
+        let (allocs, own) = (ALLOCS.load(Ordering::Relaxed), OWN_ALLOCS.load(Ordering::Relaxed));
+        let sizes: Vec<usize> = SIZES.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+        println!("{backend}: {allocs} allocations over 1000 early refusals, {own} the service's own (first sizes {sizes:?})");
         assert!(own > 0, "the service's error was not counted");
         assert_eq!(allocs - own, 0, "the layer's allocations; first sizes {sizes:?}");
         drop(c);

@@ -28,9 +28,37 @@ impl Service for Unread {
             }
             .into());
         }
+        if req.path() == "/streamed" {
+            res.write(b"early,");
+            res.flush().await?;
+            res.write(b"late");
+            return Ok(());
+        }
+        if req.path() == "/first-chunk" {
+            let first = req.chunk().await?.unwrap_or_default().to_vec();
+            res.send(200, None, &first)?;
+            return Ok(());
+        }
+        if req.path() == "/large" {
+            res.send(200, None, &vec![b'a'; LARGE])?;
+            return Ok(());
+        }
         res.send(200, None, req.path().as_bytes())?;
         Ok(())
     }
+}
+
+/// The answer to `/large`: more than the socket buffers between the
+/// server and a client that does not read hold.
+const LARGE: usize = 16 << 20;
+
+/// For [`LARGE`] answers: [`short_config`] with time enough to write
+/// one, and to take a body of many megabytes, on a loaded machine.
+fn large_config() -> Config {
+    let mut config = short_config();
+    config.write_timeout = Duration::from_secs(10);
+    config.body_timeout = Duration::from_secs(10);
+    config
 }
 
 fn server(backend: Backend, config: Config) -> TestServer {
@@ -153,7 +181,139 @@ fn unread_bodies_split_everywhere(backend: Backend) {
     }
 }
 
+/// A client that sends its whole request before it reads (as many do),
+/// a body the service leaves unread and an answer larger than the socket
+/// buffers: the body is read while the answer is written, not after it,
+/// else each side waits for the other to read until the write timeout
+/// resets the connection.
+fn large_answer_to_a_client_that_reads_last(backend: Backend) {
+    let mut config = large_config();
+    config.limits.max_body = 64 << 20;
+    let srv = server(backend, config);
+    let mut c = Client::connect(srv.addr);
+    let body = vec![b'b'; 32 << 20];
+    let length = format!("Content-Length: {}", body.len());
+    c.send(&[head("/large", &length), body].concat());
+    let r = c.response();
+    assert_eq!(r.body.len(), LARGE);
+    assert!(!r.closes());
+    assert_eq!(c.roundtrip(&get("/next")).body, b"/next");
+}
+
+/// The rest of the body, and a request after it, come while a large
+/// answer is still being written: the rest is dropped, and the request
+/// after it is kept for its turn and answered after the answer.
+fn next_request_while_a_large_answer_is_written(backend: Backend) {
+    let srv = server(backend, large_config());
+    let mut c = Client::connect(srv.addr);
+    let rest = get("/smuggled");
+    let length = format!("Content-Length: {}", 5 + rest.len());
+    c.send(&[head("/large", &length), b"hello".to_vec()].concat());
+    std::thread::sleep(Duration::from_millis(20));
+    c.send(&[rest, get("/next")].concat());
+    let r = c.response();
+    assert_eq!(r.body.len(), LARGE);
+    assert_eq!(c.response().body, b"/next");
+    assert_eq!(c.roundtrip(&get("/last")).body, b"/last");
+}
+
+/// As [`large_answer_to_a_client_that_reads_last`], the chunked body
+/// going over the limit while the answer is written: the answer still
+/// gets out whole (what the client goes on sending is dropped, as the
+/// close's lingering does), then the connection closes.
+fn large_answer_over_the_limit_to_a_client_that_reads_last(backend: Backend) {
+    let mut config = large_config();
+    config.limits.max_body = 1 << 20;
+    let srv = server(backend, config);
+    let mut c = Client::connect(srv.addr);
+    let mut request = head("/large", "Transfer-Encoding: chunked");
+    request.extend_from_slice(b"5\r\nhello\r\n");
+    let start = request.len();
+    let piece = [b"10000\r\n".as_slice(), &[b'c'; 1 << 16], b"\r\n"].concat();
+    while request.len() - start < 32 << 20 {
+        request.extend_from_slice(&piece);
+    }
+    request.extend_from_slice(b"0\r\n\r\n");
+    c.send(&request);
+    let r = c.response();
+    assert_eq!(r.body.len(), LARGE);
+    c.expect_eof();
+}
+
+/// A body asked for with `Expect: 100-continue`, of which the service
+/// reads a first piece only (after the `100 Continue` it caused), and an
+/// HTTP/1.0 keep-alive request: answered first too, the rest, which looks
+/// like a request, dropped, and the next request answered as the next.
+fn after_a_continue_and_in_http_1_0(backend: Backend) {
+    let srv = server(backend, short_config());
+    let rest = get("/smuggled");
+    let mut c = Client::connect(srv.addr);
+    let length = format!("Expect: 100-continue\r\nContent-Length: {}", 5 + rest.len());
+    c.send(&head("/first-chunk", &length));
+    assert_eq!(c.response().status, 100);
+    c.send(b"hello");
+    let r = c.response();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"hello"[..]));
+    assert!(!r.closes());
+    c.send(&rest);
+    assert_eq!(c.roundtrip(&get("/next")).body, b"/next");
+
+    let mut c = Client::connect(srv.addr);
+    let request = format!(
+        "POST /up HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: {}\r\n\r\nhello",
+        5 + rest.len()
+    );
+    c.send(request.as_bytes());
+    let r = c.response();
+    assert_eq!(r.body, b"/up");
+    assert!(!r.closes(), "kept");
+    c.send(&rest);
+    c.send(b"GET /next HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    assert_eq!(c.response().body, b"/next");
+}
+
+/// A response streamed with `flush` before the service returned: its
+/// last chunk goes out before the body's rest is awaited too, and the
+/// rest is dropped, not answered.
+fn streamed_answer_ends_before_the_rest(backend: Backend) {
+    let srv = server(backend, short_config());
+    let mut c = Client::connect(srv.addr);
+    let rest = get("/smuggled");
+    let length = format!("Content-Length: {}", 5 + rest.len());
+    c.send(&[head("/streamed", &length), b"hello".to_vec()].concat());
+    let r = c.response();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"early,late"[..]));
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+    c.send(&rest);
+    assert_eq!(c.roundtrip(&get("/next")).body, b"/next");
+}
+
 http_tests! {
+    /// See [`next_request_while_a_large_answer_is_written`].
+    fn a_request_after_the_rest_waits_for_the_large_answer(backend) {
+        next_request_while_a_large_answer_is_written(backend);
+    }
+
+    /// See [`large_answer_over_the_limit_to_a_client_that_reads_last`].
+    fn a_large_answer_gets_out_when_the_rest_breaks_the_limit(backend) {
+        large_answer_over_the_limit_to_a_client_that_reads_last(backend);
+    }
+
+    /// See [`after_a_continue_and_in_http_1_0`].
+    fn answered_first_after_a_continue_and_in_http_1_0(backend) {
+        after_a_continue_and_in_http_1_0(backend);
+    }
+
+    /// See [`streamed_answer_ends_before_the_rest`].
+    fn a_streamed_answer_ends_before_the_rest_comes(backend) {
+        streamed_answer_ends_before_the_rest(backend);
+    }
+
+    /// See [`large_answer_to_a_client_that_reads_last`].
+    fn a_large_answer_does_not_wait_on_a_client_that_reads_last(backend) {
+        large_answer_to_a_client_that_reads_last(backend);
+    }
+
     /// See [`unread_bodies_split_everywhere`].
     fn unread_bodies_split_at_every_position(backend) {
         unread_bodies_split_everywhere(backend);

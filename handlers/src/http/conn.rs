@@ -280,10 +280,10 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                     (outcome, end)
                 }
                 // Answered before the rest of the body is read and dropped,
-                // as nginx and Go's net/http do: a client still uploading
-                // gets the service's answer (a 401, a 404) now, not after
-                // its upload, and the answer stands even if the upload
-                // then fails, which only closes the connection.
+                // as nginx does: a client still uploading gets the
+                // service's answer (a 401, a 404) now, not after its
+                // upload, and the answer stands even if the upload then
+                // fails, which only closes the connection.
                 None => {
                     if let Err(e) = &result {
                         log_failure(h, &req, e, wire.write_failed());

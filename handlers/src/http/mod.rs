@@ -77,9 +77,12 @@
 //!   returned, within the body limit and deadline, so the next request is
 //!   found. What had come by then decides first (a body over the limit,
 //!   or malformed, turns the answer into a 413 or a 400); if more is to
-//!   come, the answer goes out at once, as nginx and Go's `net/http` do,
-//!   and the rest is read and dropped after it: a client still uploading
-//!   gets its 401 or 404 without finishing. If that rest then goes over
+//!   come, the answer goes out at once, as nginx does, while the rest is
+//!   read and dropped (a client that reads only once it has sent its
+//!   whole request still gets an answer larger than the socket buffers):
+//!   a client still uploading gets its 401 or 404 without finishing. (Go's
+//!   `net/http` reads up to 256 KiB of such a body before it answers, and
+//!   closes if more is left.) If that rest then goes over
 //!   the limit, stops coming (the body timeout) or the server stops, the
 //!   connection is closed, the answer standing.
 //! - **`Expect: 100-continue`**: `100 Continue` goes out only when the

@@ -4,9 +4,11 @@
 use std::io;
 use std::net::SocketAddr;
 use std::ops::Range;
+use std::pin::pin;
 use std::time::Instant;
 
 use percore::buf::RecvBuf;
+use percore::future::{select, Either};
 
 use super::wire::{after, StopSlot, Waited, Wire};
 use super::{BodyDecoder, BodyKind, Config, Header, HttpError, Limits, RequestHead, CONTINUE_100};
@@ -373,16 +375,26 @@ impl<'r> BodyReader<'r> {
             self.failure = Some(Failure::Gone);
             return Err(e);
         }
-        // The last lease is fully used: return it before taking another.
-        self.lease = None;
-        self.lease_used = 0;
-        let deadline = *self
-            .deadline
-            .get_or_insert_with(|| after(percore::time::now(), self.config.body_timeout));
+        let deadline = self.next_read();
         let wire = self.wire;
         self.awaiting_client = true;
         let waited = wire.wait(wire.conn.read(), deadline, stop).await;
         self.awaiting_client = false;
+        self.took(waited)
+    }
+
+    /// Returns the last lease, fully used, before another is read; the
+    /// body's deadline.
+    fn next_read(&mut self) -> Instant {
+        self.lease = None;
+        self.lease_used = 0;
+        *self
+            .deadline
+            .get_or_insert_with(|| after(percore::time::now(), self.config.body_timeout))
+    }
+
+    /// Takes what a read of body bytes came to.
+    fn took(&mut self, waited: Waited<io::Result<Option<RecvBuf>>>) -> io::Result<()> {
         match waited {
             Waited::Done(Ok(Some(buf))) => {
                 self.lease = Some(buf);
@@ -442,11 +454,14 @@ impl<'r> BodyReader<'r> {
     }
 
     /// Ends the body after the service returned. With `discard` (the
-    /// answer is out, or on its way), reads and drops what the service left,
-    /// bounded by the body limit and deadline and by the stop the slot
-    /// watches, so that the connection can serve the next request; without,
-    /// leaves it and asks for a close.
+    /// answer is in the output), writes the answer while it reads and
+    /// drops what the service left, bounded by the body limit and deadline
+    /// and by the stop the slot watches, so that the connection can serve
+    /// the next request; without, leaves it and asks for a close.
     pub(crate) async fn finish(&mut self, discard: Option<&StopSlot>) -> BodyEnd {
+        if let Some(stop) = discard.filter(|_| self.expect != Expect::Waiting) {
+            self.flush_dropping(stop).await;
+        }
         let mut abandoned = false;
         loop {
             match self.step() {
@@ -467,6 +482,58 @@ impl<'r> BodyReader<'r> {
             }
         }
         self.end(abandoned)
+    }
+
+    /// Writes the pending output (the answer) while reading and dropping
+    /// the body's rest; if the rest ends or fails first, the output is
+    /// still written whole. Written before the rest is read, an answer
+    /// larger than the socket buffers can hold would never get out to a
+    /// client that sends its whole request before it reads (as many do):
+    /// each side would wait for the other to read until the write timed
+    /// out and reset the connection.
+    async fn flush_dropping(&mut self, stop: &StopSlot) {
+        let wire = self.wire;
+        let mut flush = pin!(wire.flush());
+        let flushed = 'flushed: loop {
+            match self.step() {
+                Ok(Step::Data(..)) => continue,
+                Ok(Step::NeedMore) => {}
+                // What follows the body is the next request's.
+                Ok(Step::Done) => break flush.as_mut().await,
+                // A body over the limit or malformed closes the connection
+                // after the answer: what the client still sends meanwhile
+                // is dropped, as the close's lingering does. (One that
+                // timed out, or was cut short by the stop, is not waited
+                // on again.)
+                Err(_) if matches!(self.failure, Some(Failure::Refused(e)) if e.status != 408) => {
+                    let until = after(percore::time::now(), self.config.linger_timeout);
+                    loop {
+                        let read = wire.wait(wire.conn.read(), until, Some(stop));
+                        match select(flush.as_mut(), read).await {
+                            Either::Left(flushed) => break 'flushed flushed,
+                            Either::Right(Waited::Done(Ok(Some(_dropped)))) => {}
+                            Either::Right(_) => break 'flushed flush.as_mut().await,
+                        }
+                    }
+                }
+                Err(_) => break flush.as_mut().await,
+            }
+            let deadline = self.next_read();
+            let read = wire.wait(wire.conn.read(), deadline, Some(stop));
+            // The flush is polled through its pin: whichever ends first,
+            // it is never dropped half-written.
+            match select(flush.as_mut(), read).await {
+                Either::Left(flushed) => break flushed,
+                Either::Right(waited) => {
+                    if self.took(waited).is_err() {
+                        break flush.as_mut().await;
+                    }
+                }
+            }
+        };
+        if flushed.is_err() {
+            self.failure = Some(Failure::Gone);
+        }
     }
 
     fn end(&mut self, abandoned: bool) -> BodyEnd {
