@@ -54,10 +54,18 @@ const WARM_UP: usize = 100;
 const MEASURED: usize = 800;
 
 /// Three in-process `HttpEcho` upstreams behind a proxy of width 3 under
-/// `policy`: after warm-up, the connects stay bounded while requests go
-/// on, as the cut-off branches' connections come back through the drain.
-/// (Before draining, each cut-off closed its connection: about one new
-/// connection per request here.)
+/// `policy`: the connects stay bounded while requests go on, as the
+/// cut-off branches' connections come back through the drain. (Before
+/// draining, each cut-off closed its connection: about one new connection
+/// per request here.)
+///
+/// The bound is what the drain explains, not a count that holds only on
+/// an idle machine: no connection is closed here (none ages out, and
+/// `drain_closed` stays 0), and a request's branches go one to each
+/// upstream, so an upstream is connected to anew only when every
+/// connection it has is draining; it has at most one more connection than
+/// the most drains ever at once, which is the count of drain workers (none
+/// retires). On a busy machine drains overlap more, and both grow.
 fn connects_stay_bounded(backend: Backend, policy: Policy, answers: usize) {
     let _serial = serial();
     let upstreams: Vec<TestServer> = (0..3)
@@ -67,6 +75,7 @@ fn connects_stay_bounded(backend: Backend, policy: Policy, answers: usize) {
     let (px, counters) = proxy_counted(backend, &addrs, |c| {
         c.width = 3;
         c.policy = policy;
+        c.pool.idle_timeout = Duration::MAX;
     });
     let mut c = Client::connect(px.addr);
     let mut request = || {
@@ -95,7 +104,7 @@ fn connects_stay_bounded(backend: Backend, policy: Policy, answers: usize) {
     assert!(cut_off > 0, "some branches were cut off: {after}");
     assert!(drained > 0, "cut-off connections came back: {after}");
     assert!(
-        connects <= 6,
+        after.connects <= 3 * (1 + after.drain_workers),
         "{connects} connects over {MEASURED} requests: {after}"
     );
     assert_eq!(

@@ -18,8 +18,13 @@ const KEEP: usize = 1024;
 /// buffers pays for its array rather than have every spare hold 16 KiB.
 const KEEP_IOVECS: usize = 64;
 
-/// Spare spaces reserved when a core starts.
+/// Spare spaces a core starts with, and the iovecs each has room for
+/// (16 × 336 bytes). Made at the start rather than on demand: a core that
+/// never had more gathered sends in flight at once than it has now would
+/// otherwise allocate (a space, then its array up to three times) the
+/// first time one more overlaps, however long after the start that is.
 const RESERVED: usize = 16;
+const RESERVED_IOVECS: usize = 16;
 
 /// What the kernel reads to find a gathered send's bytes. Boxed: on
 /// io_uring the kernel holds a pointer to `hdr` until the completion, and
@@ -32,11 +37,15 @@ pub(crate) struct MsgSpace {
 
 impl MsgSpace {
     fn new() -> Box<MsgSpace> {
+        Self::with_room(0)
+    }
+
+    fn with_room(iovecs: usize) -> Box<MsgSpace> {
         Box::new(MsgSpace {
             // SAFETY: `msghdr` is plain C data; all zeroes is a valid,
             // empty header (no address, no iovecs, no control data).
             hdr: unsafe { std::mem::zeroed() },
-            iov: Vec::new(),
+            iov: Vec::with_capacity(iovecs),
         })
     }
 
@@ -90,8 +99,10 @@ pub(crate) struct MsgSpaces {
 
 impl MsgSpaces {
     pub(crate) fn new() -> MsgSpaces {
+        let mut free = Vec::with_capacity(RESERVED);
+        free.extend((0..RESERVED).map(|_| MsgSpace::with_room(RESERVED_IOVECS)));
         MsgSpaces {
-            free: RefCell::new(Vec::with_capacity(RESERVED)),
+            free: RefCell::new(free),
         }
     }
 
@@ -170,7 +181,7 @@ mod tests {
         spaces.put(space);
         assert_eq!(
             spaces.free.borrow().len(),
-            1,
+            RESERVED,
             "a space for {KEEP_IOVECS} buffers (room for {capacity}) is kept"
         );
     }
@@ -182,13 +193,44 @@ mod tests {
         space.fill(&[&b"a"[..]; 8], Cursor::default());
         let small = &*space as *const MsgSpace;
         spaces.put(space);
-        assert_eq!(spaces.free.borrow().len(), 1, "a small space is kept");
+        assert_eq!(
+            spaces.free.borrow().len(),
+            RESERVED,
+            "a small space is kept"
+        );
         let space = spaces.take();
         assert_eq!(&*space as *const MsgSpace, small, "a small space is reused");
         let mut big = spaces.take();
         big.fill(&vec![&b"a"[..]; KEEP_IOVECS + 1], Cursor::default());
         spaces.put(big);
         spaces.put(space);
-        assert_eq!(spaces.free.borrow().len(), 1, "a large space is freed");
+        // The large one was a reserved spare.
+        assert_eq!(
+            spaces.free.borrow().len(),
+            RESERVED - 1,
+            "a large space is freed"
+        );
+    }
+
+    /// A core's first sends, as many at once as it keeps spares for, each
+    /// of as many buffers as a spare has room for, find their space ready.
+    #[test]
+    fn the_reserved_spares_fit_the_first_sends() {
+        let spaces = MsgSpaces::new();
+        let bufs = vec![&b"a"[..]; RESERVED_IOVECS];
+        let taken: Vec<_> = (0..RESERVED)
+            .map(|_| {
+                let mut space = spaces.take();
+                let room = space.iov.capacity();
+                space.fill(&bufs, Cursor::default());
+                assert_eq!(space.iov.capacity(), room, "a reserved space grew");
+                space
+            })
+            .collect();
+        assert!(spaces.free.borrow().is_empty());
+        for space in taken {
+            spaces.put(space);
+        }
+        assert_eq!(spaces.free.borrow().len(), RESERVED);
     }
 }

@@ -160,6 +160,16 @@ impl Wheel {
         let level = level_for(self.elapsed, when);
         let slot = ((when >> (level as u32 * SLOT_BITS)) as usize) & (SLOTS - 1);
         let bucket = &mut self.levels[level][slot];
+        // A full slot takes the larger spare vector rather than growing:
+        // deadlines a fixed time ahead (a request's, a drain's) move into
+        // a new slot every slot-width, and without this each one grew to
+        // the peak in its turn, allocating for minutes (hours at the
+        // higher levels) after the load had settled. Moved in order, so
+        // the keys' indices stand.
+        if bucket.len() == bucket.capacity() && self.scratch.capacity() > bucket.capacity() {
+            self.scratch.append(bucket);
+            std::mem::swap(bucket, &mut self.scratch);
+        }
         entry.place = Some((level as u8, slot as u8, bucket.len() as u32));
         bucket.push(key);
         self.occupied[level] |= 1u64 << slot;
@@ -180,8 +190,13 @@ impl Wheel {
                 moved_entry.place = Some((level as u8, slot as u8, index as u32));
             }
         }
-        if self.levels[level][slot].is_empty() {
+        if bucket.is_empty() {
             self.occupied[level] &= !(1u64 << slot);
+            // The spare keeps the largest empty vector, for the next slot
+            // that fills up (see `place`).
+            if bucket.capacity() > self.scratch.capacity() {
+                std::mem::swap(bucket, &mut self.scratch);
+            }
         }
     }
 
@@ -307,5 +322,41 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Deadlines a fixed time ahead, more of them at once than a slot has
+    /// room for, moving from slot to slot as time goes on: past the first
+    /// slot none grows (the spare vector goes where the timers are), and
+    /// the keys moved with it are still found when disarmed.
+    #[test]
+    fn a_moving_crowd_of_deadlines_grows_one_slot_only() {
+        let mut wheel = Wheel::new();
+        let capacity = |wheel: &Wheel| -> usize {
+            let slots: usize = wheel.levels.iter().flatten().map(Vec::capacity).sum();
+            slots + wheel.scratch.capacity()
+        };
+        let crowd = 4 * SLOT_CAPACITY as u64;
+        let mut grown = None;
+        // Every 100 ms for 20 s, a crowd of deadlines 15 s ahead (level 2,
+        // 4 s slots), disarmed soon after, odd ones first.
+        for round in 0..200u64 {
+            let now = round * 100;
+            wheel.advance(now);
+            let keys: Vec<_> = (0..crowd)
+                .map(|i| wheel.insert(now + 15_000 + i, waker().1))
+                .collect();
+            let total = *grown.get_or_insert_with(|| capacity(&wheel));
+            assert_eq!(capacity(&wheel), total, "round {round}: a slot grew");
+            for key in keys.iter().skip(1).step_by(2).chain(keys.iter().step_by(2)) {
+                wheel.remove(*key);
+            }
+            assert_eq!(wheel.len(), 0, "round {round}");
+            assert_eq!(
+                wheel.next_deadline(),
+                None,
+                "round {round}: a key left behind"
+            );
+        }
+        assert!(grown.is_some_and(|total| total > capacity(&Wheel::new())));
     }
 }

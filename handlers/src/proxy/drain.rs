@@ -74,7 +74,7 @@ struct Shared {
     idle_timeout: Duration,
     /// The fan-out's buffers: a drain's comes from there and goes back.
     bufs: Rc<BufPool>,
-    /// `drained` and `drain_closed` are the drain's.
+    /// `drained`, `drain_closed` and `drain_workers` are the drain's.
     stats: Arc<Counters>,
 }
 
@@ -135,7 +135,10 @@ impl Drain {
                 }
             }
             // Detached: it ends by itself (idle too long, or the stop).
-            None => drop(percore::spawn_local(work(shared.clone(), job))),
+            None => {
+                bump(&shared.stats.drain_workers);
+                drop(percore::spawn_local(work(shared.clone(), job)));
+            }
         }
     }
 }

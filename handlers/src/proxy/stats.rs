@@ -61,6 +61,11 @@ pub struct ProxyStats {
     /// draining. A cut-off branch still connecting or sending is in
     /// neither count: its connection is closed at once.
     pub drain_closed: u64,
+    /// Drain workers started: a cut-off branch's connection found every
+    /// worker busy with an earlier one. It stops growing once there are as
+    /// many workers as drains overlap at most, and grows again only after
+    /// a spell quieter than the pool's idle timeout retired some.
+    pub drain_workers: u64,
     /// Client requests the proxy was still working on (reading the body,
     /// or waiting on upstreams) when the server's stop cut them off near
     /// its drain deadline: the HTTP layer answered them 503 (see
@@ -96,7 +101,7 @@ impl fmt::Display for ProxyStats {
             f,
             "requests={} failed={} failed_504={} sub_requests={} connects={} reuses={} \
              retries={} errors_connect={} errors_exchange={} deadline={} cancelled={} \
-             drained={} drain_closed={} stopped={} loops={} upstream_5xx={} ejections={} all_ejected={} rejected_pending={} \
+             drained={} drain_closed={} drain_workers={} stopped={} loops={} upstream_5xx={} ejections={} all_ejected={} rejected_pending={} \
              mirrored={} mirror_failed={} mirror_dropped={}",
             self.requests,
             self.failed,
@@ -111,6 +116,7 @@ impl fmt::Display for ProxyStats {
             self.cancelled,
             self.drained,
             self.drain_closed,
+            self.drain_workers,
             self.stopped,
             self.loops,
             self.upstream_5xx,
@@ -185,6 +191,7 @@ pub(crate) struct Counters {
     pub(crate) cancelled: Counter,
     pub(crate) drained: Counter,
     pub(crate) drain_closed: Counter,
+    pub(crate) drain_workers: Counter,
     pub(crate) stopped: Counter,
     pub(crate) loops: Counter,
     pub(crate) upstream_5xx: Counter,
@@ -212,6 +219,7 @@ impl Counters {
             cancelled: self.cancelled.get(),
             drained: self.drained.get(),
             drain_closed: self.drain_closed.get(),
+            drain_workers: self.drain_workers.get(),
             stopped: self.stopped.get(),
             loops: self.loops.get(),
             upstream_5xx: self.upstream_5xx.get(),
