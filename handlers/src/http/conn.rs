@@ -269,26 +269,22 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 // still to come is left, and the connection closes.
                 None => Some(req.body.finish(None).await),
             };
+            // `None`: answered before the rest of the body is read and
+            // dropped, as nginx does: a client still uploading gets the
+            // service's answer (a 401, a 404) now, not after its upload,
+            // and the answer stands even if the upload then fails, which
+            // only closes the connection.
+            let (failure, abandoned) = ended
+                .as_ref()
+                .map_or((None, false), |e| (e.failure, e.abandoned));
+            if let Err(e) = &result {
+                log_failure(h, &req, e, failure.is_some() || wire.write_failed());
+            }
+            // One call: inlined, as on the path every request takes.
+            let outcome = complete(h, &wire, exchange, &mut res, result, failure, abandoned);
             let (outcome, end) = match ended {
-                Some(end) => {
-                    if let Err(e) = &result {
-                        log_failure(h, &req, e, end.failure.is_some() || wire.write_failed());
-                    }
-                    let (failure, abandoned) = (end.failure, end.abandoned);
-                    let outcome =
-                        complete(h, &wire, exchange, &mut res, result, failure, abandoned);
-                    (outcome, end)
-                }
-                // Answered before the rest of the body is read and dropped,
-                // as nginx does: a client still uploading gets the
-                // service's answer (a 401, a 404) now, not after its
-                // upload, and the answer stands even if the upload then
-                // fails, which only closes the connection.
+                Some(end) => (outcome, end),
                 None => {
-                    if let Err(e) = &result {
-                        log_failure(h, &req, e, wire.write_failed());
-                    }
-                    let outcome = complete(h, &wire, exchange, &mut res, result, None, false);
                     let discard = (outcome == Outcome::Keep).then_some(&stop);
                     let end = req.body.finish(discard).await;
                     (after_discard(outcome, &end), end)
