@@ -262,33 +262,33 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
             let drain = (result.is_ok() || is_refusal(&result, &res))
                 && res.keep_alive
                 && res.streaming != Some(Streaming::UntilClose);
-            let ended = match req.body.end_now() {
-                Some(end) => Some(end),
-                None if drain && req.body.rest_to_come() => None,
-                // The body ended (or failed) in what had come; or a rest
-                // still to come is left, and the connection closes.
-                None => Some(req.body.finish(None).await),
-            };
-            // `None`: answered before the rest of the body is read and
-            // dropped, as nginx does: a client still uploading gets the
+            // Answered before the rest of the body is read and dropped
+            // (`first`), as nginx does: a client still uploading gets the
             // service's answer (a 401, a 404) now, not after its upload,
             // and the answer stands even if the upload then fails, which
             // only closes the connection.
-            let (failure, abandoned) = ended
-                .as_ref()
-                .map_or((None, false), |e| (e.failure, e.abandoned));
-            if let Err(e) = &result {
-                log_failure(h, &req, e, failure.is_some() || wire.write_failed());
-            }
-            // One call: inlined, as on the path every request takes.
-            let outcome = complete(h, &wire, exchange, &mut res, result, failure, abandoned);
-            let (outcome, end) = match ended {
-                Some(end) => (outcome, end),
-                None => {
-                    let discard = (outcome == Outcome::Keep).then_some(&stop);
-                    let end = req.body.finish(discard).await;
-                    (after_discard(outcome, &end), end)
+            let mut first = false;
+            let end = match req.body.end_now() {
+                Some(end) => end,
+                None if drain && req.body.rest_to_come() => {
+                    first = true;
+                    BodyEnd::unknown()
                 }
+                // The body ended (or failed) in what had come; or a rest
+                // still to come is left, and the connection closes.
+                None => req.body.finish(None).await,
+            };
+            if let Err(e) = &result {
+                log_failure(h, &req, e, end.failure.is_some() || wire.write_failed());
+            }
+            let (failure, abandoned) = (end.failure, end.abandoned);
+            let outcome = complete(h, &wire, exchange, &mut res, result, failure, abandoned);
+            let (outcome, end) = if first {
+                let discard = (outcome == Outcome::Keep).then_some(&stop);
+                let end = req.body.finish(discard).await;
+                (after_discard(outcome, &end), end)
+            } else {
+                (outcome, end)
             };
             // `res` and `req` end here, releasing the buffers they borrow.
             shrink(&mut res_body);

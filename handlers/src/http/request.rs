@@ -214,6 +214,19 @@ pub(crate) struct BodyEnd {
     pub(crate) abandoned: bool,
 }
 
+impl BodyEnd {
+    /// Stands for the end of a body whose rest is yet to be read and
+    /// dropped, while its answer is made: nothing failed or left so far.
+    pub(crate) fn unknown() -> Self {
+        Self {
+            input_used: 0,
+            lease: None,
+            failure: None,
+            abandoned: false,
+        }
+    }
+}
+
 /// Reads one request body from the input after the head, then from the
 /// socket, through a [`BodyDecoder`].
 pub(crate) struct BodyReader<'r> {
