@@ -200,6 +200,24 @@ fn large_answer_to_a_client_that_reads_last(backend: Backend) {
     assert_eq!(c.roundtrip(&get("/next")).body, b"/next");
 }
 
+/// As [`large_answer_to_a_client_that_reads_last`], with
+/// `Connection: close`: the layer leaves the body unread and closes, and
+/// while the answer goes out what the client sends is dropped, so that
+/// the client gets the whole answer, then the end of stream.
+fn large_closing_answer_to_a_client_that_reads_last(backend: Backend) {
+    let mut config = large_config();
+    config.limits.max_body = 64 << 20;
+    let srv = server(backend, config);
+    let mut c = Client::connect(srv.addr);
+    let body = vec![b'b'; 32 << 20];
+    let framing = format!("Connection: close\r\nContent-Length: {}", body.len());
+    c.send(&[head("/large", &framing), body].concat());
+    let r = c.response();
+    assert_eq!(r.body.len(), LARGE);
+    assert!(r.closes());
+    c.expect_eof();
+}
+
 /// The rest of the body, and a request after it, come while a large
 /// answer is still being written: the rest is dropped, and the request
 /// after it is kept for its turn and answered after the answer.
@@ -312,6 +330,11 @@ http_tests! {
     /// See [`large_answer_to_a_client_that_reads_last`].
     fn a_large_answer_does_not_wait_on_a_client_that_reads_last(backend) {
         large_answer_to_a_client_that_reads_last(backend);
+    }
+
+    /// See [`large_closing_answer_to_a_client_that_reads_last`].
+    fn a_large_closing_answer_does_not_wait_on_a_client_that_reads_last(backend) {
+        large_closing_answer_to_a_client_that_reads_last(backend);
     }
 
     /// See [`unread_bodies_split_everywhere`].

@@ -205,6 +205,33 @@ http_tests! {
         assert_eq!(server.stats().requests, 1000);
     }
 
+    /// A client that streams without end after its closing answer (here
+    /// a 413 for a body over the limit) is cut off at the linger timeout
+    /// (300 ms), however fast it sends: the linger's deadline holds while
+    /// its reads never wait.
+    fn a_linger_ends_at_its_timeout_under_a_stream(backend) {
+        let mut config = Config::default();
+        config.linger_timeout = Duration::from_millis(300);
+        config.limits.max_body = 1000;
+        let server = TestServer::echo_with(backend, config);
+        let mut c = Client::connect(server.addr);
+        c.send(b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+        let mut stream = c.stream.try_clone().expect("clone");
+        let started = Instant::now();
+        let sender = thread::spawn(move || {
+            let chunk = [b"4000\r\n".as_slice(), &[b'x'; 0x4000], b"\r\n"].concat();
+            while started.elapsed() < Duration::from_secs(10) {
+                if stream.write_all(&chunk).is_err() {
+                    return started.elapsed();
+                }
+            }
+            started.elapsed()
+        });
+        assert_eq!(c.response().status, 413);
+        let cut = sender.join().expect("sender");
+        assert!(cut < Duration::from_secs(3), "still streaming after {cut:?}");
+    }
+
     /// Timeouts of `Duration::MAX` mean "never", not an overflow panic in
     /// the deadline arithmetic.
     fn unbounded_timeouts_do_not_overflow(backend) {

@@ -6,7 +6,7 @@ use std::io;
 use std::time::Duration;
 
 use super::access::{self, Ending, Exchange, CLIENT_LEFT};
-use super::conn::close;
+use super::close::close;
 use super::encode::error_response_kept_if;
 use super::response::{effective_status, Streaming};
 use super::service::HttpHandler;

@@ -16,7 +16,7 @@
 
 use std::io;
 use std::pin::pin;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use percore::buf::RecvBuf;
 use percore::Connection;
@@ -26,16 +26,17 @@ use super::answers::{
     answer_error, answer_error_kept, answer_panic, answer_stopping, client_left, log_failure,
     mark_incomplete, sent, sent_streamed, service_error,
 };
+use super::close::{close, quiet};
 use super::cutoff::{cut_at, Cutoff};
 use super::request::{BodyEnd, BodyReader, Failure};
 use super::response::{effective_status, no_body_status, Streaming};
 use super::service::HttpHandler;
 use super::stats::Reason;
 use super::unwind::CatchUnwind;
-use super::wire::{after, StopSlot, Waited, Wire, KEEP_CAPACITY};
+use super::wire::{after, Waited, Wire, KEEP_CAPACITY};
 use super::{
-    encode_last_chunk, header_storage, max_head_len, parse_head, BodyKind, Config, Framing,
-    HeadRetry, HttpError, Limits, Request, RequestHead, Response, ResponseHead, Service,
+    encode_last_chunk, header_storage, max_head_len, parse_head, BodyKind, Framing, HeadRetry,
+    HttpError, Limits, Request, RequestHead, Response, ResponseHead, Service,
 };
 
 /// Header storage per request. [`Limits::max_headers`](super::Limits)
@@ -50,10 +51,6 @@ const OUT_HIGH_WATER: usize = 32 * 1024;
 /// percore adds (`Date`, `Content-Length` or `Transfer-Encoding`,
 /// `Connection`), on top of the service's own fields.
 const HEAD_RESERVE: usize = 128;
-
-/// Lingering is cut to this while the server stops: the answer is already
-/// out, and a stopping server should not wait on slow clients.
-const STOP_LINGER: Duration = Duration::from_millis(500);
 
 /// Where the bytes of this turn are.
 enum Input {
@@ -533,43 +530,6 @@ fn body_limit<'h, 'b, S: Service>(
 /// with its connection at the deadline, without a word.
 fn stop_cut_off() -> Option<Instant> {
     percore::drain_deadline().map(|deadline| cut_at(deadline, percore::time::now()))
-}
-
-/// Sends what is pending, shuts down the write side, and reads and drops
-/// input for a bounded time so the client sees the answer, not a reset
-/// caused by its own unread bytes (RFC 9112 §9.6). A stop, whether it
-/// began before or during the linger, cuts what is left of it to
-/// [`STOP_LINGER`]: a client that keeps its end open after the answer
-/// must not hold the server's stop for the whole linger.
-pub(super) async fn close(wire: &Wire, config: &Config, stop: &StopSlot) -> io::Result<()> {
-    if let Err(e) = wire.flush().await {
-        return quiet(e);
-    }
-    // ENOTCONN here means the peer already reset: nothing left to finish.
-    let _ = wire.conn.shutdown_write();
-    let mut deadline = after(percore::time::now(), config.linger_timeout);
-    let mut watch = Some(stop);
-    loop {
-        match wire.wait(wire.conn.read(), deadline, watch).await {
-            Waited::Done(Ok(Some(_dropped))) => {}
-            Waited::Stopped => {
-                deadline = deadline.min(after(percore::time::now(), STOP_LINGER));
-                watch = None;
-            }
-            Waited::Done(_) | Waited::TimedOut => return Ok(()),
-        }
-    }
-}
-
-/// Ends the connection after a write error: resets and broken pipes are
-/// reported (the server counts them); a write timeout is policy, not an
-/// error (and [`Wire::flush`] already made the close a reset).
-fn quiet(e: io::Error) -> io::Result<()> {
-    if e.kind() == io::ErrorKind::TimedOut {
-        Ok(())
-    } else {
-        Err(e)
-    }
 }
 
 /// Whether a request, complete or not, is a `HEAD`: the answer to one

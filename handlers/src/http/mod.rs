@@ -189,6 +189,7 @@ mod answers;
 mod body;
 mod chars;
 mod chunked;
+mod close;
 mod config;
 mod conn;
 mod cutoff;
