@@ -205,6 +205,44 @@ http_tests! {
         assert_eq!(server.stats().requests, 1000);
     }
 
+    /// A 24 MiB answer to a client that reads at most 64 KiB every 10 ms
+    /// (several seconds in all) goes out whole although the write timeout
+    /// is 1 s: the timeout runs from the write's last progress, not its
+    /// start (the whole write, with about 8 MiB in the socket buffers,
+    /// takes over 2 s).
+    fn a_slow_steady_reader_gets_a_large_answer(backend) {
+        let mut config = short_config();
+        config.limits.max_body = 32 << 20;
+        config.body_timeout = Duration::from_secs(10);
+        // The answer's end sits in the socket buffers once written, and
+        // is read long after: not an idle connection.
+        config.idle_timeout = Duration::from_secs(10);
+        config.write_timeout = Duration::from_secs(1);
+        let server = TestServer::echo_with(backend, config);
+        let mut c = Client::connect(server.addr);
+        let body = vec![b'z'; 24 << 20];
+        let mut writer = c.stream.try_clone().expect("clone");
+        let request = post("/", "t/x", &body);
+        let sending = thread::spawn(move || writer.write_all(&request));
+        let mut got = Vec::new();
+        let mut piece = vec![0; 64 << 10];
+        let started = Instant::now();
+        let whole = |got: &[u8]| {
+            let head = got.windows(4).position(|w| w == b"\r\n\r\n");
+            head.is_some_and(|at| got.len() >= at + 4 + body.len())
+        };
+        while !whole(&got) {
+            let n = std::io::Read::read(&mut c.stream, &mut piece)
+                .unwrap_or_else(|e| panic!("{e} after {} bytes, {:?}", got.len(), started.elapsed()));
+            assert!(n > 0, "closed after {} bytes, {:?}", got.len(), started.elapsed());
+            got.extend_from_slice(&piece[..n]);
+            thread::sleep(Duration::from_millis(10));
+        }
+        sending.join().expect("sender").expect("sent");
+        assert!(got.ends_with(&body), "the whole body, {} bytes in all", got.len());
+        assert_eq!(c.roundtrip(&get("/")).body, HELLO);
+    }
+
     /// A client that streams without end after its closing answer (here
     /// a 413 for a body over the limit) is cut off at the linger timeout
     /// (300 ms), however fast it sends: the linger's deadline holds while

@@ -263,6 +263,14 @@ pub struct WriteAll<'a, B: IoBuf> {
     len: usize,
 }
 
+impl<B: IoBuf> WriteAll<'_, B> {
+    /// Bytes the kernel has taken so far: a caller that bounds the write
+    /// by time can count from its last progress rather than its start.
+    pub fn sent(&self) -> usize {
+        self.sent
+    }
+}
+
 impl<B: IoBuf> Future for WriteAll<'_, B> {
     type Output = BufResult<(), B>;
 

@@ -39,8 +39,13 @@ pub struct Config {
     /// is closed silently (no 408: HAProxy notes that browsers mishandle a
     /// 408 on an idle connection). Default 30 s.
     pub idle_timeout: Duration,
-    /// Time to send one batch of responses; a client that stops reading is
-    /// closed after it. Default 30 s.
+    /// Time a write of responses may go without progress (nginx's
+    /// `send_timeout`): a client that stops reading is closed (reset)
+    /// after it, one that reads slowly but steadily gets the whole answer,
+    /// however long. Progress is seen as the kernel takes more of the
+    /// answer, which on a socket with megabytes of buffer can be a second
+    /// or more apart for a slow reader: keep it well above that. Default
+    /// 30 s.
     pub write_timeout: Duration,
     /// After a response with `Connection: close` (every error answer but
     /// a service's own 4xx on a connection it keeps), how long the server

@@ -119,8 +119,9 @@
 //!   arrived, a silent close for a connection that sent nothing),
 //!   [`Config::body_timeout`] (30 s; 408), [`Config::idle_timeout`] between
 //!   requests (30 s; silent close, no 408), [`Config::write_timeout`]
-//!   (30 s; the connection is then reset, which frees the output the
-//!   kernel still held for a client that does not read).
+//!   (30 s without progress, so a slow reader still gets a large answer;
+//!   the connection is then reset, which frees the output the kernel
+//!   still held for a client that does not read).
 //! - **Stopping**: when the server begins its graceful stop, a connection
 //!   waiting between requests is kept for [`Config::stop_grace`] (1 s) in
 //!   case a request crossed the stop, which is answered with

@@ -3,7 +3,7 @@
 //! timer, and the per-core stop notification.
 
 use std::cell::{Cell, RefCell};
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::{pin, Pin};
 use std::rc::Rc;
@@ -133,14 +133,32 @@ impl Wire {
             self.out.set(buf);
             return Ok(());
         }
-        // Most sends complete on their first poll: only one that has to
-        // wait reads the clock for its deadline.
-        let deadline = || after(percore::time::now(), self.write_timeout);
         // The write ends with this block: a timed-out one is dropped
         // (cancelled) before the linger below is set.
         let waited = {
-            let write = pin!(self.conn.write_all(buf));
-            self.wait_until(write, deadline, None).await
+            let mut write = pin!(self.conn.write_all(buf));
+            // The timeout runs from the write's last progress, as nginx's
+            // `send_timeout`: a large answer to a slow but steady reader
+            // goes out whole, one to a client that stopped reading is cut
+            // off. Most sends complete on their first poll: only one that
+            // has to wait reads the clock.
+            let mut progress: Option<(usize, Instant)> = None;
+            poll_fn(|cx| {
+                if let Poll::Ready(done) = write.as_mut().poll(cx) {
+                    return Poll::Ready(Waited::Done(done));
+                }
+                let sent = write.sent();
+                let deadline = match progress {
+                    Some((at, deadline)) if at == sent => deadline,
+                    _ => {
+                        let deadline = after(percore::time::now(), self.write_timeout);
+                        progress = Some((sent, deadline));
+                        deadline
+                    }
+                };
+                self.poll_deadline(deadline, cx).map(|()| Waited::TimedOut)
+            })
+            .await
         };
         match waited {
             Waited::Done((Ok(()), mut buf)) => {
@@ -188,23 +206,11 @@ impl Wire {
         fut: F,
         deadline: Instant,
         stop: Option<&'w StopSlot>,
-    ) -> Wait<'w, F, impl Fn() -> Instant + Unpin> {
-        self.wait_until(fut, move || deadline, stop)
-    }
-
-    /// [`wait`](Self::wait) with the deadline computed only if `fut` does
-    /// not complete on its first poll.
-    fn wait_until<'w, F: Future + Unpin, D: Fn() -> Instant + Unpin>(
-        &'w self,
-        fut: F,
-        deadline: D,
-        stop: Option<&'w StopSlot>,
-    ) -> Wait<'w, F, D> {
+    ) -> Wait<'w, F> {
         Wait {
             wire: self,
             fut,
             deadline,
-            at: None,
             stop,
         }
     }
@@ -232,16 +238,14 @@ impl Wire {
 /// `async fn`, because it is polled twice per request and each layer of
 /// generated state machine costs instructions on every poll.
 #[must_use = "futures do nothing unless polled"]
-pub(crate) struct Wait<'w, F, D> {
+pub(crate) struct Wait<'w, F> {
     wire: &'w Wire,
     fut: F,
-    deadline: D,
-    /// The deadline, once computed.
-    at: Option<Instant>,
+    deadline: Instant,
     stop: Option<&'w StopSlot>,
 }
 
-impl<F: Future + Unpin, D: Fn() -> Instant + Unpin> Future for Wait<'_, F, D> {
+impl<F: Future + Unpin> Future for Wait<'_, F> {
     type Output = Waited<F::Output>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -252,8 +256,9 @@ impl<F: Future + Unpin, D: Fn() -> Instant + Unpin> Future for Wait<'_, F, D> {
         if this.stop.is_some_and(|s| s.poll_stopped(cx)) {
             return Poll::Ready(Waited::Stopped);
         }
-        let at = *this.at.get_or_insert_with(&this.deadline);
-        this.wire.poll_deadline(at, cx).map(|()| Waited::TimedOut)
+        this.wire
+            .poll_deadline(this.deadline, cx)
+            .map(|()| Waited::TimedOut)
     }
 }
 
