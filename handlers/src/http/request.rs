@@ -515,17 +515,17 @@ impl<'r> BodyReader<'r> {
                 Ok(Step::Done) => break flush.as_mut().await,
                 // A body over the limit or malformed closes the connection
                 // after the answer: what the client still sends meanwhile
-                // is dropped, as the close's lingering does. (One that
-                // timed out, or was cut short by the stop, is not waited
-                // on again.)
+                // is dropped, as the close's lingering does, the flush
+                // polled first as below. (One that timed out, or was cut
+                // short by the stop, is not waited on again.)
                 Err(_) if matches!(self.failure, Some(Failure::Refused(e)) if e.status != 408) => {
                     let until = after(percore::time::now(), self.config.linger_timeout);
                     loop {
                         let read = wire.wait(wire.conn.read(), until, Some(stop));
-                        match select(flush.as_mut(), read).await {
-                            Either::Left(flushed) => break 'flushed flushed,
-                            Either::Right(Waited::Done(Ok(Some(_dropped)))) => {}
-                            Either::Right(_) => break 'flushed flush.as_mut().await,
+                        match select(read, flush.as_mut()).await {
+                            Either::Right(flushed) => break 'flushed flushed,
+                            Either::Left(Waited::Done(Ok(Some(_dropped)))) => {}
+                            Either::Left(_) => break 'flushed flush.as_mut().await,
                         }
                     }
                 }
@@ -534,10 +534,14 @@ impl<'r> BodyReader<'r> {
             let deadline = self.next_read();
             let read = wire.wait(wire.conn.read(), deadline, Some(stop));
             // The flush is polled through its pin: whichever ends first,
-            // it is never dropped half-written.
-            match select(flush.as_mut(), read).await {
-                Either::Left(flushed) => break flushed,
-                Either::Right(waited) => {
+            // it is never dropped half-written. It is the select's second
+            // future, which a new select polls first: a read that is always
+            // ready (a client that streams its rest) must not keep the
+            // flush, and its timeout, waiting until the task's I/O budget
+            // runs out every 128 reads.
+            match select(read, flush.as_mut()).await {
+                Either::Right(flushed) => break flushed,
+                Either::Left(waited) => {
                     if self.took(waited).is_err() {
                         break flush.as_mut().await;
                     }
