@@ -115,73 +115,64 @@ http_tests! {
     /// after another in steady state: the layer's answer to it allocates
     /// nothing beyond the error the service made.
     fn a_kept_refusal_allocates_nothing_in_the_layer(backend) {
-        let _serial = serial();
-        let mut config = Config::default();
-        config.max_requests = u32::MAX;
-        let server = TestServer::start(backend, config, || {
-            TRACKED.with(|t| t.set(true));
-            Refuser
-        });
-        let mut c = Client::connect(server.addr);
-        let refused = |c: &mut Client| {
+        refusals_allocate_nothing_in_the_layer(backend, "refusals", |c| {
             let r = c.roundtrip(&get("/missing"));
             assert_eq!((r.status, r.closes()), (404, false));
-        };
-        for _ in 0..100 {
-            refused(&mut c);
-        }
-
-        ALLOCS.store(0, Ordering::Relaxed);
-        OWN_ALLOCS.store(0, Ordering::Relaxed);
-        COUNTING.store(true, Ordering::SeqCst);
-        for _ in 0..1000 {
-            refused(&mut c);
-        }
-        COUNTING.store(false, Ordering::SeqCst);
-
-        let (allocs, own) = (ALLOCS.load(Ordering::Relaxed), OWN_ALLOCS.load(Ordering::Relaxed));
-        let sizes: Vec<usize> = SIZES.iter().map(|s| s.load(Ordering::Relaxed)).collect();
-        println!("{backend}: {allocs} allocations over 1000 refusals, {own} the service's own (first sizes {sizes:?})");
-        assert!(own > 0, "the service's error was not counted");
-        assert_eq!(allocs - own, 0, "the layer's allocations; first sizes {sizes:?}");
-        drop(c);
+        });
     }
 
     /// A refusal answered before the rest of its body came (the answer
     /// written while that rest is read and dropped): nothing allocated in
     /// the layer either.
     fn a_refusal_before_the_rest_allocates_nothing_in_the_layer(backend) {
-        let _serial = serial();
-        let mut config = Config::default();
-        config.max_requests = u32::MAX;
-        let server = TestServer::start(backend, config, || {
-            TRACKED.with(|t| t.set(true));
-            Refuser
-        });
-        let mut c = Client::connect(server.addr);
-        let refused = |c: &mut Client| {
+        refusals_allocate_nothing_in_the_layer(backend, "early refusals", |c| {
             c.send(b"POST /missing HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc");
             let r = c.response();
             assert_eq!((r.status, r.closes()), (404, false));
             c.send(b"defghij");
-        };
-        for _ in 0..100 {
-            refused(&mut c);
-        }
-
-        ALLOCS.store(0, Ordering::Relaxed);
-        OWN_ALLOCS.store(0, Ordering::Relaxed);
-        COUNTING.store(true, Ordering::SeqCst);
-        for _ in 0..1000 {
-            refused(&mut c);
-        }
-        COUNTING.store(false, Ordering::SeqCst);
-
-        let (allocs, own) = (ALLOCS.load(Ordering::Relaxed), OWN_ALLOCS.load(Ordering::Relaxed));
-        let sizes: Vec<usize> = SIZES.iter().map(|s| s.load(Ordering::Relaxed)).collect();
-        println!("{backend}: {allocs} allocations over 1000 early refusals, {own} the service's own (first sizes {sizes:?})");
-        assert!(own > 0, "the service's error was not counted");
-        assert_eq!(allocs - own, 0, "the layer's allocations; first sizes {sizes:?}");
-        drop(c);
+        });
     }
+}
+
+/// 1000 exchanges of `refused` on one connection to a [`Refuser`], after
+/// 100 to warm up: the only allocations on the core thread are the
+/// service's own errors.
+fn refusals_allocate_nothing_in_the_layer(
+    backend: Backend,
+    what: &str,
+    refused: impl Fn(&mut Client),
+) {
+    let _serial = serial();
+    let mut config = Config::default();
+    config.max_requests = u32::MAX;
+    let server = TestServer::start(backend, config, || {
+        TRACKED.with(|t| t.set(true));
+        Refuser
+    });
+    let mut c = Client::connect(server.addr);
+    for _ in 0..100 {
+        refused(&mut c);
+    }
+
+    ALLOCS.store(0, Ordering::Relaxed);
+    OWN_ALLOCS.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::SeqCst);
+    for _ in 0..1000 {
+        refused(&mut c);
+    }
+    COUNTING.store(false, Ordering::SeqCst);
+
+    let (allocs, own) = (
+        ALLOCS.load(Ordering::Relaxed),
+        OWN_ALLOCS.load(Ordering::Relaxed),
+    );
+    let sizes: Vec<usize> = SIZES.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+    println!("{backend}: {allocs} allocations over 1000 {what}, {own} the service's own (first sizes {sizes:?})");
+    assert!(own > 0, "the service's error was not counted");
+    assert_eq!(
+        allocs - own,
+        0,
+        "the layer's allocations; first sizes {sizes:?}"
+    );
+    drop(c);
 }
