@@ -74,6 +74,7 @@ pub mod sync;
 mod sync;
 mod sys;
 pub mod time;
+mod unwind;
 
 pub use driver::{Backend, ParseBackendError};
 pub use executor::budget::unconstrained;

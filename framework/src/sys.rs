@@ -230,6 +230,23 @@ pub(crate) fn shutdown(fd: BorrowedFd<'_>, how: libc::c_int) -> io::Result<()> {
 }
 
 /// A non-blocking, close-on-exec eventfd.
+/// A connected pair of Unix stream sockets (close-on-exec), for probes.
+pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` has room for the two descriptors socketpair writes.
+    cvt(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: socketpair just created both fds (it returned 0), and nothing
+    // else owns them.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
 pub(crate) fn eventfd() -> io::Result<OwnedFd> {
     // SAFETY: eventfd(2) takes no pointers and only creates a descriptor.
     let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;

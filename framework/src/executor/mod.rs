@@ -142,10 +142,57 @@ impl Executor {
             .copied()
             .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
             .unwrap_or("(a payload that is not a string)");
-        tracing::error!(
-            panic = message,
-            "task panicked; its connection, if it served one, is closed and the core goes on"
-        );
+        // A subscriber may panic too (the fmt layer does when stderr's
+        // reader is gone): the panic is counted, and the core goes on.
+        let _ = catch_unwind(|| {
+            tracing::error!(
+                panic = message,
+                "panic caught; its connection, if it served one, is closed and the core goes on"
+            );
+        });
+    }
+
+    /// Records every panic that user code outside a task's poll (a waker, a
+    /// destructor) raised since the last call.
+    pub(crate) fn record_caught(&self) {
+        crate::unwind::take(|payload| self.record_panic(payload));
+    }
+
+    /// Runs `f`, which runs user code (a destructor, a waker), recording
+    /// its panic instead of unwinding: the core's loop and its stop must
+    /// go on. Returns whether `f` finished.
+    fn guarded(&self, f: impl FnOnce()) -> bool {
+        match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(()) => true,
+            Err(payload) => {
+                self.record_panic(&*payload);
+                // Its destructor is user code as well.
+                let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+                false
+            }
+        }
+    }
+
+    /// Drops a removed task: its future, then the report to its join
+    /// handle, then the slot (whose join slot may hold a detached task's
+    /// output). Each of these may run user code that panics; each panic is
+    /// recorded, and the steps after it still run, so the join handle
+    /// always learns how the task ended. `why` is what the handle hears
+    /// unless the task already handed over its output.
+    fn drop_task(&self, slot: TaskSlot, why: JoinError) {
+        let mut dropped_now = true;
+        let future_ok = self.guarded(|| dropped_now = slot.task.abort());
+        if !dropped_now {
+            // Only a task whose own poll is under way cannot drop its
+            // future here: it is dropped at its next turn instead.
+            tracing::error!(
+                "a task was ended during its own poll; its future is dropped at its next turn"
+            );
+            self.schedule(slot.task.clone());
+        }
+        let why = if future_ok { why } else { JoinError::Panicked };
+        self.guarded(|| (slot.cancel)(why));
+        self.guarded(move || drop(slot));
     }
 
     fn finish(&self, key: TaskKey, panicked: bool) {
@@ -161,16 +208,15 @@ impl Executor {
         };
         slot.task.header().state.close();
         // Outside the slab borrow: its destructors may spawn, wake or
-        // cancel I/O.
-        slot.task.drop_future();
-        // A task that returned without its output was aborted during its
-        // own poll (see `abort`); one that finished has handed its output
-        // over, and the join handle ignores this.
-        (slot.cancel)(if panicked {
+        // cancel I/O. A task that returned without its output was aborted
+        // during its own poll (see `abort`); one that finished has handed
+        // its output over, and the join handle ignores this.
+        let why = if panicked {
             JoinError::Panicked
         } else {
             JoinError::Aborted
-        });
+        };
+        self.drop_task(slot, why);
     }
 
     /// Ends the task `key` names, if it still runs (`JoinHandle::abort`):
@@ -209,15 +255,14 @@ impl Executor {
                     // must not unwind out of the core's stop, which still
                     // has to drain the I/O in flight before the driver
                     // (and the buffers the kernel may still use) is freed.
-                    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| slot.task.drop_future()))
-                    {
-                        self.record_panic(&*payload);
-                    }
-                    (slot.cancel)(JoinError::Cancelled);
+                    self.drop_task(slot, JoinError::Cancelled);
                 }
             }
         }
-        self.queue.borrow_mut().clear();
+        // The queue holds tasks whose futures are gone: dropping them runs
+        // no user code.
+        let queued = std::mem::take(&mut *self.queue.borrow_mut());
+        drop(queued);
     }
 }
 

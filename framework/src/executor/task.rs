@@ -108,9 +108,6 @@ pub(crate) trait Runnable {
     /// this task; `Ready` once it has finished (or was already gone).
     fn poll(self: Arc<Self>) -> Poll<()>;
 
-    /// Drops the future in place, if it is still there.
-    fn drop_future(&self);
-
     /// Drops the future now; or, when it is being polled (the task aborts
     /// itself), marks it so that its next poll drops it instead. Whether
     /// it was dropped now.
@@ -145,17 +142,11 @@ impl<F: Future + 'static> Runnable for Task<F> {
         task.header.state.start_poll();
         // SAFETY: the future lives inside the task's `Arc` allocation,
         // which never moves, and it leaves it only by being dropped in place
-        // (`drop_future` assigns `None`): it is pinned for its whole life.
+        // (`abort` assigns `None`): it is pinned for its whole life.
         let future = unsafe { Pin::new_unchecked(&mut running.future) };
         let value = std::task::ready!(future.poll(&mut Context::from_waker(&waker)));
         join::finish(&running.output, Ok(value));
         Poll::Ready(())
-    }
-
-    fn drop_future(&self) {
-        if let Ok(mut slot) = self.future.try_borrow_mut() {
-            *slot = None;
-        }
     }
 
     fn abort(&self) -> bool {

@@ -168,6 +168,9 @@ pub(crate) fn accept_queued(
     })
 }
 
+/// How long a stopping core waits for its multishot accept to end.
+const ACCEPT_END_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The result of the next accept io_uring has completed; once none is
 /// queued, the accept is released and `None` returned.
 fn take_accepted(d: &mut crate::driver::uring::Driver, standing: &Cell<Standing>) -> Option<i32> {
@@ -179,6 +182,17 @@ fn take_accepted(d: &mut crate::driver::uring::Driver, standing: &Cell<Standing>
             Standing::Multishot(key) => {
                 if let Poll::Ready(Some(cqe)) = d.poll_stream(key, &mut cx) {
                     return Some(cqe.res);
+                }
+                // Before it is released, the accept is ended and its last
+                // completion awaited: released while still armed, it could
+                // take a connection (the kernel runs it while this core
+                // calls `accept4`, on a ring without DEFER_TASKRUN) that
+                // only its orphan's cleanup would see, and close.
+                if !d.stream_ended(key) {
+                    let deadline = std::time::Instant::now() + ACCEPT_END_WAIT;
+                    if d.finish_stream(key, deadline) {
+                        continue;
+                    }
                 }
                 standing.set(Standing::Idle);
                 drop(d.release(key, Retained::None));

@@ -109,12 +109,9 @@ impl Future for Connect<'_> {
 impl Drop for Connect<'_> {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
-            let io = self.io;
-            let leftover = context::try_with_core(|core| match &mut *core.driver.borrow_mut() {
-                Driver::Uring(d) if io.belongs_to(core) => d.release(key, Retained::None),
-                _ => None,
-            });
-            drop(leftover);
+            // The address and the socket are the slot's: nothing to hand
+            // over.
+            super::release_dropped(self.io, key, Retained::None);
         }
     }
 }

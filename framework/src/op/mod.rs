@@ -66,9 +66,6 @@ pub(crate) enum SocketIo {
         /// The next receive is a single-shot into a pool buffer rather than
         /// the multishot (see [`recv`] for when).
         pool_reads: std::cell::Cell<bool>,
-        /// The standing multishot receive carries a byte limit, so an
-        /// `EINVAL` that ends it may be the kernel refusing the limit.
-        limited: std::cell::Cell<bool>,
     },
     Epoll {
         core: usize,
@@ -106,7 +103,6 @@ pub(crate) fn register(fd: &SharedFd) -> std::io::Result<SocketIo> {
             core: core.shared.id,
             standing: std::cell::Cell::new(Standing::Idle),
             pool_reads: std::cell::Cell::new(false),
-            limited: std::cell::Cell::new(false),
         }),
         crate::driver::Driver::Epoll(d) => Ok(SocketIo::Epoll {
             core: core.shared.id,
@@ -144,6 +140,32 @@ pub(crate) fn deregister(fd: &SharedFd, io: &SocketIo) {
         }
     });
     drop(leftover);
+}
+
+/// The drop of a future whose operation may be in flight: hands `extra`
+/// (the future's buffer, which the kernel may still read or write) to the
+/// operation's slot, which keeps it until the completion. Should the slot
+/// be out of reach (the core is gone, or this is another core), the buffer
+/// is leaked: the kernel may still use it, so it must never be freed.
+pub(crate) fn release_dropped(io: &SocketIo, key: OpKey, extra: crate::driver::uring::Retained) {
+    use crate::driver::uring::Retained;
+    let mut extra = Some(extra);
+    let leftover =
+        crate::runtime::context::try_with_core(|core| match &mut *core.driver.borrow_mut() {
+            crate::driver::Driver::Uring(d) if io.belongs_to(core) => {
+                d.release(key, extra.take().unwrap_or(Retained::None))
+            }
+            _ => None,
+        });
+    drop(leftover);
+    if let Some(extra) = extra {
+        if !matches!(extra, Retained::None) {
+            tracing::error!(
+                "an operation's future was dropped away from its core; its buffer is leaked"
+            );
+            std::mem::forget(extra);
+        }
+    }
 }
 
 /// Converts a negative completion result into an error.

@@ -70,10 +70,9 @@ pub(crate) fn poll_recv(
                 SocketIo::Uring {
                     standing,
                     pool_reads,
-                    limited,
                     ..
                 },
-            ) => poll_uring(d, fd, standing, pool_reads, limited, &core.pool, cx),
+            ) => poll_uring(d, fd, standing, pool_reads, &core.pool, cx),
             (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => {
                 poll_epoll(d, fd, *source, &core.pool, cx)
             }
@@ -93,26 +92,18 @@ fn poll_uring(
     fd: &SharedFd,
     standing: &std::cell::Cell<Standing>,
     pool_reads: &std::cell::Cell<bool>,
-    limited: &std::cell::Cell<bool>,
     pool: &Rc<crate::buf::pool::HeapPool>,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<Option<RecvBuf>>> {
     loop {
         match standing.get() {
-            Standing::Idle => standing.set(arm(d, fd, pool_reads, limited, pool)),
+            Standing::Idle => standing.set(arm(d, fd, pool_reads, pool)),
             Standing::Multishot(key) => match d.poll_stream(key, cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(cqe)) => {
                     let last = !cqueue::more(cqe.flags);
                     if cqe.res == -libc::ENOBUFS {
                         pool_reads.set(true);
-                        continue;
-                    }
-                    if cqe.res == -libc::EINVAL && last && limited.replace(false) {
-                        // A kernel before 6.17 refuses the byte limit; the
-                        // end of this stream is reported next, then the
-                        // receive is armed again without one.
-                        d.refuse_recv_limit();
                         continue;
                     }
                     let n = match cqe_result(cqe.res) {
@@ -139,7 +130,7 @@ fn poll_uring(
                         // The limit ended the stream with these bytes: the
                         // next receive is armed now, not at the next read.
                         drop(d.release(key, Retained::None));
-                        standing.set(arm(d, fd, pool_reads, limited, pool));
+                        standing.set(arm(d, fd, pool_reads, pool));
                     }
                     return Poll::Ready(Ok(Some(buf)));
                 }
@@ -169,7 +160,7 @@ fn poll_uring(
                         // docs); without multishot support the next read
                         // arms its own.
                         if d.multishot() {
-                            standing.set(arm(d, fd, pool_reads, limited, pool));
+                            standing.set(arm(d, fd, pool_reads, pool));
                         }
                         Ok(Some(RecvBuf::from_pool(pool.clone(), buf, n as usize)))
                     }
@@ -189,24 +180,19 @@ fn arm(
     d: &mut crate::driver::uring::Driver,
     fd: &SharedFd,
     pool_reads: &std::cell::Cell<bool>,
-    limited: &std::cell::Cell<bool>,
     pool: &crate::buf::pool::HeapPool,
 ) -> Standing {
     if d.multishot() && !pool_reads.get() {
-        arm_multishot(d, fd, limited)
+        arm_multishot(d, fd)
     } else {
         arm_single(d, fd, pool)
     }
 }
 
 /// Queues a multishot receive from the buffer ring on `fd`.
-fn arm_multishot(
-    d: &mut crate::driver::uring::Driver,
-    fd: &SharedFd,
-    limited: &std::cell::Cell<bool>,
-) -> Standing {
+fn arm_multishot(d: &mut crate::driver::uring::Driver, fd: &SharedFd) -> Standing {
     let mut sqe = opcode::RecvMulti::new(types::Fd(fd.as_raw_fd()), BUF_GROUP).build();
-    limited.set(d.limit_multishot(&mut sqe));
+    d.limit_multishot(&mut sqe);
     // SAFETY: the SQE points at no memory (the kernel picks buffers from
     // the driver's ring), and the slot keeps the socket open.
     Standing::Multishot(unsafe { d.push(sqe, OpKind::Recv, true, Retained::Fd(fd.retain())) })

@@ -144,12 +144,7 @@ impl<B: IoBuf> Drop for Send<'_, B> {
             return;
         };
         let extra = Retained::Buffer(self.fd.retain(), Box::new(buf));
-        let io = self.io;
-        let leftover = context::try_with_core(|core| match &mut *core.driver.borrow_mut() {
-            Driver::Uring(d) if io.belongs_to(core) => d.release(key, extra),
-            _ => None,
-        });
-        drop(leftover);
+        super::release_dropped(self.io, key, extra);
     }
 }
 

@@ -182,12 +182,7 @@ impl<B: IoBufs> Drop for SendMsg<'_, B> {
         // the move does not change).
         let held = (self.bufs.take(), self.space.take());
         let extra = Retained::Buffer(self.fd.retain(), Box::new(held));
-        let io = self.io;
-        let leftover = context::try_with_core(|core| match &mut *core.driver.borrow_mut() {
-            Driver::Uring(d) if io.belongs_to(core) => d.release(key, extra),
-            _ => None,
-        });
-        drop(leftover);
+        super::release_dropped(self.io, key, extra);
     }
 }
 

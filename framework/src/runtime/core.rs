@@ -31,6 +31,30 @@ use crate::time::wheel::Wheel;
 /// A deadline far enough to mean "never" without overflowing `Instant`.
 pub(crate) const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
 
+/// How long a core's stop waits for the kernel to finish the operations
+/// it cancelled; whatever is still in flight after that is leaked.
+const DRAIN_WAIT: Duration = Duration::from_secs(2);
+
+/// Runs the core's stop when dropped: at the end of `block_on`, and also
+/// if something unwinds out of it, before the core stops being this
+/// thread's (so the futures dropped by the stop still reach the driver).
+struct StopGuard<'a>(&'a Rc<Core>);
+
+impl Drop for StopGuard<'_> {
+    fn drop(&mut self) {
+        let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.stop()));
+        if stopped.is_err() {
+            // The kernel may still hold buffers of this core: never free
+            // them. One more reference keeps the core (and its driver,
+            // with everything it owns) alive for the life of the process.
+            std::mem::forget(self.0.clone());
+            let _ = std::panic::catch_unwind(|| {
+                tracing::error!("a core's stop panicked; its memory is leaked, not freed")
+            });
+        }
+    }
+}
+
 /// The core's notion of time: read once per loop turn.
 pub(crate) struct Clock {
     start: Instant,
@@ -160,36 +184,60 @@ impl Core {
     /// Runs `future` on this thread as the core's main task until it
     /// completes; then cancels every other task and waits out all I/O still
     /// in flight before the driver can be dropped.
+    ///
+    /// Whatever panics on the way, the stop runs: a panic of user code is
+    /// caught where it happens (a task's poll, a waker, a destructor) or at
+    /// the latest around the loop turn, counted, logged, and the core goes
+    /// on; and should anything still unwind out of here, the guard below
+    /// runs the same stop while the core is still this thread's, so that
+    /// no buffer the kernel may write is freed before its completion.
     pub(crate) fn block_on<F>(core: Rc<Core>, future: F) -> Result<F::Output, JoinError>
     where
         F: Future + 'static,
         F::Output: 'static,
     {
-        let guard = context::enter(core.clone());
+        let entered = context::enter(core.clone());
+        let stop = StopGuard(&core);
         let handle = core.executor.spawn(&core.shared, future);
         while !handle.is_finished() {
-            core.turn(&|| handle.is_finished());
+            core.turn_guarded(&|| handle.is_finished());
         }
         let output = handle.try_take();
-        core.close_mailbox();
-        core.executor.cancel_all();
-        core.bury();
-        let left = core
-            .driver
-            .borrow_mut()
-            .drain(Instant::now() + Duration::from_secs(2));
-        core.bury();
+        drop(stop);
+        drop(entered);
+        output.unwrap_or(Err(JoinError::Cancelled))
+    }
+
+    /// A loop turn whose panic, were one to escape the places that catch
+    /// user code's, is recorded rather than unwound out of the loop.
+    fn turn_guarded(&self, done: &dyn Fn() -> bool) {
+        let turned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.turn(done)));
+        if let Err(payload) = turned {
+            self.executor.record_panic(&*payload);
+            crate::unwind::catching(move || drop(payload));
+        }
+        self.executor.record_caught();
+    }
+
+    /// The core's stop: refuses messages, drops every task (whose
+    /// destructors cancel their I/O), then cancels and waits out what is
+    /// still in flight. Runs no user code outside a guard, so it cannot
+    /// unwind; if it did anyway, the core is leaked rather than freed.
+    fn stop(&self) {
+        self.close_mailbox();
+        self.executor.cancel_all();
+        self.bury();
+        let left = self.driver.borrow_mut().drain(Instant::now() + DRAIN_WAIT);
+        self.bury();
+        self.executor.record_caught();
         if left > 0 {
             tracing::error!(
-                cpu = core.shared.cpu,
+                cpu = self.shared.cpu,
                 left,
                 "core stopped with I/O still in flight"
             );
         }
-        drop(guard);
-        output.unwrap_or(Err(JoinError::Cancelled))
     }
-
     /// One loop turn. `done` tells whether the caller's root task has
     /// finished: then the turn must not wait in the kernel, since nothing
     /// may ever wake it (an epoll core with no timer would wait forever).
@@ -270,7 +318,9 @@ impl Core {
                 "core stopped with messages queued; failing them"
             );
         }
-        drop(leftover);
+        // A message is a closure of the sender's: its captures' destructors
+        // are user code.
+        crate::unwind::catching(move || drop(leftover));
         let mut wakes = std::collections::VecDeque::new();
         self.shared.wakes.close(&mut wakes);
     }
@@ -284,11 +334,18 @@ impl Core {
                 let end = now.checked_add(timeout).unwrap_or(now + CENTURY);
                 self.drain_deadline.set(Some(end));
             }
-            let waiters = self.shutdown_waiters.borrow();
-            for key in waiters.keys() {
-                if let Some(waker) = waiters.get(key) {
-                    waker.wake_by_ref();
-                }
+            // Woken outside the borrow: a waker may drop a
+            // `shutdown_signal()` future, which removes its own entry. Once
+            // per stop, so the copy's allocation does not matter.
+            let wakers: Vec<Waker> = {
+                let waiters = self.shutdown_waiters.borrow();
+                waiters
+                    .keys()
+                    .filter_map(|key| waiters.get(key).cloned())
+                    .collect()
+            };
+            for waker in wakers {
+                crate::unwind::wake(waker);
             }
         }
     }

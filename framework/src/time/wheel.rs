@@ -138,7 +138,9 @@ impl Wheel {
                 entry.place = None;
                 if entry.when <= now {
                     if let Some(waker) = entry.waker.take() {
-                        waker.wake();
+                        // A user waker's panic must not lose the timers
+                        // due after it.
+                        crate::unwind::wake(waker);
                     }
                 } else {
                     self.place(key);

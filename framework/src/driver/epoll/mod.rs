@@ -230,13 +230,14 @@ impl Driver {
             if bits & (libc::EPOLLIN as u32 | libc::EPOLLRDHUP as u32 | hup) != 0 {
                 source.ready |= READABLE;
                 if let Some(w) = source.read_waker.take() {
-                    w.wake();
+                    // A user waker's panic must not lose the events after it.
+                    crate::unwind::wake(w);
                 }
             }
             if bits & (libc::EPOLLOUT as u32 | hup) != 0 {
                 source.ready |= WRITABLE;
                 if let Some(w) = source.write_waker.take() {
-                    w.wake();
+                    crate::unwind::wake(w);
                 }
             }
         }

@@ -29,6 +29,18 @@ use io_uring::IoUring;
 
 use super::ring_depth::RingDepth;
 
+/// The kernel's `struct io_uring_buf`, one entry of the ring; `resv` of
+/// entry 0 is the ring's tail.
+#[repr(C)]
+struct RawEntry {
+    addr: u64,
+    len: u32,
+    bid: u16,
+    resv: u16,
+}
+
+const _: () = assert!(std::mem::size_of::<RawEntry>() == std::mem::size_of::<BufRingEntry>());
+
 /// The buffer group id percore registers its ring under.
 pub(crate) const BUF_GROUP: u16 = 0;
 
@@ -260,14 +272,20 @@ impl BufRing {
         debug_assert!(bid < self.count);
         let tail = self.tail.get();
         let index = (tail & (self.count - 1)) as usize;
-        // SAFETY: `index < count`, inside the entries mapping; the kernel
-        // never writes entries, and reads this one only after `publish`.
+        // Each field is written through a raw pointer, never through a
+        // `&mut` to the whole entry: entry 0's reserved field is the ring's
+        // tail, which the kernel reads at any time, and a `&mut` over it
+        // would claim it exclusive.
+        // SAFETY: `index < count`, inside the entries mapping, whose entries
+        // have the kernel's `struct io_uring_buf` layout (`RawEntry`); the
+        // kernel never writes entries, and reads this one only after
+        // `publish`.
         unsafe {
-            let entry = self.entries.ptr.as_ptr().cast::<BufRingEntry>().add(index);
-            (*entry).set_addr(self.buf_ptr(bid) as u64);
+            let entry = self.entries.ptr.as_ptr().cast::<RawEntry>().add(index);
+            std::ptr::addr_of_mut!((*entry).addr).write(self.buf_ptr(bid) as u64);
             // Lossless: `register` refused sizes past `u32::MAX`.
-            (*entry).set_len(self.buf_size as u32);
-            (*entry).set_bid(bid);
+            std::ptr::addr_of_mut!((*entry).len).write(self.buf_size as u32);
+            std::ptr::addr_of_mut!((*entry).bid).write(bid);
         }
         self.tail.set(tail.wrapping_add(1));
         self.provided.set(self.provided.get() + 1);

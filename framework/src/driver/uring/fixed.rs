@@ -1,7 +1,7 @@
 //! The core's registered write pool, and the start-up probe of whether this
 //! kernel sends from registered buffers.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use io_uring::{opcode, types};
@@ -47,22 +47,9 @@ impl Driver {
     /// `first` points into buffer 0 of the registered buffers, whose memory
     /// outlives the ring.
     unsafe fn probe_fixed_send(&mut self, first: *const u8) -> bool {
-        let mut fds = [0i32; 2];
-        // SAFETY: `fds` has room for the two descriptors socketpair writes.
-        let ok = unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-                0,
-                fds.as_mut_ptr(),
-            )
-        };
-        if ok != 0 {
+        let Ok((a, b)) = crate::sys::socket_pair() else {
             return false;
-        }
-        // SAFETY: socketpair just created both fds (it returned 0), and
-        // nothing else owns them.
-        let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        };
         let sqe = opcode::Send::new(types::Fd(a.as_raw_fd()), first, 1)
             .ioprio(RECVSEND_FIXED_BUF)
             .buf_group(0)

@@ -11,10 +11,13 @@ mod enter;
 pub(crate) mod fault;
 mod fixed;
 pub(crate) mod ops;
+mod recv_limit;
 mod ring_depth;
 mod setup;
 mod sqe_fields;
 mod teardown;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::io;
@@ -39,6 +42,8 @@ const WAKE_TOKEN: u64 = u64::MAX - 1;
 const CANCEL_TOKEN: u64 = u64::MAX;
 /// `user_data` of the start-up probe of fixed-buffer sends.
 const PROBE_TOKEN: u64 = u64::MAX - 2;
+/// `user_data` of the start-up probe of multishot receive limits.
+const LIMIT_PROBE_TOKEN: u64 = u64::MAX - 3;
 /// `IORING_RECVSEND_FIXED_BUF`: the send reads from a registered buffer.
 pub(crate) const RECVSEND_FIXED_BUF: u16 = 4;
 
@@ -50,6 +55,9 @@ pub(crate) struct BufConfig {
     /// Completions a multishot may queue before it is paused.
     pub(crate) stream_cap: usize,
 }
+
+/// Completions copied off the CQ at a time (see `Driver::reap`).
+const REAP_BATCH: usize = 64;
 
 /// Completions one wake-up must bring for the core to count as busy. With
 /// wait batching on, a busy core's next wait holds out briefly for a batch
@@ -68,6 +76,13 @@ pub(crate) struct Driver {
     /// [`BATCH_ENGAGE`]): the next wait asks for a batch.
     busy: bool,
     ops: crate::slab::Slab<Op>,
+    /// Completions taken off the CQ and not yet dispatched, oldest first.
+    pending: VecDeque<(u64, Cqe)>,
+    /// Operations whose cancellation could not be queued yet (the SQ was
+    /// full and the kernel refused to take it): queued again at each park
+    /// until it is, since an orphan that is never cancelled holds its fd
+    /// (and its peer's connection) for ever.
+    cancels: Vec<usize>,
     buf_ring: Option<Rc<BufRing>>,
     wake_fd: Arc<OwnedFd>,
     wake_buf: Box<u64>,
@@ -95,6 +110,13 @@ pub(crate) struct Driver {
     /// nothing was queued for them: about the connections that receive.
     receivers: u32,
     stats: Arc<CoreStats>,
+    /// Injected refusals left (see `fault`).
+    faults: fault::Counted,
+    /// `drain` ran: the core stopped in order.
+    drained: bool,
+    /// The `user_data` of every completion dispatched, in order (tests).
+    #[cfg(test)]
+    dispatched: Vec<u64>,
 }
 
 /// Spare multishot completion queues kept per core.
@@ -116,6 +138,25 @@ impl Driver {
         fixed: Option<Rc<FixedPool>>,
         wake_fd: Arc<OwnedFd>,
         stats: Arc<CoreStats>,
+    ) -> io::Result<Driver> {
+        Self::with_faults(
+            ring_config,
+            buf_config,
+            fixed,
+            wake_fd,
+            stats,
+            fault::counted(),
+        )
+    }
+
+    /// [`new`](Self::new), with the counted faults given (tests).
+    fn with_faults(
+        ring_config: RingConfig,
+        buf_config: BufConfig,
+        fixed: Option<Rc<FixedPool>>,
+        wake_fd: Arc<OwnedFd>,
+        stats: Arc<CoreStats>,
+        faults: fault::Counted,
     ) -> io::Result<Driver> {
         static NO_BUF_RING: std::sync::atomic::AtomicBool =
             std::sync::atomic::AtomicBool::new(false);
@@ -180,12 +221,14 @@ impl Driver {
             enter,
             busy: false,
             ops: crate::slab::Slab::with_capacity(1024),
+            pending: VecDeque::with_capacity(REAP_BATCH),
+            cancels: Vec::new(),
             buf_ring,
             wake_fd,
             wake_buf: Box::new(0),
             wake_armed: false,
             multishot,
-            recv_limit: true,
+            recv_limit: false,
             fixed_send: false,
             fixed_pool: fixed,
             stream_cap: buf_config.stream_cap,
@@ -199,6 +242,10 @@ impl Driver {
             spare_queues: Vec::with_capacity(SPARE_QUEUES_RESERVED),
             receivers: 0,
             stats,
+            faults,
+            drained: false,
+            #[cfg(test)]
+            dispatched: Vec::new(),
         };
         if driver.buf_ring.is_none() {
             driver.multishot = false;
@@ -208,6 +255,9 @@ impl Driver {
             pool.set_registered(driver.fixed_send);
         }
         tracing::debug!(fixed_send = driver.fixed_send, "fixed write buffers");
+        if driver.multishot {
+            driver.recv_limit = driver.probe_recv_limit();
+        }
         driver.arm_wake();
         Ok(driver)
     }
@@ -226,28 +276,22 @@ impl Driver {
         self.buf_ring.as_ref()
     }
 
-    /// Gives a multishot receive a byte limit of one ring buffer: after that
-    /// many bytes it ends by itself and is armed again (see `op::recv`).
-    /// Returns whether it did, so the caller knows an `EINVAL` may be the
-    /// kernel refusing the limit.
-    pub(crate) fn limit_multishot(&self, sqe: &mut squeue::Entry) -> bool {
+    /// Gives a multishot receive a byte limit of one ring buffer, if the
+    /// kernel takes one (probed at start-up): after that many bytes it ends
+    /// by itself and is armed again (see `op::recv`).
+    pub(crate) fn limit_multishot(&self, sqe: &mut squeue::Entry) {
         let Some(ring) = &self.buf_ring else {
-            return false;
+            return;
         };
-        if !self.recv_limit {
-            return false;
+        if self.recv_limit {
+            let bytes = u32::try_from(ring.buf_size()).unwrap_or(u32::MAX);
+            sqe_fields::limit_multishot(sqe, bytes);
         }
-        let bytes = u32::try_from(ring.buf_size()).unwrap_or(u32::MAX);
-        sqe_fields::limit_multishot(sqe, bytes);
-        if fault::recv_limit_refused() {
-            sqe_fields::poison_recv(sqe);
-        }
-        true
     }
 
     /// The kernel refused a multishot receive's byte limit (before Linux
-    /// 6.17 the field must be zero): later multishots go without one.
-    pub(crate) fn refuse_recv_limit(&mut self) {
+    /// 6.17 the field must be zero): multishots go without one.
+    fn refuse_recv_limit(&mut self) {
         static REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         self.recv_limit = false;
         warn_once(&REFUSED, || {
@@ -273,10 +317,14 @@ impl Driver {
     unsafe fn push_sqe(&mut self, sqe: &squeue::Entry) -> Result<(), i32> {
         const ATTEMPTS: usize = 8;
         let mut last_error = libc::EBUSY;
-        for _ in 0..ATTEMPTS {
-            // SAFETY: what the ring's `push` requires of `sqe` is this
-            // function's contract.
-            let pushed = unsafe { self.ring.submission().push(sqe) };
+        for attempt in 0..ATTEMPTS {
+            let pushed = if attempt == 0 && fault::sq_full() {
+                Err(())
+            } else {
+                // SAFETY: what the ring's `push` requires of `sqe` is this
+                // function's contract.
+                unsafe { self.ring.submission().push(sqe) }.map_err(drop)
+            };
             if pushed.is_ok() {
                 self.stats.submissions.add(1);
                 return Ok(());
@@ -405,6 +453,9 @@ impl Driver {
         )
         .build()
         .user_data(WAKE_TOKEN);
+        if fault::Counted::take(&mut self.faults.wake_refused) {
+            return;
+        }
         // SAFETY: the read fills `wake_buf` and reads `wake_fd`, both the
         // driver's until it completes (a teardown that cannot wait for it
         // leaks `wake_buf`).
@@ -414,10 +465,20 @@ impl Driver {
     /// One loop turn's trip to the kernel: submit, and wait for a completion
     /// unless `timeout` is zero; then dispatch every ready completion.
     pub(crate) fn park(&mut self, timeout: Option<Duration>) {
+        self.retry_cancels();
         self.arm_wake();
         if let Some(ring) = &self.buf_ring {
             ring.top_up();
         }
+        // Without its wake-up read the core would sleep through remote
+        // wakes and the stop; without a cancellation an orphan would hold
+        // its socket. Neither could be queued: do not wait, try again at
+        // once (this enter submits what filled the SQ).
+        let timeout = if self.wake_armed && self.cancels.is_empty() {
+            timeout
+        } else {
+            Some(Duration::ZERO)
+        };
         let wait = timeout != Some(Duration::ZERO);
         match self.enter.enter(&mut self.ring, wait, self.busy, timeout) {
             Ok(true) => {
@@ -451,28 +512,38 @@ impl Driver {
         }
     }
 
-    /// Dispatches every ready completion; returns how many there were.
+    /// Dispatches every ready completion, in the order the kernel posted
+    /// them; returns how many there were.
+    ///
+    /// Completions are copied off the CQ in batches into `pending`, and
+    /// each is taken out of it just before it is dispatched. Dispatching
+    /// may come back here (a back-pressure cancel that finds the SQ full
+    /// submits and reaps), and that inner reap must first finish the batch
+    /// the outer one copied: a stream's later completion dispatched before
+    /// an earlier one would reorder its data, or end it ahead of data it
+    /// then drops.
     fn reap(&mut self) -> u32 {
         let mut total = 0;
         loop {
-            let mut batch = [(0u64, 0i32, 0u32); 64];
-            let mut n = 0;
+            while let Some((user_data, cqe)) = self.pending.pop_front() {
+                // SAFETY: straight from the CQ, and each entry is taken out
+                // of `pending` once.
+                unsafe { self.dispatch(user_data, cqe) };
+                total += 1;
+            }
             {
                 let mut cq = self.ring.completion();
-                for cqe in &mut cq {
-                    batch[n] = (cqe.user_data(), cqe.result(), cqe.flags());
-                    n += 1;
-                    if n == batch.len() {
-                        break;
-                    }
+                for cqe in (&mut cq).take(REAP_BATCH) {
+                    self.pending.push_back((
+                        cqe.user_data(),
+                        Cqe {
+                            res: cqe.result(),
+                            flags: cqe.flags(),
+                        },
+                    ));
                 }
             }
-            for &(user_data, res, flags) in &batch[..n] {
-                // SAFETY: straight from the CQ, and each entry is read once.
-                unsafe { self.dispatch(user_data, Cqe { res, flags }) };
-            }
-            total += n as u32;
-            if n < batch.len() {
+            if self.pending.is_empty() {
                 return total;
             }
         }
@@ -486,8 +557,12 @@ impl Driver {
     /// once, or one that carries nothing (a negative result, no flags): the
     /// buffer it names and the fd it carries go only where this puts them.
     unsafe fn dispatch(&mut self, user_data: u64, cqe: Cqe) {
+        #[cfg(test)]
+        self.dispatched.push(user_data);
         match user_data {
-            CANCEL_TOKEN => return,
+            // A probe's late completion carries nothing to anyone (the
+            // receive probe's buffers are given back by the probe).
+            CANCEL_TOKEN | PROBE_TOKEN | LIMIT_PROBE_TOKEN => return,
             WAKE_TOKEN => {
                 self.wake_armed = false;
                 return;
@@ -519,7 +594,9 @@ impl Driver {
                 let waker = waker.take();
                 op.state = OpState::Done(cqe);
                 if let Some(w) = waker {
-                    w.wake();
+                    // Last, and caught: a user waker's panic must not
+                    // unwind through the reap.
+                    crate::unwind::wake(w);
                 }
             }
             OpState::Stream {
@@ -539,11 +616,12 @@ impl Driver {
                     queue.push_back(cqe);
                 }
                 let behind = queue.len() >= stream_cap;
-                if let Some(w) = waker.take() {
-                    w.wake();
-                }
+                let waker = waker.take();
                 if behind && self.end_stream(OpKey(key)) {
                     self.stats.backpressure_pauses.add(1);
+                }
+                if let Some(w) = waker {
+                    crate::unwind::wake(w);
                 }
             }
             OpState::Orphaned => {
@@ -580,7 +658,25 @@ impl Driver {
 impl Drop for Driver {
     /// Runs before the fields are dropped: once the registered ring fd is
     /// given up, closing the ring's own fd frees the ring.
+    ///
+    /// The core's stop drains the driver first. A driver dropped with
+    /// operations in flight and no drain (a path that skipped the stop) is
+    /// a bug, asserted in debug builds; in release builds it is drained
+    /// here, and what the kernel still holds after that is leaked, never
+    /// freed.
     fn drop(&mut self) {
+        let undrained = if self.drained { 0 } else { self.ops.len() };
+        if undrained > 0 || self.wake_armed {
+            // The wake-up read alone is the driver's own, drained here at
+            // every drop: it writes `wake_buf`.
+            self.drain(std::time::Instant::now() + Duration::from_secs(2));
+        }
         self.enter.unregister(&self.ring);
+        // After the drain: the assertion's unwinding frees nothing that the
+        // kernel may still touch.
+        debug_assert!(
+            undrained == 0,
+            "io_uring driver dropped with {undrained} operations in flight and no drain"
+        );
     }
 }

@@ -57,6 +57,9 @@ pub(crate) enum Retained {
     Buffer(Rc<OwnedFd>, Box<dyn Any>),
     /// A pool buffer that a single-shot receive writes into.
     PoolBuf(Rc<OwnedFd>, Box<[u8]>),
+    /// What an operation retained from its start, and what its future
+    /// handed over when it was dropped: both stay until the completion.
+    Both(Box<(Retained, Retained)>),
 }
 
 pub(crate) enum OpState {
@@ -138,6 +141,11 @@ impl super::Driver {
     /// allocate.
     pub(super) fn remove_op(&mut self, key: usize) -> Option<Retained> {
         let op = self.ops.remove(key)?;
+        if !self.cancels.is_empty() {
+            // The slot may be reused: a cancel still owed to the finished
+            // operation must not reach the next one.
+            self.cancels.retain(|&k| k != key);
+        }
         if let OpState::Stream { mut queue, .. } = op.state {
             if self.spare_queues.len() < SPARE_QUEUES {
                 queue.clear();
@@ -147,12 +155,20 @@ impl super::Driver {
         Some(op.retained)
     }
 
+    /// The owner of an operation in flight is gone: the slot keeps what
+    /// the operation retained and `extra` (the owner's buffer), both until
+    /// the final completion, and the operation is cancelled.
     fn orphan(&mut self, key: OpKey, extra: Retained) {
         if let Some(op) = self.ops.get_mut(key.0) {
             op.state = OpState::Orphaned;
             if !matches!(extra, Retained::None) {
-                let previous = std::mem::replace(&mut op.retained, extra);
-                self.bury(previous);
+                // What the slot held is still the kernel's: never dropped
+                // here, whatever it is.
+                let held = std::mem::replace(&mut op.retained, Retained::None);
+                op.retained = match held {
+                    Retained::None => extra,
+                    held => Retained::Both(Box::new((held, extra))),
+                };
             }
         }
         self.cancel(key);
@@ -198,16 +214,80 @@ impl super::Driver {
         true
     }
 
+    /// Cancels the operation `key`; if the cancellation cannot be queued
+    /// now, it is queued again at each park until it is.
     pub(super) fn cancel(&mut self, key: OpKey) {
-        let sqe = opcode::AsyncCancel::new(key.0 as u64)
+        if !self.try_cancel(key.0) {
+            tracing::debug!(
+                key = key.0,
+                "could not queue a cancellation; retrying at the next park"
+            );
+            if !self.cancels.contains(&key.0) {
+                self.cancels.push(key.0);
+            }
+        }
+    }
+
+    fn try_cancel(&mut self, key: usize) -> bool {
+        if super::fault::Counted::take(&mut self.faults.cancel_refused) {
+            return false;
+        }
+        let sqe = opcode::AsyncCancel::new(key as u64)
             .build()
             .user_data(CANCEL_TOKEN);
         // SAFETY: a cancellation points at no memory and names no fd.
-        if unsafe { self.push_sqe(&sqe) }.is_err() {
-            tracing::warn!(
-                key = key.0,
-                "could not queue a cancellation; the operation runs to completion"
-            );
+        unsafe { self.push_sqe(&sqe) }.is_ok()
+    }
+
+    /// Queues the cancellations that could not be queued before, for the
+    /// operations still in flight.
+    pub(super) fn retry_cancels(&mut self) {
+        if self.cancels.is_empty() {
+            return;
+        }
+        let owed = std::mem::take(&mut self.cancels);
+        for key in owed {
+            if self.ops.get(key).is_some() && !self.try_cancel(key) {
+                self.cancels.push(key);
+            }
+        }
+    }
+
+    /// Whether the multishot `key` has had its last completion (or is
+    /// gone).
+    pub(crate) fn stream_ended(&self, key: OpKey) -> bool {
+        !matches!(
+            self.ops.get(key.0),
+            Some(Op {
+                state: OpState::Stream { ended: false, .. },
+                ..
+            })
+        )
+    }
+
+    /// Ends a multishot and waits, in the kernel, for its last completion,
+    /// so that everything it completed is queued in its slot when this
+    /// returns (at a stop, so that a multishot accept cancelled now takes
+    /// no connection later, which only an orphan's cleanup would see and
+    /// close). Returns whether it ended by `deadline`.
+    pub(crate) fn finish_stream(&mut self, key: OpKey, deadline: std::time::Instant) -> bool {
+        self.end_stream(key);
+        loop {
+            if self.stream_ended(key) {
+                return true;
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            self.retry_cancels();
+            self.stats.enters.add(1);
+            let wait = Some(deadline.saturating_duration_since(now));
+            if let Err(e) = self.enter.enter(&mut self.ring, true, false, wait) {
+                tracing::error!(error = %e, "io_uring_enter failed while ending a multishot");
+                return false;
+            }
+            self.reap();
         }
     }
 

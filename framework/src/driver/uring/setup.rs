@@ -63,6 +63,9 @@ pub(crate) fn build_ring(config: RingConfig) -> io::Result<(IoUring, Ladder)> {
     let attempts = [Ladder::DeferTaskrun, Ladder::CoopTaskrun, Ladder::Plain];
     let mut last = None;
     for ladder in attempts {
+        if ladder == Ladder::DeferTaskrun && super::fault::no_defer_taskrun() {
+            continue;
+        }
         let mut builder = IoUring::builder();
         builder.setup_cqsize(cq).setup_submit_all();
         match ladder {

@@ -42,3 +42,15 @@ fn write_u32(sqe: &mut Entry, offset: usize, value: u32) {
             .write_unaligned(value);
     }
 }
+
+/// Makes a `NOP` complete with `res` (`IORING_NOP_INJECT_RESULT`, Linux
+/// 6.10+): tests tell completions apart by it.
+#[cfg(test)]
+pub(crate) fn inject_nop_result(sqe: &mut Entry, res: i32) {
+    /// `nop_flags` shares its offset with `rw_flags`.
+    const NOP_FLAGS: usize = 28;
+    /// `len`, which an injecting `NOP` completes with.
+    const LEN: usize = 24;
+    write_u32(sqe, NOP_FLAGS, 1);
+    write_u32(sqe, LEN, res as u32);
+}

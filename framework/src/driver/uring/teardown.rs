@@ -13,6 +13,9 @@ impl Driver {
     /// still write to it. Returns the number of operations that did not
     /// complete by `deadline` (their resources are then leaked, not freed).
     pub(crate) fn drain(&mut self, deadline: Instant) -> usize {
+        self.drained = true;
+        // Completions already taken off the CQ go to their slots first.
+        self.reap();
         let keys: Vec<usize> = self.ops.keys().collect();
         for key in keys {
             // An owner still alive here was leaked. Release its operation as
@@ -26,26 +29,33 @@ impl Driver {
                 self.graveyard.push(retained);
             }
         }
-        if self.wake_armed {
-            let sqe = opcode::AsyncCancel::new(WAKE_TOKEN)
-                .build()
-                .user_data(CANCEL_TOKEN);
-            // SAFETY: a cancellation points at no memory and names no fd.
-            if unsafe { self.push_sqe(&sqe) }.is_err() {
-                tracing::warn!("could not cancel the wake-up read at teardown");
-            }
-        }
+        let mut wake_cancelled = false;
         while !self.ops.is_empty() || self.wake_armed {
             let now = Instant::now();
             if now >= deadline {
                 break;
+            }
+            // Cancellations that could not be queued are queued again each
+            // round, until they are.
+            self.retry_cancels();
+            if self.wake_armed && !wake_cancelled {
+                let sqe = opcode::AsyncCancel::new(WAKE_TOKEN)
+                    .build()
+                    .user_data(CANCEL_TOKEN);
+                // SAFETY: a cancellation points at no memory and names no fd.
+                wake_cancelled = unsafe { self.push_sqe(&sqe) }.is_ok();
             }
             self.stats.enters.add(1);
             if let Err(e) = self.enter.enter(
                 &mut self.ring,
                 true,
                 false,
-                Some(deadline.saturating_duration_since(now)),
+                // A cancellation still owed is tried again soon.
+                Some(if self.cancels.is_empty() {
+                    deadline.saturating_duration_since(now)
+                } else {
+                    std::time::Duration::from_millis(1).min(deadline.saturating_duration_since(now))
+                }),
             ) {
                 tracing::error!(error = %e, "io_uring_enter failed while draining");
                 break;
