@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use super::stats::CoreStats;
 use crate::executor::task::TaskKey;
-use crate::sync::{Notify, Parker, PushError, Remote, Shutdown};
+use crate::sync::{CoreSide, Notify, Parker, Remote, Shutdown};
 
 /// Writes the core's eventfd, which its driver always has a wait on.
 pub(crate) struct EventNotify(pub(crate) Arc<OwnedFd>);
@@ -84,19 +84,21 @@ impl CoreShared {
             .unwrap_or(0)
     }
 
-    /// Queues a task wake from another thread and wakes the core.
-    pub(crate) fn wake_remote(&self, key: TaskKey) {
-        match self.wakes.push(key) {
-            Ok(()) => self.parker.unpark(),
-            // Closed: the core stopped, its tasks are gone. Full cannot
-            // happen below the cap of one entry per task.
-            Err(PushError::Closed(_)) | Err(PushError::Full(_)) => {}
+    /// The cross-thread side of this core, for the functions of
+    /// [`crate::sync::wake`].
+    #[inline]
+    pub(crate) fn side(&self) -> CoreSide<'_, TaskKey, Message, EventNotify> {
+        CoreSide {
+            parker: &self.parker,
+            wakes: &self.wakes,
+            mailbox: &self.mailbox,
+            shutdown: &self.shutdown,
         }
     }
 
-    /// Whether an inbox holds anything (checked under the inbox locks).
-    pub(crate) fn has_inbox_items(&self) -> bool {
-        self.wakes.has_items() || self.mailbox.has_items()
+    /// Queues a task wake from another thread and wakes the core.
+    pub(crate) fn wake_remote(&self, key: TaskKey) {
+        self.side().wake_remote(key);
     }
 
     /// Stops the core's loop at its next turn (and wakes it if parked).

@@ -4,7 +4,9 @@
 //! same time lives here: the remote queue with its park/unpark handshake,
 //! the per-task "scheduled" flag behind wakers, the reply channel of
 //! cross-core calls, the shutdown latch, and the count of cores still
-//! draining at a stop.
+//! draining at a stop; and the glue between them that a wake and a park
+//! go through ([`wake`]: a waker queueing its task locally or remotely, a
+//! core deciding whether to block).
 //! The atomics and locks come from `std` normally and from `loom` under
 //! `--cfg loom`, so the `loom-tests` crate model-checks this exact code.
 //! Kernel calls (eventfd writes, `io_uring_enter`, `epoll_wait`) stay out:
@@ -17,12 +19,14 @@ mod parker;
 mod remote;
 mod shutdown;
 mod task_state;
+pub mod wake;
 
 pub use countdown::CountDown;
 pub use parker::Parker;
 pub use remote::{PushError, Remote};
 pub use shutdown::Shutdown;
 pub use task_state::TaskState;
+pub use wake::CoreSide;
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
