@@ -6,7 +6,8 @@
 //! cross-core calls, the shutdown latch, and the count of cores still
 //! draining at a stop; and the glue between them that a wake and a park
 //! go through ([`wake`]: a waker queueing its task locally or remotely, a
-//! core deciding whether to block).
+//! core deciding whether to block), and the state of the read an io_uring
+//! core keeps on its eventfd ([`WakeRead`]).
 //! The atomics and locks come from `std` normally and from `loom` under
 //! `--cfg loom`, so the `loom-tests` crate model-checks this exact code.
 //! Kernel calls (eventfd writes, `io_uring_enter`, `epoll_wait`) stay out:
@@ -20,6 +21,10 @@ mod remote;
 mod shutdown;
 mod task_state;
 pub mod wake;
+// Until the io_uring driver keeps its `wake_armed` flag in it, only the loom
+// models use `WakeRead`.
+#[cfg_attr(not(loom), allow(dead_code))]
+mod wake_read;
 
 pub use countdown::CountDown;
 pub use parker::Parker;
@@ -27,6 +32,8 @@ pub use remote::{PushError, Remote};
 pub use shutdown::Shutdown;
 pub use task_state::TaskState;
 pub use wake::CoreSide;
+#[cfg_attr(not(loom), allow(unused_imports))]
+pub use wake_read::{WakeRead, UNARMED_WAIT};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
