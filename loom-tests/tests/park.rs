@@ -221,3 +221,41 @@ fn wake_races_core_stop() {
         drop(task);
     });
 }
+
+/// A wake inbox that is full when a wake arrives (capacity 1 here; the
+/// runtime's is unbounded) must not drop the wake: the task's flag stays
+/// set, so no later wake would queue it again and it would never be polled.
+/// Another thread wakes two waiting tasks while the core drains and parks:
+/// both are polled.
+#[test]
+fn full_wake_inbox_loses_nothing() {
+    check("park::full_wake_inbox_loses_nothing", || {
+        let core = Core::<u32>::with_capacities(1, 4);
+        let tasks = [TaskRef::new(1, &core), TaskRef::new(2, &core)];
+        for task in &tasks {
+            task.0.state.start_poll();
+        }
+        let waker = {
+            let tasks = tasks.clone();
+            thread::spawn(move || {
+                for task in tasks {
+                    wake::wake(task);
+                }
+            })
+        };
+        let mut kernel = Uring::new(&core.bell);
+        let mut polled = [false; 2];
+        while polled != [true; 2] {
+            core.take_remote_wakes();
+            while let Some(key) = core.next_ready() {
+                let task = &tasks[key as usize - 1];
+                task.0.state.start_poll();
+                polled[key as usize - 1] = true;
+            }
+            if polled != [true; 2] {
+                core.park_in(&mut kernel, false);
+            }
+        }
+        waker.join().unwrap();
+    });
+}

@@ -105,13 +105,24 @@ impl<K, M, N> std::fmt::Debug for CoreSide<'_, K, M, N> {
 impl<K, M, N: Notify> CoreSide<'_, K, M, N> {
     /// Queues the wake of the task `key` names, from a thread that does not
     /// run the core, and wakes the core.
+    ///
+    /// The wake inbox has no capacity limit, and this never refuses a key
+    /// for room, whatever the inbox was built with. The caller already set
+    /// the task's scheduled flag, so a dropped key would leave the task
+    /// never polled again (no later wake queues a task whose flag is set);
+    /// clearing the flag instead would still lose this wake's event, and a
+    /// waker cannot wait for room (`wake` is synchronous, and the core it
+    /// runs on may be the one that would have to drain). No limit is
+    /// needed: a task is queued only by the wake that flips its flag, and
+    /// the flag is cleared only when the task is polled, after its key
+    /// left the inbox, so the inbox holds at most one key per task (plus,
+    /// until the next drain, one per task that ended meanwhile), the
+    /// same bound as the local run queue.
     #[inline]
     pub fn wake_remote(&self, key: K) {
-        match self.wakes.push(key) {
-            Ok(()) => self.parker.unpark(),
-            // Closed: the core stopped, its tasks are gone. Full cannot
-            // happen below the cap of one entry per task.
-            Err(PushError::Closed(_)) | Err(PushError::Full(_)) => {}
+        // Err: the core stopped (closed the inbox), its tasks are gone.
+        if self.wakes.push_unbounded(key).is_ok() {
+            self.parker.unpark();
         }
     }
 
