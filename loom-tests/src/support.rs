@@ -152,7 +152,7 @@ impl<M> Core<M> {
         Arc::new(core)
     }
 
-    /// A core not yet shared (to put in a loom `Arc`, whose drop loom checks).
+    /// A core not yet shared.
     pub fn bare(capacity: usize) -> Core<M> {
         let bell = Doorbell::new();
         Core {
@@ -363,10 +363,10 @@ pub struct Task<M = u32> {
 }
 
 /// A waker of a model task, the handle `percore::sync::wake` runs on, as
-/// the framework's `Arc<Task<F>>`. A loom `Arc`, so that loom checks the
-/// task is freed once.
+/// the framework's `Arc<Task<F>>`. A `std` `Arc`, as all scaffolding (see
+/// the top of this file): models check `strong_count` themselves.
 #[derive(Debug)]
-pub struct TaskRef<M = u32>(pub loom::sync::Arc<Task<M>>);
+pub struct TaskRef<M = u32>(pub Arc<Task<M>>);
 
 impl<M> Clone for TaskRef<M> {
     fn clone(&self) -> Self {
@@ -387,7 +387,7 @@ impl<M> TaskRef<M> {
     /// A task of `core` with its flag set, not on any queue (the caller
     /// keeps its own run queue).
     pub fn new(key: u32, core: &Arc<Core<M>>) -> TaskRef<M> {
-        TaskRef(loom::sync::Arc::new(Task {
+        TaskRef(Arc::new(Task {
             state: TaskState::new_scheduled(),
             key,
             core: core.clone(),

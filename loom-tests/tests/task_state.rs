@@ -89,7 +89,7 @@ fn wake_races_completion() {
 /// A task dropped without completing (cancelled at core stop), raced by a
 /// wake; then a second wake that surely comes after the drop. Nothing is
 /// polled, at most one stale key is queued, the late wake enqueues
-/// nothing, and the header (held by the waker) is freed exactly once.
+/// nothing, and the task (held by the waker) is freed with its last handle.
 #[test]
 fn wake_after_drop() {
     check("task_state::wake_after_drop", || {
@@ -97,6 +97,7 @@ fn wake_after_drop() {
         let header = TaskRef::new(KEY, &core);
         // The task was polled once and is waiting: its flag is clear.
         header.0.state.start_poll();
+        let freed = std::sync::Arc::downgrade(&header.0);
         let closed = std::sync::Arc::new(AtomicBool::new(false));
         let waker = {
             let (header, closed) = (header.clone(), closed.clone());
@@ -117,6 +118,7 @@ fn wake_after_drop() {
         closed.store(true, Ordering::Release);
         drop(header);
         let enqueued = waker.join().unwrap();
+        assert_eq!(freed.strong_count(), 0, "the task outlived its last handle");
         let mut stale = VecDeque::new();
         core.wakes.drain_into(&mut stale);
         assert!(enqueued <= 1, "enqueued {enqueued} times");
