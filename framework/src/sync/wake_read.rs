@@ -54,11 +54,6 @@ impl WakeRead {
         self.armed = false;
     }
 
-    /// Whether a read is in flight, so that a notification ends a wait.
-    pub fn is_armed(&self) -> bool {
-        self.armed
-    }
-
     /// The longest the core may wait, given the `timeout` its loop asks for
     /// (`None`: no limit): unchanged with a read in flight, at most
     /// [`UNARMED_WAIT`] without one.
