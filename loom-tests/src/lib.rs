@@ -7,9 +7,13 @@
 //! ```
 //!
 //! This library holds what the models share: the stand-in for a core's
-//! eventfd (`Doorbell`), a waker that rings one, and `check`, which runs
-//! a model and reports how many interleavings loom explored. See
-//! `loom-tests/README.md` for what each model proves.
+//! eventfd (`Doorbell`) and for the driver's wait on it (`Kernel`: `Epoll`,
+//! and `Uring`, which drives the real `WakeRead`), a core built from the
+//! real parker, inboxes and stop latch (`Core`, lent to the real
+//! `percore::sync::wake` functions as a `CoreSide`), a task handle for the
+//! real `wake`/`wake_by_ref` (`TaskRef`), a waker that rings a doorbell,
+//! and `check`, which runs a model and reports how many interleavings loom
+//! explored. See `loom-tests/README.md` for what each model proves.
 
 #[cfg(loom)]
 mod support;

@@ -84,7 +84,7 @@ fn submit_races_core_stop() {
                 for message in batch.drain(..) {
                     message();
                 }
-                target.inbox.close(&mut batch);
+                target.mailbox.close(&mut batch);
                 drop(batch);
             })
         };

@@ -9,7 +9,9 @@ use loom::thread;
 use loom_tests::{check, waker, Core, Doorbell};
 use percore::sync::PushError;
 
-/// Sends `items` one after the other the way `submit_to` does: on `Full`
+/// Sends `items` one after the other the way `submit_to` does, through
+/// the framework's own `CoreSide::send` (push or register the waker, then
+/// unpark): on `Full`
 /// register this sender's waker and wait for it, then retry; on `Closed`
 /// hand the item back. Returns the items refused as closed.
 fn send_all(core: &Core<u32>, items: impl IntoIterator<Item = u32>) -> (Vec<u32>, usize) {
@@ -20,11 +22,8 @@ fn send_all(core: &Core<u32>, items: impl IntoIterator<Item = u32>) -> (Vec<u32>
     for item in items {
         let mut item = item;
         loop {
-            match core.inbox.push_or_wait(item, Some(&waker)) {
-                Ok(()) => {
-                    core.parker.unpark();
-                    break;
-                }
+            match core.side().send(item, Some(&waker)) {
+                Ok(()) => break,
                 Err(PushError::Full(back)) => {
                     assert_eq!(back, item, "a full push returns the item it was given");
                     item = back;
@@ -76,7 +75,7 @@ fn concurrent_push_and_drain() {
         while got.len() < 4 {
             core.drain(&mut got);
             if got.len() < 4 {
-                core.park_on_inbox();
+                core.park();
             }
         }
         for s in senders {
@@ -101,7 +100,7 @@ fn full_queue_back_pressure() {
         while got.len() < 3 {
             core.drain(&mut got);
             if got.len() < 3 {
-                core.park_on_inbox();
+                core.park();
             }
         }
         let (refused, _fulls) = sender.join().unwrap();
@@ -126,7 +125,7 @@ fn full_queue_two_senders() {
         while got.len() < 4 {
             core.drain(&mut got);
             if got.len() < 4 {
-                core.park_on_inbox();
+                core.park();
             }
         }
         for s in senders {
@@ -152,10 +151,10 @@ fn close_hands_back_everything() {
         let mut drained = VecDeque::new();
         core.drain(&mut drained);
         let mut leftover = VecDeque::new();
-        core.inbox.close(&mut leftover);
+        core.mailbox.close(&mut leftover);
         let (refused, _fulls) = sender.join().unwrap();
         // Closed for good.
-        assert_eq!(core.inbox.push(9), Err(PushError::Closed(9)));
+        assert_eq!(core.mailbox.push(9), Err(PushError::Closed(9)));
         let mut after = VecDeque::new();
         assert_eq!(core.drain(&mut after), 0, "an item was queued after close");
         // Accepted items: drained then handed back, in push order; refused

@@ -14,7 +14,8 @@
 //!
 //! Waking on the owner thread queues the task itself on the local run queue
 //! (no lock); waking from any other thread queues its key in the owner's
-//! inbox and unparks the core.
+//! inbox and unparks the core. That decision is [`crate::sync::wake`]'s,
+//! which the loom models check; this file only plugs the task into it.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -25,6 +26,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use super::join;
 use crate::runtime::context;
 use crate::runtime::shared::CoreShared;
+use crate::sync::wake::{self, Waking};
 use crate::sync::TaskState;
 
 /// Names one task on one core; the generation tells a reused slab slot
@@ -163,23 +165,32 @@ impl<F: Future + 'static> Runnable for Task<F> {
     }
 }
 
+/// The task's side of [`crate::sync::wake`]: the flag in its header, the
+/// owner core's run queue through the thread's current core, and the
+/// owner's wake inbox.
+impl<F: Future + 'static> Waking for Arc<Task<F>> {
+    #[inline]
+    fn state(&self) -> &TaskState {
+        &self.header.state
+    }
+
+    #[inline]
+    fn schedule_local(self) -> Result<(), Self> {
+        context::schedule_local(self.header.owner.id, self)
+    }
+
+    #[inline]
+    fn schedule_remote(&self) {
+        self.header.owner.wake_remote(self.header.key);
+    }
+}
+
 impl<F: Future + 'static> Wake for Task<F> {
     fn wake(self: Arc<Self>) {
-        if !self.header.state.wake() {
-            return;
-        }
-        if let Err(task) = context::schedule_local(self.header.owner.id, self) {
-            let header = task.header();
-            header.owner.wake_remote(header.key);
-        }
+        wake::wake(self);
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if !self.header.state.wake() {
-            return;
-        }
-        if context::schedule_local(self.header.owner.id, self.clone()).is_err() {
-            self.header.owner.wake_remote(self.header.key);
-        }
+        wake::wake_by_ref(self);
     }
 }

@@ -75,11 +75,13 @@ pub(crate) fn try_with_core<R>(f: impl FnOnce(&Core) -> R) -> Option<R> {
 }
 
 /// Queues `task` locally if this thread runs core `owner`; hands it back
-/// when the wake must go through the owner's remote queue.
-pub(crate) fn schedule_local(
+/// when the wake must go through the owner's remote queue. Generic over the
+/// task's type so that the handle comes back as it was given.
+#[inline]
+pub(crate) fn schedule_local<T: Runnable + 'static>(
     owner: usize,
-    task: Arc<dyn Runnable>,
-) -> Result<(), Arc<dyn Runnable>> {
+    task: Arc<T>,
+) -> Result<(), Arc<T>> {
     if CURRENT_ID.get() != owner {
         return Err(task);
     }

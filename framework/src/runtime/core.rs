@@ -262,20 +262,13 @@ impl Core {
         // buffers). What the park itself reaps is published by the next
         // turn, which always follows a park that returns.
         self.publish_gauges();
-        if timeout == Some(Duration::ZERO) {
-            self.driver.borrow_mut().park(timeout);
-        } else {
-            let has_work = || {
-                self.shared.has_inbox_items()
-                    || (self.shared.shutdown.is_triggered() && !self.shutdown_seen.get())
-            };
-            if self.shared.parker.prepare_park(has_work) {
+        // Announce, re-check the inboxes and the stop latch, then block:
+        // `sync::wake`, the code the loom models run.
+        self.shared
+            .side()
+            .park(timeout, self.shutdown_seen.get(), |timeout| {
                 self.driver.borrow_mut().park(timeout);
-                self.shared.parker.finish_park();
-            } else {
-                self.driver.borrow_mut().park(Some(Duration::ZERO));
-            }
-        }
+            });
         self.bury();
     }
 

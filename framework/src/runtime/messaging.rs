@@ -83,11 +83,8 @@ where
         let Some(message) = pending.take() else {
             return Poll::Ready(Err(SubmitError::NoReply));
         };
-        match target.mailbox.push_or_wait(message, Some(cx.waker())) {
-            Ok(()) => {
-                target.parker.unpark();
-                Poll::Ready(Ok(()))
-            }
+        match target.side().send(message, Some(cx.waker())) {
+            Ok(()) => Poll::Ready(Ok(())),
             Err(PushError::Full(message)) => {
                 pending = Some(message);
                 Poll::Pending

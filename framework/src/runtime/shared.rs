@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use super::stats::CoreStats;
 use crate::executor::task::TaskKey;
-use crate::sync::{Notify, Parker, PushError, Remote, Shutdown};
+use crate::sync::{CoreSide, Notify, Parker, Remote, Shutdown};
 
 /// Writes the core's eventfd, which its driver always has a wait on.
 pub(crate) struct EventNotify(pub(crate) Arc<OwnedFd>);
@@ -21,10 +21,6 @@ impl Notify for EventNotify {
 
 /// A closure sent to run on another core.
 pub(crate) type Message = Box<dyn FnOnce() + Send>;
-
-/// Wakes waiting in a core's inbox: bounded by the number of tasks (each
-/// task is queued at most once), so this cap is only a safety net.
-const WAKE_QUEUE_CAP: usize = 1 << 20;
 
 /// Cross-core messages a core may have queued before senders wait.
 pub(crate) const MAILBOX_CAP: usize = 1024;
@@ -52,7 +48,8 @@ impl CoreShared {
             cpu,
             parker: Parker::new(EventNotify(wake_fd.clone())),
             wake_fd,
-            wakes: Remote::new(WAKE_QUEUE_CAP),
+            // Unbounded: see `CoreSide::wake_remote`.
+            wakes: Remote::unbounded(),
             mailbox: Remote::new(MAILBOX_CAP),
             shutdown,
             stats: Arc::new(CoreStats::default()),
@@ -84,23 +81,52 @@ impl CoreShared {
             .unwrap_or(0)
     }
 
-    /// Queues a task wake from another thread and wakes the core.
-    pub(crate) fn wake_remote(&self, key: TaskKey) {
-        match self.wakes.push(key) {
-            Ok(()) => self.parker.unpark(),
-            // Closed: the core stopped, its tasks are gone. Full cannot
-            // happen below the cap of one entry per task.
-            Err(PushError::Closed(_)) | Err(PushError::Full(_)) => {}
+    /// The cross-thread side of this core, for the functions of
+    /// [`crate::sync::wake`].
+    #[inline]
+    pub(crate) fn side(&self) -> CoreSide<'_, TaskKey, Message, EventNotify> {
+        CoreSide {
+            parker: &self.parker,
+            wakes: &self.wakes,
+            mailbox: &self.mailbox,
+            shutdown: &self.shutdown,
         }
     }
 
-    /// Whether an inbox holds anything (checked under the inbox locks).
-    pub(crate) fn has_inbox_items(&self) -> bool {
-        self.wakes.has_items() || self.mailbox.has_items()
+    /// Queues a task wake from another thread and wakes the core.
+    pub(crate) fn wake_remote(&self, key: TaskKey) {
+        self.side().wake_remote(key);
     }
 
     /// Stops the core's loop at its next turn (and wakes it if parked).
     pub(crate) fn signal_shutdown(&self) {
         self.parker.unpark();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A wake that finds the wake inbox at its capacity is queued anyway:
+    /// dropping it would leave the task's flag set and the task never
+    /// polled. The inbox is built with room for one key.
+    #[test]
+    fn a_full_wake_inbox_keeps_the_wake() {
+        let wake_fd = Arc::new(crate::sys::eventfd().unwrap());
+        let mut shared = CoreShared::new(0, wake_fd.clone(), Arc::new(Shutdown::new()));
+        shared.wakes = Remote::new(1);
+        let keys = [1, 2, 3].map(|index| TaskKey {
+            index,
+            generation: 0,
+        });
+        for key in keys {
+            shared.wake_remote(key);
+        }
+        let mut queued = std::collections::VecDeque::new();
+        shared.wakes.drain_into(&mut queued);
+        assert_eq!(queued, keys);
+        // Each wake found the core awake: none notified it.
+        assert!(!crate::sys::eventfd_drain(wake_fd.as_fd()));
     }
 }

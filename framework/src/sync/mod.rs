@@ -4,11 +4,18 @@
 //! same time lives here: the remote queue with its park/unpark handshake,
 //! the per-task "scheduled" flag behind wakers, the reply channel of
 //! cross-core calls, the shutdown latch, and the count of cores still
-//! draining at a stop.
+//! draining at a stop. So does the glue that a wake and a park go through
+//! ([`wake`]: a waker queueing its task locally or remotely, a core
+//! deciding whether to block), and the state of the read an io_uring core
+//! keeps on its eventfd ([`WakeRead`]).
+//!
 //! The atomics and locks come from `std` normally and from `loom` under
 //! `--cfg loom`, so the `loom-tests` crate model-checks this exact code.
-//! Kernel calls (eventfd writes, `io_uring_enter`, `epoll_wait`) stay out:
-//! they sit behind the [`Notify`] trait, which the models replace.
+//! What is not cross-thread stays out, behind traits and closures that the
+//! runtime fills in (monomorphised, so at no cost) and the models replace:
+//! kernel calls (eventfd writes, `io_uring_enter`, `epoll_wait`) behind
+//! [`Notify`] and the wait `CoreSide::park` is given, the thread-local run
+//! queue behind [`wake::Waking`].
 #![cfg_attr(not(loom), allow(unreachable_pub))]
 
 mod countdown;
@@ -17,12 +24,20 @@ mod parker;
 mod remote;
 mod shutdown;
 mod task_state;
+pub mod wake;
+// Until the io_uring driver keeps its `wake_armed` flag in it, only the loom
+// models use `WakeRead`.
+#[cfg_attr(not(loom), allow(dead_code))]
+mod wake_read;
 
 pub use countdown::CountDown;
 pub use parker::Parker;
 pub use remote::{PushError, Remote};
 pub use shutdown::Shutdown;
 pub use task_state::TaskState;
+pub use wake::CoreSide;
+#[cfg_attr(not(loom), allow(unused_imports))]
+pub use wake_read::{WakeRead, UNARMED_WAIT};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{

@@ -1,7 +1,9 @@
 //! A core's inbox from other threads: a bounded queue with back-pressure.
 //!
 //! Senders that find it full may register a waker and are woken when the
-//! owner drains it. When the owner core stops it closes the inbox: later
+//! owner drains it. Senders that cannot wait, and whose items are bounded
+//! by other means, use [`Remote::push_unbounded`] (task wakes: see
+//! [`CoreSide::wake_remote`](super::CoreSide::wake_remote)). When the owner core stops it closes the inbox: later
 //! pushes fail with [`PushError::Closed`], and what was still queued is
 //! handed back to the owner to fail explicitly, so nothing is lost silently.
 //! Waking the owner is the [`Parker`](super::Parker)'s job: push, then
@@ -52,11 +54,20 @@ impl<T> Remote<T> {
         }
     }
 
+    /// A queue with no capacity limit, for items pushed with
+    /// [`Remote::push_unbounded`].
+    pub fn unbounded() -> Self {
+        Remote::new(usize::MAX)
+    }
+
     /// Appends `item`. The caller then unparks the owner.
     ///
     /// # Errors
     ///
     /// [`PushError::Full`] or [`PushError::Closed`], with the item.
+    // The runtime pushes with a waker (`CoreSide::send`) or unbounded
+    // (`CoreSide::wake_remote`); the loom models push plainly.
+    #[cfg_attr(not(loom), allow(dead_code))]
     pub fn push(&self, item: T) -> Result<(), PushError<T>> {
         self.push_or_wait(item, None)
     }
@@ -80,6 +91,23 @@ impl<T> Remote<T> {
                 }
             }
             return Err(PushError::Full(item));
+        }
+        inner.queue.push_back(item);
+        self.len.store(inner.queue.len(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Appends `item` whatever the queue holds: for a sender that cannot
+    /// wait for room and must not lose its item, whose items are bounded by
+    /// other means. The caller then unparks the owner.
+    ///
+    /// # Errors
+    ///
+    /// The item, when the owner core has stopped (closed the queue).
+    pub fn push_unbounded(&self, item: T) -> Result<(), T> {
+        let mut inner = lock(&self.inner);
+        if inner.closed {
+            return Err(item);
         }
         inner.queue.push_back(item);
         self.len.store(inner.queue.len(), Ordering::Release);
