@@ -25,9 +25,6 @@ mod remote;
 mod shutdown;
 mod task_state;
 pub mod wake;
-// Until the io_uring driver keeps its `wake_armed` flag in it, only the loom
-// models use `WakeRead`.
-#[cfg_attr(not(loom), allow(dead_code))]
 mod wake_read;
 
 pub use countdown::CountDown;
@@ -36,8 +33,9 @@ pub use remote::{PushError, Remote};
 pub use shutdown::Shutdown;
 pub use task_state::TaskState;
 pub use wake::CoreSide;
-#[cfg_attr(not(loom), allow(unused_imports))]
-pub use wake_read::{WakeRead, UNARMED_WAIT};
+pub use wake_read::WakeRead;
+#[cfg(loom)]
+pub use wake_read::UNARMED_WAIT;
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{

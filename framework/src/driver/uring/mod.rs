@@ -86,7 +86,8 @@ pub(crate) struct Driver {
     buf_ring: Option<Rc<BufRing>>,
     wake_fd: Arc<OwnedFd>,
     wake_buf: Box<u64>,
-    wake_armed: bool,
+    /// The eventfd read's state (see `sync::WakeRead`, model-checked).
+    wake_read: crate::sync::WakeRead,
     multishot: bool,
     /// Multishot receives carry a byte limit (until the kernel refuses one).
     recv_limit: bool,
@@ -226,7 +227,7 @@ impl Driver {
             buf_ring,
             wake_fd,
             wake_buf: Box::new(0),
-            wake_armed: false,
+            wake_read: crate::sync::WakeRead::new(),
             multishot,
             recv_limit: false,
             fixed_send: false,
@@ -260,6 +261,11 @@ impl Driver {
         }
         driver.arm_wake();
         Ok(driver)
+    }
+
+    /// Whether the eventfd read is in flight.
+    fn wake_armed(&self) -> bool {
+        !self.wake_read.needs_arm()
     }
 
     /// Whether sends may use registered buffers.
@@ -443,7 +449,7 @@ impl Driver {
     }
 
     fn arm_wake(&mut self) {
-        if self.wake_armed {
+        if !self.wake_read.needs_arm() {
             return;
         }
         let sqe = opcode::Read::new(
@@ -459,7 +465,8 @@ impl Driver {
         // SAFETY: the read fills `wake_buf` and reads `wake_fd`, both the
         // driver's until it completes (a teardown that cannot wait for it
         // leaks `wake_buf`).
-        self.wake_armed = unsafe { self.push_sqe(&sqe) }.is_ok();
+        let queued = unsafe { self.push_sqe(&sqe) }.is_ok();
+        self.wake_read.submitted(queued);
     }
 
     /// One loop turn's trip to the kernel: submit, and wait for a completion
@@ -471,11 +478,12 @@ impl Driver {
             ring.top_up();
         }
         // Without its wake-up read the core would sleep through remote
-        // wakes and the stop; without a cancellation an orphan would hold
-        // its socket. Neither could be queued: do not wait, try again at
-        // once (this enter submits what filled the SQ).
-        let timeout = if self.wake_armed && self.cancels.is_empty() {
-            timeout
+        // wakes and the stop, so an unarmed read bounds the wait (see
+        // `WakeRead::bound`); without a cancellation an orphan would hold
+        // its socket, so an owed one means no wait at all. Either is tried
+        // again at the next park (this enter submits what filled the SQ).
+        let timeout = if self.cancels.is_empty() {
+            self.wake_read.bound(timeout)
         } else {
             Some(Duration::ZERO)
         };
@@ -564,7 +572,7 @@ impl Driver {
             // receive probe's buffers are given back by the probe).
             CANCEL_TOKEN | PROBE_TOKEN | LIMIT_PROBE_TOKEN => return,
             WAKE_TOKEN => {
-                self.wake_armed = false;
+                self.wake_read.completed();
                 return;
             }
             _ => {}
@@ -666,7 +674,7 @@ impl Drop for Driver {
     /// freed.
     fn drop(&mut self) {
         let undrained = if self.drained { 0 } else { self.ops.len() };
-        if undrained > 0 || self.wake_armed {
+        if undrained > 0 || self.wake_armed() {
             // The wake-up read alone is the driver's own, drained here at
             // every drop: it writes `wake_buf`.
             self.drain(std::time::Instant::now() + Duration::from_secs(2));

@@ -30,7 +30,7 @@ impl Driver {
             }
         }
         let mut wake_cancelled = false;
-        while !self.ops.is_empty() || self.wake_armed {
+        while !self.ops.is_empty() || self.wake_armed() {
             let now = Instant::now();
             if now >= deadline {
                 break;
@@ -38,7 +38,7 @@ impl Driver {
             // Cancellations that could not be queued are queued again each
             // round, until they are.
             self.retry_cancels();
-            if self.wake_armed && !wake_cancelled {
+            if self.wake_armed() && !wake_cancelled {
                 let sqe = opcode::AsyncCancel::new(WAKE_TOKEN)
                     .build()
                     .user_data(CANCEL_TOKEN);
@@ -62,7 +62,7 @@ impl Driver {
             }
             let _ = self.reap();
         }
-        let left = self.ops.len() + usize::from(self.wake_armed);
+        let left = self.ops.len() + usize::from(self.wake_armed());
         if left > 0 {
             tracing::error!(
                 left,
@@ -74,7 +74,7 @@ impl Driver {
                     std::mem::forget(op.retained);
                 }
             }
-            if self.wake_armed {
+            if self.wake_armed() {
                 std::mem::forget(std::mem::replace(&mut self.wake_buf, Box::new(0)));
             }
             if let Some(ring) = self.buf_ring.take() {

@@ -222,12 +222,12 @@ fn a_wake_read_that_cannot_be_armed_does_not_let_the_core_sleep() {
                 wake_refused: 2,
             },
         );
-        assert!(!d.wake_armed);
+        assert!(!d.wake_armed());
         crate::sys::eventfd_signal(std::os::fd::AsFd::as_fd(&*d.wake_fd)).expect("signal");
         d.park(None);
         // Armed now; the notification already sent completes it.
         d.park(None);
-        let woke = !d.wake_armed;
+        let woke = !d.wake_armed();
         d.drain(Instant::now() + Duration::from_secs(60));
         let _ = done.send(woke);
     });
