@@ -19,7 +19,8 @@ pub use stats_lines::CoreReaders;
 pub struct CommonArgs {
     /// TCP port to listen on.
     pub port: u16,
-    /// Address to bind (default all interfaces, 0.0.0.0).
+    /// Address to bind (default 127.0.0.1: only this machine, until
+    /// `--host` says otherwise).
     pub host: IpAddr,
     /// CPUs to run on (all available when `None`).
     pub cores: Option<Vec<usize>>,
@@ -55,7 +56,7 @@ pub fn parse_common(
 ) -> Result<(CommonArgs, Vec<(String, String)>), String> {
     let mut common = CommonArgs {
         port: default_port,
-        host: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        host: IpAddr::V4(Ipv4Addr::LOCALHOST),
         cores: None,
         backend: Backend::Auto,
         stats: false,
@@ -186,7 +187,7 @@ fn resolve_host(host: &str) -> Result<IpAddr, String> {
 
 /// The usage text of the common options.
 pub const COMMON_USAGE: &str = "  --port N              TCP port (0 picks a free one)
-  --host ADDR           address or name to bind (default 0.0.0.0; ::1, localhost)
+  --host ADDR           address or name to bind (default 127.0.0.1; 0.0.0.0, ::1, localhost)
   --cores LIST          CPUs to run on, e.g. 0 or 0,1 or 0-3 (default: all)
   --backend B           uring, epoll or auto (default auto; PERCORE_BACKEND overrides)
   --max-connections N   open connections per core before accept pauses (default 10000)
@@ -341,7 +342,11 @@ mod tests {
 
     #[test]
     fn host_takes_addresses_and_names() {
-        assert_eq!(host_of(&[]), Ok(IpAddr::V4(Ipv4Addr::UNSPECIFIED)));
+        assert_eq!(host_of(&[]), Ok(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        assert_eq!(
+            host_of(&["--host", "0.0.0.0"]),
+            Ok(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+        );
         assert_eq!(
             host_of(&["--host", "127.0.0.1"]),
             Ok(Ipv4Addr::LOCALHOST.into())
