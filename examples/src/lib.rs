@@ -1,167 +1,181 @@
 //! The command line shared by the example servers (`echo`, `http_echo`,
-//! `fanout`): `--port`, `--cores`, `--backend`, `--stats`, the HTTP servers'
-//! `--keepalive-requests`, plus options of their own, and the common start-up
-//! (logging, stats line, signals).
+//! `fanout`, `counter`): `--port`, `--cores`, `--backend`, `--stats` and
+//! the rest of [`CommonArgs`], the HTTP servers' [`HttpArgs`], and the
+//! common start-up (logging, stats lines, signals).
+//!
+//! Each binary declares its own options with `clap`'s derive, flattening
+//! these structs into its own, so that `--help` is generated from the
+//! code that reads the options.
 
+use std::ffi::OsString;
 use std::io::{self, IsTerminal, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::str::FromStr;
 use std::time::Duration;
 
+use clap::{error::ErrorKind, Args, Command, CommandFactory, Parser};
 use percore::{Backend, CoreContext, Handler, Server};
 
 mod http_args;
 mod stats_lines;
-pub use http_args::{http_config, HTTP_FLAGS, HTTP_STATS_USAGE, HTTP_USAGE};
+pub use http_args::{HttpArgs, HTTP_STATS_NOTE};
 pub use stats_lines::CoreReaders;
 
-/// Options every example server takes.
-#[derive(Debug, Clone)]
+/// Options every example server takes. A binary flattens them into its
+/// own options (`#[command(flatten)]`) and parses with [`parse_args`],
+/// which gives `--port` the binary's default.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Server options")]
 pub struct CommonArgs {
-    /// TCP port to listen on.
+    /// TCP port to listen on (0 picks a free one)
+    #[arg(long, value_name = "N", value_parser = number::<u16>)]
     pub port: u16,
-    /// Address to bind (default all interfaces, 0.0.0.0).
+    /// Address or name to bind, e.g. 0.0.0.0 for every IPv4 interface, ::1,
+    /// localhost
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1", value_parser = resolve_host)]
     pub host: IpAddr,
-    /// CPUs to run on (all available when `None`).
-    pub cores: Option<Vec<usize>>,
-    /// The executor backend.
+    /// CPUs to run on, e.g. 0 or 0,1 or 0-3 [default: all available]
+    #[arg(long, value_name = "LIST", value_parser = cpu_list)]
+    pub cores: Option<::std::vec::Vec<usize>>,
+    /// Executor backend: uring, epoll or auto (PERCORE_BACKEND overrides)
+    #[arg(long, value_name = "B", default_value = "auto")]
     pub backend: Backend,
-    /// Print a line of counters per core every second (and any lines of
-    /// the binary's own, see [`run_with_stats`]).
-    pub stats: bool,
-    /// Open connections per core before accept pauses.
+    /// Open connections per core before accept pauses
+    #[arg(long, value_name = "N", default_value = "10000", value_parser = positive::<usize>)]
     pub max_connections: usize,
-    /// Graceful-stop drain deadline.
+    /// Graceful-stop drain deadline, in ms
+    #[arg(long = "drain-ms", value_name = "N", default_value = "10000", value_parser = millis)]
     pub drain: Duration,
-    /// Opt-in io_uring wait batching bound on busy cores (`--wait-batch-us`).
-    pub wait_batch: Option<Duration>,
-    /// Join the server already on the port, to replace it (`--take-over`).
+    /// io_uring: a busy core waits up to N µs for a batch of completions
+    /// (fewer syscalls with many connections, slower with a few dozen busy
+    /// ones; 0 = off, at most 1000000)
+    #[arg(long = "wait-batch-us", value_name = "N", default_value = "0", value_parser = wait_batch)]
+    pub wait_batch: Duration,
+    /// Print a line of counters per core every second, after the time
+    /// (RFC 3339 UTC, as the log's lines)
+    #[arg(long)]
+    pub stats: bool,
+    /// Share the port with the server already on it, to replace it without
+    /// refusing connections: start this, then stop that one (same user; see
+    /// net.ipv4.tcp_migrate_req)
+    #[arg(long)]
     pub take_over: bool,
 }
 
-/// A binary's own flags that take no value (returned with an empty one).
-const SWITCHES: &[&str] = &["--access-log"];
+/// The end of every server's `--help`: signals and environment.
+const SHARED_NOTES: &str = "\
+SIGINT, SIGTERM or SIGHUP (unless ignored, as under nohup) stops gracefully (no
+new connections; open ones get the drain deadline); a second one exits at once
+(status 128 + signal).
 
-/// Splits the command line into the common options and the rest (returned
-/// as `(flag, value)` pairs for the binary to interpret; a switch such as
-/// `--access-log` with an empty value).
-///
-/// # Errors
-///
-/// A message for the user: an unknown flag, a missing or bad value.
-pub fn parse_common(
-    default_port: u16,
-    args: impl IntoIterator<Item = String>,
-    own_flags: &[&str],
-) -> Result<(CommonArgs, Vec<(String, String)>), String> {
-    let mut common = CommonArgs {
-        port: default_port,
-        host: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        cores: None,
-        backend: Backend::Auto,
-        stats: false,
-        max_connections: 10_000,
-        drain: Duration::from_secs(10),
-        wait_batch: None,
-        take_over: false,
+Environment: RUST_LOG=debug for more logging; PERCORE_BACKEND=uring|epoll|auto
+overrides --backend.";
+
+/// The command line of `T`, a server whose default port is `port`: its
+/// `--help` ends with the notes every server shares (signals, environment).
+pub fn command<T: CommandFactory>(port: &'static str) -> Command {
+    let cmd = T::command()
+        .args_override_self(true)
+        .mut_arg("port", |arg| arg.default_value(port).required(false));
+    let after = match cmd.get_after_help() {
+        Some(own) => format!("{own}\n\n{SHARED_NOTES}"),
+        None => SHARED_NOTES.to_owned(),
     };
-    let mut rest = Vec::new();
-    let mut args = args.into_iter();
-    while let Some(flag) = args.next() {
-        let (flag, inline) = match flag.split_once('=') {
-            Some((f, v)) => (f.to_owned(), Some(v.to_owned())),
-            None => (flag, None),
-        };
-        if own_flags.contains(&flag.as_str()) && SWITCHES.contains(&flag.as_str()) {
-            if let Some(v) = inline {
-                return Err(format!("{flag} takes no value, got {v:?}"));
-            }
-            rest.push((flag, String::new()));
-            continue;
-        }
-        if flag == "--stats" || flag == "--take-over" {
-            if let Some(v) = inline {
-                return Err(format!("{flag} takes no value, got {v:?}"));
-            }
-            if flag == "--stats" {
-                common.stats = true;
-            } else {
-                common.take_over = true;
-            }
-            continue;
-        }
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
-        match flag.as_str() {
-            "--port" => {
-                let v = value()?;
-                common.port = v
-                    .parse()
-                    .map_err(|_| format!("--port: expected a number 0-65535, got {v:?}"))?
-            }
-            "--host" => common.host = resolve_host(&value()?)?,
-            "--cores" => {
-                let cpus = percore::runtime::cpus::parse_list(&value()?)
-                    .and_then(|cpus| percore::runtime::cpus::check(&cpus).map(|()| cpus))
-                    .map_err(|e| format!("--cores: {e}"))?;
-                common.cores = Some(cpus);
-            }
-            "--backend" => {
-                common.backend = value()?
-                    .parse()
-                    .map_err(|e: percore::ParseBackendError| format!("--backend: {e}"))?
-            }
-            "--max-connections" => {
-                let v = value()?;
-                common.max_connections = usize::try_from(positive(&flag, &v)?)
-                    .map_err(|_| format!("--max-connections: {v} is too large"))?;
-            }
-            "--wait-batch-us" => {
-                // The ring takes at most a second (`wait_batching` clamps).
-                let usec: u64 = value()?
-                    .parse()
-                    .ok()
-                    .filter(|&usec| usec <= 1_000_000)
-                    .ok_or_else(|| "--wait-batch-us: expected a number 0-1000000".to_owned())?;
-                common.wait_batch = (usec > 0).then(|| Duration::from_micros(usec));
-            }
-            "--drain-ms" => common.drain = Duration::from_millis(number(&flag, &value()?)?),
-            f if own_flags.contains(&f) => rest.push((flag.clone(), value()?)),
-            _ => return Err(format!("unknown option {flag}")),
-        }
-    }
-    Ok((common, rest))
+    cmd.after_help(after)
 }
 
-/// A flag's numeric value, or a message naming the flag.
+/// Parses this process's command line as `T` (see [`command`]). `--help`
+/// prints the usage and exits 0; a usage error prints clap's message,
+/// which names the option and the value, and exits 2.
+pub fn parse_args<T: Parser>(port: &'static str) -> T {
+    parse_args_from(port, std::env::args_os()).unwrap_or_else(|e| e.exit())
+}
+
+/// [`parse_args`] over `args`, the first being the program's name.
 ///
 /// # Errors
 ///
-/// `FLAG: expected a number, got "VALUE"`, or `FLAG: VALUE is too large`
-/// for digits the type cannot hold.
-pub fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
+/// A usage error, or `--help`, as clap reports them.
+pub fn parse_args_from<T, I>(port: &'static str, args: I) -> Result<T, clap::Error>
+where
+    T: Parser,
+    I: IntoIterator,
+    I::Item: Into<OsString> + Clone,
+{
+    let mut cmd = command::<T>(port);
+    let matches = cmd.try_get_matches_from_mut(args)?;
+    T::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
+}
+
+/// Says what is wrong with options that parsed one by one but not
+/// together (a quorum above the width), as clap says it, and exits 2.
+pub fn usage_error<T: CommandFactory>(port: &'static str, message: impl std::fmt::Display) -> ! {
+    command::<T>(port)
+        .error(ErrorKind::ValueValidation, message)
+        .exit()
+}
+
+/// A number, or a message saying why not: `expected a number`, or that
+/// the digits are too many for the option.
+///
+/// # Errors
+///
+/// The message, for clap to print after the option and the value.
+pub fn number<T: FromStr>(value: &str) -> Result<T, String> {
     value.parse().map_err(|_| {
         if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-            format!("{flag}: {value} is too large")
+            format!("{value} is too large")
         } else {
-            format!("{flag}: expected a number, got {value:?}")
+            "expected a number".to_owned()
         }
     })
 }
 
-/// A flag's value where zero would make no sense (a width, a timeout).
+/// A number where zero would make no sense (a width, a timeout).
 ///
 /// # Errors
 ///
-/// As [`number`], and `FLAG: expected a number from 1, got "0"`.
-pub fn positive(flag: &str, value: &str) -> Result<u64, String> {
-    match number::<u64>(flag, value)? {
-        0 => Err(format!("{flag}: expected a number from 1, got {value:?}")),
-        n => Ok(n),
+/// As [`number`], and `expected a number from 1` for zero.
+pub fn positive<T: FromStr + Default + PartialEq>(value: &str) -> Result<T, String> {
+    let n = number::<T>(value)?;
+    if n == T::default() {
+        return Err("expected a number from 1".to_owned());
     }
+    Ok(n)
+}
+
+/// Milliseconds, zero allowed.
+///
+/// # Errors
+///
+/// As [`number`].
+pub fn millis(value: &str) -> Result<Duration, String> {
+    number(value).map(Duration::from_millis)
+}
+
+/// Milliseconds where zero would make no sense (a timeout).
+///
+/// # Errors
+///
+/// As [`positive`].
+pub fn positive_millis(value: &str) -> Result<Duration, String> {
+    positive(value).map(Duration::from_millis)
+}
+
+/// `--wait-batch-us`: the ring takes at most a second (`wait_batching`
+/// clamps), so more is refused rather than silently cut.
+fn wait_batch(value: &str) -> Result<Duration, String> {
+    match number::<u64>(value) {
+        Ok(usec) if usec <= 1_000_000 => Ok(Duration::from_micros(usec)),
+        _ => Err("expected a number 0-1000000".to_owned()),
+    }
+}
+
+/// `--cores`: a taskset-style list of CPUs this process may run on.
+fn cpu_list(value: &str) -> Result<Vec<usize>, String> {
+    let cpus = percore::runtime::cpus::parse_list(value).map_err(|e| e.to_string())?;
+    percore::runtime::cpus::check(&cpus).map_err(|e| e.to_string())?;
+    Ok(cpus)
 }
 
 /// `--host`'s value: an IPv4 or IPv6 address (`::1` or `[::1]`), or a
@@ -177,39 +191,11 @@ fn resolve_host(host: &str) -> Result<IpAddr, String> {
     }
     let mut found = (bare, 0)
         .to_socket_addrs()
-        .map_err(|e| format!("--host: cannot resolve {host:?}: {e}"))?;
+        .map_err(|e| format!("cannot resolve {host:?}: {e}"))?;
     found
         .next()
         .map(|addr| addr.ip())
-        .ok_or_else(|| format!("--host: {host:?} has no address"))
-}
-
-/// The usage text of the common options.
-pub const COMMON_USAGE: &str = "  --port N              TCP port (0 picks a free one)
-  --host ADDR           address or name to bind (default 0.0.0.0; ::1, localhost)
-  --cores LIST          CPUs to run on, e.g. 0 or 0,1 or 0-3 (default: all)
-  --backend B           uring, epoll or auto (default auto; PERCORE_BACKEND overrides)
-  --max-connections N   open connections per core before accept pauses (default 10000)
-  --drain-ms N          graceful-stop drain deadline in ms (default 10000)
-  --wait-batch-us N     io_uring: a busy core waits up to N µs for a batch of
-                        completions (fewer syscalls with many connections, slower with
-                        a few dozen busy ones; default 0 = off; at most 1000000)
-  --stats               print a line of counters per core every second (after
-                        the time, RFC 3339 UTC, as the log's lines)
-  --take-over           share the port with the server already on it, to replace
-                        it without refusing connections: start this, then stop
-                        that one (same user; see net.ipv4.tcp_migrate_req)
-  RUST_LOG=debug        more logging
-
-SIGINT, SIGTERM or SIGHUP (unless ignored, as under nohup) stops gracefully (no
-new connections; open ones get the drain deadline); a second one exits at once
-(status 128 + signal).";
-
-/// Prints the `--help` text on stdout. A reader that stops early
-/// (`--help | head -1`) is no error: the rest is dropped, where `println!`
-/// would panic.
-pub fn print_help(text: &str) {
-    let _ = writeln!(io::stdout(), "{text}");
+        .ok_or_else(|| format!("{host:?} has no address"))
 }
 
 /// Says why on stderr and exits with `status` (2 for a usage error, 1 for
@@ -285,7 +271,7 @@ where
         .backend(common.backend)
         .max_connections(common.max_connections)
         .drain_timeout(common.drain)
-        .wait_batching(common.wait_batch)
+        .wait_batching((!common.wait_batch.is_zero()).then_some(common.wait_batch))
         .take_over(common.take_over);
     if let Some(cores) = &common.cores {
         builder = builder.cores(cores.iter().copied());
@@ -334,17 +320,47 @@ fn timestamp() -> String {
 mod tests {
     use super::*;
 
+    /// A server with the common options and the HTTP ones.
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        common: CommonArgs,
+        #[command(flatten)]
+        http: HttpArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        let args = std::iter::once("test").chain(args.iter().copied());
+        parse_args_from::<Cli, _>("8080", args).map_err(|e| e.to_string())
+    }
+
     fn host_of(args: &[&str]) -> Result<IpAddr, String> {
-        let args = args.iter().map(|a| (*a).to_owned());
-        parse_common(8080, args, &[]).map(|(common, _)| common.host)
+        parse(args).map(|cli| cli.common.host)
+    }
+
+    #[test]
+    fn the_help_is_consistent() {
+        command::<Cli>("8080").debug_assert();
+    }
+
+    #[test]
+    fn defaults() {
+        let cli = parse(&[]).expect("no options");
+        assert_eq!(cli.common.port, 8080);
+        assert_eq!(cli.common.host, IpAddr::from([127, 0, 0, 1]));
+        assert_eq!(cli.common.cores, None);
+        assert_eq!(cli.common.backend, Backend::Auto);
+        assert_eq!(cli.common.max_connections, 10_000);
+        assert_eq!(cli.common.drain, Duration::from_secs(10));
+        assert_eq!(cli.common.wait_batch, Duration::ZERO);
+        assert!(!cli.common.stats && !cli.common.take_over);
     }
 
     #[test]
     fn host_takes_addresses_and_names() {
-        assert_eq!(host_of(&[]), Ok(IpAddr::V4(Ipv4Addr::UNSPECIFIED)));
         assert_eq!(
-            host_of(&["--host", "127.0.0.1"]),
-            Ok(Ipv4Addr::LOCALHOST.into())
+            host_of(&["--host", "0.0.0.0"]),
+            Ok(IpAddr::from([0, 0, 0, 0]))
         );
         assert_eq!(host_of(&["--host", "::1"]), Ok("::1".parse().expect("ip")));
         assert_eq!(host_of(&["--host=[::1]"]), Ok("::1".parse().expect("ip")));
@@ -353,23 +369,43 @@ mod tests {
     }
 
     #[test]
-    fn switches_take_no_value_and_only_where_known() {
-        let parse = |args: &[&str], own: &[&str]| {
-            let args = args.iter().map(|a| (*a).to_owned());
-            parse_common(8080, args, own).map(|(_, rest)| rest)
-        };
-        let switch = ("--access-log".to_owned(), String::new());
-        assert_eq!(
-            parse(&["--access-log", "--access-log"], HTTP_FLAGS),
-            Ok(vec![switch.clone(), switch])
-        );
-        assert_eq!(
-            parse(&["--access-log=x"], HTTP_FLAGS),
-            Err("--access-log takes no value, got \"x\"".to_owned())
-        );
-        assert_eq!(
-            parse(&["--access-log"], &[]),
-            Err("unknown option --access-log".to_owned())
-        );
+    fn switches_take_no_value_and_repeat() {
+        let cli = parse(&["--access-log", "--access-log", "--stats"]).expect("switches");
+        assert!(cli.http.access_log && cli.common.stats);
+        let e = parse(&["--access-log=x"]).expect_err("a value");
+        assert!(e.contains("--access-log"), "{e}");
+        // The last of a repeated option wins, as it always did.
+        let cli = parse(&["--port", "1", "--port", "2"]).expect("repeated");
+        assert_eq!(cli.common.port, 2);
+    }
+
+    #[test]
+    fn bad_values_name_their_option() {
+        let cases: [(&[&str], &str); 5] = [
+            (
+                &["--port", "abc"],
+                "'abc' for '--port <N>': expected a number",
+            ),
+            (
+                &["--port", "70000"],
+                "'70000' for '--port <N>': 70000 is too large",
+            ),
+            (
+                &["--max-connections", "0"],
+                "'0' for '--max-connections <N>': expected a number from 1",
+            ),
+            (
+                &["--wait-batch-us", "1000001"],
+                "'1000001' for '--wait-batch-us <N>': expected a number 0-1000000",
+            ),
+            (
+                &["--cores", "0,0"],
+                "'0,0' for '--cores <LIST>': CPU 0 is listed twice",
+            ),
+        ];
+        for (args, message) in cases {
+            let e = parse(args).expect_err(message);
+            assert!(e.contains(message), "{args:?}: {e}");
+        }
     }
 }

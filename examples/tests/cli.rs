@@ -48,7 +48,7 @@ fn help_to_a_reader_that_left() {
         let out = run(command(binary, &["--help"]));
         assert!(out.status.success(), "{binary} --help: {}", out.status);
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains("--port N"), "{binary} --help:\n{text}");
+        assert!(text.contains("--port <N>"), "{binary} --help:\n{text}");
 
         let mut cmd = command(binary, &["--help"]);
         cmd.stdout(pipe_without_reader());
@@ -71,7 +71,7 @@ fn usage_errors_to_a_reader_that_left() {
         assert_eq!(out.status.code(), Some(2), "{binary}: {}", out.status);
         let text = String::from_utf8_lossy(&out.stderr);
         assert!(
-            text.contains("--port: expected a number"),
+            text.contains("invalid value 'abc' for '--port <N>': expected a number"),
             "{binary}:\n{text}"
         );
 
@@ -88,32 +88,41 @@ fn usage_errors_to_a_reader_that_left() {
 }
 
 /// Each bad value is refused with exit status 2 and a message that names
-/// its flag.
+/// its flag and says what was expected.
 #[test]
 fn bad_values_name_their_flag() {
     let cases: [(&[&str], &str); 11] = [
-        (&["--backend", "foo"], "--backend: unknown backend \"foo\""),
+        (
+            &["--backend", "foo"],
+            "invalid value 'foo' for '--backend <B>': unknown backend \"foo\"",
+        ),
         (
             &["--wait-batch-us", "1000001"],
-            "--wait-batch-us: expected a number 0-1000000",
+            "invalid value '1000001' for '--wait-batch-us <N>': expected a number 0-1000000",
         ),
         (
             &["--upstream", "127.0.0.1:1", "--idle-timeout-ms", "0"],
-            "--idle-timeout-ms: expected a number from 1, got \"0\"",
+            "invalid value '0' for '--idle-timeout-ms <N>': expected a number from 1",
         ),
-        (&["--cores", "1-0"], "--cores: invalid CPU list \"1-0\""),
+        (
+            &["--cores", "1-0"],
+            "invalid value '1-0' for '--cores <LIST>': invalid CPU list \"1-0\"",
+        ),
         (
             &["--cores", "4095"],
-            "--cores: CPU 4095 is not available to this process",
+            "invalid value '4095' for '--cores <LIST>': CPU 4095 is not available to this process",
         ),
-        (&["--cores", "0,0"], "--cores: CPU 0 is listed twice"),
+        (
+            &["--cores", "0,0"],
+            "invalid value '0,0' for '--cores <LIST>': CPU 0 is listed twice",
+        ),
         (
             &["--upstream", "127.0.0.1:0"],
-            "--upstream 127.0.0.1:0: port 0 is no server's port",
+            "invalid value '127.0.0.1:0' for '--upstream <HOST:PORT>': port 0 is no server's port",
         ),
         (
             &["--upstream", "127.0.0.1:1", "--max-response-body", "0"],
-            "--max-response-body: expected a number from 1, got \"0\"",
+            "invalid value '0' for '--max-response-body <BYTES>': expected a number from 1",
         ),
         (
             &[
@@ -122,15 +131,16 @@ fn bad_values_name_their_flag() {
                 "--drain-ms",
                 "99999999999999999999",
             ],
-            "--drain-ms: 99999999999999999999 is too large",
+            "invalid value '99999999999999999999' for '--drain-ms <N>': \
+             99999999999999999999 is too large",
         ),
         (
             &["--upstream", "127.0.0.1:1", "--max-pending", "0"],
-            "--max-pending: expected a number from 1, got \"0\"",
+            "invalid value '0' for '--max-pending <N>': expected a number from 1",
         ),
         (
             &["--upstream", "127.0.0.1:1", "--timeout-ms", "0"],
-            "--timeout-ms: expected a number from 1, got \"0\"",
+            "invalid value '0' for '--timeout-ms <N>': expected a number from 1",
         ),
     ];
     for (args, message) in cases {
@@ -138,7 +148,7 @@ fn bad_values_name_their_flag() {
         let text = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "fanout {args:?}:\n{text}");
         assert!(
-            text.starts_with(&format!("fanout: {message}")),
+            text.starts_with(&format!("error: {message}")),
             "fanout {args:?}:\n{text}"
         );
     }

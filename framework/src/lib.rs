@@ -59,6 +59,9 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
 
+#[cfg(not(target_os = "linux"))]
+compile_error!("percore runs on Linux only: it is built on io_uring and epoll");
+
 pub mod buf;
 mod driver;
 mod executor;

@@ -14,8 +14,9 @@
 use std::cell::Cell;
 use std::io::{self, Write};
 
+use clap::Parser;
 use percore::{core_count, core_index, submit_to, Connection, Handler};
-use percore_examples::{exit_with, init_logging, parse_common, print_help, run, COMMON_USAGE};
+use percore_examples::{exit_with, init_logging, parse_args, run, CommonArgs};
 
 thread_local! {
     /// This core's count: each core is one thread, so a thread-local is
@@ -92,16 +93,18 @@ impl Handler for Counter {
     }
 }
 
+/// Per-core counters summed across cores with `submit_to`: `incr` adds
+/// one to the serving core's count, `sum` answers the total (one command
+/// per line).
+#[derive(Debug, Parser)]
+#[command(name = "counter")]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        print_help(&format!("counter: per-core counters summed with submit_to (port 7001 unless --port)\n\nCommands: incr, sum (one per line)\n\nOptions:\n{COMMON_USAGE}"));
-        return;
-    }
-    let common = match parse_common(7001, args, &[]) {
-        Ok((common, _)) => common,
-        Err(e) => exit_with(2, &format!("counter: {e}\n\nOptions:\n{COMMON_USAGE}")),
-    };
+    let Cli { common } = parse_args("7001");
     init_logging();
     let print_stats = common.stats;
     if let Err(e) = run("counter", &common, move |_core| Counter { print_stats }) {

@@ -13,51 +13,80 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+use clap::{Args, Parser};
 use percore_examples::{
-    exit_with, http_config, init_logging, number, parse_common, positive, print_help,
-    run_with_stats, CoreReaders, COMMON_USAGE, HTTP_FLAGS, HTTP_USAGE,
+    exit_with, init_logging, number, parse_args, positive, positive_millis, run_with_stats,
+    usage_error, CommonArgs, CoreReaders, HttpArgs,
 };
 use percore_handlers::http::{HttpHandler, HttpStatsReader};
 use percore_handlers::proxy::{Config, FanOut, Policy, ProxyStatsReader};
 
-const OWN_FLAGS: &[&str] = &[
-    "--upstream",
-    "--width",
-    "--policy",
-    "--timeout-ms",
-    "--connect-timeout-ms",
-    "--max-pending",
-    "--eject-after",
-    "--eject-ms",
-    "--mirror",
-    "--mirror-max-pending",
-    "--max-response-body",
-];
+/// The default `--port`.
+const PORT: &str = "8081";
 
-const USAGE: &str =
-    "  --upstream HOST:PORT  an upstream HTTP/1.1 server (repeat for more; at least one)
-  --width K             sub-requests per request, round-robin over the upstreams
-                        (default: one per upstream; at most 1024)
-  --policy P            all (default), first, or quorum:K (K <= width)
-  --timeout-ms N        deadline of the whole fan-out (default 15000) -> 504
-  --connect-timeout-ms N  deadline of one upstream connect (default 1000)
-  --max-pending N       fan-outs in flight per core; more get 503 at once (default 1024)
-  --eject-after N       eject an upstream after N requests in a row failed on it:
-                        5xx, connect or connection failure, no answer by the
-                        deadline; once per request whatever the width (default 5;
-                        0 turns ejection off)
-  --eject-ms N          first ejection time, x n for the n-th in a row, at most
-                        10x (default 30000); at most 10% of upstreams (>= 1) ejected
-  --mirror HOST:PORT    also send a copy of each request to this shadow upstream;
-                        its answers are discarded, its failures counted and logged
-  --mirror-max-pending N  mirrored copies waiting or in flight per core; more are
-                        dropped and counted (default 256)
-  --max-response-body BYTES  largest upstream body; a larger one fails its branch
-                        (502) (default 1048576)
-";
+/// A fan-out HTTP proxy on percore: each request goes to K upstreams at
+/// once and their answers are joined into one JSON array.
+#[derive(Debug, Parser)]
+#[command(name = "fanout", after_help = NOTES)]
+struct Cli {
+    #[command(flatten)]
+    proxy: ProxyArgs,
+    #[command(flatten)]
+    http: HttpArgs,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// The proxy's own options, over [`Config::new`]'s defaults (a test checks
+/// that the defaults shown are the library's).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Proxy options")]
+struct ProxyArgs {
+    /// An upstream HTTP/1.1 server (repeat for more; at least one)
+    #[arg(long, value_name = "HOST:PORT", required = true, value_parser = upstream)]
+    upstream: Vec<SocketAddr>,
+    /// Sub-requests per request, round-robin over the upstreams (at most
+    /// 1024) [default: one per upstream]
+    #[arg(long, value_name = "K", value_parser = positive::<usize>)]
+    width: Option<usize>,
+    /// all, first, or quorum:K (K <= width)
+    #[arg(long, value_name = "P", default_value = "all", value_parser = policy)]
+    policy: Policy,
+    /// Deadline of the whole fan-out, in ms, then 504
+    #[arg(long = "timeout-ms", value_name = "N", default_value = "15000", value_parser = positive_millis)]
+    deadline: Duration,
+    /// Deadline of one upstream connect, in ms
+    #[arg(long = "connect-timeout-ms", value_name = "N", default_value = "1000", value_parser = positive_millis)]
+    connect_timeout: Duration,
+    /// Fan-outs in flight per core; more get 503 at once
+    #[arg(long, value_name = "N", default_value = "1024", value_parser = positive::<usize>)]
+    max_pending: usize,
+    /// Eject an upstream after N requests in a row failed on it (5xx,
+    /// connect or connection failure, no answer by the deadline; once per
+    /// request whatever the width; 0 turns ejection off)
+    #[arg(long, value_name = "N", default_value = "5", value_parser = number::<u32>)]
+    eject_after: u32,
+    /// First ejection time in ms, x n for the n-th in a row, at most 10x; at
+    /// most 10% of upstreams (>= 1) are ejected at once
+    #[arg(long = "eject-ms", value_name = "N", default_value = "30000", value_parser = positive_millis)]
+    eject_time: Duration,
+    /// Also send a copy of each request to this shadow upstream; its
+    /// answers are discarded, its failures counted and logged
+    #[arg(long, value_name = "HOST:PORT", value_parser = upstream)]
+    mirror: Option<SocketAddr>,
+    /// Mirrored copies waiting or in flight per core; more are dropped and
+    /// counted
+    #[arg(long, value_name = "N", default_value = "256", value_parser = positive::<usize>)]
+    mirror_max_pending: usize,
+    /// Largest upstream response body in bytes; a larger one fails its
+    /// branch (502)
+    #[arg(long, value_name = "BYTES", default_value = "1048576", value_parser = positive::<usize>)]
+    max_response_body: usize,
+}
 
 /// The end of the help: what `--stats` adds, draining, and loops.
-const NOTES: &str = "With --stats, each core's line is followed by its HTTP and proxy counters:
+const NOTES: &str = "\
+With --stats, each core's line is followed by its HTTP and proxy counters:
   TIME stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=.. ...
   TIME stats cpu=N fanout requests=.. failed=.. failed_504=.. sub_requests=.. connects=..
   reuses=.. errors_connect=.. errors_exchange=.. deadline=.. cancelled=.. drained=..
@@ -69,87 +98,55 @@ closed (drain_closed). The branches of a request that failed are closed.
 A request that already passed through this proxy (its Via carries the proxy's
 name, `percore-` and random hex digits) is answered 508 Loop Detected.";
 
+/// `--policy`'s value.
+fn policy(value: &str) -> Result<Policy, String> {
+    value
+        .parse()
+        .map_err(|e: percore_handlers::proxy::ConfigError| e.to_string())
+}
+
 /// The address of `--upstream` or `--mirror`: HOST:PORT, resolved once.
-fn resolve(flag: &str, value: &str) -> Result<SocketAddr, String> {
+fn upstream(value: &str) -> Result<SocketAddr, String> {
     // A URL is the likeliest mistake (the proxy speaks plain HTTP/1.1 to a
     // host and port, and sends each request's own path): say so, rather
     // than pass on the resolver's "failed to lookup address information".
     if let Some((_, rest)) = value.split_once("://") {
         let authority = rest.split('/').next().unwrap_or(rest);
         return Err(format!(
-            "{flag} {value}: a URL scheme is not accepted; expected HOST:PORT, e.g. {authority}"
+            "a URL scheme is not accepted; expected HOST:PORT, e.g. {authority}"
         ));
     }
     let port = value
         .rsplit_once(':')
         .and_then(|(_, port)| port.parse::<u16>().ok());
     match port {
-        None => {
-            return Err(format!(
-                "{flag} {value}: expected HOST:PORT, e.g. 127.0.0.1:8080"
-            ))
-        }
-        Some(0) => return Err(format!("{flag} {value}: port 0 is no server's port")),
+        None => return Err("expected HOST:PORT, e.g. 127.0.0.1:8080".to_owned()),
+        Some(0) => return Err("port 0 is no server's port".to_owned()),
         Some(_) => {}
     }
     value
         .to_socket_addrs()
-        .map_err(|e| format!("{flag} {value}: cannot resolve: {e}"))?
+        .map_err(|e| format!("cannot resolve: {e}"))?
         .next()
-        .ok_or_else(|| format!("{flag} {value}: resolves to no address"))
+        .ok_or_else(|| "resolves to no address".to_owned())
 }
 
-/// The proxy settings from this binary's own flags.
-fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
-    let upstreams = flags
-        .iter()
-        .filter(|(f, _)| f == "--upstream")
-        .map(|(flag, value)| resolve(flag, value))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut config = Config::new(upstreams);
-    // Zero is refused by `positive` rather than left to `validate`, whose
-    // message names the setting in the library's terms, not the flag.
-    for (flag, value) in flags {
-        match flag.as_str() {
-            "--width" => {
-                config.width = usize::try_from(positive(flag, value)?)
-                    .map_err(|_| format!("{flag}: {value} is too large"))?;
-            }
-            "--policy" => {
-                config.policy = value
-                    .parse()
-                    .map_err(|e| format!("{flag}: {e}, got {value:?}"))?;
-            }
-            "--timeout-ms" => config.deadline = Duration::from_millis(positive(flag, value)?),
-            "--connect-timeout-ms" => {
-                config.connect_timeout = Duration::from_millis(positive(flag, value)?);
-            }
-            "--mirror" => config.mirror = Some(resolve(flag, value)?),
-            "--mirror-max-pending" => {
-                config.mirror_max_pending = usize::try_from(positive(flag, value)?)
-                    .map_err(|_| format!("{flag}: {value} is too large"))?;
-            }
-            "--max-pending" => {
-                config.max_pending = usize::try_from(positive(flag, value)?)
-                    .map_err(|_| format!("{flag}: {value} is too large"))?;
-            }
-            "--eject-after" => {
-                config.ejection.consecutive_failures =
-                    u32::try_from(number::<u64>(flag, value)?)
-                        .map_err(|_| format!("{flag}: {value} is too large"))?;
-            }
-            "--eject-ms" => {
-                let base = Duration::from_millis(positive(flag, value)?);
-                config.ejection.base_time = base;
-                config.ejection.max_time = base.saturating_mul(10);
-            }
-            "--max-response-body" => {
-                config.max_response_body = usize::try_from(positive(flag, value)?)
-                    .map_err(|_| format!("{flag}: {value} is too large"))?;
-            }
-            _ => {}
-        }
+/// The proxy settings from the proxy's options, checked together.
+fn proxy_config(args: &ProxyArgs) -> Result<Config, String> {
+    let mut config = Config::new(args.upstream.clone());
+    if let Some(width) = args.width {
+        config.width = width;
     }
+    config.policy = args.policy;
+    config.deadline = args.deadline;
+    config.connect_timeout = args.connect_timeout;
+    config.max_pending = args.max_pending;
+    config.ejection.consecutive_failures = args.eject_after;
+    config.ejection.base_time = args.eject_time;
+    config.ejection.max_time = args.eject_time.saturating_mul(10);
+    config.mirror = args.mirror;
+    config.mirror_max_pending = args.mirror_max_pending;
+    config.max_response_body = args.max_response_body;
     config.validate().map_err(|e| {
         // `validate` checks the upstreams and the width before the quorum.
         let quorum_above_width = matches!(config.policy, Policy::Quorum(k) if k > config.width)
@@ -160,7 +157,7 @@ fn proxy_config(flags: &[(String, String)]) -> Result<Config, String> {
         }
         // The width nobody set is the number of upstreams: say where the
         // number in the message came from.
-        if flags.iter().any(|(f, _)| f == "--width") {
+        if args.width.is_some() {
             format!("--policy: {e}")
         } else {
             format!("--policy: {e} (one sub-request per --upstream, as --width is not given)")
@@ -236,21 +233,9 @@ fn own_address_warnings(config: &Config, listen: IpAddr, port: u16) -> Vec<Strin
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        print_help(&format!("fanout: a fan-out HTTP proxy on percore (port 8081 unless --port)\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}\n\n{NOTES}"));
-        return;
-    }
-    let flags: Vec<&str> = OWN_FLAGS.iter().chain(HTTP_FLAGS).copied().collect();
-    let parsed = parse_common(8081, args, &flags)
-        .and_then(|(common, own)| Ok((common, proxy_config(&own)?, http_config(&own)?)));
-    let (common, config, http) = match parsed {
-        Ok(parsed) => parsed,
-        Err(e) => exit_with(
-            2,
-            &format!("fanout: {e}\n\nOptions:\n{USAGE}\n{HTTP_USAGE}\n{COMMON_USAGE}"),
-        ),
-    };
+    let cli: Cli = parse_args(PORT);
+    let config = proxy_config(&cli.proxy).unwrap_or_else(|e| usage_error::<Cli>(PORT, e));
+    let (common, http) = (cli.common, cli.http.config());
     init_logging();
     tracing::info!("{}", summary(&config));
     for warning in own_address_warnings(&config, common.host, common.port) {
@@ -281,48 +266,61 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use percore_examples::parse_args_from;
 
     fn ip(text: &str) -> IpAddr {
         text.parse().expect("an IP address")
     }
 
-    /// The settings from `(flag, value)` pairs, or the message.
-    fn parse(flags: &[(&str, &str)]) -> Result<Config, String> {
-        let owned: Vec<(String, String)> = flags
-            .iter()
-            .map(|&(f, v)| (f.to_owned(), v.to_owned()))
-            .collect();
-        proxy_config(&owned)
+    /// The settings from the command line `args`, or the message.
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        let args = std::iter::once("fanout").chain(args.iter().copied());
+        let cli = parse_args_from::<Cli, _>(PORT, args).map_err(|e| e.to_string())?;
+        proxy_config(&cli.proxy)
     }
 
-    const UP: (&str, &str) = ("--upstream", "127.0.0.1:18410");
-    const UP2: (&str, &str) = ("--upstream", "127.0.0.1:18411");
+    const UP: &str = "--upstream=127.0.0.1:18410";
+    const UP2: &str = "--upstream=127.0.0.1:18411";
+
+    #[test]
+    fn the_help_is_consistent() {
+        percore_examples::command::<Cli>(PORT).debug_assert();
+    }
+
+    #[test]
+    fn the_defaults_shown_are_the_librarys() {
+        let config = parse(&[UP, UP2]).expect("valid");
+        let mut library = Config::new(config.upstreams.clone());
+        // Random per process start: the one setting without a default.
+        library.pseudonym.clone_from(&config.pseudonym);
+        assert_eq!(config, library);
+    }
 
     #[test]
     fn policy_messages() {
-        let e = parse(&[UP, ("--policy", "bogus")]).expect_err("bogus");
-        assert_eq!(
-            e,
-            r#"--policy: expected all, first or quorum:K (K >= 1), got "bogus""#
+        let e = parse(&[UP, "--policy", "bogus"]).expect_err("bogus");
+        assert!(
+            e.contains("'bogus' for '--policy <P>': expected all, first or quorum:K (K >= 1)"),
+            "{e}"
         );
-        let c = parse(&[UP, UP2, ("--policy", "FIRST")]).expect("any case");
+        let c = parse(&[UP, UP2, "--policy", "FIRST"]).expect("any case");
         assert_eq!(c.policy, Policy::First);
-        let c = parse(&[UP, UP2, ("--policy", "Quorum:2")]).expect("any case");
+        let c = parse(&[UP, UP2, "--policy", "Quorum:2"]).expect("any case");
         assert_eq!(c.policy, Policy::Quorum(2));
         // The width nobody set: the message says what it is and why.
-        let e = parse(&[UP, UP2, ("--policy", "quorum:5")]).expect_err("above width");
+        let e = parse(&[UP, UP2, "--policy", "quorum:5"]).expect_err("above width");
         assert_eq!(
             e,
             "--policy: quorum:5 needs K <= width, and the width is 2 \
              (one sub-request per --upstream, as --width is not given)"
         );
-        let e = parse(&[UP, ("--width", "3"), ("--policy", "quorum:5")]).expect_err("above");
+        let e = parse(&[UP, "--width", "3", "--policy", "quorum:5"]).expect_err("above");
         assert_eq!(e, "--policy: quorum:5 needs K <= width, and the width is 3");
         // Other problems come first, as `validate` finds them.
-        let e = parse(&[UP, ("--width", "5000"), ("--policy", "quorum:9999")]).expect_err("");
+        let e = parse(&[UP, "--width", "5000", "--policy", "quorum:9999"]).expect_err("");
         assert!(e.starts_with("width 5000 is above 1024"), "{e}");
-        let e = parse(&[("--policy", "quorum:2")]).expect_err("no upstream");
-        assert_eq!(e, "at least one upstream is needed");
+        let e = parse(&["--policy", "quorum:2"]).expect_err("no upstream");
+        assert!(e.contains("required") && e.contains("--upstream"), "{e}");
     }
 
     #[test]
@@ -335,15 +333,18 @@ mod tests {
             "--mirror-max-pending",
             "--eject-ms",
         ] {
-            let e = parse(&[UP, ("--mirror", "127.0.0.1:18412"), (flag, "0")]).expect_err(flag);
-            assert_eq!(e, format!("{flag}: expected a number from 1, got \"0\""));
+            let e = parse(&[UP, "--mirror=127.0.0.1:18412", flag, "0"]).expect_err(flag);
+            assert!(
+                e.contains(&format!("'0' for '{flag} <")) && e.contains("expected a number from 1"),
+                "{e}"
+            );
         }
     }
 
     #[test]
     fn width_is_bounded() {
-        assert!(parse(&[UP, ("--width", "1024")]).is_ok());
-        let e = parse(&[UP, ("--width", "100000")]).expect_err("absurd width");
+        assert!(parse(&[UP, "--width", "1024"]).is_ok());
+        let e = parse(&[UP, "--width", "100000"]).expect_err("absurd width");
         assert_eq!(
             e,
             "width 100000 is above 1024, the most sub-requests per request"
@@ -352,32 +353,34 @@ mod tests {
 
     #[test]
     fn upstream_messages() {
-        let e = parse(&[("--upstream", "http://127.0.0.1:18410/")]).expect_err("a URL");
-        assert_eq!(
-            e,
-            "--upstream http://127.0.0.1:18410/: a URL scheme is not accepted; \
-             expected HOST:PORT, e.g. 127.0.0.1:18410"
-        );
-        let e = parse(&[("--upstream", "127.0.0.1")]).expect_err("no port");
-        assert_eq!(
-            e,
-            "--upstream 127.0.0.1: expected HOST:PORT, e.g. 127.0.0.1:8080"
-        );
-        let e = parse(&[UP, ("--mirror", "https://shadow:443")]).expect_err("a URL");
+        let e = parse(&["--upstream", "http://127.0.0.1:18410/"]).expect_err("a URL");
         assert!(
-            e.starts_with("--mirror https://shadow:443: a URL scheme"),
+            e.contains(
+                "'http://127.0.0.1:18410/' for '--upstream <HOST:PORT>': a URL scheme is not \
+                 accepted; expected HOST:PORT, e.g. 127.0.0.1:18410"
+            ),
             "{e}"
         );
-        let c = parse(&[("--upstream", "localhost:18410")]).expect("a host name");
+        let e = parse(&["--upstream", "127.0.0.1"]).expect_err("no port");
+        assert!(
+            e.contains("'127.0.0.1' for '--upstream <HOST:PORT>': expected HOST:PORT"),
+            "{e}"
+        );
+        let e = parse(&[UP, "--mirror", "https://shadow:443"]).expect_err("a URL");
+        assert!(
+            e.contains("'https://shadow:443' for '--mirror <HOST:PORT>': a URL scheme"),
+            "{e}"
+        );
+        let c = parse(&["--upstream", "localhost:18410"]).expect("a host name");
         assert!(c.upstreams[0].ip().is_loopback());
     }
 
     #[test]
     fn own_address_is_warned_about() {
         let c = parse(&[
-            ("--upstream", "127.0.0.1:8081"),
-            ("--upstream", "127.0.0.1:8080"),
-            ("--mirror", "127.0.0.1:8081"),
+            "--upstream=127.0.0.1:8081",
+            "--upstream=127.0.0.1:8080",
+            "--mirror=127.0.0.1:8081",
         ])
         .expect("valid");
         let warnings = own_address_warnings(&c, ip("0.0.0.0"), 8081);
@@ -398,7 +401,7 @@ mod tests {
         assert!(own_address_warnings(&c, ip("127.0.0.1"), 9000).is_empty());
         assert!(own_address_warnings(&c, ip("10.1.2.3"), 8081).is_empty());
         assert!(own_address_warnings(&c, ip("0.0.0.0"), 0).is_empty());
-        let v6 = parse(&[("--upstream", "[::1]:8081")]).expect("valid");
+        let v6 = parse(&["--upstream=[::1]:8081"]).expect("valid");
         assert_eq!(own_address_warnings(&v6, ip("::"), 8081).len(), 1);
         assert!(own_address_warnings(&v6, ip("0.0.0.0"), 8081).is_empty());
         assert_eq!(own_address_warnings(&c, ip("::"), 8081).len(), 2);
@@ -407,20 +410,20 @@ mod tests {
     #[test]
     fn max_response_body_sets_the_limit() {
         assert_eq!(parse(&[UP]).expect("valid").max_response_body, 1 << 20);
-        let c = parse(&[UP, ("--max-response-body", "100")]).expect("valid");
+        let c = parse(&[UP, "--max-response-body=100"]).expect("valid");
         assert_eq!(c.max_response_body, 100);
     }
 
     #[test]
     fn start_up_line() {
-        let c = parse(&[UP, ("--eject-after", "0")]).expect("valid");
+        let c = parse(&[UP, "--eject-after=0"]).expect("valid");
         let line = summary(&c);
         assert!(
             line.starts_with("fanout: 1 upstream (127.0.0.1:18410), width 1, policy all,"),
             "{line}"
         );
         assert!(line.contains(", ejection off, mirror none"), "{line}");
-        let c = parse(&[UP, UP2, ("--eject-after", "1"), ("--eject-ms", "500")]).expect("valid");
+        let c = parse(&[UP, UP2, "--eject-after=1", "--eject-ms=500"]).expect("valid");
         let line = summary(&c);
         assert!(
             line.starts_with("fanout: 2 upstreams (127.0.0.1:18410, 127.0.0.1:18411), width 2,"),

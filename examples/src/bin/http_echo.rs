@@ -4,33 +4,32 @@
 //! echo the request body with its content type; other methods get 405.
 //!
 //! ```text
-//! http_echo [--port 8080] [--cores 0,1] [--backend auto] [--stats]
+//! http_echo [--port 8080] [--host 127.0.0.1] [--cores 0,1] [--backend auto] [--stats]
 //!           [--keepalive-requests 1000]
 //! ```
 
+use clap::Parser;
 use percore_examples::{
-    exit_with, http_config, init_logging, parse_common, print_help, run_with_stats, CoreReaders,
-    COMMON_USAGE, HTTP_FLAGS, HTTP_STATS_USAGE, HTTP_USAGE,
+    exit_with, init_logging, parse_args, run_with_stats, CommonArgs, CoreReaders, HttpArgs,
+    HTTP_STATS_NOTE,
 };
 use percore_handlers::http::{HttpEcho, HttpHandler, HttpStatsReader};
 
+/// An HTTP/1.1 echo server on percore: `GET` and `HEAD` answer
+/// `{"message":"Hello!"}`, `POST` and `PUT` echo the body, other methods
+/// get 405.
+#[derive(Debug, Parser)]
+#[command(name = "http_echo", after_help = HTTP_STATS_NOTE)]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    http: HttpArgs,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        print_help(&format!(
-            "http_echo: an HTTP/1.1 echo server on percore (port 8080 unless --port)\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}\n\n{HTTP_STATS_USAGE}"
-        ));
-        return;
-    }
-    let parsed = parse_common(8080, args, HTTP_FLAGS)
-        .and_then(|(common, own)| Ok((common, http_config(&own)?)));
-    let (common, config) = match parsed {
-        Ok(parsed) => parsed,
-        Err(e) => exit_with(
-            2,
-            &format!("http_echo: {e}\n\nOptions:\n{HTTP_USAGE}\n{COMMON_USAGE}"),
-        ),
-    };
+    let cli: Cli = parse_args("8080");
+    let (common, config) = (cli.common, cli.http.config());
     init_logging();
     let http = CoreReaders::<HttpStatsReader>::default();
     let registry = http.clone();
