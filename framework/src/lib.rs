@@ -71,6 +71,7 @@ pub mod net;
 mod op;
 pub mod runtime;
 mod slab;
+mod stats;
 #[cfg(loom)]
 pub mod sync;
 #[cfg(not(loom))]

@@ -315,3 +315,48 @@ pub(crate) fn set_nofile_soft(soft: u64, hard: u64) -> io::Result<()> {
     cvt(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) })?;
     Ok(())
 }
+
+/// An anonymous private read-write mapping, unmapped when dropped: the
+/// memory of buffer rings and of registered buffers, which must not move.
+pub(crate) struct Mmap {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+impl Mmap {
+    /// Maps `len` bytes (at least one page), zeroed.
+    pub(crate) fn new(len: usize) -> io::Result<Mmap> {
+        let len = len.max(1);
+        // SAFETY: an anonymous private mapping with no address hint has no
+        // preconditions; the result is checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = std::ptr::NonNull::new(ptr.cast())
+            .ok_or_else(|| io::Error::other("mmap returned null"))?;
+        Ok(Mmap { ptr, len })
+    }
+
+    /// The start of the mapping.
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` describe a mapping this value created and
+        // nothing else unmaps.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}

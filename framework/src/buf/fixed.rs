@@ -7,110 +7,13 @@
 //! as plain memory and a warning names the limit. On epoll they are plain
 //! memory too: handler code is the same on both backends.
 
-use std::cell::RefCell;
 use std::fmt;
-use std::io;
-use std::ptr::NonNull;
+
 use std::rc::Rc;
 
 use super::IoBuf;
+use crate::driver::uring::FixedPool;
 use crate::runtime::context;
-
-/// The memory of a core's fixed buffers.
-pub(crate) struct FixedPool {
-    base: NonNull<u8>,
-    count: u16,
-    size: usize,
-    free: RefCell<Vec<u16>>,
-    registered: std::cell::Cell<bool>,
-}
-
-impl FixedPool {
-    pub(crate) fn new(count: u16, size: usize) -> io::Result<FixedPool> {
-        // Checked: every pointer into the pool is computed from `size` on
-        // the assumption that `count` buffers of it fit in the mapping.
-        let len = (count as usize).checked_mul(size).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{count} fixed buffers of {size} bytes do not fit in memory"),
-            )
-        })?;
-        // SAFETY: an anonymous private mapping with no address hint has no
-        // preconditions; the result is checked below.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len.max(1),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base =
-            NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?;
-        Ok(FixedPool {
-            base,
-            count,
-            size,
-            free: RefCell::new((0..count).rev().collect()),
-            registered: std::cell::Cell::new(false),
-        })
-    }
-
-    /// The iovecs to register, one per buffer.
-    pub(crate) fn iovecs(&self) -> Vec<libc::iovec> {
-        (0..self.count)
-            .map(|i| libc::iovec {
-                iov_base: self.ptr(i).cast(),
-                iov_len: self.size,
-            })
-            .collect()
-    }
-
-    pub(crate) fn set_registered(&self, registered: bool) {
-        self.registered.set(registered);
-    }
-
-    pub(crate) fn bytes(&self) -> usize {
-        self.count as usize * self.size
-    }
-
-    /// The start of buffer `index`.
-    ///
-    /// # Panics
-    ///
-    /// When `index` names no buffer of the pool (`index >= count`).
-    fn ptr(&self, index: u16) -> *mut u8 {
-        // Checked here, not trusted: this function is safe to call with any
-        // value.
-        assert!(
-            index < self.count,
-            "fixed buffer {index} out of a pool of {}",
-            self.count
-        );
-        // SAFETY: `index < count` (asserted above), so the offset stays
-        // inside the mapping of `count * size` bytes.
-        unsafe { self.base.as_ptr().add(index as usize * self.size) }
-    }
-}
-
-impl Drop for FixedPool {
-    fn drop(&mut self) {
-        // SAFETY: the mapping was created in `new` with this length and is
-        // unmapped only here; the ring that registered it is gone first
-        // (the driver owns the ring and drops it before the pool's last Rc).
-        unsafe {
-            libc::munmap(
-                self.base.as_ptr().cast(),
-                (self.count as usize * self.size).max(1),
-            )
-        };
-    }
-}
 
 /// A write buffer from the current core's registered pool.
 ///

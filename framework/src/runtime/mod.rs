@@ -14,7 +14,6 @@ mod serve;
 mod server;
 pub(crate) mod shared;
 mod signal;
-pub(crate) mod stats;
 
 use std::future::{poll_fn, Future};
 use std::io;
@@ -22,9 +21,9 @@ use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::Poll;
 
+pub use crate::stats::{Counter, StatsSnapshot};
 pub use messaging::{core_count, core_index, submit_to, SubmitError};
 pub use server::{CoreContext, Server, ServerBuilder, ServerHandle, StatsReader, Stopper};
-pub use stats::{Counter, StatsSnapshot};
 
 use crate::executor::{JoinError, JoinHandle};
 use crate::sync::Shutdown;

@@ -237,7 +237,7 @@ fn spawn_connection<H: Handler>(
     stream: crate::net::TcpStream,
     handler: &Rc<H>,
     tracker: &Rc<Tracker>,
-    stats: &std::sync::Arc<super::stats::CoreStats>,
+    stats: &std::sync::Arc<crate::stats::CoreStats>,
 ) {
     stats.accepted.add(1);
     stats.active.add(1);

@@ -15,8 +15,8 @@ use super::config::CoreConfig;
 use super::core::Core;
 use super::serve::{serve_core, DrainGuard, ServeLimits};
 use super::shared::CoreShared;
-use super::stats::StatsSnapshot;
 use crate::net::TcpListener;
+use crate::stats::StatsSnapshot;
 use crate::sync::{CountDown, Shutdown};
 use crate::{Backend, Handler};
 

@@ -4,8 +4,8 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, OnceLock, Weak};
 
-use super::stats::CoreStats;
 use crate::executor::task::TaskKey;
+use crate::stats::CoreStats;
 use crate::sync::{CoreSide, Notify, Parker, Remote, Shutdown};
 
 /// Writes the core's eventfd, which its driver always has a wait on.

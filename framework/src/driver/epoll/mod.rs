@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use crate::runtime::stats::CoreStats;
 use crate::slab::Slab;
+use crate::stats::CoreStats;
 use crate::sys::cvt;
 
 /// `epoll_event.u64` of the core's wake-up eventfd.

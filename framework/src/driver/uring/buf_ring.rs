@@ -21,13 +21,14 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
-use std::ptr::NonNull;
+
 use std::sync::atomic::{AtomicU16, Ordering};
 
 use io_uring::types::BufRingEntry;
 use io_uring::IoUring;
 
 use super::ring_depth::RingDepth;
+use crate::sys::Mmap;
 
 /// The kernel's `struct io_uring_buf`, one entry of the ring; `resv` of
 /// entry 0 is the ring's tail.
@@ -44,42 +45,6 @@ const _: () = assert!(std::mem::size_of::<RawEntry>() == std::mem::size_of::<Buf
 /// The buffer group id percore registers its ring under.
 pub(crate) const BUF_GROUP: u16 = 0;
 
-/// An anonymous private mapping, unmapped on drop.
-struct Mapping {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-impl Mapping {
-    fn new(len: usize) -> io::Result<Mapping> {
-        // SAFETY: an anonymous private mapping with no address hint has no
-        // preconditions; the result is checked below.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(ptr.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?;
-        Ok(Mapping { ptr, len })
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` describe a mapping this value created and
-        // nothing else unmaps.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
-    }
-}
-
 /// Extra bytes between consecutive buffers. Buffers a power-of-two size
 /// apart all start in the same cache set, so the few lines a small request
 /// occupies at each buffer's start would evict each other; one line more
@@ -87,8 +52,8 @@ impl Drop for Mapping {
 const STAGGER: usize = 64;
 
 pub(crate) struct BufRing {
-    entries: Mapping,
-    buffers: Mapping,
+    entries: Mmap,
+    buffers: Mmap,
     count: u16,
     buf_size: usize,
     /// Distance between the starts of consecutive buffers.
@@ -141,8 +106,8 @@ impl BufRing {
         u32::try_from(buf_size).map_err(|_| too_big())?;
         let stride = buf_size.checked_add(STAGGER).ok_or_else(too_big)?;
         let buffers_len = (count as usize).checked_mul(stride).ok_or_else(too_big)?;
-        let entries = Mapping::new(count as usize * std::mem::size_of::<BufRingEntry>())?;
-        let buffers = Mapping::new(buffers_len)?;
+        let entries = Mmap::new(count as usize * std::mem::size_of::<BufRingEntry>())?;
+        let buffers = Mmap::new(buffers_len)?;
         let this = BufRing {
             entries,
             buffers,
@@ -159,7 +124,7 @@ impl BufRing {
         // uses it (this function's contract).
         unsafe {
             ring.submitter().register_buf_ring_with_flags(
-                this.entries.ptr.as_ptr() as u64,
+                this.entries.as_ptr() as u64,
                 count,
                 BUF_GROUP,
                 0,
@@ -226,10 +191,7 @@ impl BufRing {
         // SAFETY: per the contract the buffer is ours and `len` bytes of it
         // were written by the kernel; the mapping outlives `&self`.
         unsafe {
-            std::slice::from_raw_parts(
-                self.buffers.ptr.as_ptr().add(bid as usize * self.stride),
-                len,
-            )
+            std::slice::from_raw_parts(self.buffers.as_ptr().add(bid as usize * self.stride), len)
         }
     }
 
@@ -248,7 +210,7 @@ impl BufRing {
         );
         // SAFETY: `bid < count` (asserted above), so the offset stays inside
         // the mapping of `count * stride` bytes.
-        unsafe { self.buffers.ptr.as_ptr().add(bid as usize * self.stride) }
+        unsafe { self.buffers.as_ptr().add(bid as usize * self.stride) }
     }
 
     /// Takes buffer `bid` back: into the ring if it is below its depth,
@@ -281,7 +243,7 @@ impl BufRing {
         // kernel never writes entries, and reads this one only after
         // `publish`.
         unsafe {
-            let entry = self.entries.ptr.as_ptr().cast::<RawEntry>().add(index);
+            let entry = self.entries.as_ptr().cast::<RawEntry>().add(index);
             std::ptr::addr_of_mut!((*entry).addr).write(self.buf_ptr(bid) as u64);
             // Lossless: `register` refused sizes past `u32::MAX`.
             std::ptr::addr_of_mut!((*entry).len).write(self.buf_size as u32);
@@ -296,7 +258,7 @@ impl BufRing {
         // 2-byte aligned; the kernel reads it with an acquire load.
         // SAFETY: valid aligned tail; the release store publishes the entries.
         unsafe {
-            let base = self.entries.ptr.as_ptr().cast::<BufRingEntry>();
+            let base = self.entries.as_ptr().cast::<BufRingEntry>();
             let tail = BufRingEntry::tail(base).cast_mut().cast::<AtomicU16>();
             (*tail).store(self.tail.get(), Ordering::Release);
         }
@@ -318,7 +280,7 @@ mod tests {
                     // SAFETY: `index < count`, inside the entries mapping,
                     // which only this value writes.
                     unsafe {
-                        let entry = self.entries.ptr.as_ptr().cast::<BufRingEntry>().add(index);
+                        let entry = self.entries.as_ptr().cast::<BufRingEntry>().add(index);
                         (*entry).bid()
                     }
                 })

@@ -1,12 +1,83 @@
-//! The core's registered write pool, and the start-up probe of whether this
-//! kernel sends from registered buffers.
+//! The core's registered write pool: its memory (one mapping, carved into
+//! the buffers that `buf::FixedBuf` leases out), its registration, and the
+//! start-up probe of whether this kernel sends from registered buffers.
+//! On epoll the same pool is plain memory.
 
+use std::cell::RefCell;
+use std::io;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use io_uring::{opcode, types};
 
 use super::{fault, warn_once, Driver, PROBE_TOKEN, RECVSEND_FIXED_BUF};
+use crate::sys::Mmap;
+
+/// The memory of a core's fixed buffers.
+pub(crate) struct FixedPool {
+    memory: Mmap,
+    count: u16,
+    pub(crate) size: usize,
+    pub(crate) free: RefCell<Vec<u16>>,
+    pub(crate) registered: std::cell::Cell<bool>,
+}
+
+impl FixedPool {
+    pub(crate) fn new(count: u16, size: usize) -> io::Result<FixedPool> {
+        // Checked: every pointer into the pool is computed from `size` on
+        // the assumption that `count` buffers of it fit in the mapping.
+        let len = (count as usize).checked_mul(size).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{count} fixed buffers of {size} bytes do not fit in memory"),
+            )
+        })?;
+        let memory = Mmap::new(len)?;
+        Ok(FixedPool {
+            memory,
+            count,
+            size,
+            free: RefCell::new((0..count).rev().collect()),
+            registered: std::cell::Cell::new(false),
+        })
+    }
+
+    /// The iovecs to register, one per buffer.
+    pub(crate) fn iovecs(&self) -> Vec<libc::iovec> {
+        (0..self.count)
+            .map(|i| libc::iovec {
+                iov_base: self.ptr(i).cast(),
+                iov_len: self.size,
+            })
+            .collect()
+    }
+
+    pub(crate) fn set_registered(&self, registered: bool) {
+        self.registered.set(registered);
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.count as usize * self.size
+    }
+
+    /// The start of buffer `index`.
+    ///
+    /// # Panics
+    ///
+    /// When `index` names no buffer of the pool (`index >= count`).
+    pub(crate) fn ptr(&self, index: u16) -> *mut u8 {
+        // Checked here, not trusted: this function is safe to call with any
+        // value.
+        assert!(
+            index < self.count,
+            "fixed buffer {index} out of a pool of {}",
+            self.count
+        );
+        // SAFETY: `index < count` (asserted above), so the offset stays
+        // inside the mapping of `count * size` bytes.
+        unsafe { self.memory.as_ptr().add(index as usize * self.size) }
+    }
+}
 
 impl Driver {
     /// Registers the core's write pool, if it has one, and checks, with a

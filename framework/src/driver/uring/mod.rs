@@ -29,9 +29,9 @@ use std::time::Duration;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
-use crate::buf::fixed::FixedPool;
-use crate::runtime::stats::CoreStats;
+use crate::stats::CoreStats;
 use buf_ring::BufRing;
+pub(crate) use fixed::FixedPool;
 pub(crate) use ops::{Cqe, OpKey, OpKind, Retained};
 use ops::{Op, OpState};
 pub(crate) use setup::RingConfig;

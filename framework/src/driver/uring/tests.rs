@@ -16,7 +16,7 @@ use super::buf_ring::BUF_GROUP;
 use super::ops::{Op, OpState};
 use super::{fault, sqe_fields, BufConfig, Driver, OpKey, OpKind, Retained, CANCEL_TOKEN};
 use crate::runtime::config::CoreConfig;
-use crate::runtime::stats::CoreStats;
+use crate::stats::CoreStats;
 
 /// A test's driver, drained when dropped, also when an assertion failed.
 struct Drained(Driver);
