@@ -27,6 +27,7 @@
 //!   flight before the driver is dropped.
 
 pub(crate) mod epoll;
+pub(crate) mod msg_space;
 pub(crate) mod uring;
 
 use std::fmt;

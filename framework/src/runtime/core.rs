@@ -19,12 +19,12 @@ use super::config::CoreConfig;
 use super::context;
 use super::shared::{CoreShared, Message};
 use crate::buf::pool::HeapPool;
+use crate::driver::msg_space::MsgSpaces;
 use crate::driver::uring::FixedPool;
 use crate::driver::uring::Retained;
 use crate::driver::{epoll, uring, Backend, Driver};
 use crate::executor::task::TaskKey;
 use crate::executor::{Executor, JoinError};
-use crate::op::msg_space::MsgSpaces;
 use crate::slab::Slab;
 use crate::time::wheel::Wheel;
 
