@@ -200,7 +200,7 @@ fn two_parts(backend: Backend) {
     // Not pooled before the rest of its response came.
     assert_eq!(counters.get().drained, 0);
     assert!(
-        eventually(Duration::from_secs(3), || counters.get().drained == 1),
+        eventually(Duration::from_secs(60), || counters.get().drained == 1),
         "drained: {}",
         counters.get()
     );
@@ -228,19 +228,20 @@ fn hung_until_the_deadline(backend: Backend) {
     let hung = Fake::start(|mut c: Conn| {
         if c.read_request().is_some() {
             c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
-            c.wait_close(Duration::from_secs(5));
+            c.wait_close(Duration::from_secs(60));
         }
     });
     let (px, counters) = proxy_counted(backend, &[fast.addr, hung.addr], |c| {
         c.width = 2;
         c.policy = Policy::First;
+        c.deadline = Duration::from_secs(1);
     });
     let mut c = Client::connect(px.addr);
     // The warm-up pools a connection to `fast` (both ends are ours).
     let (_, body) = only_entry(&c.roundtrip(&get("/warm")));
     assert_eq!(body, "ok");
     assert!(
-        eventually(Duration::from_secs(3), || hung.closed_by_peer() == 1),
+        eventually(Duration::from_secs(60), || hung.closed_by_peer() == 1),
         "the warm-up's drain ended"
     );
     std::thread::sleep(Duration::from_millis(50));
@@ -251,14 +252,14 @@ fn hung_until_the_deadline(backend: Backend) {
         assert_eq!(body, "ok");
     }
     assert!(
-        eventually(Duration::from_secs(2), || hung.accepted() == 4),
+        eventually(Duration::from_secs(60), || hung.accepted() == 4),
         "a draining connection is never reused: {} connections",
         hung.accepted()
     );
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(hung.closed_by_peer(), 1, "draining until the deadline");
+    // Not closed before the deadline: a lower bound on when the last
+    // close was seen (a slow machine only makes it later).
     assert!(
-        eventually(Duration::from_secs(3), || hung.closed_by_peer() == 4),
+        eventually(Duration::from_secs(60), || hung.closed_by_peer() == 4),
         "closed at the deadline"
     );
     let closed = sent.elapsed();
@@ -269,7 +270,7 @@ fn hung_until_the_deadline(backend: Backend) {
     let stats = counters.get();
     assert_eq!((stats.drained, stats.drain_closed), (0, 4), "{stats}");
     assert!(
-        eventually(Duration::from_secs(2), || open_fds() <= fds),
+        eventually(Duration::from_secs(60), || open_fds() <= fds),
         "descriptors: {} now, {fds} before",
         open_fds()
     );
@@ -291,7 +292,7 @@ fn not_reusable(backend: Backend, first_part: Vec<u8>, rest: Vec<u8>) {
                 c.send(&first_part);
                 std::thread::sleep(Duration::from_millis(300));
                 c.send(&rest);
-                c.wait_close(Duration::from_secs(5));
+                c.wait_close(Duration::from_secs(60));
                 return;
             }
             c.ok(format!("slow answers {}", path(&req)).as_bytes());
@@ -306,7 +307,7 @@ fn not_reusable(backend: Backend, first_part: Vec<u8>, rest: Vec<u8>) {
     let (_, body) = only_entry(&c.roundtrip(&get("/one")));
     assert_eq!(body, "fast answers /one");
     assert!(
-        eventually(Duration::from_secs(3), || slow.closed_by_peer() == 1),
+        eventually(Duration::from_secs(60), || slow.closed_by_peer() == 1),
         "the proxy closed it"
     );
     let stats = counters.get();
@@ -314,7 +315,7 @@ fn not_reusable(backend: Backend, first_part: Vec<u8>, rest: Vec<u8>) {
     let r = c.roundtrip(&get("/two"));
     assert_eq!(r.status, 200);
     assert!(
-        eventually(Duration::from_secs(2), || slow.accepted() == 2),
+        eventually(Duration::from_secs(60), || slow.accepted() == 2),
         "not pooled: the next request connected ({} connections)",
         slow.accepted()
     );
@@ -332,7 +333,7 @@ fn stop_with_drains(backend: Backend) {
     let fast = ok_after(ANSWER_DELAY);
     let hung = Fake::start(|mut c: Conn| {
         if c.read_request().is_some() {
-            c.wait_close(Duration::from_secs(8));
+            c.wait_close(Duration::from_secs(60));
         }
     });
     let (mut px, counters) = proxy_counted(backend, &[fast.addr, hung.addr], |c| {
@@ -346,14 +347,14 @@ fn stop_with_drains(backend: Backend) {
         assert_eq!(body, "ok");
     }
     drop(c);
-    assert!(eventually(Duration::from_secs(2), || hung.accepted() == 2));
+    assert!(eventually(Duration::from_secs(60), || hung.accepted() == 2));
     assert_eq!(hung.closed_by_peer(), 0, "still draining");
     let took = px
         .stop_within(Duration::from_secs(5))
         .expect("the proxy stopped");
     assert!(took < DRAIN, "stopped after {took:?}");
     assert!(
-        eventually(Duration::from_secs(1), || hung.closed_by_peer() == 2),
+        eventually(Duration::from_secs(60), || hung.closed_by_peer() == 2),
         "the drains' connections were closed"
     );
     let stats = counters.get();
@@ -393,7 +394,7 @@ fn never_expiring_pool(backend: Backend) {
         let (_, body) = only_entry(&c.roundtrip(&get(&format!("/r{i}"))));
         assert_eq!(body, "ok");
         assert!(
-            eventually(Duration::from_secs(3), || counters.get().drained == i),
+            eventually(Duration::from_secs(60), || counters.get().drained == i),
             "drain {i} ended: {}",
             counters.get()
         );
