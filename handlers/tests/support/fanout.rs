@@ -58,6 +58,17 @@ pub fn proxy_counted(
     upstreams: &[SocketAddr],
     tweak: impl FnOnce(&mut ProxyConfig),
 ) -> (TestServer, Counted) {
+    proxy_counted_draining(backend, upstreams, Duration::from_secs(2), tweak)
+}
+
+/// [`proxy_counted`] on a server whose drain deadline is `drain` (2 s
+/// otherwise).
+pub fn proxy_counted_draining(
+    backend: Backend,
+    upstreams: &[SocketAddr],
+    drain: Duration,
+    tweak: impl FnOnce(&mut ProxyConfig),
+) -> (TestServer, Counted) {
     let mut config = ProxyConfig::new(upstreams.to_vec());
     config.deadline = Duration::from_secs(60);
     config.connect_timeout = Duration::from_secs(30);
@@ -65,7 +76,7 @@ pub fn proxy_counted(
     config.validate().expect("valid proxy config");
     let counted = Counted::default();
     let slot = counted.0.clone();
-    let server = TestServer::start(backend, Config::default(), move || {
+    let server = TestServer::start_draining(backend, Config::default(), drain, move |_| {
         let proxy = FanOut::new(config.clone()).expect("validated");
         *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(proxy.stats_reader());
         proxy

@@ -152,7 +152,8 @@ impl TestServer {
         Self::start_draining(backend, config, Duration::from_secs(2), make)
     }
 
-    fn start_draining<S, F>(backend: Backend, config: Config, drain: Duration, make: F) -> TestServer
+    /// [`TestServer::start_with_stats`] with a drain deadline of `drain`.
+    pub fn start_draining<S, F>(backend: Backend, config: Config, drain: Duration, make: F) -> TestServer
     where
         S: Service,
         F: Fn(HttpStatsReader) -> S + Send + Sync + 'static,
