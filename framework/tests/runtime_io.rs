@@ -572,7 +572,7 @@ backend_tests! {
             drop(listener);
         })
         .expect("block_on");
-        let fds = settle_fds(fds_before, Duration::from_secs(5));
+        let fds = settle_fds(fds_before, Duration::from_secs(60));
         assert_eq!(fds, fds_before, "fd leak: {:?}", fd_table());
     }
 }
