@@ -127,7 +127,7 @@ backend_tests! {
             sum(s, |c| c.active) == 0 && sum(s, |c| c.ring_buffers_out) == 0 && sum(s, |c| c.in_flight) == idle_in_flight
         });
         assert_eq!(sum(&stats, |c| c.accepted), 301 + 6);
-        let fds = settle_fds(fds_before, Duration::from_secs(5));
+        let fds = settle_fds(fds_before, Duration::from_secs(60));
         assert_eq!(fds, fds_before, "fd leak: {:?}", fd_table());
         ping(addr);
         server.shutdown();
@@ -303,7 +303,7 @@ fn degraded_suite(fault: &str, log_mark: &str, single_shot: bool) {
         if let Some(fault) = fault {
             cmd.env("PERCORE_FAULT", fault);
         }
-        let mut child = ChildServer::spawn(cmd, Duration::from_secs(20))
+        let mut child = ChildServer::spawn(cmd, Duration::from_secs(60))
             .unwrap_or_else(|f| panic!("child server did not start: {f:?}"));
         let mut client = connect(child.addr);
         for i in 0..messages as usize {
@@ -311,7 +311,7 @@ fn degraded_suite(fault: &str, log_mark: &str, single_shot: bool) {
         }
         drop(client);
         child.close_stdin();
-        let (status, log) = child.wait(Duration::from_secs(10));
+        let (status, log) = child.wait(Duration::from_secs(60));
         assert!(status.success(), "child server failed: {status}\n{log}");
         let sqes =
             stat_from_log(&log, "sqes").unwrap_or_else(|| panic!("no stats in the log:\n{log}"));

@@ -37,7 +37,7 @@ fn forwarder(to: Arc<OnceLock<SocketAddr>>) -> SocketAddr {
                 let (Ok(mut from), Ok(mut into)) = (from.try_clone(), into.try_clone()) else {
                     continue;
                 };
-                let _ = from.set_read_timeout(Some(Duration::from_secs(10)));
+                let _ = from.set_read_timeout(Some(Duration::from_secs(60)));
                 thread::spawn(move || {
                     let mut buf = [0u8; 16 * 1024];
                     while let Ok(n @ 1..) = from.read(&mut buf) {
