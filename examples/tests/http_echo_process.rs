@@ -178,7 +178,10 @@ fn http_flags_set_the_body_limit_and_the_idle_timeout() {
             assert!(answer.ends_with("12345678"), "{backend}: {answer}");
             assert!(closed(stream), "{backend}: the idle connection stayed open");
             let idle = started.elapsed();
-            assert!(idle >= Duration::from_millis(250), "{backend}: closed after {idle:?}, before the 300 ms idle timeout");
+            assert!(
+                idle >= Duration::from_millis(250),
+                "{backend}: closed after {idle:?}, before the 300 ms idle timeout"
+            );
         });
         with_args(backend, &args, |stream| {
             stream

@@ -128,7 +128,12 @@ fn wait_for(ready: impl Fn() -> bool) {
 /// Requests `fake` has read so far.
 fn seen(fake: &Fake) -> impl Fn() -> usize + Send + Sync + 'static {
     let seen = fake.seen.clone();
-    move || seen.requests.lock().unwrap_or_else(|e| e.into_inner()).len()
+    move || {
+        seen.requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
 }
 
 /// An upstream answering "ok" to its `k`-th request (from 0) once the

@@ -149,7 +149,10 @@ fn closed_by_the_stop(backend: Backend) {
     assert_eq!(c.response().body, b"/up");
     srv.begin_stop();
     c.expect_eof();
-    assert!(srv.stop_within(Duration::from_secs(60)).is_some(), "stopped");
+    assert!(
+        srv.stop_within(Duration::from_secs(60)).is_some(),
+        "stopped"
+    );
 }
 
 /// Bodies the service never reads, holding request-like bytes, between

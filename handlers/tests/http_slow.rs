@@ -77,7 +77,7 @@ http_tests! {
         let mut config = short_config();
         config.head_timeout = Duration::from_millis(300);
         config.idle_timeout = Duration::from_millis(1200);
-        let server = TestServer::echo_with(backend, config.clone());
+        let server = TestServer::echo_with(backend, config);
 
         let mut c = Client::connect(server.addr);
         let started = Instant::now();

@@ -153,7 +153,12 @@ impl TestServer {
     }
 
     /// [`TestServer::start_with_stats`] with a drain deadline of `drain`.
-    pub fn start_draining<S, F>(backend: Backend, config: Config, drain: Duration, make: F) -> TestServer
+    pub fn start_draining<S, F>(
+        backend: Backend,
+        config: Config,
+        drain: Duration,
+        make: F,
+    ) -> TestServer
     where
         S: Service,
         F: Fn(HttpStatsReader) -> S + Send + Sync + 'static,
