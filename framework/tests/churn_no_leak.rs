@@ -109,7 +109,7 @@ async fn churn(seed: u64) -> Result<String, String> {
                     return Err(format!("iteration {i}: the accepted connection never came"));
                 }
             }
-            match percore::time::timeout(Duration::from_secs(5), listener.accept()).await {
+            match percore::time::timeout(IO_TIMEOUT, listener.accept()).await {
                 Ok(Ok(s)) => server = Some(s),
                 Ok(Err(e)) => return Err(format!("iteration {i}: accept failed: {e}")),
                 Err(_) => return Err(format!("iteration {i}: the accepted connection never came")),
@@ -169,7 +169,7 @@ async fn churn(seed: u64) -> Result<String, String> {
                 let _ = Deadline::random(&mut rng).race(server.read()).await;
                 drop(client);
                 loop {
-                    match percore::time::timeout(Duration::from_secs(5), server.read()).await {
+                    match percore::time::timeout(IO_TIMEOUT, server.read()).await {
                         Ok(Ok(Some(buf))) if buf.iter().all(|&b| b == tag) => {}
                         Ok(Ok(Some(_))) => {
                             return Err(format!("iteration {i}: read bytes of another connection"))
@@ -255,7 +255,7 @@ backend_tests! {
         // A connection that closes at once: once it is counted, the accept
         // loop runs (and holds its reserve fd) before the baseline.
         drop(connect(addr));
-        wait_until(Duration::from_secs(5), "the server to settle", || server.stats(), |s| {
+        wait_until(Duration::from_secs(60), "the server to settle", || server.stats(), |s| {
             sum(s, |c| c.accepted) == 1 && sum(s, |c| c.active) == 0 && sum(s, |c| c.in_flight) == idle
         });
         let fds_before = fd_count();
@@ -270,12 +270,12 @@ backend_tests! {
             println!("{backend}: {}", line.trim_end());
             assert!(line.starts_with("ok "), "{line}");
         }
-        let stats = wait_until(Duration::from_secs(10), "every connection, buffer and operation to be gone", || server.stats(), |s| {
+        let stats = wait_until(Duration::from_secs(60), "every connection, buffer and operation to be gone", || server.stats(), |s| {
             sum(s, |c| c.active) == 0 && sum(s, |c| c.ring_buffers_out) == 0 && sum(s, |c| c.in_flight) == idle
         });
         assert_eq!(sum(&stats, |c| c.ring_buffers_out), sum(&stats_before, |c| c.ring_buffers_out));
         let table_before = fd_table_before.join(" ");
-        let fds = settle_fds(fds_before, Duration::from_secs(5));
+        let fds = settle_fds(fds_before, Duration::from_secs(60));
         assert_eq!(fds, fds_before, "fd leak: before {table_before}; now {:?}", fd_table());
         assert_eq!(sum(&stats, |c| c.panics), 0);
         println!("{backend}: after churn: {}", stats[0]);

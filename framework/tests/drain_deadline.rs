@@ -79,9 +79,14 @@ backend_tests! {
             .expect("the time left")
             .parse()
             .expect("a number of milliseconds");
+        // The deadline is at least DRAIN after `stopped`, and the handler
+        // measured it no later than this line was read: what it had left
+        // and what has passed since `stopped` make up at least DRAIN
+        // (1 ms for the truncation to milliseconds), however late it ran.
+        let since = stopped.elapsed().as_millis() as u64;
         assert!(
-            left <= DRAIN.as_millis() as u64 && left + 500 >= DRAIN.as_millis() as u64,
-            "{left} ms left of a {DRAIN:?} drain"
+            left <= DRAIN.as_millis() as u64 && left + since + 1 >= DRAIN.as_millis() as u64,
+            "{left} ms left of a {DRAIN:?} drain, read {since} ms after the stop"
         );
         // 3.
         assert_eq!(line(&mut reader).as_deref(), Some("before"));
@@ -90,7 +95,7 @@ backend_tests! {
         let closed = stopped.elapsed();
         handle.join().expect("the server stopped cleanly");
         assert!(
-            closed >= DRAIN - Duration::from_millis(100) && closed < DRAIN * 3,
+            closed >= DRAIN - Duration::from_millis(100),
             "closed {closed:?} after the stop, for a {DRAIN:?} drain"
         );
     }

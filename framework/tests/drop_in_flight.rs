@@ -127,7 +127,7 @@ backend_tests! {
             .unwrap_or_else(|e| panic!("{e}"));
         });
         let dropped = READS_DROPPED.load(Relaxed) - before;
-        let stats = wait_until(Duration::from_secs(5), "an idle server", || server.stats(), |s| {
+        let stats = wait_until(Duration::from_secs(60), "an idle server", || server.stats(), |s| {
             sum(s, |c| c.active) == 0 && sum(s, |c| c.ring_buffers_out) == 0 && sum(s, |c| c.in_flight) == idle_in_flight(backend)
         });
         println!("{backend}: {dropped} reads dropped in flight; {}", stats[0]);
@@ -145,7 +145,7 @@ backend_tests! {
         check_backend(&server, backend);
         let addr = server.local_addr();
         ping(addr);
-        wait_until(Duration::from_secs(5), "an idle server", || server.stats(), |s| {
+        wait_until(Duration::from_secs(60), "an idle server", || server.stats(), |s| {
             sum(s, |c| c.active) == 0 && sum(s, |c| c.in_flight) == idle_in_flight(backend)
         });
         let fds_before = fd_count();
@@ -184,13 +184,13 @@ backend_tests! {
             .unwrap_or_else(|e| panic!("{e}"));
             droppers.join().expect("dropping clients");
         });
-        let stats = wait_until(Duration::from_secs(10), "every buffer and operation back", || server.stats(), |s| {
+        let stats = wait_until(Duration::from_secs(60), "every buffer and operation back", || server.stats(), |s| {
             sum(s, |c| c.active) == 0 && sum(s, |c| c.ring_buffers_out) == 0 && sum(s, |c| c.in_flight) == idle_in_flight(backend)
         });
         let dropped = STREAMS_DROPPED.load(Relaxed) - before;
         println!("{backend}: {dropped} connections dropped with data pending; {}", stats[0]);
         assert!(dropped >= 250, "only {dropped} connections were dropped with data");
-        let fds = settle_fds(fds_before, Duration::from_secs(5));
+        let fds = settle_fds(fds_before, Duration::from_secs(60));
         assert_eq!(fds, fds_before, "fd leak: {:?}", fd_table());
         ping(addr);
         server.shutdown();

@@ -58,11 +58,11 @@ backend_tests! {
             ping(addr);
         }
         // Only the panicking connections (and the pings) closed.
-        wait_until(Duration::from_secs(5), "five panics counted, eight connections open", || server.stats(), |s| {
+        wait_until(Duration::from_secs(60), "five panics counted, eight connections open", || server.stats(), |s| {
             sum(s, |c| c.panics) == 5 && sum(s, |c| c.active) == 8
         });
         drop(others);
-        wait_until(Duration::from_secs(5), "connections to close", || server.stats(), |s| sum(s, |c| c.active) == 0);
+        wait_until(Duration::from_secs(60), "connections to close", || server.stats(), |s| sum(s, |c| c.active) == 0);
         server.shutdown();
         server.join().expect("a core that caught panics still stops cleanly");
     }

@@ -86,11 +86,10 @@ async fn ask(addr: SocketAddr, question: &'static [u8]) -> std::io::Result<Vec<u
 impl Handler for Both {
     async fn serve(&self, conn: Connection) -> std::io::Result<()> {
         let [a, b] = self.backends;
-        let answer =
-            match timeout(Duration::from_secs(5), join(ask(a, b"a\n"), ask(b, b"b\n"))).await {
-                Ok((a, b)) => [a?, b?].concat(),
-                Err(_) => b"deadline\n".to_vec(),
-            };
+        let answer = match timeout(IO_TIMEOUT, join(ask(a, b"a\n"), ask(b, b"b\n"))).await {
+            Ok((a, b)) => [a?, b?].concat(),
+            Err(_) => b"deadline\n".to_vec(),
+        };
         let (res, _) = conn.write_all(answer).await;
         res
     }

@@ -202,7 +202,7 @@ backend_tests! {
         client.write_all(pattern(2, LIMIT)).expect("write");
         std::thread::sleep(LAG / 3);
         client.shutdown(Shutdown::Write).expect("shutdown");
-        let found = reports.recv_timeout(Duration::from_secs(10)).expect("a report");
+        let found = reports.recv_timeout(IO_TIMEOUT).expect("a report");
         assert_eq!(found, format!("{LIMIT} bytes, then the close"));
         server.shutdown();
         server.join().expect("join");

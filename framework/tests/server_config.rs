@@ -99,7 +99,7 @@ backend_tests! {
         for _ in 0..64 {
             ping(server.local_addr());
         }
-        let stats = wait_until(Duration::from_secs(5), "connections to close", || server.stats(), |s| sum(s, |c| c.active) == 0);
+        let stats = wait_until(Duration::from_secs(60), "connections to close", || server.stats(), |s| sum(s, |c| c.active) == 0);
         assert_eq!(sum(&stats, |c| c.accepted), 64);
         if cpus.len() > 1 {
             assert!(stats.iter().all(|s| s.accepted > 0), "a core's listener got nothing: {stats:?}");

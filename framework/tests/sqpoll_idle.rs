@@ -34,7 +34,7 @@ backend_tests! {
     fn sqpoll_thread_sleeps_when_idle(backend) {
         // An SQPOLL thread of an earlier ring in this process exits
         // asynchronously after its ring is gone.
-        wait_until(Duration::from_secs(5), "earlier SQPOLL threads to exit", || threads("iou-sqp"), Vec::is_empty);
+        wait_until(Duration::from_secs(60), "earlier SQPOLL threads to exit", || threads("iou-sqp"), Vec::is_empty);
         let server = builder(backend).sqpoll(Some(Duration::from_millis(10))).start(|_core| PlainEcho).expect("start");
         check_backend(&server, backend);
         let addr = server.local_addr();
@@ -49,7 +49,7 @@ backend_tests! {
             roundtrip(&mut client, pattern(i, 512));
         }
         drop(client);
-        wait_until(Duration::from_secs(5), "the connection to close", || server.stats(), |s| sum(s, |c| c.active) == 0);
+        wait_until(Duration::from_secs(60), "the connection to close", || server.stats(), |s| sum(s, |c| c.active) == 0);
         // Past the idle time, measure one second.
         std::thread::sleep(Duration::from_millis(100));
         let mut watched = sq_threads.clone();

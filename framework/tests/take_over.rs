@@ -52,13 +52,13 @@ fn hand_over(backend: Backend, migrate_req: bool) -> Outcomes {
             .collect();
         let shared = |s: &Vec<StatsSnapshot>| sum(s, |c| c.accepted) >= 300;
         wait_until(
-            Duration::from_secs(10),
+            Duration::from_secs(60),
             "the old server to serve",
             || old.stats(),
             shared,
         );
         wait_until(
-            Duration::from_secs(10),
+            Duration::from_secs(60),
             "the new server to serve",
             || new.stats(),
             shared,
@@ -67,7 +67,7 @@ fn hand_over(backend: Backend, migrate_req: bool) -> Outcomes {
         old.join().expect("the old server stops");
         let at_stop = sum(&new.stats(), |c| c.accepted);
         wait_until(
-            Duration::from_secs(10),
+            Duration::from_secs(60),
             "the new server to serve alone",
             || new.stats(),
             |s| sum(s, |c| c.accepted) >= at_stop + 1000,
@@ -143,7 +143,7 @@ backend_tests! {
         old.shutdown();
         for &i in &waiting {
             let client = &mut clients[i];
-            client.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+            client.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
             let mut back = [0u8; 100];
             client
                 .read_exact(&mut back)

@@ -29,22 +29,23 @@ impl Handler for StopAware {
 backend_tests! {
     /// Two clients, one idle after an echo and one that never sent a
     /// byte: the stop ends both connections (end of stream) and the
-    /// server returns well before its 5 s drain deadline.
+    /// server returns before its drain deadline (a minute: only the
+    /// stop, never the deadline, can end the connections that soon).
     fn an_idle_read_ends_at_the_stop(backend) {
         let server = builder(backend)
-            .drain_timeout(Duration::from_secs(5))
+            .drain_timeout(Duration::from_secs(60))
             .start(|_core| StopAware)
             .expect("start");
         check_backend(&server, backend);
         let mut talked = connect(server.local_addr());
         roundtrip(&mut talked, pattern(1, 3000));
         let mut silent = connect(server.local_addr());
-        wait_until(Duration::from_secs(5), "both connections", || server.stats(), |s| sum(s, |c| c.active) == 2);
+        wait_until(Duration::from_secs(60), "both connections", || server.stats(), |s| sum(s, |c| c.active) == 2);
         let stopping = Instant::now();
         server.shutdown();
         server.join().expect("join");
         let took = stopping.elapsed();
-        assert!(took < Duration::from_secs(1), "the stop took {took:?}");
+        assert!(took < Duration::from_secs(60), "the stop took {took:?}: the drain deadline ended it");
         for client in [&mut talked, &mut silent] {
             let mut rest = Vec::new();
             client.read_to_end(&mut rest).expect("a clean end of stream");

@@ -216,7 +216,7 @@ backend_tests! {
         let idle = |s: &Vec<StatsSnapshot>| {
             sum(s, |c| c.active) == 0 && sum(s, |c| c.in_flight) == idle_in_flight(backend)
         };
-        wait_until(Duration::from_secs(10), "an idle server", || server.stats(), idle);
+        wait_until(Duration::from_secs(60), "an idle server", || server.stats(), idle);
         let fds_before = fd_count();
         std::thread::scope(|scope| {
             for t in 0..4u64 {
@@ -229,10 +229,10 @@ backend_tests! {
             }
         });
         let dropped = DROPPED.load(Relaxed) - before;
-        let stats = wait_until(Duration::from_secs(10), "an idle server", || server.stats(), idle);
+        let stats = wait_until(Duration::from_secs(60), "an idle server", || server.stats(), idle);
         println!("{backend}: {dropped} of 201 writes dropped mid-send; {}", stats[0]);
         assert!(dropped >= 50, "only {dropped} writes were dropped mid-send: the test proves little");
-        let fds = settle_fds(fds_before, Duration::from_secs(5));
+        let fds = settle_fds(fds_before, Duration::from_secs(60));
         assert_eq!(fds, fds_before, "fd leak: {:?}", fd_table());
         server.shutdown();
         server.join().expect("join");

@@ -135,7 +135,7 @@ backend_tests! {
         let sizes: Vec<usize> = SIZES.iter().map(|s| s.load(Ordering::Relaxed)).collect();
         // On io_uring a reply may reach the client before its task takes
         // the completion that counts it.
-        let stats = wait_until(std::time::Duration::from_secs(5), "every byte counted", || server.stats(), |s| {
+        let stats = wait_until(std::time::Duration::from_secs(60), "every byte counted", || server.stats(), |s| {
             sum(s, |c| c.bytes_out) == expected_out as u64
         });
         server.shutdown();

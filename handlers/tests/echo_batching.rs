@@ -10,7 +10,7 @@
 mod support;
 
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::*;
 
@@ -48,20 +48,13 @@ backend_tests! {
     fn batched_waits_lose_nothing(backend) {
         let server = start_echo(builder(backend).wait_batching(Some(BOUND)), backend);
 
-        // 1. A lone connection: every round trip completes, each within a
-        //    generous bound (a stall would be seconds), and no wait is
-        //    batched.
+        // 1. A lone connection: every round trip completes (a stalled one
+        //    fails on the client's read guard), and no wait is batched.
         let mut lone = connect(server.local_addr());
         let batched_before = sum(&server.stats(), |c| c.batched_waits);
-        let started = Instant::now();
         for i in 0..200u32 {
             roundtrip(&mut lone, &i.to_le_bytes());
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "200 lone round trips took {:?}",
-            started.elapsed()
-        );
         let lone_batched = sum(&server.stats(), |c| c.batched_waits) - batched_before;
         assert_eq!(lone_batched, 0, "a lone connection made the core batch its waits");
 

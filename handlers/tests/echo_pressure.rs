@@ -15,7 +15,7 @@ use support::*;
 fn assert_idle(server: &ServerHandle) -> Vec<StatsSnapshot> {
     let idle_in_flight = idle_in_flight(server.backend());
     wait_until(
-        Duration::from_secs(10),
+        Duration::from_secs(60),
         "the server to be idle with nothing held",
         || server.stats(),
         |s| {
@@ -145,7 +145,7 @@ backend_tests! {
         drop(open);
         drop(fifth);
         drop(behind);
-        wait_until(Duration::from_secs(5), "connections to close", || server.stats(), |s| sum(s, |c| c.active) == 0);
+        wait_until(Duration::from_secs(60), "connections to close", || server.stats(), |s| sum(s, |c| c.active) == 0);
         server.shutdown();
         server.join().expect("join");
     }

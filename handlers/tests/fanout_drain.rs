@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::*;
-use fake::{entries, eventually, proxy_counted, Conn, Fake};
+use fake::{entries, eventually, proxy_counted, proxy_counted_draining, Conn, Fake};
 use percore_handlers::proxy::Policy;
 
 /// One case at a time: descriptors are counted per process.
@@ -30,9 +30,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
-
-/// The test server's drain (see `TestServer::start`).
-const DRAIN: Duration = Duration::from_secs(2);
 
 /// The process's open descriptors.
 fn open_fds() -> usize {
@@ -117,36 +114,60 @@ fn connects_stay_bounded(backend: Backend, policy: Policy, answers: usize) {
     drop(upstreams);
 }
 
-/// A fake answering every request on a connection at once with
-/// "NAME answers PATH" (keep-alive), except the requests `slow` says to
-/// delay (by the fake's request count, from 0).
-fn named(name: &'static str, slow: fn(usize) -> Option<Duration>) -> Fake {
+/// Polls `ready` every millisecond until it holds, for at most a minute
+/// (a hang guard: the script then goes on, and the test fails on what
+/// follows). The fakes order their answers by the test's progress this
+/// way, not by delays a loaded machine could stretch.
+fn wait_for(ready: impl Fn() -> bool) {
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while !ready() && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Requests `fake` has read so far.
+fn seen(fake: &Fake) -> impl Fn() -> usize + Send + Sync + 'static {
+    let seen = fake.seen.clone();
+    move || {
+        seen.requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+}
+
+/// An upstream answering "ok" to its `k`-th request (from 0) once the
+/// `other` upstream has read `k + 1` requests: the other branch of the
+/// same client request has connected and sent its sub-request by then,
+/// so it is cut off while reading. (Cut off while still connecting, as an
+/// answer from a pooled connection at once can make it, a branch is
+/// closed at once, not drained.)
+fn ok_after_the_other(other: &Fake) -> Fake {
+    let other = seen(other);
     let count = Arc::new(AtomicUsize::new(0));
     Fake::start(move |mut c: Conn| {
-        while let Some(req) = c.read_request() {
-            if let Some(delay) = slow(count.fetch_add(1, Ordering::SeqCst)) {
-                std::thread::sleep(delay);
-            }
-            c.ok(format!("{name} answers {}", path(&req)).as_bytes());
+        while c.read_request().is_some() {
+            let k = count.fetch_add(1, Ordering::SeqCst);
+            wait_for(|| other() > k);
+            c.ok(b"ok");
         }
     })
 }
 
-/// How long [`ok_after`]'s upstream takes to answer in the cases that
-/// count closed connections: the other branch has connected and sent its
-/// sub-request by then, so it is cut off while reading. (Cut off while
-/// still connecting, as an answer from a pooled connection at once can
-/// make it, a branch is closed at once, not drained.)
-const ANSWER_DELAY: Duration = Duration::from_millis(100);
+/// How many answers the client has: the test counts them, and the fakes
+/// that must lose a race wait for them.
+#[derive(Clone, Default)]
+struct Answered(Arc<AtomicUsize>);
 
-/// An upstream answering "ok" to each request after `delay`.
-fn ok_after(delay: Duration) -> Fake {
-    Fake::start(move |mut c: Conn| {
-        while c.read_request().is_some() {
-            std::thread::sleep(delay);
-            c.ok(b"ok");
-        }
-    })
+impl Answered {
+    fn one_more(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Waits (see [`wait_for`]) until the client has `n` answers.
+    fn wait(&self, n: usize) {
+        wait_for(|| self.0.load(Ordering::SeqCst) >= n);
+    }
 }
 
 /// The path of a request's bytes.
@@ -164,29 +185,49 @@ fn only_entry(r: &Resp) -> (String, String) {
 }
 
 /// An upstream that sends the head and half the body at once and the rest
-/// 600 ms later is cut off under `first` by one that answers in 100 ms,
-/// with the first half already read. Its connection is pooled only once
-/// the rest came, and the next request on it gets its own answer, byte
-/// for byte (bytes of the first response left on it would be read as the
-/// start of the second).
+/// only once the client has its answer is cut off under `first` by one
+/// that answers once that half is out, with the first half (as a rule)
+/// already read. Its connection is pooled only once the rest came, and
+/// the next request on it gets its own answer, byte for byte (bytes of
+/// the first response left on it would be read as the start of the
+/// second). That next request is answered by it, the other upstream
+/// waiting for the client to have the answer.
 fn two_parts(backend: Backend) {
     let _serial = serial();
-    let fast = named("fast", |n| {
-        Some(Duration::from_millis(if n == 0 { 100 } else { 400 }))
-    });
-    let first = Arc::new(AtomicUsize::new(0));
-    let slow = Fake::start(move |mut c: Conn| {
-        while let Some(req) = c.read_request() {
-            if first.fetch_add(1, Ordering::SeqCst) == 0 {
-                c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n");
-                c.send(&[b'a'; 1000]);
-                std::thread::sleep(Duration::from_millis(600));
-                c.send(&[b'b'; 1000]);
-            } else {
-                c.ok(format!("slow answers {}", path(&req)).as_bytes());
+    let answered = Answered::default();
+    let half_out = Arc::new(AtomicUsize::new(0));
+    let slow = {
+        let (answered, half_out) = (answered.clone(), half_out.clone());
+        let first = Arc::new(AtomicUsize::new(0));
+        Fake::start(move |mut c: Conn| {
+            while let Some(req) = c.read_request() {
+                if first.fetch_add(1, Ordering::SeqCst) == 0 {
+                    c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n");
+                    c.send(&[b'a'; 1000]);
+                    half_out.store(1, Ordering::SeqCst);
+                    answered.wait(1);
+                    c.send(&[b'b'; 1000]);
+                } else {
+                    c.ok(format!("slow answers {}", path(&req)).as_bytes());
+                }
             }
-        }
-    });
+        })
+    };
+    let fast = {
+        let answered = answered.clone();
+        let count = Arc::new(AtomicUsize::new(0));
+        Fake::start(move |mut c: Conn| {
+            while let Some(req) = c.read_request() {
+                let k = count.fetch_add(1, Ordering::SeqCst);
+                if k == 0 {
+                    wait_for(|| half_out.load(Ordering::SeqCst) == 1);
+                } else {
+                    answered.wait(k + 1);
+                }
+                c.ok(format!("fast answers {}", path(&req)).as_bytes());
+            }
+        })
+    };
     let (px, counters) = proxy_counted(backend, &[fast.addr, slow.addr], |c| {
         c.width = 2;
         c.policy = Policy::First;
@@ -199,12 +240,14 @@ fn two_parts(backend: Backend) {
     );
     // Not pooled before the rest of its response came.
     assert_eq!(counters.get().drained, 0);
+    answered.one_more();
     assert!(
-        eventually(Duration::from_secs(3), || counters.get().drained == 1),
+        eventually(Duration::from_secs(60), || counters.get().drained == 1),
         "drained: {}",
         counters.get()
     );
     let (from, body) = only_entry(&c.roundtrip(&get("/two")));
+    answered.one_more();
     assert_eq!(
         (from, body),
         (slow.addr.to_string(), "slow answers /two".to_owned())
@@ -221,26 +264,30 @@ fn two_parts(backend: Backend) {
 /// An upstream that sends half a response and then nothing: its cut-off
 /// branches (one per request; the draining connections are not in the
 /// pool, so each request connects anew) stay open until their request's
-/// deadline (1 s), then are closed, and no descriptor is left behind.
+/// deadline, then are closed, and no descriptor is left behind. The
+/// deadline (3 s) must outlast the other upstream's answer, which comes as
+/// soon as the hung one has its sub-request.
 fn hung_until_the_deadline(backend: Backend) {
+    const DEADLINE: Duration = Duration::from_secs(3);
     let _serial = serial();
-    let fast = ok_after(ANSWER_DELAY);
     let hung = Fake::start(|mut c: Conn| {
         if c.read_request().is_some() {
             c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
-            c.wait_close(Duration::from_secs(5));
+            c.wait_close(Duration::from_secs(60));
         }
     });
+    let fast = ok_after_the_other(&hung);
     let (px, counters) = proxy_counted(backend, &[fast.addr, hung.addr], |c| {
         c.width = 2;
         c.policy = Policy::First;
+        c.deadline = DEADLINE;
     });
     let mut c = Client::connect(px.addr);
     // The warm-up pools a connection to `fast` (both ends are ours).
     let (_, body) = only_entry(&c.roundtrip(&get("/warm")));
     assert_eq!(body, "ok");
     assert!(
-        eventually(Duration::from_secs(3), || hung.closed_by_peer() == 1),
+        eventually(Duration::from_secs(60), || hung.closed_by_peer() == 1),
         "the warm-up's drain ended"
     );
     std::thread::sleep(Duration::from_millis(50));
@@ -251,25 +298,25 @@ fn hung_until_the_deadline(backend: Backend) {
         assert_eq!(body, "ok");
     }
     assert!(
-        eventually(Duration::from_secs(2), || hung.accepted() == 4),
+        eventually(Duration::from_secs(60), || hung.accepted() == 4),
         "a draining connection is never reused: {} connections",
         hung.accepted()
     );
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(hung.closed_by_peer(), 1, "draining until the deadline");
+    // Not closed before the deadline: a lower bound on when the last
+    // close was seen (a slow machine only makes it later).
     assert!(
-        eventually(Duration::from_secs(3), || hung.closed_by_peer() == 4),
+        eventually(Duration::from_secs(60), || hung.closed_by_peer() == 4),
         "closed at the deadline"
     );
     let closed = sent.elapsed();
     assert!(
-        closed >= Duration::from_millis(700),
+        closed >= DEADLINE - Duration::from_millis(100),
         "closed after {closed:?}"
     );
     let stats = counters.get();
     assert_eq!((stats.drained, stats.drain_closed), (0, 4), "{stats}");
     assert!(
-        eventually(Duration::from_secs(2), || open_fds() <= fds),
+        eventually(Duration::from_secs(60), || open_fds() <= fds),
         "descriptors: {} now, {fds} before",
         open_fds()
     );
@@ -281,22 +328,41 @@ fn hung_until_the_deadline(backend: Backend) {
 /// whose chunked body grows over `max_response_body` (1000 bytes here)
 /// after the cut-off. Either way the connection is closed, and the next
 /// request to that upstream connects anew.
+///
+/// The first part goes out before the other upstream answers, the rest
+/// only once the client has that answer.
 fn not_reusable(backend: Backend, first_part: Vec<u8>, rest: Vec<u8>) {
     let _serial = serial();
-    let fast = named("fast", |n| (n == 0).then_some(Duration::from_millis(100)));
-    let count = Arc::new(AtomicUsize::new(0));
-    let slow = Fake::start(move |mut c: Conn| {
-        while let Some(req) = c.read_request() {
-            if count.fetch_add(1, Ordering::SeqCst) == 0 {
-                c.send(&first_part);
-                std::thread::sleep(Duration::from_millis(300));
-                c.send(&rest);
-                c.wait_close(Duration::from_secs(5));
-                return;
+    let answered = Answered::default();
+    let part_out = Arc::new(AtomicUsize::new(0));
+    let slow = {
+        let (answered, part_out) = (answered.clone(), part_out.clone());
+        let count = Arc::new(AtomicUsize::new(0));
+        Fake::start(move |mut c: Conn| {
+            while let Some(req) = c.read_request() {
+                if count.fetch_add(1, Ordering::SeqCst) == 0 {
+                    c.send(&first_part);
+                    part_out.store(1, Ordering::SeqCst);
+                    answered.wait(1);
+                    c.send(&rest);
+                    c.wait_close(Duration::from_secs(60));
+                    return;
+                }
+                c.ok(format!("slow answers {}", path(&req)).as_bytes());
             }
-            c.ok(format!("slow answers {}", path(&req)).as_bytes());
-        }
-    });
+        })
+    };
+    let fast = {
+        let count = Arc::new(AtomicUsize::new(0));
+        Fake::start(move |mut c: Conn| {
+            while let Some(req) = c.read_request() {
+                if count.fetch_add(1, Ordering::SeqCst) == 0 {
+                    wait_for(|| part_out.load(Ordering::SeqCst) == 1);
+                }
+                c.ok(format!("fast answers {}", path(&req)).as_bytes());
+            }
+        })
+    };
     let (px, counters) = proxy_counted(backend, &[fast.addr, slow.addr], |c| {
         c.width = 2;
         c.policy = Policy::First;
@@ -305,8 +371,9 @@ fn not_reusable(backend: Backend, first_part: Vec<u8>, rest: Vec<u8>) {
     let mut c = Client::connect(px.addr);
     let (_, body) = only_entry(&c.roundtrip(&get("/one")));
     assert_eq!(body, "fast answers /one");
+    answered.one_more();
     assert!(
-        eventually(Duration::from_secs(3), || slow.closed_by_peer() == 1),
+        eventually(Duration::from_secs(60), || slow.closed_by_peer() == 1),
         "the proxy closed it"
     );
     let stats = counters.get();
@@ -314,7 +381,7 @@ fn not_reusable(backend: Backend, first_part: Vec<u8>, rest: Vec<u8>) {
     let r = c.roundtrip(&get("/two"));
     assert_eq!(r.status, 200);
     assert!(
-        eventually(Duration::from_secs(2), || slow.accepted() == 2),
+        eventually(Duration::from_secs(60), || slow.accepted() == 2),
         "not pooled: the next request connected ({} connections)",
         slow.accepted()
     );
@@ -322,23 +389,25 @@ fn not_reusable(backend: Backend, first_part: Vec<u8>, rest: Vec<u8>) {
     drop(px);
 }
 
-/// A stop with drains in progress (upstream hung, deadline 10 s) ends
-/// well within the drain deadline: the drains close their connections as
-/// the stop begins.
+/// A stop with drains in progress (upstream hung; the request deadline
+/// and the drain deadline two minutes) ends within a minute: the drains
+/// close their connections as the stop begins, where they would
+/// otherwise last until one of those deadlines.
 fn stop_with_drains(backend: Backend) {
+    const LATER: Duration = Duration::from_secs(120);
     let _serial = serial();
     log_capture::install();
     log_capture::clear();
-    let fast = ok_after(ANSWER_DELAY);
     let hung = Fake::start(|mut c: Conn| {
         if c.read_request().is_some() {
-            c.wait_close(Duration::from_secs(8));
+            c.wait_close(Duration::from_secs(180));
         }
     });
-    let (mut px, counters) = proxy_counted(backend, &[fast.addr, hung.addr], |c| {
+    let fast = ok_after_the_other(&hung);
+    let (mut px, counters) = proxy_counted_draining(backend, &[fast.addr, hung.addr], LATER, |c| {
         c.width = 2;
         c.policy = Policy::First;
-        c.deadline = Duration::from_secs(10);
+        c.deadline = LATER;
     });
     let mut c = Client::connect(px.addr);
     for i in 0..2 {
@@ -346,14 +415,12 @@ fn stop_with_drains(backend: Backend) {
         assert_eq!(body, "ok");
     }
     drop(c);
-    assert!(eventually(Duration::from_secs(2), || hung.accepted() == 2));
+    assert!(eventually(Duration::from_secs(60), || hung.accepted() == 2));
     assert_eq!(hung.closed_by_peer(), 0, "still draining");
-    let took = px
-        .stop_within(Duration::from_secs(5))
-        .expect("the proxy stopped");
-    assert!(took < DRAIN, "stopped after {took:?}");
+    px.stop_within(Duration::from_secs(60))
+        .expect("the proxy stopped before a drain or request deadline");
     assert!(
-        eventually(Duration::from_secs(1), || hung.closed_by_peer() == 2),
+        eventually(Duration::from_secs(60), || hung.closed_by_peer() == 2),
         "the drains' connections were closed"
     );
     let stats = counters.get();
@@ -379,10 +446,23 @@ fn number_after(line: &str, key: &str) -> u64 {
 /// `Duration::MAX`, which the pool takes as "never"): the drain's worker,
 /// idle after its first drain, waits without end rather than panic on the
 /// instant it would retire at, and takes the next drain as the first.
+///
+/// The slow upstream answers each request once the client has the fast
+/// one's answer to it, so it always loses and is always drained.
 fn never_expiring_pool(backend: Backend) {
     let _serial = serial();
-    let fast = ok_after(ANSWER_DELAY);
-    let slow = named("slow", |_| Some(Duration::from_millis(200)));
+    let answered = Answered::default();
+    let slow = {
+        let answered = answered.clone();
+        let count = Arc::new(AtomicUsize::new(0));
+        Fake::start(move |mut c: Conn| {
+            while let Some(req) = c.read_request() {
+                answered.wait(count.fetch_add(1, Ordering::SeqCst) + 1);
+                c.ok(format!("slow answers {}", path(&req)).as_bytes());
+            }
+        })
+    };
+    let fast = ok_after_the_other(&slow);
     let (px, counters) = proxy_counted(backend, &[fast.addr, slow.addr], |c| {
         c.width = 2;
         c.policy = Policy::First;
@@ -392,8 +472,9 @@ fn never_expiring_pool(backend: Backend) {
     for i in 1..=3 {
         let (_, body) = only_entry(&c.roundtrip(&get(&format!("/r{i}"))));
         assert_eq!(body, "ok");
+        answered.one_more();
         assert!(
-            eventually(Duration::from_secs(3), || counters.get().drained == i),
+            eventually(Duration::from_secs(60), || counters.get().drained == i),
             "drain {i} ended: {}",
             counters.get()
         );

@@ -14,7 +14,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, OnceLock};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use fake::{entries, eventually, proxy_counted, Fake};
@@ -37,7 +37,7 @@ fn forwarder(to: Arc<OnceLock<SocketAddr>>) -> SocketAddr {
                 let (Ok(mut from), Ok(mut into)) = (from.try_clone(), into.try_clone()) else {
                     continue;
                 };
-                let _ = from.set_read_timeout(Some(Duration::from_secs(10)));
+                let _ = from.set_read_timeout(Some(Duration::from_secs(60)));
                 thread::spawn(move || {
                     let mut buf = [0u8; 16 * 1024];
                     while let Ok(n @ 1..) = from.read(&mut buf) {
@@ -57,9 +57,9 @@ http_tests! {
     /// 1. A proxy (width 2) whose upstream is a forwarder back to itself.
     /// 2. A client's GET is fanned out once; both sub-requests come back
     /// carrying the proxy's own `Via` element and are answered 508 at once,
-    /// not fanned out again, so the client's answer comes well before the
-    /// 5 s deadline, with the two 508s in it. 3. The counters and the log
-    /// say so.
+    /// not fanned out again, so the client's answer is a 200 with the two
+    /// 508s in it (a request fanned out again would wait for the 30 s
+    /// deadline and carry a 504). 3. The counters and the log say so.
     fn sub_requests_that_come_back_are_answered_508(backend) {
         log_capture::install();
         // 1.
@@ -68,17 +68,14 @@ http_tests! {
         let name = format!("px-loop-{backend}");
         let (px, counters) = proxy_counted(backend, &[loop_addr], |c| {
             c.width = 2;
-            c.deadline = Duration::from_secs(5);
+            c.deadline = Duration::from_secs(30);
             c.pseudonym = name.clone();
         });
         to.set(px.addr).expect("set once");
         // 2.
-        let started = Instant::now();
         let mut c = Client::connect(px.addr);
         let r = c.roundtrip(&get("/around"));
-        let took = started.elapsed();
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-        assert!(took < Duration::from_secs(3), "answered after {took:?}");
         let e = entries(&r.body);
         assert_eq!(e.len(), 2, "{e:?}");
         for (upstream, status, body) in &e {
@@ -139,7 +136,7 @@ http_tests! {
         let seen = String::from_utf8_lossy(&rec.requests()[0]).to_ascii_lowercase();
         assert!(seen.contains("\r\nvia: 1.1 px-a, 1.1 px-b\r\n"), "{seen}");
         drop(c);
-        assert!(eventually(Duration::from_secs(2), || b_counters.get().requests == 1));
+        assert!(eventually(Duration::from_secs(60), || b_counters.get().requests == 1));
         assert_eq!(a_counters.get().loops + b_counters.get().loops, 0);
     }
 }

@@ -60,7 +60,7 @@ impl Nginx {
             .spawn()
             .expect("spawn nginx");
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        let up = eventually(Duration::from_secs(5), || {
+        let up = eventually(Duration::from_secs(60), || {
             std::net::TcpStream::connect(addr).is_ok()
         });
         let nginx = Nginx { child, addr, dir };
@@ -87,7 +87,7 @@ http_tests! {
     fn nginx_and_echo(backend) {
         let Some(nginx) = Nginx::start() else { return };
         let echo = TestServer::echo(backend);
-        let px = proxy(backend, &[nginx.addr, echo.addr], |c| c.deadline = Duration::from_secs(2));
+        let px = proxy(backend, &[nginx.addr, echo.addr], |_| {});
         let mut c = Client::connect(px.addr);
         for _ in 0..5 {
             let r = c.roundtrip(&get("/index.txt"));

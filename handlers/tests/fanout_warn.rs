@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::*;
-use fake::{proxy, proxy_counted, refused_addr, Conn, Fake};
+use fake::{entries, proxy, proxy_counted, refused_addr, Conn, Fake};
 use log_capture::warnings;
 use percore_handlers::proxy::Policy;
 
@@ -110,7 +110,7 @@ http_tests! {
         let px = proxy(backend, &[dead], |_| {});
         let mut c = Client::connect(px.addr);
         // The client's connection is accepted before the limit drops.
-        wait_until(Duration::from_secs(5), "the accept", || px.stats().accepted == 1);
+        wait_until(Duration::from_secs(60), "the accept", || px.stats().accepted == 1);
 
         let starved = Starved::new();
         let r = c.roundtrip(&get("/"));
@@ -144,11 +144,15 @@ http_tests! {
         }
         std::thread::sleep(Duration::from_millis(1100));
         assert_eq!(c.roundtrip(&get("/")).status, 502);
+        // Fewer lines than failures, unless a slow machine spread the
+        // first four over as many seconds; then none was left out.
         let lines = warnings(&format!("upstream {dead}: connect failed: Connection refused"));
-        assert!((2..5).contains(&lines.len()), "rate-limited: {lines:?}");
+        assert!((2..=5).contains(&lines.len()), "rate-limited: {lines:?}");
         assert!(!lines[0].contains("not logged"), "{lines:?}");
         let last = &lines[lines.len() - 1];
-        assert!(last.contains("more upstream failure"), "counts those left out: {lines:?}");
+        if lines.len() < 5 {
+            assert!(last.contains("more upstream failure"), "counts those left out: {lines:?}");
+        }
     }
 
     /// A mirror copy that fails logs a WARN naming the shadow; the client
@@ -160,7 +164,7 @@ http_tests! {
         let px = proxy(backend, &[up.addr], |c| c.mirror = Some(shadow));
         assert_eq!(Client::connect(px.addr).roundtrip(&get("/")).status, 200);
         let needle = format!("mirror {shadow}: connect failed: Connection refused");
-        wait_until(Duration::from_secs(5), "the mirror's WARN", || !warnings(&needle).is_empty());
+        wait_until(Duration::from_secs(60), "the mirror's WARN", || !warnings(&needle).is_empty());
     }
 
     /// Under `first`, an upstream that takes requests and never answers
@@ -181,19 +185,32 @@ http_tests! {
             assert!(warnings(&needle).is_empty(), "warned after {i} requests");
             assert_eq!(c.roundtrip(&get("/")).status, 200);
         }
-        wait_until(Duration::from_secs(2), "the WARN", || warnings(&needle).len() == 1);
+        wait_until(Duration::from_secs(60), "the WARN", || warnings(&needle).len() == 1);
         assert!(warnings(&ok.addr.to_string()).is_empty(), "the healthy upstream was named");
     }
 
-    /// An upstream that always answers, but 50 ms after the other, is
+    /// An upstream that always answers, but only once the client has the
+    /// other's answer (so always after it, however slow the machine), is
     /// "always slower": its answers, read by the drain after each cut-off
     /// and its connections pooled again, do not end its run, and the WARN
     /// comes after 100 requests all the same.
     fn an_upstream_always_slower_warns_though_its_answers_are_drained(backend) {
         let _case = start_case();
-        let slow = Fake::start(|mut c: Conn| {
-            while c.read_request().is_some() {
-                std::thread::sleep(Duration::from_millis(50));
+        // Request `/rN` is answered once the client has N answers.
+        let released = Arc::new(AtomicUsize::new(0));
+        let let_go = released.clone();
+        let slow = Fake::start(move |mut c: Conn| {
+            while let Some(req) = c.read_request() {
+                let text = String::from_utf8_lossy(&req);
+                let n: usize = text
+                    .strip_prefix("GET /r")
+                    .and_then(|rest| rest.split(' ').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                let give_up = std::time::Instant::now() + Duration::from_secs(60);
+                while let_go.load(Ordering::SeqCst) < n && std::time::Instant::now() < give_up {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
                 c.ok(b"late");
             }
         });
@@ -207,12 +224,19 @@ http_tests! {
         let mut drained = 0;
         for i in 1..=100 {
             assert!(warnings(&needle).is_empty(), "warned after {i} requests");
+            if i == 100 {
+                // The answers let go so far are drained (polled: the drain
+                // reads them in its own time).
+                wait_until(Duration::from_secs(60), "50 answers drained", || counters.get().drained >= 50);
+            }
             drained = counters.get().drained;
-            assert_eq!(c.roundtrip(&get("/")).status, 200);
-            std::thread::sleep(Duration::from_millis(5));
+            let r = c.roundtrip(&get(&format!("/r{i}")));
+            assert_eq!(r.status, 200);
+            assert_eq!(entries(&r.body)[0].0, ok.addr.to_string(), "request {i}");
+            released.fetch_add(1, Ordering::SeqCst);
         }
         assert!(drained >= 50, "{drained} drained before the last request: {}", counters.get());
-        wait_until(Duration::from_secs(2), "the WARN", || warnings(&needle).len() == 1);
+        wait_until(Duration::from_secs(60), "the WARN", || warnings(&needle).len() == 1);
     }
 
     /// A request in which an upstream answered is not one that cut it
@@ -251,6 +275,6 @@ http_tests! {
             assert!(warnings(&needle).is_empty(), "warned after {} requests", i - 1);
             assert_eq!(c.roundtrip(&get("/")).status, 200);
         }
-        wait_until(Duration::from_secs(2), "the WARN", || warnings(&needle).len() == 1);
+        wait_until(Duration::from_secs(60), "the WARN", || warnings(&needle).len() == 1);
     }
 }

@@ -119,7 +119,7 @@ http_tests! {
             let body = &got[got.windows(4).position(|w| w == b"\r\n\r\n").expect("head end") + 4..];
             assert_eq!(body, &[b'x'; 50][..], "{path}");
         }
-        wait_until(std::time::Duration::from_secs(5), "both counted", || {
+        wait_until(std::time::Duration::from_secs(60), "both counted", || {
             server.http_stats().service_errors == 2
         });
     }

@@ -45,11 +45,11 @@ http_tests! {
             c.send(&get("/"));
             c.reset();
         }
-        wait_until(Duration::from_secs(5), "every connection to end", || {
+        wait_until(Duration::from_secs(60), "every connection to end", || {
             server.stats().active == 0
         });
         assert_eq!(one(server.addr, &get("/")).body, HELLO);
-        wait_until(Duration::from_secs(5), "buffers and operations back", || {
+        wait_until(Duration::from_secs(60), "buffers and operations back", || {
             let s = server.stats();
             s.ring_buffers_out == 0 && s.in_flight <= 2
         });

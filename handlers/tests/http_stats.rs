@@ -69,8 +69,14 @@ impl Service for Outcomes {
     }
 }
 
+/// The head timeout is short (a test counts a 408 at it); the client's
+/// pauses between requests and within bodies are under timeouts of a
+/// minute.
 fn server(backend: Backend) -> TestServer {
     let mut config = short_config();
+    config.idle_timeout = Duration::from_secs(60);
+    config.body_timeout = Duration::from_secs(60);
+    config.write_timeout = Duration::from_secs(60);
     config.limits.max_body = 16;
     TestServer::start(backend, config, || Outcomes)
 }
@@ -78,7 +84,7 @@ fn server(backend: Backend) -> TestServer {
 /// Waits until the counters read `want` (they are written before the
 /// response is sent, but read from another thread).
 fn expect_stats(server: &TestServer, want: HttpStats) {
-    wait_until(Duration::from_secs(5), "the HTTP counters", || {
+    wait_until(Duration::from_secs(60), "the HTTP counters", || {
         server.http_stats() == want
     });
 }
@@ -108,7 +114,7 @@ http_tests! {
         for _ in 0..3 {
             Client::connect(server.addr).roundtrip(&get("/x"));
         }
-        wait_until(Duration::from_secs(5), "the counters", || server.http_stats().status_2xx == 3);
+        wait_until(Duration::from_secs(60), "the counters", || server.http_stats().status_2xx == 3);
         let r = Client::connect(server.addr).roundtrip(&get("/status"));
         let body = String::from_utf8_lossy(&r.body);
         assert!(body.starts_with("accepted=4 2xx=3 "), "{body}");
@@ -143,7 +149,7 @@ http_tests! {
         // message.
         let target = format!("target=\"{target}\"");
         assert_eq!(lines_with(&["ERROR", "service panicked", &target, "status=500"]).len(), 1);
-        wait_until(Duration::from_secs(5), "the executor's line", || {
+        wait_until(Duration::from_secs(60), "the executor's line", || {
             !lines_with(&["ERROR", "task panicked", "a bug in the service"]).is_empty()
         });
     }
@@ -212,14 +218,14 @@ http_tests! {
         let mut server = server(backend);
         let mut c = Client::connect(server.addr);
         c.send(&get("/slow"));
-        wait_until(Duration::from_secs(5), "the request to be taken", || server.stats().requests == 1);
+        wait_until(Duration::from_secs(60), "the request to be taken", || server.stats().requests == 1);
         server.begin_stop();
         assert_eq!(c.response().status, 503);
         let mut want = HttpStats::default();
         want.status_5xx = 1;
         want.cut_off = 1;
         expect_stats(&server, want);
-        assert!(server.stop_within(Duration::from_secs(5)).is_some(), "stopped");
+        assert!(server.stop_within(Duration::from_secs(60)).is_some(), "stopped");
     }
 
     /// With the access log on, each response has its line, under its own
@@ -239,10 +245,10 @@ http_tests! {
         expect_error(server.addr, b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: x\r\n\r\n", 400);
         let peer = format!("peer={peer}");
         let target = format!("target={path}");
-        wait_until(Duration::from_secs(5), "the access-log lines", || {
+        wait_until(Duration::from_secs(60), "the access-log lines", || {
             lines_with(&["percore_handlers::http::access", &peer, "method=GET", &target, "status=404", "micros="]).len() == 1
         });
-        wait_until(Duration::from_secs(5), "the line of the refused request", || {
+        wait_until(Duration::from_secs(60), "the line of the refused request", || {
             !lines_with(&["percore_handlers::http::access", "method=-", "target=-", "status=400"]).is_empty()
         });
         // A `Content-Length` over the limit is refused on a parsed head:
@@ -250,7 +256,7 @@ http_tests! {
         let big = format!("/big?from={backend}");
         expect_error(server.addr, &post(&big, "text/plain", &[b'x'; 17]), 413);
         let big = format!("target={big}");
-        wait_until(Duration::from_secs(5), "the line of the refused body", || {
+        wait_until(Duration::from_secs(60), "the line of the refused body", || {
             lines_with(&["percore_handlers::http::access", "method=POST", &big, "status=413"]).len() == 1
         });
 
@@ -318,10 +324,10 @@ http_tests! {
         whole_fail.read_to_end();
         let mut cut = Client::connect(server.addr);
         cut.send(&get(&format!("/slow?{tag}-cut")));
-        wait_until(Duration::from_secs(5), "the slow request to be taken", || server.stats().requests == 11);
+        wait_until(Duration::from_secs(60), "the slow request to be taken", || server.stats().requests == 11);
         server.begin_stop();
         assert_eq!(cut.response().status, 503);
-        assert!(server.stop_within(Duration::from_secs(5)).is_some(), "stopped");
+        assert!(server.stop_within(Duration::from_secs(60)).is_some(), "stopped");
 
         let cases = [
             ("pipelined", 200),
@@ -338,7 +344,7 @@ http_tests! {
         ];
         for (case, status) in cases {
             let target = format!("?{tag}-{case} ");
-            wait_until(Duration::from_secs(5), "the line", || {
+            wait_until(Duration::from_secs(60), "the line", || {
                 !lines_with(&["percore_handlers::http::access", &target]).is_empty()
             });
             let lines = lines_with(&["percore_handlers::http::access", &target]);
@@ -360,7 +366,7 @@ http_tests! {
         let path = format!("/esc-{backend}?q=\"\\\u{85}x\u{2028}é");
         assert_eq!(one(server.addr, &get(&path)).status, 200);
         let logged = format!("target=/esc-{backend}?q=%22%5C%C2%85x%E2%80%A8%C3%A9 status=200");
-        wait_until(Duration::from_secs(5), "the escaped line", || {
+        wait_until(Duration::from_secs(60), "the escaped line", || {
             lines_with(&["percore_handlers::http::access", &logged]).len() == 1
         });
         assert!(lines_with(&[&format!("esc-{backend}?q=\"")]).is_empty(), "a raw quote logged");

@@ -22,7 +22,7 @@ pub fn echo_cmd(args: &[&str]) -> Command {
 
 /// Starts `cmd` and waits for its `listening on` line.
 pub fn serve(cmd: Command) -> ChildServer {
-    ChildServer::spawn(cmd, Duration::from_secs(20))
+    ChildServer::spawn(cmd, Duration::from_secs(60))
         .unwrap_or_else(|f| panic!("echo did not start: {f:?}"))
 }
 

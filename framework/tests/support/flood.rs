@@ -34,7 +34,7 @@ impl Add for Outcomes {
 /// Floods `addr` with batches of connections until `done` holds after a
 /// batch (a batch stops connecting at its first refusal). Anything but an
 /// echo, a loss or a refusal fails the test (a hang is a read timeout),
-/// as does a flood still running after 30 s.
+/// as does a flood still running after 120 s (a hang detector).
 pub fn flood(addr: SocketAddr, done: impl Fn(&Outcomes) -> bool) -> Outcomes {
     let mut seen = Outcomes::default();
     let msg = super::pattern(7, 100);
@@ -44,15 +44,15 @@ pub fn flood(addr: SocketAddr, done: impl Fn(&Outcomes) -> bool) -> Outcomes {
             ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof | ErrorKind::BrokenPipe
         )
     };
-    let give_up = Instant::now() + Duration::from_secs(30);
+    let give_up = Instant::now() + Duration::from_secs(120);
     while !done(&seen) {
         assert!(
             Instant::now() < give_up,
-            "the flood was not told to end in 30 s"
+            "the flood was not told to end in 120 s"
         );
         let mut batch = Vec::with_capacity(FLOOD_BATCH);
         for _ in 0..FLOOD_BATCH {
-            match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+            match TcpStream::connect_timeout(&addr, super::IO_TIMEOUT) {
                 Ok(c) => batch.push(c),
                 Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
                     seen.refused += 1;
@@ -65,7 +65,7 @@ pub fn flood(addr: SocketAddr, done: impl Fn(&Outcomes) -> bool) -> Outcomes {
         }
         for client in &mut batch {
             client
-                .set_read_timeout(Some(Duration::from_secs(5)))
+                .set_read_timeout(Some(super::IO_TIMEOUT))
                 .expect("timeout");
             let mut back = [0u8; 100];
             match client

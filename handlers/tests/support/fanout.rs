@@ -23,10 +23,11 @@ use percore_handlers::proxy::{Config as ProxyConfig, FanOut, ProxyStats, ProxySt
 
 use crate::common::{Backend, Config, TestServer};
 
-/// A fan-out proxy on a one-core test server, with a short deadline
-/// (1 s: fakes are threads on a busy 2-core machine; tests of the
-/// deadline itself set 300 ms) and connect timeout (200 ms), adjusted by
-/// `tweak`.
+/// A fan-out proxy on a one-core test server, adjusted by `tweak`. Its
+/// deadline (60 s) and connect timeout (30 s) are hang detectors only, so
+/// that an answer slowed by a loaded machine is still an answer: a test of
+/// either timeout sets it short itself, against an upstream that never
+/// answers (or never accepts).
 pub fn proxy(
     backend: Backend,
     upstreams: &[SocketAddr],
@@ -57,14 +58,25 @@ pub fn proxy_counted(
     upstreams: &[SocketAddr],
     tweak: impl FnOnce(&mut ProxyConfig),
 ) -> (TestServer, Counted) {
+    proxy_counted_draining(backend, upstreams, Duration::from_secs(2), tweak)
+}
+
+/// [`proxy_counted`] on a server whose drain deadline is `drain` (2 s
+/// otherwise).
+pub fn proxy_counted_draining(
+    backend: Backend,
+    upstreams: &[SocketAddr],
+    drain: Duration,
+    tweak: impl FnOnce(&mut ProxyConfig),
+) -> (TestServer, Counted) {
     let mut config = ProxyConfig::new(upstreams.to_vec());
-    config.deadline = Duration::from_secs(1);
-    config.connect_timeout = Duration::from_millis(200);
+    config.deadline = Duration::from_secs(60);
+    config.connect_timeout = Duration::from_secs(30);
     tweak(&mut config);
     config.validate().expect("valid proxy config");
     let counted = Counted::default();
     let slot = counted.0.clone();
-    let server = TestServer::start(backend, Config::default(), move || {
+    let server = TestServer::start_draining(backend, Config::default(), drain, move |_| {
         let proxy = FanOut::new(config.clone()).expect("validated");
         *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(proxy.stats_reader());
         proxy
@@ -125,6 +137,8 @@ pub struct Seen {
     pub accepted: AtomicUsize,
     pub closed_by_peer: AtomicUsize,
     pub requests: Mutex<Vec<Vec<u8>>>,
+    /// Scripts that returned, their connection closed by the fake.
+    pub finished: AtomicUsize,
 }
 
 /// One accepted connection, as a script sees it.
@@ -241,9 +255,10 @@ pub struct Fake {
 }
 
 impl Fake {
-    /// Runs `script` on every accepted connection, each on its own thread.
-    /// Connection reads time out after 5 s so no thread outlives a test
-    /// for long.
+    /// Runs `script` on every accepted connection, each on its own thread,
+    /// and closes the connection when the script returns. Connection reads
+    /// time out after a minute (a hang detector, far beyond any answer's
+    /// delay on a loaded machine) so no thread outlives a test for long.
     pub fn start(script: impl Fn(Conn) + Send + Sync + 'static) -> Fake {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind fake upstream");
         listener.set_nonblocking(true).expect("nonblocking");
@@ -259,7 +274,7 @@ impl Fake {
                         Ok((stream, _)) => {
                             let index = seen.accepted.fetch_add(1, Ordering::SeqCst);
                             let _ = stream.set_nonblocking(false);
-                            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                            let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
                             let _ = stream.set_nodelay(true);
                             let conn = Conn {
                                 stream,
@@ -268,7 +283,11 @@ impl Fake {
                                 buf: Vec::new(),
                             };
                             let script = script.clone();
-                            std::thread::spawn(move || script(conn));
+                            let seen = seen.clone();
+                            std::thread::spawn(move || {
+                                script(conn);
+                                seen.finished.fetch_add(1, Ordering::SeqCst);
+                            });
                         }
                         Err(_) => std::thread::sleep(Duration::from_millis(2)),
                     }
@@ -299,6 +318,11 @@ impl Fake {
 
     pub fn closed_by_peer(&self) -> usize {
         self.seen.closed_by_peer.load(Ordering::SeqCst)
+    }
+
+    /// Connections whose script returned and which the fake closed.
+    pub fn finished(&self) -> usize {
+        self.seen.finished.load(Ordering::SeqCst)
     }
 
     pub fn requests(&self) -> Vec<Vec<u8>> {

@@ -22,8 +22,9 @@ pub use percore_handlers::http::{
     Config, HttpEcho, HttpHandler, HttpStats, HttpStatsReader, Request, Response, Service, HELLO,
 };
 
-/// Every client read and write fails after this long instead of hanging.
-pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Every client read and write fails after this long instead of hanging:
+/// a hang detector, never a verdict, so a minute.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Writes each test once and stamps it out per backend.
 ///
@@ -135,9 +136,29 @@ impl TestServer {
         Self::start_with_stats(backend, config, move |_| make())
     }
 
+    /// Serves [`HttpEcho`] with `config` and a drain deadline of `drain`
+    /// (2 s otherwise), for tests that tell the drain's end from another.
+    pub fn echo_with_drain(backend: Backend, config: Config, drain: Duration) -> TestServer {
+        Self::start_draining(backend, config, drain, |_| HttpEcho)
+    }
+
     /// Serves the service `make` builds (once per core) from a reader of
     /// its handler's counters.
     pub fn start_with_stats<S, F>(backend: Backend, config: Config, make: F) -> TestServer
+    where
+        S: Service,
+        F: Fn(HttpStatsReader) -> S + Send + Sync + 'static,
+    {
+        Self::start_draining(backend, config, Duration::from_secs(2), make)
+    }
+
+    /// [`TestServer::start_with_stats`] with a drain deadline of `drain`.
+    pub fn start_draining<S, F>(
+        backend: Backend,
+        config: Config,
+        drain: Duration,
+        make: F,
+    ) -> TestServer
     where
         S: Service,
         F: Fn(HttpStatsReader) -> S + Send + Sync + 'static,
@@ -152,7 +173,7 @@ impl TestServer {
             .address(SocketAddr::from(([127, 0, 0, 1], 0)))
             .cores([cpu])
             .backend(backend)
-            .drain_timeout(Duration::from_secs(2))
+            .drain_timeout(drain)
             .start(move |_core| {
                 let handler = HttpHandler::with_stats(config, &make);
                 *registry.lock().unwrap() = Some(handler.stats_reader());

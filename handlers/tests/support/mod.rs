@@ -106,7 +106,7 @@ impl ChildServer {
             Err(_) => {
                 // Exited (the reader saw end of stream) or hung: collect what
                 // it said, and make sure it is gone.
-                let status = wait_timeout(&mut child, Duration::from_secs(2));
+                let status = wait_timeout(&mut child, Duration::from_secs(60));
                 if status.is_none() {
                     let _ = child.kill();
                     let _ = child.wait();
