@@ -63,6 +63,8 @@
 compile_error!("percore runs on Linux only: it is built on io_uring and epoll");
 
 pub mod buf;
+mod core;
+mod current;
 mod driver;
 mod executor;
 pub mod future;
@@ -70,6 +72,7 @@ mod handler;
 pub mod net;
 mod op;
 pub mod runtime;
+mod server;
 mod slab;
 mod stats;
 #[cfg(loom)]

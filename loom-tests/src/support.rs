@@ -422,10 +422,11 @@ impl<M> Waking for TaskRef<M> {
         Ok(())
     }
 
-    /// As `CoreShared::wake_remote`: the real `CoreSide::wake_remote`.
+    /// As `Owner::wake_remote`: the real `sync::wake::wake_remote`.
     fn schedule_remote(&self) {
         self.0.remote_enqueues.fetch_add(1, Relaxed);
-        self.0.core.side().wake_remote(self.0.key);
+        let core = &self.0.core;
+        percore::sync::wake::wake_remote(&core.wakes, &core.parker, self.0.key);
     }
 }
 

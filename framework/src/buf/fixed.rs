@@ -12,8 +12,8 @@ use std::fmt;
 use std::rc::Rc;
 
 use super::IoBuf;
+use crate::driver::current;
 use crate::driver::uring::FixedPool;
-use crate::runtime::context;
 
 /// A write buffer from the current core's registered pool.
 ///
@@ -36,7 +36,7 @@ impl FixedBuf {
     ///
     /// Outside a percore core thread.
     pub fn take() -> Option<FixedBuf> {
-        context::with_core(|core| {
+        current::with_io(|core| {
             let pool = core.fixed.clone()?;
             let index = pool.free.borrow_mut().pop()?;
             Some(FixedBuf {

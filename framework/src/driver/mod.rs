@@ -26,6 +26,7 @@
 //! - `drain(deadline)` at shutdown: cancel and wait out everything in
 //!   flight before the driver is dropped.
 
+pub(crate) mod current;
 pub(crate) mod epoll;
 pub(crate) mod msg_space;
 pub(crate) mod uring;

@@ -123,7 +123,7 @@ impl<T> JoinHandle<T> {
         if self.is_finished() {
             return;
         }
-        crate::runtime::context::try_with_core(|core| core.executor.abort(self.key));
+        super::current::try_with_executor(|executor| executor.abort(self.key));
     }
 
     /// Whether the task has finished (its output is ready to take).

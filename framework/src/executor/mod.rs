@@ -6,7 +6,9 @@
 //! take down the other connections of its core.
 
 pub(crate) mod budget;
+pub(crate) mod current;
 mod join;
+pub(crate) mod owner;
 pub(crate) mod task;
 
 use std::cell::RefCell;
@@ -20,8 +22,8 @@ use std::task::Poll;
 pub use join::{JoinError, JoinHandle};
 use task::{Runnable, Task, TaskKey};
 
-use crate::runtime::shared::CoreShared;
 use crate::slab::Slab;
+use owner::Owner;
 
 struct TaskSlot {
     task: Arc<dyn Runnable>,
@@ -30,6 +32,8 @@ struct TaskSlot {
 }
 
 pub(crate) struct Executor {
+    /// The core this executor runs, as its tasks' wakers see it.
+    pub(crate) owner: Arc<Owner>,
     tasks: RefCell<Slab<TaskSlot>>,
     queue: RefCell<VecDeque<Arc<dyn Runnable>>>,
     next_generation: std::cell::Cell<u32>,
@@ -41,8 +45,9 @@ pub(crate) struct Executor {
 const POLL_BUDGET: usize = 256;
 
 impl Executor {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(owner: Arc<Owner>) -> Self {
         Executor {
+            owner,
             tasks: RefCell::new(Slab::with_capacity(1024)),
             queue: RefCell::new(VecDeque::with_capacity(1024)),
             next_generation: std::cell::Cell::new(0),
@@ -50,7 +55,7 @@ impl Executor {
         }
     }
 
-    pub(crate) fn spawn<F>(&self, owner: &Arc<CoreShared>, future: F) -> JoinHandle<F::Output>
+    pub(crate) fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + 'static,
         F::Output: 'static,
@@ -69,7 +74,7 @@ impl Executor {
             index: tasks.vacant_key() as u32,
             generation,
         };
-        let task: Arc<dyn Runnable> = Task::new(key, owner.clone(), shared.clone(), future);
+        let task: Arc<dyn Runnable> = Task::new(key, self.owner.clone(), shared.clone(), future);
         tasks.insert(TaskSlot {
             task: task.clone(),
             cancel,

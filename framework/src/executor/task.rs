@@ -24,8 +24,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use super::join;
-use crate::runtime::context;
-use crate::runtime::shared::CoreShared;
+use super::owner::Owner;
 use crate::sync::wake::{self, Waking};
 use crate::sync::TaskState;
 
@@ -41,7 +40,7 @@ pub(crate) struct TaskKey {
 pub(crate) struct TaskHeader {
     pub(crate) key: TaskKey,
     pub(crate) state: TaskState,
-    pub(crate) owner: Arc<CoreShared>,
+    pub(crate) owner: Arc<Owner>,
 }
 
 /// `repr(C)`: the header, the cell's borrow flag and the start of the
@@ -84,7 +83,7 @@ unsafe impl<F: Future> Sync for Task<F> {}
 impl<F: Future + 'static> Task<F> {
     pub(crate) fn new(
         key: TaskKey,
-        owner: Arc<CoreShared>,
+        owner: Arc<Owner>,
         output: join::Shared<F::Output>,
         future: F,
     ) -> Arc<Task<F>> {
@@ -176,7 +175,7 @@ impl<F: Future + 'static> Waking for Arc<Task<F>> {
 
     #[inline]
     fn schedule_local(self) -> Result<(), Self> {
-        context::schedule_local(self.header.owner.id, self)
+        super::current::schedule_local(self.header.owner.id, self)
     }
 
     #[inline]

@@ -17,10 +17,10 @@ use std::task::{Context, Poll, Waker};
 use io_uring::{opcode, types};
 
 use super::{cqe_result, SharedFd, SocketIo, Standing};
+use crate::driver::current;
 use crate::driver::epoll::Interest;
 use crate::driver::uring::{OpKind, Retained};
 use crate::driver::Driver;
-use crate::runtime::context;
 use crate::sys;
 
 /// Polls for the next accepted socket (non-blocking, close-on-exec).
@@ -32,7 +32,7 @@ pub(crate) fn poll_accept(
     if crate::executor::budget::poll_proceed(cx).is_pending() {
         return Poll::Pending;
     }
-    context::with_core(|core| match (&mut *core.driver.borrow_mut(), io) {
+    current::with_io(|core| match (&mut *core.driver.borrow_mut(), io) {
         _ if !io.belongs_to(core) => Poll::Ready(Err(super::foreign_core())),
         (Driver::Uring(d), SocketIo::Uring { standing, .. }) => loop {
             match standing.get() {
@@ -115,7 +115,7 @@ pub(crate) fn poll_accept(
 /// epoll does by not calling `accept4`. There they are the kernel's to
 /// hand to another listener on the port when this one closes.
 pub(crate) fn pause_accept(io: &SocketIo) {
-    context::with_core(|core| {
+    current::with_io(|core| {
         if !io.belongs_to(core) {
             return;
         }
@@ -139,7 +139,7 @@ pub(crate) fn accept_queued(
     io: &SocketIo,
     from_kernel: bool,
 ) -> Option<io::Result<OwnedFd>> {
-    context::with_core(|core| {
+    current::with_io(|core| {
         if !io.belongs_to(core) {
             return Some(Err(super::foreign_core()));
         }

@@ -10,10 +10,10 @@ use std::task::{Context, Poll};
 use io_uring::{opcode, types};
 
 use super::{cqe_result, SharedFd, SocketIo};
+use crate::driver::current;
 use crate::driver::epoll::Interest;
 use crate::driver::uring::{OpKey, OpKind, Retained};
 use crate::driver::Driver;
-use crate::runtime::context;
 use crate::sys::{self, RawAddr};
 
 /// Connects `fd` (already registered as `io`) to `addr`.
@@ -42,7 +42,7 @@ impl Future for Connect<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        context::with_core(|core| match (&mut *core.driver.borrow_mut(), this.io) {
+        current::with_io(|core| match (&mut *core.driver.borrow_mut(), this.io) {
             _ if !this.io.belongs_to(core) => Poll::Ready(Err(super::foreign_core())),
             (Driver::Uring(d), SocketIo::Uring { .. }) => {
                 let key = *this.key.get_or_insert_with(|| {

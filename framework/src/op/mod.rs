@@ -75,9 +75,9 @@ pub(crate) enum SocketIo {
 
 impl SocketIo {
     /// Whether `core` is the one this socket was registered with.
-    pub(crate) fn belongs_to(&self, core: &crate::runtime::core::Core) -> bool {
+    pub(crate) fn belongs_to(&self, core: &crate::driver::current::Io) -> bool {
         let (SocketIo::Uring { core: id, .. } | SocketIo::Epoll { core: id, .. }) = self;
-        *id == core.shared.id
+        *id == core.id
     }
 }
 
@@ -98,14 +98,14 @@ pub(crate) enum Standing {
 
 /// Registers a new socket with the current core's driver.
 pub(crate) fn register(fd: &SharedFd) -> std::io::Result<SocketIo> {
-    crate::runtime::context::with_core(|core| match &mut *core.driver.borrow_mut() {
+    crate::driver::current::with_io(|core| match &mut *core.driver.borrow_mut() {
         crate::driver::Driver::Uring(_) => Ok(SocketIo::Uring {
-            core: core.shared.id,
+            core: core.id,
             standing: std::cell::Cell::new(Standing::Idle),
             pool_reads: std::cell::Cell::new(false),
         }),
         crate::driver::Driver::Epoll(d) => Ok(SocketIo::Epoll {
-            core: core.shared.id,
+            core: core.id,
             source: d.register(fd.as_fd())?,
         }),
     })
@@ -117,7 +117,7 @@ pub(crate) fn register(fd: &SharedFd) -> std::io::Result<SocketIo> {
 /// that was leaked (`mem::forget`) must not reach another socket that
 /// reuses the number.
 pub(crate) fn deregister(fd: &SharedFd, io: &SocketIo) {
-    let leftover = crate::runtime::context::try_with_core(|core| {
+    let leftover = crate::driver::current::try_with_io(|core| {
         if !io.belongs_to(core) {
             return None;
         }
@@ -151,7 +151,7 @@ pub(crate) fn release_dropped(io: &SocketIo, key: OpKey, extra: crate::driver::u
     use crate::driver::uring::Retained;
     let mut extra = Some(extra);
     let leftover =
-        crate::runtime::context::try_with_core(|core| match &mut *core.driver.borrow_mut() {
+        crate::driver::current::try_with_io(|core| match &mut *core.driver.borrow_mut() {
             crate::driver::Driver::Uring(d) if io.belongs_to(core) => {
                 d.release(key, extra.take().unwrap_or(Retained::None))
             }

@@ -44,11 +44,11 @@ use io_uring::{cqueue, opcode, types};
 
 use super::{cqe_result, SharedFd, SocketIo, Standing};
 use crate::buf::RecvBuf;
+use crate::driver::current;
 use crate::driver::epoll::Interest;
 use crate::driver::uring::buf_ring::BUF_GROUP;
 use crate::driver::uring::{OpKind, Retained};
 use crate::driver::Driver;
-use crate::runtime::context;
 
 /// Polls the next received bytes: `Some(buf)`, or `None` at end of stream.
 pub(crate) fn poll_recv(
@@ -59,7 +59,7 @@ pub(crate) fn poll_recv(
     if crate::executor::budget::poll_proceed(cx).is_pending() {
         return Poll::Pending;
     }
-    context::with_core(|core| {
+    current::with_io(|core| {
         if !io.belongs_to(core) {
             return Poll::Ready(Err(super::foreign_core()));
         }
@@ -81,7 +81,7 @@ pub(crate) fn poll_recv(
             ))),
         };
         if let Poll::Ready(Ok(Some(buf))) = &result {
-            core.shared.stats.bytes_in.add(buf.len() as u64);
+            core.stats.bytes_in.add(buf.len() as u64);
         }
         result
     })

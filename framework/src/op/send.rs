@@ -15,10 +15,10 @@ use io_uring::{opcode, types};
 
 use super::{cqe_result, SharedFd, SocketIo};
 use crate::buf::{BufResult, IoBuf};
+use crate::driver::current;
 use crate::driver::epoll::{self, Interest, SourceKey};
 use crate::driver::uring::{OpKey, OpKind, Retained, RECVSEND_FIXED_BUF};
 use crate::driver::Driver;
-use crate::runtime::context;
 
 /// Sends the bytes of `buf` from `offset` on; resolves to the count sent.
 pub(crate) struct Send<'a, B: IoBuf> {
@@ -66,7 +66,7 @@ impl<B: IoBuf> Future for Send<'_, B> {
         let ptr = buf.stable_ptr().wrapping_add(this.offset);
         let len = buf.bytes_init().saturating_sub(this.offset);
         let fixed = buf.fixed_index();
-        let result = context::with_core(|core| {
+        let result = current::with_io(|core| {
             if !this.io.belongs_to(core) {
                 return Poll::Ready(Err(super::foreign_core()));
             }
@@ -122,7 +122,7 @@ impl<B: IoBuf> Future for Send<'_, B> {
                 ))),
             };
             if let Poll::Ready(Ok(n)) = &result {
-                core.shared.stats.bytes_out.add(*n as u64);
+                core.stats.bytes_out.add(*n as u64);
             }
             result
         });

@@ -25,9 +25,9 @@ use super::send::poll_epoll_send;
 use super::{cqe_result, SharedFd, SocketIo};
 use crate::buf::io_bufs::sealed::Gather;
 use crate::buf::IoBufs;
+use crate::driver::current;
 use crate::driver::uring::{OpKey, OpKind, Retained};
 use crate::driver::Driver;
-use crate::runtime::context;
 
 /// Where the unsent bytes of a collection start.
 #[derive(Debug, Clone, Copy, Default)]
@@ -93,7 +93,7 @@ impl<'a, B: IoBufs> SendMsg<'a, B> {
             return None;
         }
         if let Some(space) = self.space.take() {
-            context::try_with_core(|core| core.msg_spaces.put(space));
+            current::try_with_io(|core| core.msg_spaces.put(space));
         }
         self.bufs.take()
     }
@@ -109,7 +109,7 @@ impl<'a, B: IoBufs> SendMsg<'a, B> {
         };
         let (fd, from) = (self.fd.as_raw_fd(), self.next);
         let (key, space, io) = (&mut self.key, &mut self.space, self.io);
-        let result = context::with_core(|core| {
+        let result = current::with_io(|core| {
             if !io.belongs_to(core) {
                 return Poll::Ready(Err(super::foreign_core()));
             }
@@ -160,7 +160,7 @@ impl<'a, B: IoBufs> SendMsg<'a, B> {
                 ))),
             };
             if let Poll::Ready(Ok(n)) = &result {
-                core.shared.stats.bytes_out.add(*n as u64);
+                core.stats.bytes_out.add(*n as u64);
             }
             result
         });

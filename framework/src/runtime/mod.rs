@@ -1,19 +1,7 @@
-//! Cores, the server that runs them, and the functions that tasks call on
-//! their own core.
+//! The runtime's public face: the server and its cores (`crate::server`,
+//! `crate::core`), and the functions that tasks call on their own core.
 
-mod backend;
-mod bind;
-pub(crate) mod config;
-pub(crate) mod context;
-pub(crate) mod core;
-pub mod cpus;
-mod fd_limit;
-mod listening;
-mod messaging;
-mod serve;
-mod server;
-pub(crate) mod shared;
-mod signal;
+pub use crate::server::cpus;
 
 use std::future::{poll_fn, Future};
 use std::io;
@@ -21,11 +9,13 @@ use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::Poll;
 
+pub use crate::core::messaging::{core_count, core_index, submit_to, SubmitError};
+pub use crate::server::{CoreContext, Server, ServerBuilder, ServerHandle, StatsReader, Stopper};
 pub use crate::stats::{Counter, StatsSnapshot};
-pub use messaging::{core_count, core_index, submit_to, SubmitError};
-pub use server::{CoreContext, Server, ServerBuilder, ServerHandle, StatsReader, Stopper};
 
+use crate::core::{config, context, shared};
 use crate::executor::{JoinError, JoinHandle};
+use crate::server::backend;
 use crate::sync::Shutdown;
 use crate::Backend;
 
@@ -52,7 +42,7 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    context::with_core(|core| core.executor.spawn(&core.shared, future))
+    crate::executor::current::with_executor(|executor| executor.spawn(future))
 }
 
 /// Completes when the server this core belongs to begins its graceful stop
@@ -230,6 +220,7 @@ where
         Arc::new(Shutdown::new()),
     ));
     shared::CoreShared::link(std::slice::from_ref(&shared));
-    let core = core::Core::new(shared, backend, &config)?;
-    core::Core::block_on(core, future).map_err(|e: JoinError| io::Error::other(e.to_string()))
+    let core = crate::core::Core::new(shared, backend, &config)?;
+    crate::core::Core::block_on(core, future)
+        .map_err(|e: JoinError| io::Error::other(e.to_string()))
 }

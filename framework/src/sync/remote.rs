@@ -3,7 +3,7 @@
 //! Senders that find it full may register a waker and are woken when the
 //! owner drains it. Senders that cannot wait, and whose items are bounded
 //! by other means, use [`Remote::push_unbounded`] (task wakes: see
-//! [`CoreSide::wake_remote`](super::CoreSide::wake_remote)). When the owner core stops it closes the inbox: later
+//! [`wake_remote`](super::wake::wake_remote)). When the owner core stops it closes the inbox: later
 //! pushes fail with [`PushError::Closed`], and what was still queued is
 //! handed back to the owner to fail explicitly, so nothing is lost silently.
 //! Waking the owner is the [`Parker`](super::Parker)'s job: push, then
@@ -66,7 +66,7 @@ impl<T> Remote<T> {
     ///
     /// [`PushError::Full`] or [`PushError::Closed`], with the item.
     // The runtime pushes with a waker (`CoreSide::send`) or unbounded
-    // (`CoreSide::wake_remote`); the loom models push plainly.
+    // (`wake::wake_remote`); the loom models push plainly.
     #[cfg_attr(not(loom), allow(dead_code))]
     pub fn push(&self, item: T) -> Result<(), PushError<T>> {
         self.push_or_wait(item, None)

@@ -6,7 +6,7 @@
 //! at a time. On the thread that runs the owner core the task goes to the
 //! local run queue (no lock, no atomics); from any other thread its key goes
 //! to the owner's wake inbox and the owner is unparked
-//! ([`CoreSide::wake_remote`]).
+//! ([`wake_remote`]).
 //!
 //! A core with nothing left to run ends its loop turn in [`CoreSide::park`]:
 //! it announces the park, looks once more at both inboxes and the stop
@@ -40,7 +40,7 @@ pub trait Waking {
         Self: Sized;
 
     /// Queues the task for its owner from another thread: its key in the
-    /// owner's wake inbox, then an unpark ([`CoreSide::wake_remote`]).
+    /// owner's wake inbox, then an unpark ([`wake_remote`]).
     fn schedule_remote(&self);
 }
 
@@ -102,30 +102,30 @@ impl<K, M, N> std::fmt::Debug for CoreSide<'_, K, M, N> {
     }
 }
 
-impl<K, M, N: Notify> CoreSide<'_, K, M, N> {
-    /// Queues the wake of the task `key` names, from a thread that does not
-    /// run the core, and wakes the core.
-    ///
-    /// The wake inbox has no capacity limit, and this never refuses a key
-    /// for room, whatever the inbox was built with. The caller already set
-    /// the task's scheduled flag, so a dropped key would leave the task
-    /// never polled again (no later wake queues a task whose flag is set);
-    /// clearing the flag instead would still lose this wake's event, and a
-    /// waker cannot wait for room (`wake` is synchronous, and the core it
-    /// runs on may be the one that would have to drain). No limit is
-    /// needed: a task is queued only by the wake that flips its flag, and
-    /// the flag is cleared only when the task is polled, after its key
-    /// left the inbox, so the inbox holds at most one key per task (plus,
-    /// until the next drain, one per task that ended meanwhile), the
-    /// same bound as the local run queue.
-    #[inline]
-    pub fn wake_remote(&self, key: K) {
-        // Err: the core stopped (closed the inbox), its tasks are gone.
-        if self.wakes.push_unbounded(key).is_ok() {
-            self.parker.unpark();
-        }
+/// Queues the wake of the task `key` names, from a thread that does not
+/// run the core, and wakes the core.
+///
+/// The wake inbox has no capacity limit, and this never refuses a key
+/// for room, whatever the inbox was built with. The caller already set
+/// the task's scheduled flag, so a dropped key would leave the task
+/// never polled again (no later wake queues a task whose flag is set);
+/// clearing the flag instead would still lose this wake's event, and a
+/// waker cannot wait for room (`wake` is synchronous, and the core it
+/// runs on may be the one that would have to drain). No limit is
+/// needed: a task is queued only by the wake that flips its flag, and
+/// the flag is cleared only when the task is polled, after its key
+/// left the inbox, so the inbox holds at most one key per task (plus,
+/// until the next drain, one per task that ended meanwhile), the
+/// same bound as the local run queue.
+#[inline]
+pub fn wake_remote<K, N: Notify>(wakes: &Remote<K>, parker: &Parker<N>, key: K) {
+    // Err: the core stopped (closed the inbox), its tasks are gone.
+    if wakes.push_unbounded(key).is_ok() {
+        parker.unpark();
     }
+}
 
+impl<K, M, N: Notify> CoreSide<'_, K, M, N> {
     /// Queues `message` for the core and wakes it. When the mailbox is full
     /// `waker` (if any) is registered and woken once the core drains it.
     ///

@@ -10,6 +10,7 @@
 //! (a little more on epoll, whose wait timeout is in whole milliseconds
 //! too). Timers suit deadlines and pacing, not sub-millisecond timing.
 
+pub(crate) mod current;
 pub(crate) mod wheel;
 
 use std::fmt;
@@ -18,7 +19,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::runtime::context;
+use current::{try_with_timers, with_timers};
 use wheel::TimerKey;
 
 /// Completes at a deadline. Made by [`sleep`] and [`sleep_until`].
@@ -67,7 +68,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 ///
 /// Outside a percore core thread.
 pub fn now() -> Instant {
-    context::with_core(|core| core.clock.now())
+    with_timers(|timers| timers.clock.now())
 }
 
 impl Sleep {
@@ -84,14 +85,14 @@ impl Sleep {
         // the wheel one again, not trust the one it remembers.
         self.armed_for = None;
         if let Some((owner, key)) = self.key {
-            context::with_core(|core| {
-                if owner != core.shared.id {
+            with_timers(|timers| {
+                if owner != timers.id {
                     // Armed on another core: armed anew here at the next poll.
                     self.key = None;
                     return;
                 }
-                let tick = core.clock.tick_of(deadline);
-                core.timers.borrow_mut().reset(key, tick);
+                let tick = timers.clock.tick_of(deadline);
+                timers.wheel.borrow_mut().reset(key, tick);
             });
         }
     }
@@ -103,22 +104,22 @@ impl Future for Sleep {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = &mut *self;
         let deadline = this.deadline;
-        context::with_core(|core| {
+        with_timers(|timers| {
             // A timer armed in another core's wheel is not this core's to
             // touch (that entry fires there once, and stays): arm anew here.
             let armed = this
                 .key
-                .filter(|&(owner, _)| owner == core.shared.id)
+                .filter(|&(owner, _)| owner == timers.id)
                 .map(|(_, key)| key);
             let Some(key) = armed else {
                 this.key = None;
                 this.armed_for = None;
-                if core.clock.now() >= deadline {
+                if timers.clock.now() >= deadline {
                     return Poll::Ready(());
                 }
-                let tick = core.clock.tick_of(deadline);
-                let key = core.timers.borrow_mut().insert(tick, cx.waker().clone());
-                this.key = Some((core.shared.id, key));
+                let tick = timers.clock.tick_of(deadline);
+                let key = timers.wheel.borrow_mut().insert(tick, cx.waker().clone());
+                this.key = Some((timers.id, key));
                 this.armed_for = Some(cx.waker().clone());
                 return Poll::Pending;
             };
@@ -130,14 +131,14 @@ impl Future for Sleep {
                 .armed_for
                 .as_ref()
                 .is_some_and(|w| w.will_wake(cx.waker()));
-            if same_waker && core.clock.now() < deadline {
+            if same_waker && timers.clock.now() < deadline {
                 return Poll::Pending;
             }
-            let mut timers = core.timers.borrow_mut();
-            if timers.has_fired(key) {
+            let mut wheel = timers.wheel.borrow_mut();
+            if wheel.has_fired(key) {
                 Poll::Ready(())
             } else {
-                timers.set_waker(key, cx.waker());
+                wheel.set_waker(key, cx.waker());
                 if !same_waker {
                     this.armed_for = Some(cx.waker().clone());
                 }
@@ -150,9 +151,9 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         if let Some((owner, key)) = self.key.take() {
-            context::try_with_core(|core| {
-                if core.shared.id == owner {
-                    core.timers.borrow_mut().remove(key);
+            try_with_timers(|timers| {
+                if timers.id == owner {
+                    timers.wheel.borrow_mut().remove(key);
                 }
             });
         }

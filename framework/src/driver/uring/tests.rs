@@ -14,8 +14,9 @@ use io_uring::{opcode, squeue, types};
 
 use super::buf_ring::BUF_GROUP;
 use super::ops::{Op, OpState};
-use super::{fault, sqe_fields, BufConfig, Driver, OpKey, OpKind, Retained, CANCEL_TOKEN};
-use crate::runtime::config::CoreConfig;
+use super::{
+    fault, sqe_fields, BufConfig, Driver, OpKey, OpKind, Retained, RingConfig, CANCEL_TOKEN,
+};
 use crate::stats::CoreStats;
 
 /// A test's driver, drained when dropped, also when an assertion failed.
@@ -47,10 +48,12 @@ fn driver(entries: u32, stream_cap: usize, faults: fault::Counted) -> Drained {
 /// A small driver: `entries` SQ slots, a CQ that holds every test's
 /// completions, and multishot streams paused after `stream_cap`.
 fn raw_driver(entries: u32, stream_cap: usize, faults: fault::Counted) -> Driver {
-    let config = CoreConfig::default();
-    let mut ring = config.ring;
-    ring.entries = entries;
-    ring.cq_entries = 1024;
+    let ring = RingConfig {
+        entries,
+        cq_entries: 1024,
+        sqpoll_idle_ms: None,
+        batch_wait_usec: None,
+    };
     let bufs = BufConfig {
         count: 16,
         size: 4096,

@@ -6,6 +6,11 @@
 //! without waiting if tasks are still ready, otherwise waiting until the
 //! next timer, an I/O completion or a notification.
 
+pub(crate) mod config;
+pub(crate) mod context;
+pub(crate) mod messaging;
+pub(crate) mod shared;
+
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -15,10 +20,8 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use super::config::CoreConfig;
-use super::context;
-use super::shared::{CoreShared, Message};
 use crate::buf::pool::HeapPool;
+use crate::driver::current::Io;
 use crate::driver::msg_space::MsgSpaces;
 use crate::driver::uring::FixedPool;
 use crate::driver::uring::Retained;
@@ -26,10 +29,9 @@ use crate::driver::{epoll, uring, Backend, Driver};
 use crate::executor::task::TaskKey;
 use crate::executor::{Executor, JoinError};
 use crate::slab::Slab;
-use crate::time::wheel::Wheel;
-
-/// A deadline far enough to mean "never" without overflowing `Instant`.
-pub(crate) const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+use crate::time::current::{Timers, CENTURY};
+use config::CoreConfig;
+use shared::{CoreShared, Message};
 
 /// How long a core's stop waits for the kernel to finish the operations
 /// it cancelled; whatever is still in flight after that is leaked.
@@ -55,59 +57,15 @@ impl Drop for StopGuard<'_> {
     }
 }
 
-/// The core's notion of time: read once per loop turn.
-pub(crate) struct Clock {
-    start: Instant,
-    now: Cell<Instant>,
-}
-
-impl Clock {
-    fn new() -> Clock {
-        let now = Instant::now();
-        Clock {
-            start: now,
-            now: Cell::new(now),
-        }
-    }
-
-    pub(crate) fn now(&self) -> Instant {
-        self.now.get()
-    }
-
-    fn update(&self) -> Instant {
-        let now = Instant::now();
-        self.now.set(now);
-        now
-    }
-
-    /// The wheel tick at or after `instant`: a timer never fires early.
-    pub(crate) fn tick_of(&self, instant: Instant) -> u64 {
-        let since = instant.saturating_duration_since(self.start);
-        since.as_nanos().div_ceil(1_000_000) as u64
-    }
-
-    fn current_tick(&self) -> u64 {
-        self.now
-            .get()
-            .saturating_duration_since(self.start)
-            .as_millis() as u64
-    }
-
-    fn instant_of(&self, tick: u64) -> Instant {
-        self.start + Duration::from_millis(tick)
-    }
-}
-
 pub(crate) struct Core {
     pub(crate) shared: Arc<CoreShared>,
+    /// Dropped before the I/O: the stop has drained it by then, and tasks
+    /// dropped after a failed stop find no core and leak what they hold.
     pub(crate) executor: Executor,
-    pub(crate) driver: RefCell<Driver>,
-    pub(crate) timers: RefCell<Wheel>,
-    pub(crate) clock: Clock,
-    pub(crate) pool: Rc<HeapPool>,
-    pub(crate) fixed: Option<Rc<FixedPool>>,
-    /// Message headers and iovec arrays for gathered sends.
-    pub(crate) msg_spaces: MsgSpaces,
+    /// The driver and what operations need beside it.
+    pub(crate) io: Io,
+    /// The timer wheel and the clock.
+    pub(crate) time: Timers,
     /// Wakers of pending `shutdown_signal()` futures; each removes its
     /// own entry when dropped, so the set is bounded by live futures.
     shutdown_waiters: RefCell<Slab<Waker>>,
@@ -158,14 +116,17 @@ impl Core {
             _ => 2,
         });
         Ok(Rc::new(Core {
+            executor: Executor::new(shared.owner.clone()),
+            io: Io {
+                id: shared.id,
+                driver: RefCell::new(driver),
+                pool: Rc::new(HeapPool::new(config.bufs.size, config.pool_keep)),
+                fixed,
+                msg_spaces: MsgSpaces::new(),
+                stats,
+            },
+            time: Timers::new(shared.id),
             shared,
-            executor: Executor::new(),
-            driver: RefCell::new(driver),
-            timers: RefCell::new(Wheel::new()),
-            clock: Clock::new(),
-            pool: Rc::new(HeapPool::new(config.bufs.size, config.pool_keep)),
-            fixed,
-            msg_spaces: MsgSpaces::new(),
             shutdown_waiters: RefCell::new(Slab::with_capacity(16)),
             shutdown_seen: Cell::new(false),
             drain_timeout: Cell::new(None),
@@ -178,7 +139,7 @@ impl Core {
     }
 
     pub(crate) fn backend(&self) -> Backend {
-        self.driver.borrow().backend()
+        self.io.driver.borrow().backend()
     }
 
     /// Runs `future` on this thread as the core's main task until it
@@ -198,7 +159,7 @@ impl Core {
     {
         let entered = context::enter(core.clone());
         let stop = StopGuard(&core);
-        let handle = core.executor.spawn(&core.shared, future);
+        let handle = core.executor.spawn(future);
         while !handle.is_finished() {
             core.turn_guarded(&|| handle.is_finished());
         }
@@ -227,7 +188,11 @@ impl Core {
         self.close_mailbox();
         self.executor.cancel_all();
         self.bury();
-        let left = self.driver.borrow_mut().drain(Instant::now() + DRAIN_WAIT);
+        let left = self
+            .io
+            .driver
+            .borrow_mut()
+            .drain(Instant::now() + DRAIN_WAIT);
         self.bury();
         self.executor.record_caught();
         if left > 0 {
@@ -242,8 +207,11 @@ impl Core {
     /// finished: then the turn must not wait in the kernel, since nothing
     /// may ever wake it (an epoll core with no timer would wait forever).
     fn turn(&self, done: &dyn Fn() -> bool) {
-        let now = self.clock.update();
-        self.timers.borrow_mut().advance(self.clock.current_tick());
+        let now = self.time.clock.update();
+        self.time
+            .wheel
+            .borrow_mut()
+            .advance(self.time.clock.current_tick());
         self.check_shutdown();
         self.take_remote_wakes();
         self.executor.run_ready();
@@ -251,10 +219,12 @@ impl Core {
         let timeout = if self.executor.has_ready() || done() {
             Some(Duration::ZERO)
         } else {
-            self.timers
-                .borrow()
-                .next_deadline()
-                .map(|tick| self.clock.instant_of(tick).saturating_duration_since(now))
+            self.time.wheel.borrow().next_deadline().map(|tick| {
+                self.time
+                    .clock
+                    .instant_of(tick)
+                    .saturating_duration_since(now)
+            })
         };
         // Publish before the park, not after: a park may block for good, and
         // the gauges must then describe the core as it went to sleep (the
@@ -267,14 +237,14 @@ impl Core {
         self.shared
             .side()
             .park(timeout, self.shutdown_seen.get(), |timeout| {
-                self.driver.borrow_mut().park(timeout);
+                self.io.driver.borrow_mut().park(timeout);
             });
         self.bury();
     }
 
     fn take_remote_wakes(&self) {
         let mut incoming = self.incoming.borrow_mut();
-        if self.shared.wakes.drain_into(&mut incoming) > 0 {
+        if self.shared.owner.wakes.drain_into(&mut incoming) > 0 {
             for key in incoming.drain(..) {
                 self.executor.schedule_remote(key);
             }
@@ -315,14 +285,14 @@ impl Core {
         // are user code.
         crate::unwind::catching(move || drop(leftover));
         let mut wakes = std::collections::VecDeque::new();
-        self.shared.wakes.close(&mut wakes);
+        self.shared.owner.wakes.close(&mut wakes);
     }
 
     fn check_shutdown(&self) {
         if !self.shutdown_seen.get() && self.shared.shutdown.is_triggered() {
             self.shutdown_seen.set(true);
             if let Some(timeout) = self.drain_timeout.get() {
-                let now = self.clock.now();
+                let now = self.time.clock.now();
                 // A `Duration::MAX` drain saturates to "a century away".
                 let end = now.checked_add(timeout).unwrap_or(now + CENTURY);
                 self.drain_deadline.set(Some(end));
@@ -383,7 +353,7 @@ impl Core {
     fn bury(&self) {
         // Taking an empty Vec does not allocate; the capacity goes back.
         let mut dead = std::mem::take(&mut *self.graveyard.borrow_mut());
-        self.driver.borrow_mut().take_graveyard(&mut dead);
+        self.io.driver.borrow_mut().take_graveyard(&mut dead);
         for retained in dead.drain(..) {
             // A retained buffer may be the user's, whose destructor may
             // panic: that must not unwind out of the core's loop, which
@@ -398,7 +368,7 @@ impl Core {
 
     fn publish_gauges(&self) {
         let stats = &self.shared.stats;
-        let driver = self.driver.borrow();
+        let driver = self.io.driver.borrow();
         stats.in_flight.set(driver.in_flight() as u64);
         if let Driver::Uring(d) = &*driver {
             stats
@@ -407,7 +377,7 @@ impl Core {
         }
         stats.panics.set(self.executor.panics());
         // The thread CPU clock is a real syscall: sample it every 100 ms.
-        let tick = self.clock.current_tick();
+        let tick = self.time.clock.current_tick();
         if tick >= self.last_cpu_sample.get() + 100 {
             self.last_cpu_sample.set(tick);
             stats

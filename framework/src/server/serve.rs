@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use super::context;
+use crate::core::context;
 use crate::net::TcpListener;
 use crate::sync::CountDown;
 use crate::{spawn_local, Handler};
@@ -88,7 +88,7 @@ pub(crate) async fn serve_core<H: Handler>(
     let deadline = context::with_core(|core| core.drain_deadline()).unwrap_or_else(|| {
         let now = crate::time::now();
         now.checked_add(limits.drain_timeout)
-            .unwrap_or(now + super::core::CENTURY)
+            .unwrap_or(now + crate::time::current::CENTURY)
     });
     let open = tracker.active.get();
     if open > 0 {

@@ -9,7 +9,7 @@
 
 use std::io;
 
-use super::config::CoreConfig;
+use crate::core::config::CoreConfig;
 use crate::driver::uring::fault;
 use crate::Backend;
 

@@ -1,6 +1,14 @@
 //! [`Server`]: one pinned thread per core, each with its own listener,
 //! driver and handler.
 
+pub(crate) mod backend;
+mod bind;
+pub mod cpus;
+mod fd_limit;
+mod listening;
+mod serve;
+mod signal;
+
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
@@ -9,16 +17,15 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::backend;
-use super::bind::bind_group;
-use super::config::CoreConfig;
-use super::core::Core;
-use super::serve::{serve_core, DrainGuard, ServeLimits};
-use super::shared::CoreShared;
+use crate::core::config::CoreConfig;
+use crate::core::shared::CoreShared;
+use crate::core::Core;
 use crate::net::TcpListener;
 use crate::stats::StatsSnapshot;
 use crate::sync::{CountDown, Shutdown};
 use crate::{Backend, Handler};
+use bind::bind_group;
+use serve::{serve_core, DrainGuard, ServeLimits};
 
 /// What a handler factory learns about the core it builds a handler for.
 #[derive(Debug, Clone)]
@@ -197,11 +204,11 @@ impl ServerBuilder {
         H: Handler,
         F: Fn(&CoreContext) -> H + Send + Sync + 'static,
     {
-        let cpus = super::cpus::resolve(self.cores.as_deref())?;
+        let cpus = cpus::resolve(self.cores.as_deref())?;
         let backend = backend::resolve(self.backend, &self.config)?;
         let (sockets, local_addr) =
             bind_group(self.address, cpus.len(), self.backlog, self.take_over)?;
-        super::fd_limit::fit_to_connections(cpus.len(), self.max_connections);
+        fd_limit::fit_to_connections(cpus.len(), self.max_connections);
         let shutdown = Arc::new(Shutdown::new());
         let draining = Arc::new(CountDown::new(cpus.len()));
         let factory = Arc::new(factory);
@@ -365,7 +372,7 @@ where
     // Before the first turn, which may already see the stop and then sets
     // the drain deadline from this.
     core.set_drain_timeout(limits.drain_timeout);
-    let guard = super::context::enter(core.clone());
+    let guard = crate::core::context::enter(core.clone());
     let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let listener = TcpListener::from_socket(socket)?;
         let handler = Rc::new(factory(&ctx));
@@ -469,7 +476,7 @@ impl ServerHandle {
     ///
     /// When the signal handlers cannot be installed.
     pub fn shutdown_on_signals(&self) -> io::Result<()> {
-        super::signal::on_stop_signal(self.stopper())
+        signal::on_stop_signal(self.stopper())
     }
 
     /// Every core's counters now.

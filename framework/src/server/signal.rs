@@ -22,7 +22,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use super::server::Stopper;
+use crate::server::Stopper;
 use crate::sys::cvt;
 
 static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
