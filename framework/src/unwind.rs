@@ -11,7 +11,7 @@
 //! end of the turn, as it records a task's panic.
 
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
@@ -22,6 +22,9 @@ thread_local! {
     /// Panics caught on this thread and not yet recorded by its core.
     /// Touched only when something panicked, and once per loop turn.
     static CAUGHT: RefCell<Vec<Payload>> = const { RefCell::new(Vec::new()) };
+    /// Whether `CAUGHT` may hold anything: the core checks this once per
+    /// turn, a flag being cheaper to read than a `RefCell`'s vector.
+    static ANY: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `f`, keeping its panic for the core to record.
@@ -49,10 +52,20 @@ pub(crate) fn keep(payload: Payload) {
             caught.push(payload);
         }
     });
+    ANY.set(true);
 }
 
 /// Hands every kept panic to `record`, oldest first.
-pub(crate) fn take(mut record: impl FnMut(&(dyn Any + Send))) {
+#[inline]
+pub(crate) fn take(record: impl FnMut(&(dyn Any + Send))) {
+    if ANY.get() {
+        take_kept(record);
+    }
+}
+
+#[cold]
+fn take_kept(mut record: impl FnMut(&(dyn Any + Send))) {
+    ANY.set(false);
     loop {
         let next = CAUGHT.with(|caught| {
             let mut caught = caught.borrow_mut();

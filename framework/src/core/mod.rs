@@ -160,24 +160,24 @@ impl Core {
         let entered = context::enter(core.clone());
         let stop = StopGuard(&core);
         let handle = core.executor.spawn(future);
-        while !handle.is_finished() {
-            core.turn_guarded(&|| handle.is_finished());
+        let done = || handle.is_finished();
+        while !done() {
+            // One guard around many turns, not one per turn: the loop is
+            // left only when a turn panicked, and entered again at once.
+            let turned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                while !done() {
+                    core.turn(&done);
+                }
+            }));
+            if let Err(payload) = turned {
+                core.executor.record_panic(&*payload);
+                crate::unwind::catching(move || drop(payload));
+            }
         }
         let output = handle.try_take();
         drop(stop);
         drop(entered);
         output.unwrap_or(Err(JoinError::Cancelled))
-    }
-
-    /// A loop turn whose panic, were one to escape the places that catch
-    /// user code's, is recorded rather than unwound out of the loop.
-    fn turn_guarded(&self, done: &dyn Fn() -> bool) {
-        let turned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.turn(done)));
-        if let Err(payload) = turned {
-            self.executor.record_panic(&*payload);
-            crate::unwind::catching(move || drop(payload));
-        }
-        self.executor.record_caught();
     }
 
     /// The core's stop: refuses messages, drops every task (whose
@@ -231,6 +231,7 @@ impl Core {
         // tasks that just ran may have closed connections and returned
         // buffers). What the park itself reaps is published by the next
         // turn, which always follows a park that returns.
+        self.executor.record_caught();
         self.publish_gauges();
         // Announce, re-check the inboxes and the stop latch, then block:
         // `sync::wake`, the code the loom models run.

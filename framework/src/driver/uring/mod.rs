@@ -77,7 +77,10 @@ pub(crate) struct Driver {
     busy: bool,
     ops: crate::slab::Slab<Op>,
     /// Completions taken off the CQ and not yet dispatched, oldest first.
-    pending: VecDeque<(u64, Cqe)>,
+    /// `pending[pending_at..pending_len]` are still to go, in order.
+    pending: [(u64, Cqe); REAP_BATCH],
+    pending_at: usize,
+    pending_len: usize,
     /// Operations whose cancellation could not be queued yet (the SQ was
     /// full and the kernel refused to take it): queued again at each park
     /// until it is, since an orphan that is never cancelled holds its fd
@@ -222,7 +225,9 @@ impl Driver {
             enter,
             busy: false,
             ops: crate::slab::Slab::with_capacity(1024),
-            pending: VecDeque::with_capacity(REAP_BATCH),
+            pending: [(0, Cqe { res: 0, flags: 0 }); REAP_BATCH],
+            pending_at: 0,
+            pending_len: 0,
             cancels: Vec::new(),
             buf_ring,
             wake_fd,
@@ -530,31 +535,64 @@ impl Driver {
     /// the outer one copied: a stream's later completion dispatched before
     /// an earlier one would reorder its data, or end it ahead of data it
     /// then drops.
+    #[inline]
     fn reap(&mut self) -> u32 {
-        let mut total = 0;
+        let mut total = self.dispatch_pending();
         loop {
-            while let Some((user_data, cqe)) = self.pending.pop_front() {
-                // SAFETY: straight from the CQ, and each entry is taken out
-                // of `pending` once.
-                unsafe { self.dispatch(user_data, cqe) };
-                total += 1;
-            }
+            let mut n = 0;
             {
                 let mut cq = self.ring.completion();
-                for cqe in (&mut cq).take(REAP_BATCH) {
-                    self.pending.push_back((
+                for cqe in &mut cq {
+                    self.pending[n] = (
                         cqe.user_data(),
                         Cqe {
                             res: cqe.result(),
                             flags: cqe.flags(),
                         },
-                    ));
+                    );
+                    n += 1;
+                    if n == REAP_BATCH {
+                        break;
+                    }
                 }
             }
-            if self.pending.is_empty() {
+            self.pending_at = 0;
+            self.pending_len = n;
+            total += self.dispatch_pending();
+            // A short batch emptied the CQ: no need to look again.
+            if n < REAP_BATCH {
                 return total;
             }
         }
+    }
+
+    /// Dispatches what `reap` copied and has not dispatched yet.
+    ///
+    /// A dispatch wakes its waker last, after the completion is recorded,
+    /// so a user waker that panics loses nothing: its panic is kept for the
+    /// core to record, and the completions after it are dispatched still.
+    /// Caught here, once per batch rather than per wake: it must not unwind
+    /// through the reap, nor into the poll of whichever task made the
+    /// driver reap (a full SQ), which would end that task for it.
+    #[inline]
+    fn dispatch_pending(&mut self) -> u32 {
+        let mut n = 0;
+        while self.pending_at < self.pending_len {
+            let dispatched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                while self.pending_at < self.pending_len {
+                    let (user_data, cqe) = self.pending[self.pending_at];
+                    self.pending_at += 1;
+                    n += 1;
+                    // SAFETY: straight from the CQ, and each entry is taken
+                    // out of `pending` once.
+                    unsafe { self.dispatch(user_data, cqe) };
+                }
+            }));
+            if let Err(payload) = dispatched {
+                crate::unwind::keep(payload);
+            }
+        }
+        n
     }
 
     /// Hands a completion to its operation's slot.
@@ -602,9 +640,9 @@ impl Driver {
                 let waker = waker.take();
                 op.state = OpState::Done(cqe);
                 if let Some(w) = waker {
-                    // Last, and caught: a user waker's panic must not
-                    // unwind through the reap.
-                    crate::unwind::wake(w);
+                    // Last: a user waker that panics finds this completion
+                    // recorded (see `dispatch_pending`).
+                    w.wake();
                 }
             }
             OpState::Stream {
@@ -629,7 +667,7 @@ impl Driver {
                     self.stats.backpressure_pauses.add(1);
                 }
                 if let Some(w) = waker {
-                    crate::unwind::wake(w);
+                    w.wake();
                 }
             }
             OpState::Orphaned => {

@@ -142,9 +142,7 @@ impl super::Driver {
     pub(super) fn remove_op(&mut self, key: usize) -> Option<Retained> {
         let op = self.ops.remove(key)?;
         if !self.cancels.is_empty() {
-            // The slot may be reused: a cancel still owed to the finished
-            // operation must not reach the next one.
-            self.cancels.retain(|&k| k != key);
+            self.forget_cancel(key);
         }
         if let OpState::Stream { mut queue, .. } = op.state {
             if self.spare_queues.len() < SPARE_QUEUES {
@@ -212,6 +210,13 @@ impl super::Driver {
         *cancelling = true;
         self.cancel(key);
         true
+    }
+
+    /// The slot `key` may be reused: a cancellation still owed to the
+    /// finished operation must not reach the next one.
+    #[cold]
+    fn forget_cancel(&mut self, key: usize) {
+        self.cancels.retain(|&k| k != key);
     }
 
     /// Cancels the operation `key`; if the cancellation cannot be queued
