@@ -24,6 +24,8 @@ use crate::driver::Driver;
 use crate::sys;
 
 /// Polls for the next accepted socket (non-blocking, close-on-exec).
+// Long on purpose: one loop over the listener's standing operation, per
+// backend; split, each state would need the loop's borrows again.
 pub(crate) fn poll_accept(
     fd: &SharedFd,
     io: &SocketIo,

@@ -87,6 +87,8 @@ pub(crate) fn poll_recv(
     })
 }
 
+// Long on purpose: one loop over the socket's standing receive and its
+// states; split, each would need the loop's borrows again.
 fn poll_uring(
     d: &mut crate::driver::uring::Driver,
     fd: &SharedFd,

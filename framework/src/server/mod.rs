@@ -5,6 +5,7 @@ pub(crate) mod backend;
 mod bind;
 pub mod cpus;
 mod fd_limit;
+mod handle;
 mod listening;
 mod serve;
 mod signal;
@@ -21,10 +22,11 @@ use crate::core::config::CoreConfig;
 use crate::core::shared::CoreShared;
 use crate::core::Core;
 use crate::net::TcpListener;
-use crate::stats::StatsSnapshot;
 use crate::sync::{CountDown, Shutdown};
 use crate::{Backend, Handler};
 use bind::bind_group;
+use handle::Inner;
+pub use handle::{ServerHandle, StatsReader, Stopper};
 use serve::{serve_core, DrainGuard, ServeLimits};
 
 /// What a handler factory learns about the core it builds a handler for.
@@ -199,6 +201,9 @@ impl ServerBuilder {
     /// [`take_over`](Self::take_over)), an explicit
     /// [`Backend::Uring`] that the kernel refuses, or a core that fails to
     /// start (its error, with the CPU named).
+    // Long on purpose: the start-up in order (resolve the cores, bind,
+    // start each core's thread, wait for every one to be ready), read
+    // top to bottom.
     pub fn start<H, F>(self, factory: F) -> io::Result<ServerHandle>
     where
         H: Handler,
@@ -400,184 +405,4 @@ where
     core.sample_cpu_time();
     tracing::debug!(cpu, "core stopped");
     result.map_err(|e| io::Error::other(format!("core on CPU {cpu}: {e}")))
-}
-
-struct Inner {
-    shutdown: Arc<Shutdown>,
-    cores: Vec<Arc<CoreShared>>,
-    local_addr: SocketAddr,
-    backend: Backend,
-    /// When the stop began, for the "stopped" line.
-    stopping_since: std::sync::OnceLock<Instant>,
-}
-
-impl Inner {
-    fn shutdown(&self) {
-        let first = self.shutdown.trigger();
-        if first {
-            let _ = self.stopping_since.set(Instant::now());
-            // Before the cores are told, or the process may finish and
-            // exit before this thread gets to it. A subscriber may panic
-            // (the fmt subscriber does when stderr's reader is gone): the
-            // stop must not depend on the log.
-            let local_addr = self.local_addr;
-            let _ = std::panic::catch_unwind(|| {
-                tracing::info!(%local_addr, "stopping: no new connections; draining open ones");
-            });
-        }
-        for core in &self.cores {
-            core.signal_shutdown();
-        }
-    }
-}
-
-/// A running server: its address, its counters, and the way to stop it.
-pub struct ServerHandle {
-    inner: Arc<Inner>,
-    /// Each returns its core's result and when the core had finished.
-    threads: Vec<thread::JoinHandle<(io::Result<()>, Instant)>>,
-}
-
-impl ServerHandle {
-    /// The address the server listens on (the real port if 0 was asked).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.inner.local_addr
-    }
-
-    /// The backend every core runs.
-    pub fn backend(&self) -> Backend {
-        self.inner.backend
-    }
-
-    /// Begins a graceful stop: every core stops accepting, serves the
-    /// connections already waiting in its listener (up to the connection
-    /// limit; the rest are closed unserved and counted in
-    /// [`StatsSnapshot::closed_unserved`]) and closes it, lets open
-    /// connections finish until the drain deadline, then cancels the rest.
-    /// Returns at once; [`ServerHandle::join`] waits for the end.
-    pub fn shutdown(&self) {
-        self.inner.shutdown();
-    }
-
-    /// A `Send + Sync` trigger for [`ServerHandle::shutdown`], for other
-    /// threads.
-    pub fn stopper(&self) -> Stopper {
-        Stopper(self.inner.clone())
-    }
-
-    /// Stops the server gracefully on SIGINT, SIGTERM or SIGHUP (a second
-    /// signal exits the process at once, with status 128 + the signal's
-    /// number). SIGHUP is left alone when it is ignored at the time of the
-    /// call, as `nohup` leaves it, so that such a server outlives its
-    /// terminal. Every server of a process may ask: one signal stops them
-    /// all.
-    ///
-    /// # Errors
-    ///
-    /// When the signal handlers cannot be installed.
-    pub fn shutdown_on_signals(&self) -> io::Result<()> {
-        signal::on_stop_signal(self.stopper())
-    }
-
-    /// Every core's counters now.
-    pub fn stats(&self) -> Vec<StatsSnapshot> {
-        self.stats_reader().snapshot()
-    }
-
-    /// A `Send` handle that reads the counters from any thread, even after
-    /// this handle was consumed by [`ServerHandle::join`].
-    pub fn stats_reader(&self) -> StatsReader {
-        StatsReader(self.inner.clone())
-    }
-
-    /// Waits for every core to finish.
-    ///
-    /// # Errors
-    ///
-    /// The first core error, or a core thread that panicked.
-    pub fn join(self) -> io::Result<()> {
-        let inner = self.inner.clone();
-        let (result, finished) = self.join_threads();
-        let local_addr = inner.local_addr;
-        match (inner.stopping_since.get(), finished) {
-            (Some(&since), Some(last)) => {
-                let drained_in = last.saturating_duration_since(since);
-                tracing::info!(%local_addr, ?drained_in, "stopped");
-            }
-            _ => tracing::info!(%local_addr, "stopped"),
-        }
-        result
-    }
-
-    /// [`join`](Self::join) without its log line (for a start that failed:
-    /// the server never said it was serving). Also returns when the last
-    /// core to finish did.
-    fn join_threads(self) -> (io::Result<()>, Option<Instant>) {
-        let mut result = Ok(());
-        let mut last: Option<Instant> = None;
-        for thread in self.threads {
-            let outcome = match thread.join() {
-                Ok((outcome, at)) => {
-                    last = Some(last.map_or(at, |l| l.max(at)));
-                    outcome
-                }
-                Err(_) => Err(io::Error::other("a core thread panicked")),
-            };
-            if let Err(e) = outcome {
-                if result.is_ok() {
-                    result = Err(e);
-                }
-            }
-        }
-        (result, last)
-    }
-}
-
-impl std::fmt::Debug for ServerHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerHandle")
-            .field("local_addr", &self.inner.local_addr)
-            .field("backend", &self.inner.backend)
-            .field("cores", &self.inner.cores.len())
-            .finish()
-    }
-}
-
-/// Reads a server's counters from any thread (see
-/// [`ServerHandle::stats_reader`]).
-#[derive(Clone)]
-pub struct StatsReader(Arc<Inner>);
-
-impl StatsReader {
-    /// Every core's counters now.
-    pub fn snapshot(&self) -> Vec<StatsSnapshot> {
-        self.0
-            .cores
-            .iter()
-            .map(|core| core.stats.snapshot(core.cpu))
-            .collect()
-    }
-}
-
-impl std::fmt::Debug for StatsReader {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StatsReader").finish_non_exhaustive()
-    }
-}
-
-/// Stops a server from any thread (see [`ServerHandle::stopper`]).
-#[derive(Clone)]
-pub struct Stopper(Arc<Inner>);
-
-impl Stopper {
-    /// Begins the graceful stop; see [`ServerHandle::shutdown`].
-    pub fn stop(&self) {
-        self.0.shutdown();
-    }
-}
-
-impl std::fmt::Debug for Stopper {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stopper").finish_non_exhaustive()
-    }
 }

@@ -142,6 +142,8 @@ impl Enter {
     /// (to have the kernel run more of the completions already due) cost a
     /// high-resolution timer armed and fired per enter, which on a VM is a
     /// trip to the hypervisor, and 4 % of requests per CPU-second at c=100.
+    // Long on purpose: every flag of the one syscall a loop turn makes is
+    // decided here, in the order the kernel reads them.
     pub(crate) fn enter(
         &self,
         ring: &mut IoUring,

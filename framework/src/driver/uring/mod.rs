@@ -7,6 +7,7 @@
 //! dispatches every ready completion to its slot.
 
 pub(crate) mod buf_ring;
+mod complete;
 mod enter;
 pub(crate) mod fault;
 mod fixed;
@@ -20,14 +21,14 @@ mod teardown;
 mod tests;
 
 use std::collections::VecDeque;
-use std::io;
+
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use io_uring::{opcode, squeue, types, IoUring};
 
 use crate::stats::CoreStats;
 use buf_ring::BufRing;
@@ -136,138 +137,6 @@ fn warn_once(flag: &std::sync::atomic::AtomicBool, f: impl FnOnce()) {
 }
 
 impl Driver {
-    pub(crate) fn new(
-        ring_config: RingConfig,
-        buf_config: BufConfig,
-        fixed: Option<Rc<FixedPool>>,
-        wake_fd: Arc<OwnedFd>,
-        stats: Arc<CoreStats>,
-    ) -> io::Result<Driver> {
-        Self::with_faults(
-            ring_config,
-            buf_config,
-            fixed,
-            wake_fd,
-            stats,
-            fault::counted(),
-        )
-    }
-
-    /// [`new`](Self::new), with the counted faults given (tests).
-    fn with_faults(
-        ring_config: RingConfig,
-        buf_config: BufConfig,
-        fixed: Option<Rc<FixedPool>>,
-        wake_fd: Arc<OwnedFd>,
-        stats: Arc<CoreStats>,
-        faults: fault::Counted,
-    ) -> io::Result<Driver> {
-        static NO_BUF_RING: std::sync::atomic::AtomicBool =
-            std::sync::atomic::AtomicBool::new(false);
-        let (ring, ladder) = setup::build_ring(ring_config)?;
-        let params = ring.params();
-        let no_iowait = params.is_feature_no_iowait();
-        let batch_usec = match ring_config.batch_wait_usec {
-            Some(usec) if params.is_feature_min_timeout() => usec,
-            Some(_) => {
-                tracing::warn!("wait batching needs IORING_FEAT_MIN_TIMEOUT (Linux 6.12+); off");
-                0
-            }
-            None => 0,
-        };
-        let enter = enter::Enter::new(
-            &ring,
-            no_iowait,
-            ladder == setup::Ladder::Sqpoll,
-            batch_usec,
-        );
-        // io-wq should stay idle for sockets; cap it so a burst of punted
-        // work cannot spawn a thread herd on a 2-core machine.
-        let mut workers = [2u32, 2u32];
-        let iowq_capped = ring
-            .submitter()
-            .register_iowq_max_workers(&mut workers)
-            .is_ok();
-        // Multishot accept and receive arrived in 5.19/6.0; bundles (6.10)
-        // prove a kernel new enough for both without a version parse.
-        let multishot = params.is_feature_recvsend_bundle() && !fault::no_multishot();
-        // SAFETY: `ring` is the driver's first field, dropped before
-        // `buf_ring`; a teardown that cannot wait for its receives leaks the
-        // buffer ring.
-        let registered = unsafe { BufRing::register(&ring, buf_config.count, buf_config.size) };
-        let buf_ring = match registered {
-            Ok(ring) => Some(Rc::new(ring)),
-            Err(e) => {
-                warn_once(&NO_BUF_RING, || {
-                    tracing::warn!(
-                        error = %e,
-                        "provided-buffer ring unavailable: receives use single-shot reads into pool buffers"
-                    )
-                });
-                None
-            }
-        };
-        tracing::info!(
-            setup = %ladder,
-            registered_ring_fd = enter.is_registered(),
-            ext_arg = params.is_feature_ext_arg(),
-            nodrop = params.is_feature_nodrop(),
-            no_iowait,
-            batch_usec,
-            iowq_capped,
-            multishot,
-            buf_ring = buf_ring.is_some(),
-            sq_entries = ring_config.entries,
-            "io_uring ready"
-        );
-        let mut driver = Driver {
-            ring,
-            enter,
-            busy: false,
-            ops: crate::slab::Slab::with_capacity(1024),
-            pending: [(0, Cqe { res: 0, flags: 0 }); REAP_BATCH],
-            pending_at: 0,
-            pending_len: 0,
-            cancels: Vec::new(),
-            buf_ring,
-            wake_fd,
-            wake_buf: Box::new(0),
-            wake_read: crate::sync::WakeRead::new(),
-            multishot,
-            recv_limit: false,
-            fixed_send: false,
-            fixed_pool: fixed,
-            stream_cap: buf_config.stream_cap,
-            graveyard: Vec::new(),
-            open_until_submitted: Vec::new(),
-            // Room from the start: a receive re-armed at its byte limit
-            // returns its queue here and takes it back at once, and that
-            // must not be the first push into an empty `Vec` (an
-            // allocation in steady state). Connection churn still grows it
-            // to its high-water mark during warm-up.
-            spare_queues: Vec::with_capacity(SPARE_QUEUES_RESERVED),
-            receivers: 0,
-            stats,
-            faults,
-            drained: false,
-            #[cfg(test)]
-            dispatched: Vec::new(),
-        };
-        if driver.buf_ring.is_none() {
-            driver.multishot = false;
-        }
-        driver.fixed_send = driver.register_fixed();
-        if let Some(pool) = &driver.fixed_pool {
-            pool.set_registered(driver.fixed_send);
-        }
-        tracing::debug!(fixed_send = driver.fixed_send, "fixed write buffers");
-        if driver.multishot {
-            driver.recv_limit = driver.probe_recv_limit();
-        }
-        driver.arm_wake();
-        Ok(driver)
-    }
-
     /// Whether the eventfd read is in flight.
     fn wake_armed(&self) -> bool {
         !self.wake_read.needs_arm()
@@ -522,168 +391,6 @@ impl Driver {
         if wait {
             let threshold = if self.busy { BATCH_STAY } else { BATCH_ENGAGE };
             self.busy = reaped >= threshold;
-        }
-    }
-
-    /// Dispatches every ready completion, in the order the kernel posted
-    /// them; returns how many there were.
-    ///
-    /// Completions are copied off the CQ in batches into `pending`, and
-    /// each is taken out of it just before it is dispatched. Dispatching
-    /// may come back here (a back-pressure cancel that finds the SQ full
-    /// submits and reaps), and that inner reap must first finish the batch
-    /// the outer one copied: a stream's later completion dispatched before
-    /// an earlier one would reorder its data, or end it ahead of data it
-    /// then drops.
-    #[inline]
-    fn reap(&mut self) -> u32 {
-        let mut total = self.dispatch_pending();
-        loop {
-            let mut n = 0;
-            {
-                let mut cq = self.ring.completion();
-                for cqe in &mut cq {
-                    self.pending[n] = (
-                        cqe.user_data(),
-                        Cqe {
-                            res: cqe.result(),
-                            flags: cqe.flags(),
-                        },
-                    );
-                    n += 1;
-                    if n == REAP_BATCH {
-                        break;
-                    }
-                }
-            }
-            self.pending_at = 0;
-            self.pending_len = n;
-            total += self.dispatch_pending();
-            // A short batch emptied the CQ: no need to look again.
-            if n < REAP_BATCH {
-                return total;
-            }
-        }
-    }
-
-    /// Dispatches what `reap` copied and has not dispatched yet.
-    ///
-    /// A dispatch wakes its waker last, after the completion is recorded,
-    /// so a user waker that panics loses nothing: its panic is kept for the
-    /// core to record, and the completions after it are dispatched still.
-    /// Caught here, once per batch rather than per wake: it must not unwind
-    /// through the reap, nor into the poll of whichever task made the
-    /// driver reap (a full SQ), which would end that task for it.
-    #[inline]
-    fn dispatch_pending(&mut self) -> u32 {
-        let mut n = 0;
-        while self.pending_at < self.pending_len {
-            let dispatched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                while self.pending_at < self.pending_len {
-                    let (user_data, cqe) = self.pending[self.pending_at];
-                    self.pending_at += 1;
-                    n += 1;
-                    // SAFETY: straight from the CQ, and each entry is taken
-                    // out of `pending` once.
-                    unsafe { self.dispatch(user_data, cqe) };
-                }
-            }));
-            if let Err(payload) = dispatched {
-                crate::unwind::keep(payload);
-            }
-        }
-        n
-    }
-
-    /// Hands a completion to its operation's slot.
-    ///
-    /// # Safety
-    ///
-    /// `cqe` is a completion the kernel posted for `user_data`, dispatched
-    /// once, or one that carries nothing (a negative result, no flags): the
-    /// buffer it names and the fd it carries go only where this puts them.
-    unsafe fn dispatch(&mut self, user_data: u64, cqe: Cqe) {
-        #[cfg(test)]
-        self.dispatched.push(user_data);
-        match user_data {
-            // A probe's late completion carries nothing to anyone (the
-            // receive probe's buffers are given back by the probe).
-            CANCEL_TOKEN | PROBE_TOKEN | LIMIT_PROBE_TOKEN => return,
-            WAKE_TOKEN => {
-                self.wake_read.completed();
-                return;
-            }
-            _ => {}
-        }
-        let key = user_data as usize;
-        let more = cqueue::more(cqe.flags);
-        let buffered = cqueue::buffer_select(cqe.flags).is_some();
-        if buffered {
-            if let Some(ring) = &self.buf_ring {
-                ring.taken();
-            }
-        }
-        if cqe.res == -libc::ENOBUFS {
-            self.stats.buffer_exhausted.add(1);
-            if let Some(ring) = &self.buf_ring {
-                ring.starved();
-            }
-        }
-        let stream_cap = self.stream_cap;
-        let Some(op) = self.ops.get_mut(key) else {
-            tracing::warn!(user_data, "completion for an unknown operation");
-            return;
-        };
-        let kind = op.kind;
-        match &mut op.state {
-            OpState::Waiting(waker) => {
-                let waker = waker.take();
-                op.state = OpState::Done(cqe);
-                if let Some(w) = waker {
-                    // Last: a user waker that panics finds this completion
-                    // recorded (see `dispatch_pending`).
-                    w.wake();
-                }
-            }
-            OpState::Stream {
-                queue,
-                waker,
-                ended,
-                cancelling,
-            } => {
-                if buffered && queue.is_empty() {
-                    self.receivers += 1;
-                }
-                if !more {
-                    *ended = true;
-                    self.stats.multishot_ended.add(1);
-                }
-                if !(*cancelling && cqe.res == -libc::ECANCELED) {
-                    queue.push_back(cqe);
-                }
-                let behind = queue.len() >= stream_cap;
-                let waker = waker.take();
-                if behind && self.end_stream(OpKey(key)) {
-                    self.stats.backpressure_pauses.add(1);
-                }
-                if let Some(w) = waker {
-                    w.wake();
-                }
-            }
-            OpState::Orphaned => {
-                // SAFETY: a completion the kernel posted, seen once (this
-                // function's contract); the slot's owner is gone, so it goes
-                // to nobody else.
-                unsafe { self.cleanup(kind, cqe) };
-                if !more {
-                    if let Some(retained) = self.remove_op(key) {
-                        self.graveyard.push(retained);
-                    }
-                }
-            }
-            OpState::Done(_) => {
-                tracing::warn!(user_data, "second completion for a single-shot operation");
-            }
         }
     }
 

@@ -1,4 +1,5 @@
-//! Creating a core's ring: the set-up ladder and what was granted.
+//! Creating a core's ring and its driver: the set-up ladder, what was
+//! granted, and the start-up probes.
 //!
 //! Flags are tried from the fastest to the most widely supported:
 //! `SINGLE_ISSUER | DEFER_TASKRUN` (completions are posted only when this
@@ -9,8 +10,17 @@
 
 use std::fmt;
 use std::io;
+use std::os::fd::OwnedFd;
+use std::rc::Rc;
+use std::sync::Arc;
 
 use io_uring::IoUring;
+
+use super::buf_ring::BufRing;
+use super::{
+    enter, fault, warn_once, BufConfig, Cqe, Driver, FixedPool, REAP_BATCH, SPARE_QUEUES_RESERVED,
+};
+use crate::stats::CoreStats;
 
 /// Which set-up flags a ring got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,4 +97,139 @@ pub(crate) fn build_ring(config: RingConfig) -> io::Result<(IoUring, Ladder)> {
         }
     }
     Err(last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL)))
+}
+
+impl Driver {
+    pub(crate) fn new(
+        ring_config: RingConfig,
+        buf_config: BufConfig,
+        fixed: Option<Rc<FixedPool>>,
+        wake_fd: Arc<OwnedFd>,
+        stats: Arc<CoreStats>,
+    ) -> io::Result<Driver> {
+        Self::with_faults(
+            ring_config,
+            buf_config,
+            fixed,
+            wake_fd,
+            stats,
+            fault::counted(),
+        )
+    }
+
+    /// [`new`](Self::new), with the counted faults given (tests).
+    // Long on purpose: the ring's set-up in order, each step's result
+    // feeding the next and the one log line that says what was granted.
+    pub(super) fn with_faults(
+        ring_config: RingConfig,
+        buf_config: BufConfig,
+        fixed: Option<Rc<FixedPool>>,
+        wake_fd: Arc<OwnedFd>,
+        stats: Arc<CoreStats>,
+        faults: fault::Counted,
+    ) -> io::Result<Driver> {
+        let (ring, ladder) = build_ring(ring_config)?;
+        let params = ring.params();
+        let no_iowait = params.is_feature_no_iowait();
+        let batch_usec = match ring_config.batch_wait_usec {
+            Some(usec) if params.is_feature_min_timeout() => usec,
+            Some(_) => {
+                tracing::warn!("wait batching needs IORING_FEAT_MIN_TIMEOUT (Linux 6.12+); off");
+                0
+            }
+            None => 0,
+        };
+        let enter = enter::Enter::new(&ring, no_iowait, ladder == Ladder::Sqpoll, batch_usec);
+        // io-wq should stay idle for sockets; cap it so a burst of punted
+        // work cannot spawn a thread herd on a 2-core machine.
+        let mut workers = [2u32, 2u32];
+        let iowq_capped = ring
+            .submitter()
+            .register_iowq_max_workers(&mut workers)
+            .is_ok();
+        // Multishot accept and receive arrived in 5.19/6.0; bundles (6.10)
+        // prove a kernel new enough for both without a version parse.
+        let multishot = params.is_feature_recvsend_bundle() && !fault::no_multishot();
+        let buf_ring = register_buf_ring(&ring, buf_config);
+        tracing::info!(
+            setup = %ladder,
+            registered_ring_fd = enter.is_registered(),
+            ext_arg = params.is_feature_ext_arg(),
+            nodrop = params.is_feature_nodrop(),
+            no_iowait,
+            batch_usec,
+            iowq_capped,
+            multishot,
+            buf_ring = buf_ring.is_some(),
+            sq_entries = ring_config.entries,
+            "io_uring ready"
+        );
+        let mut driver = Driver {
+            ring,
+            enter,
+            busy: false,
+            ops: crate::slab::Slab::with_capacity(1024),
+            pending: [(0, Cqe { res: 0, flags: 0 }); REAP_BATCH],
+            pending_at: 0,
+            pending_len: 0,
+            cancels: Vec::new(),
+            buf_ring,
+            wake_fd,
+            wake_buf: Box::new(0),
+            wake_read: crate::sync::WakeRead::new(),
+            multishot,
+            recv_limit: false,
+            fixed_send: false,
+            fixed_pool: fixed,
+            stream_cap: buf_config.stream_cap,
+            graveyard: Vec::new(),
+            open_until_submitted: Vec::new(),
+            // Room from the start: a receive re-armed at its byte limit
+            // returns its queue here and takes it back at once, and that
+            // must not be the first push into an empty `Vec` (an
+            // allocation in steady state). Connection churn still grows it
+            // to its high-water mark during warm-up.
+            spare_queues: Vec::with_capacity(SPARE_QUEUES_RESERVED),
+            receivers: 0,
+            stats,
+            faults,
+            drained: false,
+            #[cfg(test)]
+            dispatched: Vec::new(),
+        };
+        if driver.buf_ring.is_none() {
+            driver.multishot = false;
+        }
+        driver.fixed_send = driver.register_fixed();
+        if let Some(pool) = &driver.fixed_pool {
+            pool.set_registered(driver.fixed_send);
+        }
+        tracing::debug!(fixed_send = driver.fixed_send, "fixed write buffers");
+        if driver.multishot {
+            driver.recv_limit = driver.probe_recv_limit();
+        }
+        driver.arm_wake();
+        Ok(driver)
+    }
+}
+
+/// The core's provided-buffer ring, or `None` (logged once per process)
+/// when the kernel refuses it: receives then read into pool buffers.
+fn register_buf_ring(ring: &IoUring, config: BufConfig) -> Option<Rc<BufRing>> {
+    static NO_BUF_RING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    // SAFETY: `ring` is the driver's first field, dropped before `buf_ring`;
+    // a teardown that cannot wait for its receives leaks the buffer ring.
+    let registered = unsafe { BufRing::register(ring, config.count, config.size) };
+    match registered {
+        Ok(ring) => Some(Rc::new(ring)),
+        Err(e) => {
+            warn_once(&NO_BUF_RING, || {
+                tracing::warn!(
+                    error = %e,
+                    "provided-buffer ring unavailable: receives use single-shot reads into pool buffers"
+                )
+            });
+            None
+        }
+    }
 }
