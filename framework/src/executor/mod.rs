@@ -133,12 +133,23 @@ impl Executor {
 
     /// Ends a task that panicked, in its poll or in its destructor.
     fn panicked(&self, key: TaskKey, payload: &(dyn std::any::Any + Send)) {
-        self.record_panic(payload);
+        self.count_panic(
+            payload,
+            "task panicked; its connection, if it served one, is closed and the core goes on",
+        );
         self.finish(key, true);
     }
 
-    /// Counts and logs a panic caught on this core.
+    /// Counts and logs a panic of user code caught on this core outside a
+    /// task's poll (a waker, a destructor, a log subscriber).
     pub(crate) fn record_panic(&self, payload: &(dyn std::any::Any + Send)) {
+        self.count_panic(
+            payload,
+            "a waker or destructor panicked outside a task; the core goes on",
+        );
+    }
+
+    fn count_panic(&self, payload: &(dyn std::any::Any + Send), what: &'static str) {
         self.panics.set(self.panics.get() + 1);
         // The log may be all an operator has: the panic hook's line goes
         // to stderr, which a service manager may not keep.
@@ -149,12 +160,7 @@ impl Executor {
             .unwrap_or("(a payload that is not a string)");
         // A subscriber may panic too (the fmt layer does when stderr's
         // reader is gone): the panic is counted, and the core goes on.
-        let _ = catch_unwind(|| {
-            tracing::error!(
-                panic = message,
-                "panic caught; its connection, if it served one, is closed and the core goes on"
-            );
-        });
+        let _ = catch_unwind(|| tracing::error!(panic = message, "{what}"));
     }
 
     /// Records every panic that user code outside a task's poll (a waker, a
