@@ -2,16 +2,12 @@
 //! and `sum` across cores, and `--stats` (a line per `sum` on stderr)
 //! when nobody reads stderr any more.
 
-#[path = "../../handlers/tests/support/mod.rs"]
-#[macro_use]
-mod support;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use support::*;
+use percore_test_kit::*;
 
 const COUNTER: &str = env!("CARGO_BIN_EXE_counter");
 

@@ -16,9 +16,6 @@
 //!
 //! Stopping it is in `stop_signals.rs`.
 
-#[path = "../../handlers/tests/support/mod.rs"]
-#[macro_use]
-mod support;
 mod echo_child;
 
 use std::io::{ErrorKind, Read, Write};
@@ -28,7 +25,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use echo_child::{echo_cmd, serve, stop, ECHO};
-use support::*;
+use percore_test_kit::*;
 
 /// Runs `cmd`, which must fail to start: returns its log, checking the
 /// exit status is non-zero and it came within `limit`.
@@ -548,7 +545,7 @@ fn the_open_file_limit_is_fitted_to_the_connection_limit() {
             .env_remove("PERCORE_FAULT");
         serve(cmd)
     };
-    let soft = |child: &support::ChildServer| {
+    let soft = |child: &ChildServer| {
         let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.pid()))
             .expect("the server's limits");
         let line = limits

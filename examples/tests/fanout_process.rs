@@ -4,16 +4,12 @@
 //! answers the sub-requests that come back 508 at once instead of looping
 //! until its deadline.
 
-#[path = "../../handlers/tests/support/mod.rs"]
-#[macro_use]
-mod support;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::*;
+use percore_test_kit::*;
 
 const FANOUT: &str = env!("CARGO_BIN_EXE_fanout");
 const HTTP_ECHO: &str = env!("CARGO_BIN_EXE_http_echo");

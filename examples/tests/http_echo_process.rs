@@ -3,16 +3,12 @@
 //! 0 lifts it), `--max-body` and `--idle-timeout-ms` reach the HTTP layer,
 //! and a bad value is refused before anything starts.
 
-#[path = "../../handlers/tests/support/mod.rs"]
-#[macro_use]
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
 
-use support::*;
+use percore_test_kit::*;
 
 const HTTP_ECHO: &str = env!("CARGO_BIN_EXE_http_echo");
 

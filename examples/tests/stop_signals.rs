@@ -6,9 +6,6 @@
 //! plain text; a server started with `--take-over` replaces a running one;
 //! a server restarted right after a kill gets the port.
 
-#[path = "../../handlers/tests/support/mod.rs"]
-#[macro_use]
-mod support;
 mod echo_child;
 
 use std::io::{BufRead, ErrorKind, Read};
@@ -16,10 +13,10 @@ use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use echo_child::{echo_cmd, serve, stop};
-use support::*;
+use percore_test_kit::*;
 
 /// An `echo` with a half-second drain, and a client it has served once.
-fn serving_a_client(backend: &str) -> (support::ChildServer, std::net::TcpStream) {
+fn serving_a_client(backend: &str) -> (ChildServer, std::net::TcpStream) {
     let child = serve(echo_cmd(&["--backend", backend, "--drain-ms", "500"]));
     let mut client = connect(child.addr);
     roundtrip(&mut client, b"before the stop");

@@ -5,9 +5,6 @@
 //! destructor that panics under `abort` ends only its own task, and so
 //! does one of a buffer the kernel still held when its write was dropped.
 
-#[macro_use]
-mod support;
-
 use std::cell::{Cell, RefCell};
 use std::io::Read;
 use std::rc::Rc;
@@ -15,7 +12,7 @@ use std::time::Duration;
 
 use percore::net::{TcpListener, TcpStream};
 use percore::{block_on, spawn_local, JoinError, JoinHandle};
-use support::*;
+use percore_test_kit::*;
 
 /// Sets its flag when dropped.
 struct DropFlag(Rc<Cell<bool>>);

@@ -10,9 +10,6 @@
 //! The loop runs inside a handler (a test-local one, written against the
 //! public API only), so that the server's counters see it.
 
-#[macro_use]
-mod support;
-
 use std::cell::Cell;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
@@ -20,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use percore::net::{TcpListener, TcpStream};
 use percore::{Connection, Handler};
-use support::*;
+use percore_test_kit::*;
 
 const ITERATIONS: usize = 2_000;
 /// The failure guard of one churn run.

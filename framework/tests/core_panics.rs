@@ -7,9 +7,6 @@
 //! - a log subscriber that panics while a task's panic is logged;
 //! - a user waker that panics when its I/O completes, or its timer fires.
 
-#[macro_use]
-mod support;
-
 use std::future::Future;
 use std::io::Write;
 use std::pin::pin;
@@ -19,7 +16,7 @@ use std::time::Duration;
 
 use percore::net::TcpStream;
 use percore::{block_on, core_stats, spawn_local};
-use support::*;
+use percore_test_kit::*;
 
 /// Panics when dropped.
 struct PanicsWhenDropped;

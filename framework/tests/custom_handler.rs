@@ -11,9 +11,6 @@
 //! - `WAIT` → `stopping`, once the server begins its stop
 //! - anything else → `error`, and the connection closes
 
-#[macro_use]
-mod support;
-
 use std::cell::Cell;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
@@ -21,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use percore::buf::FixedBuf;
 use percore::{Connection, CoreContext, Handler};
-use support::*;
+use percore_test_kit::*;
 
 struct LineService {
     core: CoreContext,

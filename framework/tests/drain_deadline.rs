@@ -7,15 +7,12 @@
 //! `before` 200 ms ahead of the deadline, and then waits forever: the drain
 //! cancels it, closing the connection.
 
-#[macro_use]
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use percore::{Connection, Handler};
-use support::*;
+use percore_test_kit::*;
 
 /// The drain of the test server.
 const DRAIN: Duration = Duration::from_millis(1500);

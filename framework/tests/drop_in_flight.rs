@@ -11,16 +11,13 @@
 //!
 //! The handlers are test-local, written against the public API only.
 
-#[macro_use]
-mod support;
-
 use std::cell::Cell;
 use std::io::{ErrorKind, Write};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use percore::{Connection, Handler};
-use support::*;
+use percore_test_kit::*;
 
 /// In-flight reads dropped by [`FlakyEcho`], over the process.
 static READS_DROPPED: AtomicU64 = AtomicU64::new(0);

@@ -2,14 +2,11 @@
 //! the core's other connections keep working, and `stats().panics` counts
 //! each panic. A factory that panics fails the start with a clear error.
 
-#[macro_use]
-mod support;
-
 use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
 
 use percore::{Connection, Handler};
-use support::*;
+use percore_test_kit::*;
 
 const MAGIC: &[u8] = b"PANIC!";
 

@@ -13,9 +13,6 @@
 //! per connection, runs that scenario on the core that accepted it, and
 //! writes one result line back (`ok ...` or `error ...`).
 
-#[macro_use]
-mod support;
-
 use std::cell::Cell;
 use std::future::poll_fn;
 use std::io::{self, BufRead, BufReader, Write};
@@ -27,7 +24,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use percore::{core_count, core_index, spawn_local, submit_to, Connection, Handler, SubmitError};
-use support::*;
+use percore_test_kit::*;
 
 /// The hang detector of the stress run (FAULTS E6): far beyond the
 /// seconds the run takes even on a busy machine, never its verdict.

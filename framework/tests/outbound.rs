@@ -4,9 +4,6 @@
 //! the loser of a `future::select`. The backends are plain `std::net`
 //! servers on threads of their own.
 
-#[macro_use]
-mod support;
-
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener};
 use std::sync::{Arc, Barrier};
@@ -16,7 +13,7 @@ use percore::future::{join, select, try_join, Either};
 use percore::net::TcpStream;
 use percore::time::{sleep, timeout};
 use percore::{Connection, Handler};
-use support::*;
+use percore_test_kit::*;
 
 /// Copies `from` to `to` until `from` ends, then passes the end on.
 async fn pump(from: &TcpStream, to: &TcpStream) -> std::io::Result<()> {

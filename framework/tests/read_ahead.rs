@@ -14,9 +14,6 @@
 //!
 //! The handlers are test-local, written against the public API only.
 
-#[macro_use]
-mod support;
-
 use std::future::Future;
 use std::io::{Read, Write};
 use std::net::Shutdown;
@@ -26,7 +23,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use percore::{Connection, Handler};
-use support::*;
+use percore_test_kit::*;
 
 /// How long [`Lagging`] waits after its first read.
 const LAG: Duration = Duration::from_millis(300);

@@ -9,9 +9,6 @@
 //! returns even when its future finishes without any I/O; a linger
 //! shorter than a second, or the longest there is, is not a reset.
 
-#[macro_use]
-mod support;
-
 use std::future::Future;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener as StdListener};
@@ -19,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use percore::net::TcpStream;
 use percore::time::{sleep, timeout};
-use support::*;
+use percore_test_kit::*;
 
 /// A std echo server on its own thread, serving `conns` connections.
 fn std_echo(conns: usize) -> (SocketAddr, std::thread::JoinHandle<()>) {

@@ -2,13 +2,10 @@
 //! D7): a CPU listed twice, a CPU this process may not use, an empty list;
 //! and with a valid list, one thread per CPU, each pinned to its own CPU.
 
-#[macro_use]
-mod support;
-
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use support::*;
+use percore_test_kit::*;
 
 /// The CPUs thread `name` of this process may run on.
 fn thread_affinity(name: &str) -> Vec<Vec<usize>> {

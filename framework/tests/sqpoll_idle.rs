@@ -4,12 +4,9 @@
 //! thread). On epoll the setting does nothing, and an idle core still
 //! burns nothing.
 
-#[macro_use]
-mod support;
-
 use std::time::Duration;
 
-use support::*;
+use percore_test_kit::*;
 
 /// This process's threads whose name starts with `prefix`, as
 /// `task/<tid>` paths for [`cpu_ticks`].

@@ -6,15 +6,12 @@
 //! `net.ipv4.tcp_migrate_req` is 1, and counted when it is 0; each case
 //! runs in a private network namespace that sets it.
 
-#[macro_use]
-mod support;
-
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
-use support::*;
+use percore_test_kit::*;
 
 /// Flood threads.
 const CLIENTS: usize = 4;

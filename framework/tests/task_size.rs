@@ -4,18 +4,16 @@
 //! future still gives its output to the `JoinHandle`. A connection's task
 //! is most of what an idle connection costs.
 
-#[macro_use]
-mod support;
-
-#[path = "support/counting_alloc.rs"]
-mod counting;
+use percore_test_kit::backend_tests;
 
 use std::hint::black_box;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use counting::{ALLOCS, COUNTING, SIZES, TRACKED};
 use percore::{block_on, spawn_local};
+use percore_test_kit::alloc::{ALLOCS, COUNTING, SIZES, TRACKED};
+
+percore_test_kit::count_allocations!();
 
 /// What the future keeps across its await.
 const STATE: usize = 16 * 1024;

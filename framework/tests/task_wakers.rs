@@ -6,8 +6,7 @@
 //! when a foreign thread holds the last waker, and a wake from another
 //! thread that arrives after its task ended reaches no other task.
 
-#[macro_use]
-mod support;
+use percore_test_kit::backend_tests;
 
 use std::cell::Cell;
 use std::future::{pending, poll_fn};

@@ -7,13 +7,10 @@
 //! streams are echoed byte for byte, in order, and the server stops with
 //! nothing left in flight.
 
-#[macro_use]
-mod support;
-
 use std::io::{Read, Write};
 use std::process::Command;
 
-use support::*;
+use percore_test_kit::*;
 
 /// Bytes each client streams through the echo.
 const STREAM: usize = 256 * 1024;

@@ -3,14 +3,11 @@
 //! server stop at once instead of holding the stop until the drain
 //! deadline.
 
-#[macro_use]
-mod support;
-
 use std::io::Read;
 use std::time::{Duration, Instant};
 
 use percore::{until_stopped, Connection, Handler};
-use support::*;
+use percore_test_kit::*;
 
 /// Echo that ends its connection when the server begins to stop.
 struct StopAware;

@@ -8,9 +8,6 @@
 //! kernel never sent freed memory), and the server idle and whole; a stream
 //! used on a core other than its own is refused, and its buffers come back.
 
-#[macro_use]
-mod support;
-
 use std::cell::Cell;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener as StdListener};
@@ -23,7 +20,7 @@ use percore::buf::FixedBuf;
 use percore::net::TcpStream;
 use percore::time::timeout;
 use percore::{Connection, Handler};
-use support::*;
+use percore_test_kit::*;
 
 /// A peer on its own thread that accepts one connection, waits `delay`,
 /// then reads it to the end in reads of at most `chunk` bytes.

@@ -9,20 +9,16 @@
 //! sizes of the first allocations are printed, and `PERCORE_ALLOC_TRAP=1`
 //! aborts at the first one with its backtrace.
 
-#[macro_use]
-mod support;
-
-#[path = "support/counting_alloc.rs"]
-mod counting;
-
 use std::io::{Read, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Barrier;
 
 use bytes::Bytes;
-use counting::{ALLOCS, COUNTING, SIZES, TRACKED, TRAP};
 use percore::{Connection, Handler};
-use support::*;
+use percore_test_kit::alloc::{ALLOCS, COUNTING, SIZES, TRACKED, TRAP};
+use percore_test_kit::*;
+
+percore_test_kit::count_allocations!();
 
 const CLIENTS: usize = 4;
 const WARM_UP: usize = 1_000;

@@ -8,8 +8,7 @@
 //! without the flag either (tried on 2026-12-02): there the test checks the
 //! errors and the buffers, and epoll's `sendmsg` is the one it guards.
 
-#[macro_use]
-mod support;
+use percore_test_kit::backend_tests;
 
 use std::io::ErrorKind;
 use std::net::TcpListener as StdListener;

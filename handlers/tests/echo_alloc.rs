@@ -8,79 +8,16 @@
 //! counted inside the measured window, the backtrace of the first one is
 //! captured (with counting paused on that thread) and shown in the failure.
 
-#[macro_use]
-mod support;
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Barrier;
 use std::time::Instant;
 
 use percore_handlers::echo::Echo;
-use support::*;
+use percore_test_kit::alloc::{ALLOCS, COUNTING, FIRST_IN_WINDOW, TRACKED, WINDOW};
+use percore_test_kit::*;
 
-/// Counts allocation calls made by threads that set [`COUNTING`].
-struct CountingAlloc;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-/// Set while the measured window is open: the first counted allocation in
-/// it records a backtrace.
-static WINDOW: AtomicBool = AtomicBool::new(false);
-static FIRST_IN_WINDOW: Mutex<Option<String>> = Mutex::new(None);
-
-thread_local! {
-    // `const` with no destructor: reading it never allocates, so the
-    // allocator may use it.
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-}
-
-#[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
-
-impl CountingAlloc {
-    fn count(&self) {
-        if !COUNTING.try_with(Cell::get).unwrap_or(false) {
-            return;
-        }
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        if WINDOW.swap(false, Ordering::Relaxed) {
-            // Pause counting here: the backtrace allocates.
-            COUNTING.with(|c| c.set(false));
-            let trace = std::backtrace::Backtrace::force_capture().to_string();
-            *FIRST_IN_WINDOW.lock().unwrap_or_else(|e| e.into_inner()) = Some(trace);
-            COUNTING.with(|c| c.set(true));
-        }
-    }
-}
-
-// SAFETY: every method forwards to `System` unchanged; counting touches
-// only an atomic and a const thread-local.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        self.count();
-        // SAFETY: forwarded; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        self.count();
-        // SAFETY: forwarded; the caller upholds `alloc_zeroed`'s contract.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded; `ptr` came from `System` through this type.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        self.count();
-        // SAFETY: forwarded; `ptr` came from `System` through this type.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+percore_test_kit::count_allocations!();
 
 /// Client threads, each with one connection.
 const CLIENTS: usize = 4;
@@ -92,9 +29,10 @@ const MESSAGE: usize = 64;
 backend_tests! {
     /// Zero heap allocations per echoed message after warm-up.
     fn zero_allocations_per_message(backend) {
+        COUNTING.store(true, Ordering::SeqCst);
         let server = builder(backend)
             .start(|_core| {
-                COUNTING.with(|c| c.set(true));
+                TRACKED.with(|t| t.set(true));
                 Echo
             })
             .expect("start");
@@ -127,13 +65,13 @@ backend_tests! {
                 });
             }
             barrier.wait();
-            let before = ALLOCATIONS.load(Ordering::Relaxed);
+            let before = ALLOCS.load(Ordering::Relaxed);
             WINDOW.store(true, Ordering::Relaxed);
             let started = Instant::now();
             barrier.wait();
             barrier.wait();
             let elapsed = started.elapsed();
-            let after = ALLOCATIONS.load(Ordering::Relaxed);
+            let after = ALLOCS.load(Ordering::Relaxed);
             WINDOW.store(false, Ordering::Relaxed);
             barrier.wait();
             (before, after, elapsed)
@@ -165,18 +103,19 @@ backend_tests! {
 #[test]
 fn the_allocator_counts_only_opted_in_threads() {
     let _serial = serial();
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    COUNTING.store(true, Ordering::SeqCst);
+    let before = ALLOCS.load(Ordering::Relaxed);
     drop(std::hint::black_box(vec![0u8; 100]));
     assert_eq!(
-        ALLOCATIONS.load(Ordering::Relaxed),
+        ALLOCS.load(Ordering::Relaxed),
         before,
         "a thread that did not opt in was counted"
     );
     let counted = std::thread::spawn(|| {
-        COUNTING.with(|c| c.set(true));
-        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        TRACKED.with(|t| t.set(true));
+        let before = ALLOCS.load(Ordering::Relaxed);
         drop(std::hint::black_box(vec![0u8; 100]));
-        ALLOCATIONS.load(Ordering::Relaxed) - before
+        ALLOCS.load(Ordering::Relaxed) - before
     })
     .join()
     .expect("thread");

@@ -6,13 +6,13 @@
 //! batching engages and makes far fewer `io_uring_enter` calls than
 //! messages; by default no wait is ever batched.
 
-#[macro_use]
 mod support;
 
 use std::thread;
 use std::time::Duration;
 
-use support::*;
+use percore_test_kit::*;
+use support::start_echo;
 
 const BOUND: Duration = Duration::from_micros(200);
 const CLIENTS: usize = 32;

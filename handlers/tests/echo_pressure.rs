@@ -2,13 +2,13 @@
 //! (FAULTS C3, C4, and the per-core connection limit): every client still
 //! finishes with every byte, and nothing is left behind.
 
-#[macro_use]
 mod support;
 
 use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
 
-use support::*;
+use percore_test_kit::*;
+use support::start_echo;
 
 /// Waits until the server is idle again and checks it holds nothing: no
 /// connection, no ring buffer, and only the listener's accept in flight.

@@ -4,10 +4,7 @@
 //! connections queued in a listener that closes, and what the stop's log
 //! line counts as the drain.
 
-#[macro_use]
 mod support;
-#[path = "support/log_capture.rs"]
-mod log_capture;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -18,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use percore::{Connection, Handler};
 use percore_handlers::echo::Echo;
-use support::*;
+use percore_test_kit::log_capture;
+use percore_test_kit::*;
+use support::start_echo;
 
 /// Echo, except that the first connection holds the core's thread until
 /// `released` (at most a minute, a hang guard) before it is served, as a

@@ -4,7 +4,6 @@
 //! echo), and the same suite re-run in a child process with io_uring
 //! features taken away (FAULTS D2).
 
-#[macro_use]
 mod support;
 
 use std::io::{Read, Write};
@@ -12,7 +11,8 @@ use std::net::Shutdown;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::*;
+use percore_test_kit::*;
+use support::{child_main, start_echo};
 
 /// Provided-ring buffers per core by default (`BufConfig::count`).
 const RING_BUFFERS: u64 = 256;

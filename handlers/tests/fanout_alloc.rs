@@ -36,24 +36,21 @@
 //! `PERCORE_ALLOC_TRAP=1` (and `--nocapture`) the first one prints its
 //! backtrace and aborts.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/fanout.rs"]
-mod fake;
+mod support;
 
-#[path = "../../framework/tests/support/counting_alloc.rs"]
-mod counting;
-
-use common::*;
-use counting::*;
-use fake::entries;
 use percore_handlers::proxy::{
     Config as ProxyConfig, FanOut, Policy, ProxyStats, ProxyStatsReader,
 };
+use percore_test_kit::alloc::*;
+use percore_test_kit::http::*;
+use percore_test_kit::upstream::entries;
+use percore_test_kit::*;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::http::*;
+
+percore_test_kit::count_allocations!();
 
 /// Requests before counting starts.
 const WARM_UP: usize = 500;
@@ -100,7 +97,8 @@ fn request(c: &mut Client, answers: usize) {
         .all(|(_, status, body)| *status == 200 && body.as_bytes() == HELLO));
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// 6,000 keep-alive requests at width 4 after warm-up: zero
     /// allocations on the proxy's core thread.
     fn zero_allocations_per_request(backend) {

@@ -2,17 +2,16 @@
 //! both backends: GET and POST, every policy, round-robin width, and
 //! keep-alive reuse of upstream connections.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/fanout.rs"]
-mod fake;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
-use fake::{entries, proxy, refused_addr};
 use percore_handlers::proxy::Policy;
+use percore_test_kit::http::*;
+use percore_test_kit::upstream::{entries, refused_addr};
+use percore_test_kit::*;
+use support::fanout::proxy;
+use support::http::*;
 
 /// Three echo upstreams and their addresses.
 fn echoes(backend: Backend) -> (Vec<TestServer>, Vec<std::net::SocketAddr>) {
@@ -21,7 +20,8 @@ fn echoes(backend: Backend) -> (Vec<TestServer>, Vec<std::net::SocketAddr>) {
     (servers, addrs)
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// GET: one entry per upstream, in order, with the echo's JSON body
     /// escaped as a string; POST: the body reaches every upstream.
     fn get_and_post(backend) {

@@ -7,22 +7,20 @@
 //! The cases count descriptors of the whole process, so they run one at
 //! a time.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/fanout.rs"]
-mod fake;
-#[path = "support/log_capture.rs"]
-mod log_capture;
+mod support;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use common::*;
-use fake::{entries, eventually, proxy_counted, proxy_counted_draining, Conn, Fake};
 use percore_handlers::proxy::Policy;
+use percore_test_kit::http::*;
+use percore_test_kit::log_capture;
+use percore_test_kit::upstream::{entries, eventually, Conn, Fake};
+use percore_test_kit::*;
+use support::fanout::{proxy_counted, proxy_counted_draining};
+use support::http::*;
 
 /// One case at a time: descriptors are counted per process.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -486,7 +484,8 @@ fn never_expiring_pool(backend: Backend) {
     drop(px);
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// `quorum:2` of width 3 over three echoes.
     fn connects_stay_bounded_under_quorum(backend) {
         connects_stay_bounded(backend, Policy::Quorum(2), 2);

@@ -6,21 +6,18 @@
 //! counts once per upstream, however many of its branches went there; and
 //! an upstream that answers again after an ejection is logged as back.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/fanout.rs"]
-mod fake;
-#[path = "support/log_capture.rs"]
-mod log_capture;
+mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
-use fake::{entries, proxy, proxy_counted, Conn, Fake};
 use percore_handlers::proxy::Config as ProxyConfig;
+use percore_test_kit::http::*;
+use percore_test_kit::log_capture;
+use percore_test_kit::upstream::{entries, Conn, Fake};
+use percore_test_kit::*;
+use support::fanout::{proxy, proxy_counted};
 
 /// A fake that answers every request with 500.
 fn failing() -> Fake {
@@ -81,7 +78,8 @@ fn long_ejection(c: &mut ProxyConfig) {
     c.ejection.max_time = Duration::from_secs(60);
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// F8: an upstream answering 500 is ejected after 5 in a row: the
     /// traffic shifts to the healthy one (an ejection longer than the
     /// test); with the shortened ejection it comes back after the

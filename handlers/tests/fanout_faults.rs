@@ -6,19 +6,17 @@
 //! and body, then that the next request succeeds. Outlier ejection (F8) is
 //! in `fanout_ejection.rs`.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/fanout.rs"]
-mod fake;
+mod support;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::*;
-use fake::{entries, eventually, proxy, refused_addr, Conn, Fake};
 use percore_handlers::proxy::Policy;
+use percore_test_kit::http::*;
+use percore_test_kit::upstream::{entries, eventually, refused_addr, Conn, Fake};
+use percore_test_kit::*;
+use support::fanout::proxy;
 
 /// Sends `req` through a fresh client; returns the response and its body text.
 fn ask(addr: SocketAddr, req: &[u8]) -> (Resp, String) {
@@ -84,7 +82,8 @@ impl Drop for FullBacklog {
     }
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// F1: a refused upstream is a 502 naming it and the refusal (not the
     /// connect timeout, which it does not wait for); GET is retried once
     /// on the next upstream (one connect attempt each), POST is not.

@@ -4,14 +4,12 @@
 //! refused by the proxy itself, and every `Via` / `X-Forwarded-For` line
 //! of the client's request kept before the proxy's own element.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/fanout.rs"]
-mod fake;
+mod support;
 
-use common::*;
-use fake::{entries, proxy, Fake};
+use percore_test_kit::http::*;
+use percore_test_kit::upstream::{entries, Fake};
+use percore_test_kit::*;
+use support::fanout::proxy;
 
 /// The request line of the last request `fake` recorded.
 fn last_request_line(fake: &Fake) -> String {
@@ -26,7 +24,8 @@ fn last_head(fake: &Fake) -> String {
     String::from_utf8_lossy(&req).to_ascii_lowercase()
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// Absolute-form targets reach the upstream in origin-form: the path
     /// and query, `/` for an empty path, whatever the scheme's case; an
     /// `OPTIONS` for a whole server becomes `OPTIONS *`; origin-form and

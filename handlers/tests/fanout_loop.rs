@@ -2,13 +2,7 @@
 //! sub-requests come back to it answers them 508 without fanning them out
 //! again, while a chain of two distinct proxies forwards as usual.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/fanout.rs"]
-mod fake;
-#[path = "support/log_capture.rs"]
-mod log_capture;
+mod support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -16,8 +10,11 @@ use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::Duration;
 
-use common::*;
-use fake::{entries, eventually, proxy_counted, Fake};
+use percore_test_kit::http::*;
+use percore_test_kit::log_capture;
+use percore_test_kit::upstream::{entries, eventually, Fake};
+use percore_test_kit::*;
+use support::fanout::proxy_counted;
 
 /// A TCP forwarder on `127.0.0.1:0`: each connection is piped, both ways,
 /// to the address set in `to` (set after the proxy it points at started:
@@ -53,7 +50,8 @@ fn forwarder(to: Arc<OnceLock<SocketAddr>>) -> SocketAddr {
     addr
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// 1. A proxy (width 2) whose upstream is a forwarder back to itself.
     /// 2. A client's GET is fanned out once; both sub-requests come back
     /// carrying the proxy's own `Via` element and are answered 508 at once,

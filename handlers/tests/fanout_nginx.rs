@@ -3,17 +3,16 @@
 //! backends. Skips (printing why) when `/usr/sbin/nginx` is missing; CI
 //! installs it with apt-get.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/fanout.rs"]
-mod fake;
+mod support;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::*;
-use fake::{entries, eventually, proxy};
+use percore_test_kit::http::*;
+use percore_test_kit::upstream::{entries, eventually};
+use percore_test_kit::*;
+use support::fanout::proxy;
+use support::http::*;
 
 const NGINX: &str = "/usr/sbin/nginx";
 const STATIC: &str = "static file from nginx\n";
@@ -87,7 +86,8 @@ impl Drop for Nginx {
     }
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// GET /index.txt fanned out to nginx and http_echo: nginx's file and
     /// the echo's 404-free answer, over reused keep-alive connections.
     fn nginx_and_echo(backend) {

@@ -4,21 +4,20 @@
 //! counted as `stopped`; one whose upstreams answer in time is answered as
 //! usual, with `Connection: close`.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/fanout.rs"]
-mod fake;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use common::*;
-use fake::{entries, eventually, proxy_counted, proxy_counted_draining, Conn, Fake};
+use percore_test_kit::http::*;
+use percore_test_kit::upstream::{entries, eventually, Conn, Fake};
+use percore_test_kit::*;
+use support::fanout::{proxy_counted, proxy_counted_draining};
 
 /// The test server's drain (see `TestServer::start`).
 const DRAIN: Duration = Duration::from_secs(2);
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// 1. A GET waits on an upstream that never answers (the proxy's own
     /// deadline, 10 s, is far past the drain's). 2. The stop begins. 3. The
     /// client gets a 503 saying the server is stopping, with `Connection:

@@ -11,13 +11,7 @@
 //! soft `RLIMIT_NOFILE` (filling every free descriptor below it), so these
 //! cases have a test binary of their own and run one at a time.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/fanout.rs"]
-mod fake;
-#[path = "support/log_capture.rs"]
-mod log_capture;
+mod support;
 
 use std::fs::File;
 use std::io;
@@ -25,10 +19,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use common::*;
-use fake::{entries, proxy, proxy_counted, refused_addr, Conn, Fake};
 use log_capture::warnings;
 use percore_handlers::proxy::Policy;
+use percore_test_kit::http::*;
+use percore_test_kit::log_capture;
+use percore_test_kit::upstream::{entries, refused_addr, Conn, Fake};
+use percore_test_kit::*;
+use support::fanout::{proxy, proxy_counted};
+use support::http::*;
 
 /// One case at a time: the log and the descriptor limit are per process.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -99,7 +97,8 @@ impl Drop for Starved {
     }
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// With no descriptor left, the proxy's connect fails with `EMFILE`:
     /// a 502 naming the upstream and "Too many open files (os error 24)",
     /// and a WARN saying to raise `ulimit -n`. With descriptors back, the
@@ -110,7 +109,7 @@ http_tests! {
         let px = proxy(backend, &[dead], |_| {});
         let mut c = Client::connect(px.addr);
         // The client's connection is accepted before the limit drops.
-        wait_until(Duration::from_secs(60), "the accept", || px.stats().accepted == 1);
+        wait_until(Duration::from_secs(60), "the accept", || px.stats().accepted == 1, |done| *done);
 
         let starved = Starved::new();
         let r = c.roundtrip(&get("/"));
@@ -164,7 +163,7 @@ http_tests! {
         let px = proxy(backend, &[up.addr], |c| c.mirror = Some(shadow));
         assert_eq!(Client::connect(px.addr).roundtrip(&get("/")).status, 200);
         let needle = format!("mirror {shadow}: connect failed: Connection refused");
-        wait_until(Duration::from_secs(60), "the mirror's WARN", || !warnings(&needle).is_empty());
+        wait_until(Duration::from_secs(60), "the mirror's WARN", || !warnings(&needle).is_empty(), |done| *done);
     }
 
     /// Under `first`, an upstream that takes requests and never answers
@@ -185,7 +184,7 @@ http_tests! {
             assert!(warnings(&needle).is_empty(), "warned after {i} requests");
             assert_eq!(c.roundtrip(&get("/")).status, 200);
         }
-        wait_until(Duration::from_secs(60), "the WARN", || warnings(&needle).len() == 1);
+        wait_until(Duration::from_secs(60), "the WARN", || warnings(&needle).len() == 1, |done| *done);
         assert!(warnings(&ok.addr.to_string()).is_empty(), "the healthy upstream was named");
     }
 
@@ -227,7 +226,7 @@ http_tests! {
             if i == 100 {
                 // The answers let go so far are drained (polled: the drain
                 // reads them in its own time).
-                wait_until(Duration::from_secs(60), "50 answers drained", || counters.get().drained >= 50);
+                wait_until(Duration::from_secs(60), "50 answers drained", || counters.get().drained >= 50, |done| *done);
             }
             drained = counters.get().drained;
             let r = c.roundtrip(&get(&format!("/r{i}")));
@@ -236,7 +235,7 @@ http_tests! {
             released.fetch_add(1, Ordering::SeqCst);
         }
         assert!(drained >= 50, "{drained} drained before the last request: {}", counters.get());
-        wait_until(Duration::from_secs(60), "the WARN", || warnings(&needle).len() == 1);
+        wait_until(Duration::from_secs(60), "the WARN", || warnings(&needle).len() == 1, |done| *done);
     }
 
     /// A request in which an upstream answered is not one that cut it
@@ -275,6 +274,6 @@ http_tests! {
             assert!(warnings(&needle).is_empty(), "warned after {} requests", i - 1);
             assert_eq!(c.roundtrip(&get("/")).status, 200);
         }
-        wait_until(Duration::from_secs(60), "the WARN", || warnings(&needle).len() == 1);
+        wait_until(Duration::from_secs(60), "the WARN", || warnings(&needle).len() == 1, |done| *done);
     }
 }

@@ -12,17 +12,16 @@
 //! `PERCORE_ALLOC_TRAP=1` to abort at the first one and read its backtrace
 //! in a debugger.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
+mod support;
 
-#[path = "../../framework/tests/support/counting_alloc.rs"]
-mod counting;
-
-use common::*;
-use counting::*;
 use percore_handlers::http::HttpError;
+use percore_test_kit::alloc::*;
+use percore_test_kit::http::*;
+use percore_test_kit::*;
 use std::sync::atomic::{AtomicU64, Ordering};
+use support::http::*;
+
+percore_test_kit::count_allocations!();
 
 /// Allocations made by [`Refuser`] itself, for the error it returns.
 static OWN_ALLOCS: AtomicU64 = AtomicU64::new(0);
@@ -77,7 +76,8 @@ fn round(c: &mut Client, big: &[u8], batch: &[u8]) -> usize {
     n + 1 + 10 + 1 + 1 + 1 + 10
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// Over 10,000 keep-alive requests after warm-up: zero allocations on
     /// the server's core thread.
     fn zero_allocations_per_request(backend) {

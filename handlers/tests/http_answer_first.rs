@@ -5,15 +5,15 @@
 //! taken for a request), and closed, the answer standing, if it goes over
 //! the body limit, never comes, or the server stops.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
+mod support;
 
 use std::io;
 use std::time::Duration;
 
-use common::*;
 use percore_handlers::http::HttpError;
+use percore_test_kit::http::*;
+use percore_test_kit::*;
+use support::http::*;
 
 /// `/refuse` is refused with a 404 (a service's `HttpError`); any other
 /// path is answered 200 with itself. Neither reads the body.
@@ -315,7 +315,8 @@ fn streamed_answer_ends_before_the_rest(backend: Backend) {
     assert_eq!(c.roundtrip(&get("/next")).body, b"/next");
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// See [`next_request_while_a_large_answer_is_written`].
     fn a_request_after_the_rest_waits_for_the_large_answer(backend) {
         next_request_while_a_large_answer_is_written(backend);

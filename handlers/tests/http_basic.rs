@@ -2,13 +2,13 @@
 //! keep-alive, `Connection: close`, HTTP/1.0, pipelining (including every
 //! split of one stream), chunked bodies, `Expect: 100-continue`, `Date`.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
+use percore_test_kit::http::*;
+use percore_test_kit::*;
+use support::http::*;
 
 /// Five requests covering every framing and method, ending in `close`.
 const STREAM: &[u8] = b"GET /a HTTP/1.1\r\nHost: t\r\n\r\n\
@@ -21,7 +21,8 @@ GET /lf HTTP/1.1\nHost: t\n\n\
 GET /10 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n\
 POST /last HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nConnection: close\r\n\r\nend";
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// GET and HEAD answer the 20-byte JSON body (HEAD without the bytes,
     /// with the same Content-Length); POST and PUT echo body and type.
     fn methods(backend) {

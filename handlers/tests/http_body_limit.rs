@@ -3,17 +3,17 @@
 //! is answered 413 before the service runs; a chunked body that grows past
 //! it fails its read with 413; a request without a body never asks.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
+mod support;
 
 use std::cell::Cell;
 use std::io;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use common::*;
 use percore_handlers::http::RequestHead;
+use percore_test_kit::http::*;
+use percore_test_kit::*;
+use support::http::*;
 
 /// The configured limit of the test server.
 const CONFIGURED: u64 = 1024;
@@ -93,7 +93,8 @@ fn chunked(path: &str, len: usize) -> Vec<u8> {
     req
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// `Content-Length` against each route's limit: the configured one,
     /// one above it and one below it, each at and just past the limit,
     /// the route told by the head's path (query and absolute form

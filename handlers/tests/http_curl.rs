@@ -2,13 +2,12 @@
 //! and two URLs over one kept-alive connection. Skips (with a printed
 //! reason) where curl is not installed; CI installs it.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
+mod support;
 
 use std::process::Command;
 
-use common::*;
+use percore_test_kit::*;
+use support::http::*;
 
 /// Runs curl with `args`; `None` (after printing why) if curl is missing.
 fn curl(args: &[&str]) -> Option<std::process::Output> {
@@ -32,7 +31,8 @@ fn curl(args: &[&str]) -> Option<std::process::Output> {
     }
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// GET answers the JSON body with its type.
     fn curl_get(backend) {
         let server = TestServer::echo(backend);

@@ -4,13 +4,13 @@
 //! short or runs long is a service error that closes the connection, and
 //! a whole response of another length is answered 500.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
+mod support;
 
 use std::io;
 
-use common::*;
+use percore_test_kit::http::*;
+use percore_test_kit::*;
+use support::http::*;
 
 /// Bytes per piece of `/pieces`.
 const PIECE: usize = 64 * 1024;
@@ -73,7 +73,8 @@ fn pieces(n: usize) -> Vec<u8> {
         .collect()
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// Three flushed pieces go out under `Content-Length`, not chunked,
     /// intact, and the connection stays usable; HTTP/1.0 gets the same
     /// framing and keeps its connection when it asked to.
@@ -121,7 +122,7 @@ http_tests! {
         }
         wait_until(std::time::Duration::from_secs(60), "both counted", || {
             server.http_stats().service_errors == 2
-        });
+        }, |done| *done);
     }
 
     /// A response sent whole with a body of another length than declared

@@ -5,16 +5,15 @@
 //! head alone; a content type that is not a field value falls back to
 //! the default text answer.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/log_capture.rs"]
-mod log_capture;
+mod support;
 
 use std::io;
 
-use common::*;
 use percore_handlers::http::{reason_phrase, HttpError};
+use percore_test_kit::http::*;
+use percore_test_kit::log_capture;
+use percore_test_kit::*;
+use support::http::*;
 
 /// Answers its errors in JSON.
 struct JsonErrors;
@@ -88,7 +87,8 @@ fn error_answer(addr: std::net::SocketAddr, request: &[u8], kept: bool) -> Resp 
     r
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// The layer's refusals (malformed, over the body limit) and the
     /// service's errors, each in the service's JSON.
     fn every_error_answer_has_the_services_body(backend) {

@@ -4,14 +4,14 @@
 //! protocol core's unit tests cover the same rows byte by byte and at every
 //! split; these prove the connection loop acts on what it says.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
+mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use percore_test_kit::http::*;
+use percore_test_kit::*;
+use support::http::*;
 
 /// `POST /` with `Host` and the given header lines, then `body`.
 fn with_headers(lines: &str, body: &[u8]) -> Vec<u8> {
@@ -56,7 +56,8 @@ impl Service for Recorder {
     }
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// A1: malformed request lines.
     fn a01_malformed_request_line(backend) {
         let server = TestServer::echo(backend);
@@ -144,7 +145,7 @@ http_tests! {
         }
         let r = one(server.addr, &with_headers("Content-Length: 10\r\n", b"0123456789"));
         assert_eq!(r.body, b"0123456789");
-        wait_until(Duration::from_secs(60), "every connection closed", || server.stats().active == 0);
+        wait_until(Duration::from_secs(60), "every connection closed", || server.stats().active == 0, |done| *done);
         let before = server.stats();
         std::thread::sleep(Duration::from_millis(300));
         let after = server.stats();

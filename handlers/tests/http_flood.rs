@@ -7,16 +7,16 @@
 //! Both measure the process's peak RSS (`VmHWM`, reset through
 //! `/proc/self/clear_refs`), so the tests of this file run one at a time.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
+mod support;
 
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
+use percore_test_kit::http::*;
+use percore_test_kit::*;
+use support::http::*;
 
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -45,7 +45,8 @@ fn reset_peak() -> u64 {
     status_kib("VmRSS:")
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// A3: 64 clients each send 2 MiB of header fields. Every one gets
     /// 431 and the close, and the process's peak RSS grows by far less than
     /// the 128 MiB a server that buffered the heads would need.
@@ -163,7 +164,7 @@ http_tests! {
             .collect();
         wait_until(Duration::from_secs(60), "every idle connection accepted", || {
             server.stats().active as usize > IDLE
-        });
+        }, |done| *done);
         let grew = status_kib("VmHWM:").saturating_sub(before);
         let per_conn = grew * 1024 / IDLE as u64;
         println!("{backend}: {per_conn} bytes of peak RSS per idle connection");

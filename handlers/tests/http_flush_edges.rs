@@ -3,14 +3,14 @@
 //! when its body fails with request bytes unread; and the framing of a
 //! `HEAD` answer whose service skipped the body.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
+mod support;
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::TcpStream;
 
-use common::*;
+use percore_test_kit::http::*;
+use percore_test_kit::*;
+use support::http::*;
 
 struct Api;
 
@@ -96,7 +96,8 @@ fn unread_body(path: &str) -> Vec<u8> {
     post(path, "application/octet-stream", &[b'u'; 64 * 1024])
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// A client waiting on `Expect: 100-continue` gets the head the
     /// service flushed instead of a `100 Continue` after it (an interim
     /// answer cannot follow the final one), sends its body on seeing it,

@@ -3,15 +3,15 @@
 //! request on the wire is answered as the next request, never a body's
 //! bytes taken for a request or a request's bytes for a body.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
+mod support;
 
 use std::io;
 use std::time::Duration;
 
-use common::*;
 use percore_handlers::http::HttpError;
+use percore_test_kit::http::*;
+use percore_test_kit::*;
+use support::http::*;
 
 const NOT_FOUND: HttpError = HttpError {
     status: 404,
@@ -60,7 +60,8 @@ fn smuggled(path: &str) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n")
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// The body of a refused request, left unread, is read and dropped,
     /// even when it holds a request; what follows it is the next request,
     /// pipelined in the same write.
@@ -162,7 +163,7 @@ http_tests! {
 
         let mut c = Client::connect(server.addr);
         c.send(&get("/slow-refuse"));
-        wait_until(Duration::from_secs(60), "the request to be taken", || server.stats().requests == 2);
+        wait_until(Duration::from_secs(60), "the request to be taken", || server.stats().requests == 2, |done| *done);
         server.begin_stop();
         let r = c.response();
         assert_eq!((r.status, r.closes()), (404, true));

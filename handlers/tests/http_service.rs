@@ -4,18 +4,17 @@
 //! a service closing the connection, and earlier pipelined answers sent
 //! before the server waits for a body.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/log_capture.rs"]
-mod log_capture;
+mod support;
 
 use std::io;
 use std::time::Duration;
 
-use common::*;
 use log_capture::warnings;
 use percore_handlers::http::HttpError;
+use percore_test_kit::http::*;
+use percore_test_kit::log_capture;
+use percore_test_kit::*;
+use support::http::*;
 
 /// Routes by path to the behaviours under test.
 struct Api;
@@ -127,7 +126,8 @@ fn api(backend: Backend) -> TestServer {
     TestServer::start(backend, Config::default(), || Api)
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// A flushed response is chunked for HTTP/1.1, and the connection
     /// stays usable after it.
     fn streamed_response_is_chunked(backend) {
@@ -186,7 +186,7 @@ http_tests! {
         wait_until(Duration::from_secs(60), "the connection to end", || {
             let stats = server.stats();
             stats.requests >= 1 && stats.active == 0
-        });
+        }, |done| *done);
         let stats = server.http_stats();
         assert_eq!((stats.status_2xx, stats.service_errors), (1, 0), "{stats:?}");
         assert_eq!(server.stats().requests, 1, "the pipelined request was served");
@@ -304,7 +304,7 @@ http_tests! {
         assert!(text.ends_with("7\r\npartial\r\n"), "no last chunk: {text:?}");
         wait_until(Duration::from_secs(60), "both panics counted", || {
             server.stats().panics == 2
-        });
+        }, |done| *done);
     }
 
     /// `send` replaces a `Content-Type` added before (and keeps the other

@@ -4,14 +4,14 @@
 //! `MSG_NOSIGNAL` to a reset peer would kill the process and fail the run.
 //! Its own file: the disposition is process-wide.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
+mod support;
 
 use std::io::Read;
 use std::time::Duration;
 
-use common::*;
+use percore_test_kit::http::*;
+use percore_test_kit::*;
+use support::http::*;
 
 fn default_sigpipe() {
     // SAFETY: setting a signal's disposition to SIG_DFL has no memory
@@ -20,7 +20,8 @@ fn default_sigpipe() {
     assert_ne!(previous, libc::SIG_ERR, "signal(SIGPIPE, SIG_DFL)");
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// B6: 20 clients reset while a 4 MiB response is being written, and
     /// 20 right after sending a request. No SIGPIPE; the errors are
     /// counted; the server keeps serving and every receive buffer and
@@ -47,12 +48,12 @@ http_tests! {
         }
         wait_until(Duration::from_secs(60), "every connection to end", || {
             server.stats().active == 0
-        });
+        }, |done| *done);
         assert_eq!(one(server.addr, &get("/")).body, HELLO);
         wait_until(Duration::from_secs(60), "buffers and operations back", || {
             let s = server.stats();
             s.ring_buffers_out == 0 && s.in_flight <= 2
-        });
+        }, |done| *done);
         let stats = server.stats();
         println!("{backend}: {stats}");
         assert!(stats.errors_io >= 1, "the resets surfaced as I/O errors");

@@ -2,16 +2,16 @@
 //! on both backends, with timeouts shortened to fractions of a second
 //! (`short_config`). B5 is in `http_flood.rs`, B6 in `http_sigpipe.rs`.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
+mod support;
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
+use percore_test_kit::http::*;
+use percore_test_kit::*;
+use support::http::*;
 
 /// Writes `bytes` one at a time, `gap` apart, from another thread, until
 /// done or the server closes.
@@ -27,7 +27,8 @@ fn trickle(client: &Client, bytes: &'static [u8], gap: Duration) -> thread::Join
     })
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// B1: slowloris. A head sent one byte per 100 ms (never ending: it
     /// has no blank line) never lets a per-read timer fire; the head
     /// deadline is total: 408 + close, not before 800 ms.
@@ -176,7 +177,7 @@ http_tests! {
         // that reads nothing: it must give up on its own.
         wait_until(Duration::from_secs(60), "the server to close the stalled connection", || {
             server.stats().active == 0
-        });
+        }, |done| *done);
         assert!(stats_wait.elapsed() >= Duration::from_millis(300), "{:?}", stats_wait.elapsed());
         // The close is a reset: the kernel dropped the unsent output
         // instead of trickling it out to the slow reader. A reader gets

@@ -4,18 +4,17 @@
 //! service failed or panicked, cut off by a stop); and the access log,
 //! a line per response when it is on.
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/log_capture.rs"]
-mod log_capture;
+mod support;
 
 use std::io;
 use std::time::Duration;
 
-use common::*;
 use log_capture::lines_with;
 use percore_handlers::http::HttpError;
+use percore_test_kit::http::*;
+use percore_test_kit::log_capture;
+use percore_test_kit::*;
+use support::http::*;
 
 /// A route per outcome.
 struct Outcomes;
@@ -84,9 +83,12 @@ fn server(backend: Backend) -> TestServer {
 /// Waits until the counters read `want` (they are written before the
 /// response is sent, but read from another thread).
 fn expect_stats(server: &TestServer, want: HttpStats) {
-    wait_until(Duration::from_secs(60), "the HTTP counters", || {
-        server.http_stats() == want
-    });
+    wait_until(
+        Duration::from_secs(60),
+        "the HTTP counters",
+        || server.http_stats() == want,
+        |done| *done,
+    );
 }
 
 /// Answers `/status` with its handler's counters and its core's
@@ -106,7 +108,8 @@ impl Service for Status {
     }
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// A service built with `HttpHandler::with_stats` reads its own
     /// counters, and `percore::core_stats` its core's, while it serves.
     fn a_service_reads_its_counters(backend) {
@@ -114,7 +117,7 @@ http_tests! {
         for _ in 0..3 {
             Client::connect(server.addr).roundtrip(&get("/x"));
         }
-        wait_until(Duration::from_secs(60), "the counters", || server.http_stats().status_2xx == 3);
+        wait_until(Duration::from_secs(60), "the counters", || server.http_stats().status_2xx == 3, |done| *done);
         let r = Client::connect(server.addr).roundtrip(&get("/status"));
         let body = String::from_utf8_lossy(&r.body);
         assert!(body.starts_with("accepted=4 2xx=3 "), "{body}");
@@ -151,7 +154,7 @@ http_tests! {
         assert_eq!(lines_with(&["ERROR", "service panicked", &target, "status=500"]).len(), 1);
         wait_until(Duration::from_secs(60), "the executor's line", || {
             !lines_with(&["ERROR", "task panicked", "a bug in the service"]).is_empty()
-        });
+        }, |done| *done);
     }
 
     /// Requests the layer answers itself: malformed, over a limit, too
@@ -218,7 +221,7 @@ http_tests! {
         let mut server = server(backend);
         let mut c = Client::connect(server.addr);
         c.send(&get("/slow"));
-        wait_until(Duration::from_secs(60), "the request to be taken", || server.stats().requests == 1);
+        wait_until(Duration::from_secs(60), "the request to be taken", || server.stats().requests == 1, |done| *done);
         server.begin_stop();
         assert_eq!(c.response().status, 503);
         let mut want = HttpStats::default();
@@ -247,10 +250,10 @@ http_tests! {
         let target = format!("target={path}");
         wait_until(Duration::from_secs(60), "the access-log lines", || {
             lines_with(&["percore_handlers::http::access", &peer, "method=GET", &target, "status=404", "micros="]).len() == 1
-        });
+        }, |done| *done);
         wait_until(Duration::from_secs(60), "the line of the refused request", || {
             !lines_with(&["percore_handlers::http::access", "method=-", "target=-", "status=400"]).is_empty()
-        });
+        }, |done| *done);
         // A `Content-Length` over the limit is refused on a parsed head:
         // its line names the request.
         let big = format!("/big?from={backend}");
@@ -258,7 +261,7 @@ http_tests! {
         let big = format!("target={big}");
         wait_until(Duration::from_secs(60), "the line of the refused body", || {
             lines_with(&["percore_handlers::http::access", "method=POST", &big, "status=413"]).len() == 1
-        });
+        }, |done| *done);
 
         let quiet = TestServer::start(backend, short_config(), || Outcomes);
         let path = format!("/unlogged-{backend}");
@@ -324,7 +327,7 @@ http_tests! {
         whole_fail.read_to_end();
         let mut cut = Client::connect(server.addr);
         cut.send(&get(&format!("/slow?{tag}-cut")));
-        wait_until(Duration::from_secs(60), "the slow request to be taken", || server.stats().requests == 11);
+        wait_until(Duration::from_secs(60), "the slow request to be taken", || server.stats().requests == 11, |done| *done);
         server.begin_stop();
         assert_eq!(cut.response().status, 503);
         assert!(server.stop_within(Duration::from_secs(60)).is_some(), "stopped");
@@ -346,7 +349,7 @@ http_tests! {
             let target = format!("?{tag}-{case} ");
             wait_until(Duration::from_secs(60), "the line", || {
                 !lines_with(&["percore_handlers::http::access", &target]).is_empty()
-            });
+            }, |done| *done);
             let lines = lines_with(&["percore_handlers::http::access", &target]);
             assert_eq!(lines.len(), 1, "{case}: {lines:?}");
             assert!(lines[0].contains(&format!(" status={status} ")), "{case}: {lines:?}");
@@ -368,7 +371,7 @@ http_tests! {
         let logged = format!("target=/esc-{backend}?q=%22%5C%C2%85x%E2%80%A8%C3%A9 status=200");
         wait_until(Duration::from_secs(60), "the escaped line", || {
             lines_with(&["percore_handlers::http::access", &logged]).len() == 1
-        });
+        }, |done| *done);
         assert!(lines_with(&[&format!("esc-{backend}?q=\"")]).is_empty(), "a raw quote logged");
     }
 }

@@ -8,18 +8,17 @@
 //! The test servers drain for 2 s, so the cut-off comes at 1.8 s (a tenth
 //! of the drain before its end).
 
-#[macro_use]
-#[path = "support/http.rs"]
-mod common;
-#[path = "support/log_capture.rs"]
-mod log_capture;
+mod support;
 
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use percore_test_kit::http::*;
+use percore_test_kit::log_capture;
+use percore_test_kit::*;
+use support::http::*;
 
 /// The test server's drain (see `TestServer::start`).
 const DRAIN: Duration = Duration::from_secs(2);
@@ -57,7 +56,8 @@ fn never(backend: Backend) -> (TestServer, Arc<AtomicUsize>) {
     (server, waiting)
 }
 
-http_tests! {
+backend_tests! {
+    parallel;
     /// 1. Two requests wait in the service (a GET and a HEAD) when the stop
     /// begins. 2. Each is answered 503 with `Connection: close` and a body
     /// saying why (none for the HEAD): at the cut-off, not long after the
@@ -76,7 +76,7 @@ http_tests! {
         // 1.
         wait_until(Duration::from_secs(60), "both calls to wait", || {
             waiting.load(Ordering::SeqCst) == 2
-        });
+        }, |done| *done);
         let stopped = Instant::now();
         server.begin_stop();
         // 2.
@@ -111,7 +111,7 @@ http_tests! {
         c.send(format!("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nslow-{backend}").as_bytes());
         wait_until(Duration::from_secs(60), "the call to read the body", || {
             waiting.load(Ordering::SeqCst) == 1
-        });
+        }, |done| *done);
         server.begin_stop();
         let r = c.response();
         assert_eq!(r.status, 503, "{:?}", String::from_utf8_lossy(&r.body));
@@ -132,7 +132,7 @@ http_tests! {
         c.send(&get("/stream"));
         wait_until(Duration::from_secs(60), "the call to wait", || {
             waiting.load(Ordering::SeqCst) == 1
-        });
+        }, |done| *done);
         server.begin_stop();
         let bytes = c.read_to_end();
         let text = String::from_utf8_lossy(&bytes);

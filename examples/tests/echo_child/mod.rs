@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use super::support::ChildServer;
+use percore_test_kit::ChildServer;
 
 pub const ECHO: &str = env!("CARGO_BIN_EXE_echo");
 

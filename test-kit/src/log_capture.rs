@@ -36,13 +36,11 @@ pub fn install() {
 }
 
 /// Forgets what was captured so far.
-#[allow(dead_code)] // not every test binary clears
 pub fn clear() {
     LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
 /// The WARN lines captured so far that mention `needle`.
-#[allow(dead_code)] // not every test binary reads every level
 pub fn warnings(needle: &str) -> Vec<String> {
     install();
     let log = LOG.lock().unwrap_or_else(|e| e.into_inner());
@@ -54,7 +52,6 @@ pub fn warnings(needle: &str) -> Vec<String> {
 }
 
 /// The lines captured so far that mention every one of `needles`.
-#[allow(dead_code)] // not every test binary reads every level
 pub fn lines_with(needles: &[&str]) -> Vec<String> {
     install();
     let log = LOG.lock().unwrap_or_else(|e| e.into_inner());

@@ -15,8 +15,11 @@ pub const FLOOD_BATCH: usize = 32;
 /// its echo, or a refusal.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Outcomes {
+    /// Messages echoed in full.
     pub echoed: u32,
+    /// Connections reset or closed before their echo.
     pub lost: u32,
+    /// Connections refused.
     pub refused: u32,
 }
 

@@ -1,8 +1,6 @@
 //! [`Streams`]: many echo streams of patterned bytes, driven by a few client
 //! threads with `poll(2)`, each byte checked in order.
 
-#![allow(dead_code)] // not every test binary drives streams
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -18,10 +16,13 @@ use super::{pattern, Rng, IO_TIMEOUT};
 /// with `poll(2)` on non-blocking sockets.
 #[derive(Debug, Clone)]
 pub struct Streams {
+    /// Connections.
     pub conns: usize,
     /// Bytes each connection sends.
     pub bytes: usize,
+    /// The largest write, in bytes.
     pub max_write: usize,
+    /// Client threads the connections are spread over.
     pub threads: usize,
     /// Shut the write side after the last byte and expect the server's end
     /// of stream after the last echoed byte; otherwise close once all bytes
