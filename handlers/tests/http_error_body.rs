@@ -14,7 +14,8 @@ mod log_capture;
 use std::io;
 
 use common::*;
-use percore_handlers::http::{reason_phrase, HttpError};
+use percore_handlers::http::proto::reason_phrase;
+use percore_handlers::http::HttpError;
 
 /// Answers its errors in JSON.
 struct JsonErrors;

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use super::access::{self, Ending, Exchange, CLIENT_LEFT};
 use super::close::close;
-use super::encode::error_response_kept_if;
+use super::proto::{chars, error_response_kept_if, error_text, HttpError, ERROR_TEXT_TYPE};
 use super::response::{effective_status, Streaming};
 use super::service::HttpHandler;
 use super::stats::Reason;
 use super::unwind::Panic;
 use super::wire::{StopSlot, Wire};
-use super::{chars, error_text, HttpError, Request, Response, Service, ERROR_TEXT_TYPE};
+use super::{Request, Response, Service};
 use crate::log_limit::LeftOut;
 
 /// Puts an error answer in the output, its body the service's

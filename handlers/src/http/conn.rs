@@ -28,16 +28,17 @@ use super::answers::{
 };
 use super::close::{close, quiet};
 use super::cutoff::{cut_at, Cutoff};
+use super::proto::{
+    encode_last_chunk, header_storage, max_head_len, parse_head, BodyKind, Framing, HeadRetry,
+    HttpError, Limits, RequestHead, ResponseHead,
+};
 use super::request::{BodyEnd, BodyReader, Failure};
 use super::response::{effective_status, no_body_status, Streaming};
 use super::service::HttpHandler;
 use super::stats::Reason;
 use super::unwind::CatchUnwind;
 use super::wire::{after, Waited, Wire, KEEP_CAPACITY};
-use super::{
-    encode_last_chunk, header_storage, max_head_len, parse_head, BodyKind, Framing, HeadRetry,
-    HttpError, Limits, Request, RequestHead, Response, ResponseHead, Service,
-};
+use super::{Request, Response, Service};
 
 /// Header storage per request. [`Limits::max_headers`](super::Limits)
 /// above this is capped to it.

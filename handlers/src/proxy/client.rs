@@ -15,7 +15,7 @@ use percore::net::TcpStream;
 use super::forward::write_forwarded;
 use super::response::ResponseParser;
 use super::target::OriginForm;
-use crate::http::write_decimal;
+use crate::http::proto::write_decimal;
 
 /// Why one branch failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 
 use super::client::{Answer, Failure, ResponseLimits};
 use super::head::{self, Fields, HeadError};
-use crate::http::{BodyDecoder, BodyKind, HeadRetry, Limits};
+use crate::http::proto::{BodyDecoder, BodyKind, HeadRetry, Limits};
 
 /// Parses one response from a growing buffer, de-chunking the body in
 /// place so it ends up contiguous after the head.

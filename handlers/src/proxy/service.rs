@@ -23,7 +23,8 @@ use super::upstream::Upstream;
 use super::via::Via;
 use super::warn::FailureLog;
 use super::{Config, ConfigError, ProxyStats};
-use crate::http::{BodyKind, Request, Response, Service};
+use crate::http::proto::BodyKind;
+use crate::http::{Request, Response, Service};
 
 /// The fan-out proxy: answers each request by sending [`Config::width`]
 /// concurrent sub-requests to the upstreams and joining their answers

@@ -33,7 +33,7 @@ pub const fn header_storage<'b, const N: usize>() -> [HeaderSlot<'b>; N] {
 /// # Examples
 ///
 /// ```
-/// use percore_handlers::http::{header_storage, max_head_len, parse_head, HeadRetry, Limits};
+/// use percore_handlers::http::proto::{header_storage, max_head_len, parse_head, HeadRetry, Limits};
 ///
 /// let limits = Limits::default();
 /// let mut retry = HeadRetry::default();

@@ -15,7 +15,7 @@ use std::fmt;
 /// Only error statuses are sent as such: a service that returns an
 /// `HttpError` whose status is outside 400–599 gets a bare 500 instead
 /// (to answer with another status, set it on the
-/// [`Response`](super::Response) and return `Ok`).
+/// [`Response`](crate::http::Response) and return `Ok`).
 ///
 /// ```
 /// use std::io;
@@ -134,7 +134,7 @@ impl fmt::Display for HttpError {
 
 impl std::error::Error for HttpError {}
 
-/// Lets a [`Service`](super::Service) return an `HttpError` with `?`; the
+/// Lets a [`Service`](crate::http::Service) return an `HttpError` with `?`; the
 /// server answers with its status (see [`HttpError::of`]).
 impl From<HttpError> for std::io::Error {
     fn from(e: HttpError) -> Self {
