@@ -125,7 +125,7 @@ pub trait Service: 'static {
     /// request, 400–505; a timed-out head or body, 408; a 503 at a stop)
     /// and for an error returned by [`call`](Self::call) (its
     /// [`HttpError`]'s status, or 500; a panic too). The status line,
-    /// `Connection: close` and the length are the server's; a `HEAD`
+    /// `Connection` and the length are the server's; a `HEAD`
     /// request gets the head alone. The default writes [`error_text`]'s
     /// one line (`Bad Request: duplicate Content-Length`) as
     /// [`ERROR_TEXT_TYPE`]. An API that answers JSON everywhere can say

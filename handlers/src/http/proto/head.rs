@@ -198,6 +198,11 @@ fn absolute_form(target: &str) -> Option<&str> {
 /// Bare LF line endings are accepted in the head (RFC 9112 §2.2: "a
 /// recipient MAY recognize a single LF as a line terminator").
 ///
+/// What request smuggling exploits (RFC 9112 §11.2) is refused, never
+/// guessed at: `Content-Length` with `Transfer-Encoding`, duplicate or
+/// malformed lengths, obsolete line folding and a bare CR. A bad chunk
+/// size is refused by [`BodyDecoder`](super::BodyDecoder).
+///
 /// # Errors
 ///
 /// An [`HttpError`] with the status to answer; the connection must close.
