@@ -12,7 +12,6 @@ use percore::time::now;
 
 use super::branch::{cut_off_every, Job, Target};
 use super::client::{write_request_line, write_shared, Failure, ResponseLimits};
-use super::combine::{write_entry, write_failure, Entry};
 use super::drain::Drain;
 use super::join::{Branches, Verdict};
 use super::mirror::{Mirror, MirrorSettings};
@@ -25,6 +24,7 @@ use super::warn::FailureLog;
 use super::{Config, ConfigError, ProxyStats};
 use crate::http::proto::BodyKind;
 use crate::http::{Request, Response, Service};
+use percore_proxy_core::combine::{write_entry, write_failure, Entry};
 
 /// The fan-out proxy: answers each request by sending [`Config::width`]
 /// concurrent sub-requests to the upstreams and joining their answers
