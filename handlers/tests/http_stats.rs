@@ -144,7 +144,7 @@ http_tests! {
         let target = format!("target=\"{target}\"");
         assert_eq!(lines_with(&["ERROR", "service panicked", &target, "status=500"]).len(), 1);
         wait_until(Duration::from_secs(5), "the executor's line", || {
-            !lines_with(&["ERROR", "task panicked", "a bug in the service"]).is_empty()
+            !lines_with(&["ERROR", "panic caught", "a bug in the service"]).is_empty()
         });
     }
 
