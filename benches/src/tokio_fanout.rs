@@ -16,15 +16,15 @@
 //! as the proxy (`upstream`, `status`, `latency_ms`, `body` as an escaped
 //! JSON string); any failure answers 502.
 //!
-//! The application-level code is the proxy's own, not a copy: the sources
-//! of `handlers/src/proxy/{head,forward,combine}.rs` (head scanner,
-//! forwarded fields and sub-request assembly, JSON entries with their
-//! prefixes escaped once and their bounds counted once) are compiled into
-//! this crate by `#[path]`, which keeps it building without percore
-//! (`--no-default-features`). Only the request line (the proxy's takes a
-//! parsed target) and the glue around the runtime are written here; they
-//! follow the proxy's steps, so that the comparison measures the runtimes
-//! rather than two ways of doing the same work.
+//! The application-level code is the proxy's own, not a copy: the
+//! `percore-proxy-core` crate's `head`, `forward` and `combine` (head
+//! scanner, forwarded fields and sub-request assembly, JSON entries with
+//! their prefixes escaped once and their bounds counted once), which need
+//! no percore, so this builds without it (`--no-default-features`). Only
+//! the request line (the proxy's takes a parsed target) and the glue around
+//! the runtime are written here; they follow the proxy's steps, so that the
+//! comparison measures the runtimes rather than two ways of doing the same
+//! work.
 //!
 //! What it measures: nothing by itself; it is the comparison point for the
 //! `fan_out` workloads. Steady state allocates nothing per request: the
@@ -52,16 +52,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::baseline_http::write_decimal;
-use combine::{entry_bound, entry_prefix, write_entry, write_failure, Entry};
-use forward::{write_forwarded, write_request};
-
-// The proxy's own sources (see above); paths are from `benches/src`.
-#[path = "../../handlers/src/proxy/combine.rs"]
-mod combine;
-#[path = "../../handlers/src/proxy/forward.rs"]
-mod forward;
-#[path = "../../handlers/src/proxy/head.rs"]
-mod head;
+use percore_proxy_core::combine::{entry_bound, entry_prefix, write_entry, write_failure, Entry};
+use percore_proxy_core::forward::{write_forwarded, write_request};
+use percore_proxy_core::head;
 
 /// The `Via` element, as long as the proxy's (`1.1 percore-` and 16 hex
 /// digits) so that both forward the same bytes; the baseline does not look

@@ -12,7 +12,3 @@ pub mod echo;
 pub mod http;
 mod log_limit;
 pub mod proxy;
-// Also included by path into the proxy's response head scanner, which must
-// build outside this crate (see the module docs).
-#[allow(clippy::duplicate_mod)]
-mod tchar;

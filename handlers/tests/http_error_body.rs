@@ -9,7 +9,8 @@ mod support;
 
 use std::io;
 
-use percore_handlers::http::{reason_phrase, HttpError};
+use percore_handlers::http::proto::reason_phrase;
+use percore_handlers::http::HttpError;
 use percore_test_kit::http::*;
 use percore_test_kit::log_capture;
 use percore_test_kit::*;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::Limits;
+use super::proto::Limits;
 
 /// Settings of an [`HttpHandler`](super::HttpHandler). `Default` gives the
 /// defaults each field names, chosen after nginx, h2o and hyper.

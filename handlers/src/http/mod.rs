@@ -156,52 +156,19 @@
 //!
 //! # The protocol core
 //!
-//! The parsing and framing underneath are plain functions with no I/O, so
-//! the shotgun and fuzz tests drive them byte by byte, which is where
-//! request smuggling bugs hide. A connection loop drives them like this:
-//!
-//! 1. Append received bytes to one input buffer and call [`parse_head`]
-//!    with caller-provided header storage. `Ok(None)` means "read more";
-//!    the limits of [`Limits`] are enforced on partial input too, so an
-//!    endless request line fails with 414 without waiting for a CRLF. For
-//!    a head that spans reads, ask [`HeadRetry::due`] before parsing again,
-//!    so that a head trickled a byte at a time is not parsed once per byte.
-//! 2. On `Ok(Some(head))`, note [`RequestHead::head_len`], answer 417/100
-//!    per [`RequestHead::expect_continue`], and build a [`BodyDecoder`] from
-//!    [`RequestHead::body`].
-//! 3. Feed the bytes after the head to [`BodyDecoder::decode`] until it
-//!    reports `done`; whatever it did not consume is the next pipelined
-//!    request (RFC 9112 §9.3.2 requires responses in request order).
-//! 4. Encode the response with [`ResponseHead`] into a reused `Vec<u8>`.
-//!    On any [`HttpError`], send [`error_response`] and close: after a
-//!    framing error the position of the next request is unknown.
-//!
-//! ```ignore
-//! let mut storage = http::header_storage::<100>();
-//! match http::parse_head(&inbuf, &mut storage, &limits) {
-//!     Ok(None) => { /* read more */ }
-//!     Ok(Some(head)) => { /* decode body from inbuf[head.head_len..] */ }
-//!     Err(e) => { http::error_response(&mut out, &e, inbuf.starts_with(b"HEAD "), &date); /* close */ }
-//! }
-//! ```
+//! The parsing and framing underneath are [`proto`]: plain functions with
+//! no I/O, public for those who want the protocol pieces without the
+//! server.
 
 mod access;
 mod answers;
-mod body;
-mod chars;
-mod chunked;
 mod close;
+mod complete;
 mod config;
 mod conn;
 mod cutoff;
-mod date;
 mod echo;
-mod encode;
-mod error;
-mod fields;
-mod head;
-mod limits;
-mod line;
+pub mod proto;
 mod request;
 mod response;
 mod service;
@@ -209,28 +176,10 @@ mod stats;
 mod unwind;
 mod wire;
 
-pub use body::{BodyDecoder, Decoded};
 pub use config::Config;
-pub use date::DateCache;
 pub use echo::{HttpEcho, HELLO};
-pub(crate) use encode::write_decimal;
-pub use encode::{
-    encode_chunk, encode_last_chunk, error_response, error_response_with, error_text,
-    method_not_allowed, reason_phrase, Framing, ResponseHead, CONTINUE_100, ERROR_TEXT_TYPE,
-};
-pub use error::HttpError;
-pub use head::{
-    header_storage, max_head_len, parse_head, BodyKind, HeadRetry, HeaderSlot, RequestHead,
-};
-/// A request header field, as [`Request::headers`] and
-/// [`RequestHead::headers`] list them: re-exported so that code naming it
-/// needs no `httparse` dependency of its own.
-pub use httparse::Header;
-pub use limits::Limits;
+pub use proto::{Header, HttpError, Limits, RequestHead};
 pub use request::Request;
 pub use response::Response;
 pub use service::{HttpHandler, Service};
 pub use stats::{HttpStats, HttpStatsReader};
-
-#[cfg(test)]
-mod tests;

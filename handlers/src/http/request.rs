@@ -10,8 +10,9 @@ use std::time::Instant;
 use percore::buf::RecvBuf;
 use percore::future::{select, Either};
 
+use super::proto::{BodyDecoder, BodyKind, Header, HttpError, Limits, RequestHead, CONTINUE_100};
 use super::wire::{after, StopSlot, Waited, Wire};
-use super::{BodyDecoder, BodyKind, Config, Header, HttpError, Limits, RequestHead, CONTINUE_100};
+use super::Config;
 
 /// One request, as a [`Service`](super::Service) sees it.
 ///

@@ -3,9 +3,9 @@
 
 use std::io;
 
+use super::proto::{chars, encode_chunk, Framing, HttpError, ResponseHead};
 use super::service::SharedDate;
 use super::wire::Wire;
-use super::{chars, encode_chunk, Framing, HttpError, ResponseHead};
 
 /// The response to one request, filled in by a [`Service`](super::Service).
 ///

@@ -10,9 +10,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use percore::{Connection, Handler};
 
+use super::proto::{error_text, DateCache, HttpError, RequestHead, ERROR_TEXT_TYPE};
 use super::stats::{Counters, HttpStats, HttpStatsReader};
 use super::wire::StopWatch;
-use super::{Config, DateCache, HttpError, Request, RequestHead, Response};
+use super::{Config, Request, Response};
 use crate::log_limit::LogLimit;
 
 /// An HTTP application: answers one request at a time.
@@ -124,14 +125,15 @@ pub trait Service: 'static {
     /// request, 400–505; a timed-out head or body, 408; a 503 at a stop)
     /// and for an error returned by [`call`](Self::call) (its
     /// [`HttpError`]'s status, or 500; a panic too). The status line,
-    /// `Connection: close` and the length are the server's; a `HEAD`
+    /// `Connection` and the length are the server's; a `HEAD`
     /// request gets the head alone. The default writes [`error_text`]'s
     /// one line (`Bad Request: duplicate Content-Length`) as
     /// [`ERROR_TEXT_TYPE`]. An API that answers JSON everywhere can say
     /// so here:
     ///
     /// ```
-    /// use percore_handlers::http::{reason_phrase, HttpError, Service};
+    /// use percore_handlers::http::proto::reason_phrase;
+    /// use percore_handlers::http::{HttpError, Service};
     /// # use percore_handlers::http::{Request, Response};
     /// # struct Api;
     /// impl Service for Api {
@@ -155,11 +157,11 @@ pub trait Service: 'static {
     /// An empty content type, or one that is not a valid field value (a
     /// control byte), or a panic here, gets the default answer instead.
     ///
-    /// [`error_text`]: super::error_text
-    /// [`ERROR_TEXT_TYPE`]: super::ERROR_TEXT_TYPE
+    /// [`error_text`]: error_text
+    /// [`ERROR_TEXT_TYPE`]: ERROR_TEXT_TYPE
     fn error_body(&self, error: &HttpError, body: &mut Vec<u8>) -> &'static str {
-        super::error_text(error, body);
-        super::ERROR_TEXT_TYPE
+        error_text(error, body);
+        ERROR_TEXT_TYPE
     }
 }
 

@@ -12,12 +12,12 @@ use percore::net::TcpStream;
 use percore::time::now;
 
 use super::client::{Exchange, ExchangeError, Failure, IoFailure};
-use super::combine::entry_bound;
-use super::forward::write_request;
 use super::service::FanOut;
 use super::stats::bump;
 use super::upstream::Upstream;
 use super::warn::{Reason, Role};
+use percore_proxy_core::combine::entry_bound;
+use percore_proxy_core::forward::write_request;
 
 /// Requests in a row whose branches on one upstream were all cancelled
 /// before it answered that make a WARN, times `m / 2` rounded up, where

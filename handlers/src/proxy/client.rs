@@ -12,10 +12,10 @@ use std::task::{ready, Context, Poll};
 
 use percore::net::TcpStream;
 
-use super::forward::write_forwarded;
 use super::response::ResponseParser;
 use super::target::OriginForm;
-use crate::http::write_decimal;
+use crate::http::proto::write_decimal;
+use percore_proxy_core::forward::write_forwarded;
 
 /// Why one branch failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

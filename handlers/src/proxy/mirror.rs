@@ -29,12 +29,12 @@ use percore::net::TcpStream;
 use percore::time::{now, timeout};
 
 use super::client::{Exchange, Failure, IoFailure, ResponseLimits};
-use super::forward::write_request;
 use super::scratch::BufPool;
 use super::stats::{bump, Counters};
 use super::upstream::Upstream;
 use super::warn::{FailureLog, Reason, Role};
 use super::PoolConfig;
+use percore_proxy_core::forward::write_request;
 
 /// Shadow exchanges in flight at once per core.
 pub(crate) const WORKERS: usize = 8;

@@ -158,11 +158,8 @@
 
 mod branch;
 mod client;
-mod combine;
 mod config;
 mod drain;
-mod forward;
-mod head;
 mod join;
 mod mirror;
 mod refuse;

@@ -8,8 +8,8 @@
 //! in a branch and, for a branch cut off, in the drain.
 
 use super::client::{Answer, Failure, ResponseLimits};
-use super::head::{self, Fields, HeadError};
-use crate::http::{BodyDecoder, BodyKind, HeadRetry, Limits};
+use crate::http::proto::{BodyDecoder, BodyKind, HeadRetry, Limits};
+use percore_proxy_core::head::{self, Fields, HeadError};
 
 /// Parses one response from a growing buffer, de-chunking the body in
 /// place so it ends up contiguous after the head.

@@ -3,16 +3,18 @@
 //! `branch.rs`, the answers given without fanning out in `refuse.rs`.
 
 use std::cell::Cell;
+use std::future::Future;
 use std::io;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use bumpalo::Bump;
 
 use percore::time::now;
 
-use super::branch::{cut_off_every, Job, Target};
+use super::branch::{cut_off_every, BranchError, Job, Reply, Target};
 use super::client::{write_request_line, write_shared, Failure, ResponseLimits};
-use super::combine::{write_entry, write_failure, Entry};
 use super::drain::Drain;
 use super::join::{Branches, Verdict};
 use super::mirror::{Mirror, MirrorSettings};
@@ -23,7 +25,9 @@ use super::upstream::Upstream;
 use super::via::Via;
 use super::warn::FailureLog;
 use super::{Config, ConfigError, ProxyStats};
-use crate::http::{BodyKind, Request, Response, Service};
+use crate::http::proto::BodyKind;
+use crate::http::{Request, Response, Service};
+use percore_proxy_core::combine::{write_entry, write_failure, Entry};
 
 /// The fan-out proxy: answers each request by sending [`Config::width`]
 /// concurrent sub-requests to the upstreams and joining their answers
@@ -171,24 +175,7 @@ impl FanOut {
         target: OriginForm<'_>,
     ) -> io::Result<()> {
         let method = req.method();
-        let has_body = req.body_kind() != BodyKind::None;
-        let headers = req.headers();
-        let client = req.peer_addr().ok().map(|a| a.ip());
-        // The request line first, then the part after `Host`, in one buffer.
-        let mut shared = self.bufs.take();
-        write_request_line(&mut shared, method, target);
-        let line_len = shared.len();
-        {
-            let body: &[u8] = if has_body { req.body().await? } else { &[] };
-            write_shared(
-                &mut shared,
-                headers,
-                client,
-                self.via.element(),
-                body,
-                has_body,
-            );
-        }
+        let (shared, line_len) = self.prepare(req, target).await?;
         let started = now();
         let healthy = self.upstreams.len() - self.ejected_count(started);
         if healthy == 0 {
@@ -218,160 +205,229 @@ impl FanOut {
             cut_off: &cut_off,
             deadline,
         };
-        let width = self.config.width;
-        // Round-robin over the upstreams not ejected.
-        let first = self.next.get() % healthy;
-        self.next.set((first + width) % healthy);
-
-        // The upstream each branch is on, updated by its retry.
-        let all_in = healthy == self.upstreams.len();
-        let targets: &[Cell<Target>] = arena.alloc_slice_fill_with(width, |i| {
-            let k = (first + i) % healthy;
-            // With none ejected (the usual case) the k-th healthy one is the
-            // k-th: no walk over the upstreams per branch.
-            let upstream = if all_in {
-                k
-            } else {
-                self.nth_healthy(k, started)
-            };
-            Cell::new(Target {
-                upstream,
-                moved_from: None,
-            })
-        });
+        let targets = self.targets(&arena, healthy, started);
         // SAFETY: `branches` is a local declared after `arena`, so it is
         // dropped first, and it is never forgotten.
-        let mut branches =
-            unsafe { Branches::new_in(&arena, width, |i| self.branch(&targets[i], job)) };
+        let mut branches = unsafe {
+            Branches::new_in(&arena, self.config.width, |i| self.branch(&targets[i], job))
+        };
         let verdict = branches.join(self.config.policy, deadline).await;
-
         match verdict {
             Verdict::Met => {
-                if (0..width).any(|i| branches.is_running(i)) {
-                    // Once per upstream: with more branches than upstreams,
-                    // one lost race would cut off several on one. Not for
-                    // one whose branch here ended (answered or failed):
-                    // its branches were not all cut off.
-                    let noted = arena.alloc_slice_fill_with(self.upstreams.len(), |_| false);
-                    for (i, target) in targets.iter().enumerate() {
-                        if !branches.is_running(i) {
-                            noted[target.get().upstream % noted.len()] = true;
-                        }
-                    }
-                    for (i, target) in targets.iter().enumerate() {
-                        let upstream = target.get().upstream % noted.len();
-                        if branches.is_running(i) && !std::mem::replace(&mut noted[upstream], true)
-                        {
-                            self.cut_off(upstream);
-                        }
-                    }
-                }
+                self.note_cut_offs(&branches, targets, &arena);
                 // Read by each branch as it is dropped: one cut off while
                 // reading its response hands it to the drain.
                 cut_off.set(true);
                 let cancelled = branches.cancel_running();
                 self.stats.cancelled.add(cancelled as u64);
-                res.header("Content-Type", b"application/json")?;
-                res.set_status(200);
-                let bound: usize = (0..width)
-                    .filter_map(|i| match branches.output(i) {
-                        Some(Ok(reply)) => Some(reply.bound),
-                        _ => None,
-                    })
-                    .sum();
-                let out = res.body_mut();
-                out.reserve(bound + 2);
-                out.push(b'[');
-                // Several branches may have finished in the same turn: the
-                // answer holds exactly as many as the policy asked for.
-                let mut wanted = self.config.policy.needed(width);
-                let mut first_entry = true;
-                // Branches that finish in the same turn share the clock
-                // reading, and so their latency: computed once.
-                let mut last = (started, Duration::ZERO);
-                for i in 0..width {
-                    if let Some(Ok(reply)) = branches.take(i) {
-                        if wanted == 0 {
-                            self.bufs.put(reply.buf);
-                            continue;
-                        }
-                        wanted -= 1;
-                        if reply.done != last.0 {
-                            last = (reply.done, reply.done.saturating_duration_since(started));
-                        }
-                        let entry = Entry {
-                            prefix: self.entry_prefix(reply.upstream),
-                            status: reply.status,
-                            latency: last.1,
-                            body: reply.buf.get(reply.body.clone()).unwrap_or_default(),
-                            bound: reply.bound,
-                        };
-                        write_entry(out, &entry, first_entry);
-                        first_entry = false;
-                        self.bufs.put(reply.buf);
-                    }
-                }
-                out.push(b']');
+                self.write_joined(res, &mut branches, started)?;
             }
             Verdict::Failed | Verdict::Deadline => {
-                bump(&self.stats.failed);
                 let timed_out = verdict == Verdict::Deadline;
-                let mut status = 504;
-                res.header("Content-Type", b"text/plain; charset=utf-8")?;
-                let out = res.body_mut();
-                for (i, target) in targets.iter().enumerate() {
-                    match branches.output(i) {
-                        Some(Err(e)) => {
-                            if e.failure.status() == 502 && !timed_out {
-                                status = 502;
-                            }
-                            let moved_from = self.moved_from(e.moved_from);
-                            write_failure(
-                                out,
-                                self.upstream_name(e.upstream),
-                                &e.failure,
-                                moved_from.as_ref().map(|(n, f)| (*n, f as _)),
-                            );
-                        }
-                        None if timed_out && branches.is_running(i) => {
-                            bump(&self.stats.deadline);
-                            let Target {
-                                upstream,
-                                moved_from,
-                            } = target.get();
-                            self.log_failure(upstream, Failure::Deadline);
-                            // A hung upstream fails this way only: it must
-                            // count toward its ejection, or under `all` it
-                            // would hold every request to the deadline.
-                            self.record(upstream, false, counted);
-                            let moved_from = self.moved_from(moved_from);
-                            let upstream = self.upstream_name(upstream);
-                            let moved_from = moved_from.as_ref().map(|(n, f)| (*n, f as _));
-                            write_failure(out, upstream, &Failure::Deadline, moved_from);
-                        }
-                        _ => {}
-                    }
-                }
-                if !timed_out && status == 504 && out.is_empty() {
-                    status = 502;
-                }
-                let cancelled = branches.cancel_running();
-                if !timed_out {
-                    self.stats.cancelled.add(cancelled as u64);
-                }
-                for i in 0..width {
-                    if let Some(Ok(reply)) = branches.take(i) {
-                        self.bufs.put(reply.buf);
-                    }
-                }
-                if status == 504 {
-                    bump(&self.stats.failed_504);
-                }
-                res.set_status(status);
+                self.write_failed(res, &mut branches, targets, timed_out, counted)?;
             }
         }
         drop(branches);
         self.bufs.put(shared);
+        Ok(())
+    }
+
+    /// The part of the sub-requests that is the same for each: the request
+    /// line first, then what follows `Host` (the forwarded fields, the
+    /// framing and the body, read here), in one pooled buffer; and where
+    /// the request line ends in it.
+    async fn prepare(
+        &self,
+        req: &mut Request<'_>,
+        target: OriginForm<'_>,
+    ) -> io::Result<(Vec<u8>, usize)> {
+        let method = req.method();
+        let has_body = req.body_kind() != BodyKind::None;
+        let headers = req.headers();
+        let client = req.peer_addr().ok().map(|a| a.ip());
+        let mut shared = self.bufs.take();
+        write_request_line(&mut shared, method, target);
+        let line_len = shared.len();
+        let body: &[u8] = if has_body { req.body().await? } else { &[] };
+        write_shared(
+            &mut shared,
+            headers,
+            client,
+            self.via.element(),
+            body,
+            has_body,
+        );
+        Ok((shared, line_len))
+    }
+
+    /// The upstream each branch starts on, round-robin over the `healthy`
+    /// (not ejected) ones, in `arena`; a branch's retry updates its own.
+    fn targets<'a>(&self, arena: &'a Bump, healthy: usize, at: Instant) -> &'a [Cell<Target>] {
+        let width = self.config.width;
+        let first = self.next.get() % healthy;
+        self.next.set((first + width) % healthy);
+        let all_in = healthy == self.upstreams.len();
+        arena.alloc_slice_fill_with(width, |i| {
+            let k = (first + i) % healthy;
+            // With none ejected (the usual case) the k-th healthy one is the
+            // k-th: no walk over the upstreams per branch.
+            let upstream = if all_in { k } else { self.nth_healthy(k, at) };
+            Cell::new(Target {
+                upstream,
+                moved_from: None,
+            })
+        })
+    }
+
+    /// Once the policy is met, counts a cut-off against each upstream a
+    /// branch is still running on.
+    fn note_cut_offs<F>(&self, branches: &Branches<'_, F>, targets: &[Cell<Target>], arena: &Bump)
+    where
+        F: Future<Output = Result<Reply, BranchError>>,
+    {
+        if !(0..targets.len()).any(|i| branches.is_running(i)) {
+            return;
+        }
+        // Once per upstream: with more branches than upstreams, one lost
+        // race would cut off several on one. Not for one whose branch here
+        // ended (answered or failed): its branches were not all cut off.
+        let noted = arena.alloc_slice_fill_with(self.upstreams.len(), |_| false);
+        for (i, target) in targets.iter().enumerate() {
+            if !branches.is_running(i) {
+                noted[target.get().upstream % noted.len()] = true;
+            }
+        }
+        for (i, target) in targets.iter().enumerate() {
+            let upstream = target.get().upstream % noted.len();
+            if branches.is_running(i) && !std::mem::replace(&mut noted[upstream], true) {
+                self.cut_off(upstream);
+            }
+        }
+    }
+
+    /// The answer when the policy was met: 200 with a JSON array of the
+    /// first replies the policy asked for, in branch order.
+    fn write_joined<F>(
+        &self,
+        res: &mut Response<'_>,
+        branches: &mut Branches<'_, F>,
+        started: Instant,
+    ) -> io::Result<()>
+    where
+        F: Future<Output = Result<Reply, BranchError>>,
+    {
+        let width = self.config.width;
+        res.header("Content-Type", b"application/json")?;
+        res.set_status(200);
+        let bound: usize = (0..width)
+            .filter_map(|i| match branches.output(i) {
+                Some(Ok(reply)) => Some(reply.bound),
+                _ => None,
+            })
+            .sum();
+        let out = res.body_mut();
+        out.reserve(bound + 2);
+        out.push(b'[');
+        // Several branches may have finished in the same turn: the
+        // answer holds exactly as many as the policy asked for.
+        let mut wanted = self.config.policy.needed(width);
+        let mut first_entry = true;
+        // Branches that finish in the same turn share the clock
+        // reading, and so their latency: computed once.
+        let mut last = (started, Duration::ZERO);
+        for i in 0..width {
+            if let Some(Ok(reply)) = branches.take(i) {
+                if wanted == 0 {
+                    self.bufs.put(reply.buf);
+                    continue;
+                }
+                wanted -= 1;
+                if reply.done != last.0 {
+                    last = (reply.done, reply.done.saturating_duration_since(started));
+                }
+                let entry = Entry {
+                    prefix: self.entry_prefix(reply.upstream),
+                    status: reply.status,
+                    latency: last.1,
+                    body: reply.buf.get(reply.body.clone()).unwrap_or_default(),
+                    bound: reply.bound,
+                };
+                write_entry(out, &entry, first_entry);
+                first_entry = false;
+                self.bufs.put(reply.buf);
+            }
+        }
+        out.push(b']');
+        Ok(())
+    }
+
+    /// The answer when the policy cannot be met (`timed_out`: the deadline
+    /// passed first): 502 or 504 with one line per branch that failed or
+    /// was still running.
+    fn write_failed<F>(
+        &self,
+        res: &mut Response<'_>,
+        branches: &mut Branches<'_, F>,
+        targets: &[Cell<Target>],
+        timed_out: bool,
+        counted: &[Cell<u64>],
+    ) -> io::Result<()>
+    where
+        F: Future<Output = Result<Reply, BranchError>>,
+    {
+        bump(&self.stats.failed);
+        let mut status = 504;
+        res.header("Content-Type", b"text/plain; charset=utf-8")?;
+        let out = res.body_mut();
+        for (i, target) in targets.iter().enumerate() {
+            match branches.output(i) {
+                Some(Err(e)) => {
+                    if e.failure.status() == 502 && !timed_out {
+                        status = 502;
+                    }
+                    let moved_from = self.moved_from(e.moved_from);
+                    write_failure(
+                        out,
+                        self.upstream_name(e.upstream),
+                        &e.failure,
+                        moved_from.as_ref().map(|(n, f)| (*n, f as _)),
+                    );
+                }
+                None if timed_out && branches.is_running(i) => {
+                    bump(&self.stats.deadline);
+                    let Target {
+                        upstream,
+                        moved_from,
+                    } = target.get();
+                    self.log_failure(upstream, Failure::Deadline);
+                    // A hung upstream fails this way only: it must
+                    // count toward its ejection, or under `all` it
+                    // would hold every request to the deadline.
+                    self.record(upstream, false, counted);
+                    let moved_from = self.moved_from(moved_from);
+                    let upstream = self.upstream_name(upstream);
+                    let moved_from = moved_from.as_ref().map(|(n, f)| (*n, f as _));
+                    write_failure(out, upstream, &Failure::Deadline, moved_from);
+                }
+                _ => {}
+            }
+        }
+        if !timed_out && status == 504 && out.is_empty() {
+            status = 502;
+        }
+        let cancelled = branches.cancel_running();
+        if !timed_out {
+            self.stats.cancelled.add(cancelled as u64);
+        }
+        for i in 0..targets.len() {
+            if let Some(Ok(reply)) = branches.take(i) {
+                self.bufs.put(reply.buf);
+            }
+        }
+        if status == 504 {
+            bump(&self.stats.failed_504);
+        }
+        res.set_status(status);
         Ok(())
     }
 }

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use percore::net::TcpStream;
 
-use super::combine::entry_prefix;
 use super::{EjectionConfig, PoolConfig};
+use percore_proxy_core::combine::entry_prefix;
 
 /// An upstream server and this core's idle connections to it.
 #[derive(Debug)]

@@ -8,11 +8,13 @@ mod response;
 mod warn;
 
 use super::client::{write_request_line, write_shared, Failure, IoFailure};
-use super::combine::{entry_bound, entry_prefix, write_entry, write_json_string, Entry};
-use super::forward::write_request;
 use super::target::origin_form;
 use super::upstream::Health;
 use super::{Config, EjectionConfig, Policy};
+use percore_proxy_core::combine::{
+    entry_bound, entry_prefix, write_entry, write_json_string, Entry,
+};
+use percore_proxy_core::forward::write_request;
 
 /// The forwarded request: CRLF only, hop-by-hop fields (and those named in
 /// `Connection`) dropped, `Via`/`X-Forwarded-For` kept and appended to,

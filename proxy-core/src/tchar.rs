@@ -1,11 +1,10 @@
-//! The token characters of RFC 9110 §5.6.2, defined once for the two byte
-//! tables built from them: the HTTP layer's byte classes and the proxy's
-//! response head scanner. The scanner stays free of crate paths (the tokio
-//! fan-out baseline compiles it on its own), so it includes this file by
-//! path rather than through the crate.
+//! The token characters of RFC 9110 §5.6.2, defined once for all that
+//! checks tokens: the HTTP layer's byte classes and the proxy's pseudonym
+//! check (in `percore-handlers`), and the response head scanner of
+//! [`head`](crate::head).
 
 /// Whether `c` is a `tchar`: what methods and field names are made of.
-pub(crate) const fn is_tchar(c: u8) -> bool {
+pub const fn is_tchar(c: u8) -> bool {
     c.is_ascii_alphanumeric()
         || matches!(
             c,

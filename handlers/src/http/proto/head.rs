@@ -33,7 +33,7 @@ pub const fn header_storage<'b, const N: usize>() -> [HeaderSlot<'b>; N] {
 /// # Examples
 ///
 /// ```
-/// use percore_handlers::http::{header_storage, max_head_len, parse_head, HeadRetry, Limits};
+/// use percore_handlers::http::proto::{header_storage, max_head_len, parse_head, HeadRetry, Limits};
 ///
 /// let limits = Limits::default();
 /// let mut retry = HeadRetry::default();
@@ -197,6 +197,11 @@ fn absolute_form(target: &str) -> Option<&str> {
 ///
 /// Bare LF line endings are accepted in the head (RFC 9112 §2.2: "a
 /// recipient MAY recognize a single LF as a line terminator").
+///
+/// What request smuggling exploits (RFC 9112 §11.2) is refused, never
+/// guessed at: `Content-Length` with `Transfer-Encoding`, duplicate or
+/// malformed lengths, obsolete line folding and a bare CR. A bad chunk
+/// size is refused by [`BodyDecoder`](super::BodyDecoder).
 ///
 /// # Errors
 ///

@@ -17,7 +17,7 @@ const fn classes() -> [u8; 256] {
     while i < 256 {
         let b = i as u8;
         let mut class = 0;
-        if crate::tchar::is_tchar(b) {
+        if percore_proxy_core::tchar::is_tchar(b) {
             class |= TCHAR;
         }
         // §5.5 field-value bytes: VCHAR, SP, HTAB and obs-text; no CR, LF

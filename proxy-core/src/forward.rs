@@ -3,13 +3,13 @@
 //! elements appended; and the assembly of each sub-request from its parts.
 //!
 //! Only std, httparse's header type and [`has_token`]: the tokio fan-out
-//! baseline (`benches/src/tokio_fanout.rs`) compiles this very file too,
-//! so that both servers forward the same bytes with the same code.
+//! baseline (`benches/src/tokio_fanout.rs`) uses this module too, so that
+//! both servers forward the same bytes with the same code.
 
 use std::io;
 use std::net::IpAddr;
 
-use super::head::has_token;
+use crate::head::has_token;
 
 /// Request fields that are about one connection (RFC 9110 §7.6.1), or that
 /// the proxy writes itself, and so are never forwarded as received.
@@ -35,7 +35,7 @@ const NOT_FORWARDED: [&str; 13] = [
 /// `Host` line: the end-to-end fields, then `Via` (ending in the proxy's
 /// own element `via`, such as `1.1 percore-…`) and `X-Forwarded-For` as
 /// one line each. Every line ends in CRLF whatever the client used.
-pub(crate) fn write_forwarded(
+pub fn write_forwarded(
     out: &mut Vec<u8>,
     headers: &[httparse::Header<'_>],
     client: Option<IpAddr>,
@@ -131,7 +131,7 @@ fn write_ip(out: &mut Vec<u8>, ip: IpAddr) {
 /// line, the shared part (the forwarded fields, the framing, any body).
 /// Both parts are written once per request, so each of its sub-requests
 /// is three copies.
-pub(crate) fn write_request(out: &mut Vec<u8>, line: &[u8], host_line: &[u8], shared: &[u8]) {
+pub fn write_request(out: &mut Vec<u8>, line: &[u8], host_line: &[u8], shared: &[u8]) {
     out.reserve(line.len() + host_line.len() + shared.len());
     out.extend_from_slice(line);
     out.extend_from_slice(host_line);

@@ -7,15 +7,19 @@ use std::fmt;
 /// Carries the status code to send back and a static reason, which is
 /// logged and also sent to the client as the body of the error response
 /// (see [`error_response`](super::error_response)), so it must say what
-/// was wrong with the request without revealing anything else. Every
-/// `HttpError` ends the connection: once framing is in doubt, no
-/// later byte on the connection can be trusted to start a new request
-/// (RFC 9112 §11.2, request smuggling).
+/// was wrong with the request without revealing anything else.
+///
+/// An `HttpError` of the protocol core (a refused head or body) ends the
+/// connection: once framing is in doubt, no later byte on the connection
+/// can be trusted to start a new request (RFC 9112 §11.2, request
+/// smuggling). One a service returns with a 4xx status, after its request
+/// was read to its end, is its answer to a sound request and keeps the
+/// connection; see [`Service`](crate::http::Service) for when.
 ///
 /// Only error statuses are sent as such: a service that returns an
 /// `HttpError` whose status is outside 400–599 gets a bare 500 instead
 /// (to answer with another status, set it on the
-/// [`Response`](super::Response) and return `Ok`).
+/// [`Response`](crate::http::Response) and return `Ok`).
 ///
 /// ```
 /// use std::io;
@@ -134,7 +138,7 @@ impl fmt::Display for HttpError {
 
 impl std::error::Error for HttpError {}
 
-/// Lets a [`Service`](super::Service) return an `HttpError` with `?`; the
+/// Lets a [`Service`](crate::http::Service) return an `HttpError` with `?`; the
 /// server answers with its status (see [`HttpError::of`]).
 impl From<HttpError> for std::io::Error {
     fn from(e: HttpError) -> Self {

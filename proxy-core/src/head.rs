@@ -14,48 +14,50 @@
 //! protocol is refused at once rather than at the deadline.
 //!
 //! Only std (and httparse in the tests): the tokio fan-out baseline
-//! (`benches/src/tokio_fanout.rs`) compiles this very file too, so that
-//! both servers scan upstream heads with the same code.
+//! (`benches/src/tokio_fanout.rs`) uses this module too, so that both
+//! servers scan upstream heads with the same code.
 
-// By path, not through the crate: this file is compiled on its own too.
-#[path = "../tchar.rs"]
-mod tchar;
+use crate::tchar;
 
 /// Most header fields in an upstream response head.
-pub(crate) const MAX_FIELDS: usize = 64;
+pub const MAX_FIELDS: usize = 64;
 
 /// Why a head was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HeadError {
+pub enum HeadError {
+    /// A byte or line the grammar does not allow.
     Malformed,
+    /// More than [`MAX_FIELDS`] fields.
     TooManyFields,
 }
 
 /// A complete response head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Head {
+pub struct Head {
     /// Its length in bytes, leading empty lines included.
-    pub(crate) len: usize,
+    pub len: usize,
     /// The minor version: 0 or 1.
-    pub(crate) minor: u8,
-    pub(crate) status: u16,
-    pub(crate) fields: Fields,
+    pub minor: u8,
+    /// The status code: three digits.
+    pub status: u16,
+    /// What its fields say.
+    pub fields: Fields,
 }
 
 /// What the fields say about framing and the connection.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Fields {
+pub struct Fields {
     /// The `Content-Length`, once one was seen.
-    pub(crate) length: Option<u64>,
+    pub length: Option<u64>,
     /// A `Transfer-Encoding` field was seen (then it said `chunked`, or
     /// `invalid` says otherwise).
-    pub(crate) chunked: bool,
+    pub chunked: bool,
     /// A `Connection` field lists `close`.
-    pub(crate) close: bool,
+    pub close: bool,
     /// The first framing fault, in field order. Kept rather than returned
     /// so that a malformed line later in the head is reported first, as
     /// when the head was parsed whole before its fields were read.
-    pub(crate) invalid: Option<&'static str>,
+    pub invalid: Option<&'static str>,
 }
 
 /// Bytes a field value (and a reason phrase) may hold: HTAB, SP, visible
@@ -88,7 +90,7 @@ const HIGH: u64 = ONES * 0x80;
 
 /// Scans a response head at the start of `buf`. `Ok(None)`: no bad byte
 /// so far, but the head is not complete.
-pub(crate) fn parse(buf: &[u8]) -> Result<Option<Head>, HeadError> {
+pub fn parse(buf: &[u8]) -> Result<Option<Head>, HeadError> {
     use HeadError::Malformed;
     let mut i = 0;
     // RFC 9112 §2.2: empty lines before the status line are ignored.
@@ -329,7 +331,7 @@ impl Fields {
 }
 
 /// Whether the comma-separated list `value` holds `token` (any case).
-pub(crate) fn has_token(value: &[u8], token: &[u8]) -> bool {
+pub fn has_token(value: &[u8], token: &[u8]) -> bool {
     value
         .split(|&b| b == b',')
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))

@@ -30,28 +30,31 @@
 //! check per escape, no `memcpy` call per run of plain bytes.
 //!
 //! Only std: the tokio fan-out baseline (`benches/src/tokio_fanout.rs`)
-//! compiles this very file too, so that both servers write their answers
-//! with the same code.
+//! uses this module too, so that both servers write their answers with the
+//! same code.
 
 use std::io::Write as _;
 use std::time::Duration;
 
 /// One successful branch, for [`write_entry`].
 #[derive(Debug)]
-pub(crate) struct Entry<'a> {
+pub struct Entry<'a> {
     /// The upstream's [`entry_prefix`].
-    pub(crate) prefix: &'a [u8],
-    pub(crate) status: u16,
-    pub(crate) latency: Duration,
-    pub(crate) body: &'a [u8],
+    pub prefix: &'a [u8],
+    /// The upstream's status code.
+    pub status: u16,
+    /// From the start of the fan-out to the end of this branch's response.
+    pub latency: Duration,
+    /// The upstream's body, written as a JSON string.
+    pub body: &'a [u8],
     /// Its [`entry_bound`], which the caller has already counted to
     /// reserve room for the whole answer.
-    pub(crate) bound: usize,
+    pub bound: usize,
 }
 
 /// The start of every entry for `upstream`, up to its status: the same for
 /// each of its answers, so escaped once, when the proxy starts.
-pub(crate) fn entry_prefix(upstream: &str) -> Box<[u8]> {
+pub fn entry_prefix(upstream: &str) -> Box<[u8]> {
     let mut out = b"{\"upstream\":".to_vec();
     write_json_string(&mut out, upstream.as_bytes());
     out.extend_from_slice(b",\"status\":");
@@ -61,7 +64,7 @@ pub(crate) fn entry_prefix(upstream: &str) -> Box<[u8]> {
 /// The most bytes [`write_entry`] can append for an entry with this
 /// prefix and body: the fixed text with the widest numbers, plus the body
 /// at its longest escaping.
-pub(crate) fn entry_bound(prefix: &[u8], body: &[u8]) -> usize {
+pub fn entry_bound(prefix: &[u8], body: &[u8]) -> usize {
     // `,` 65535 `,"latency_ms":` u64 `.999` `,"body":` `}`, rounded up.
     const FIXED: usize = 64;
     FIXED + prefix.len() + json_string_bound(body)
@@ -95,7 +98,7 @@ static ESCAPED_WIDTH: [u8; 256] = {
 };
 
 /// Appends `entry` as an array element (`first`: no leading comma).
-pub(crate) fn write_entry(out: &mut Vec<u8>, entry: &Entry<'_>, first: bool) {
+pub fn write_entry(out: &mut Vec<u8>, entry: &Entry<'_>, first: bool) {
     // A smaller bound would make the cursor index past its slice.
     debug_assert!(entry.bound >= entry_bound(entry.prefix, entry.body));
     let start = out.len();
@@ -132,7 +135,7 @@ pub(crate) fn write_entry(out: &mut Vec<u8>, entry: &Entry<'_>, first: bool) {
 
 /// Appends `bytes` as a JSON string (RFC 8259 §7): quotes, backslashes and
 /// control characters escaped, invalid UTF-8 replaced with U+FFFD.
-pub(crate) fn write_json_string(out: &mut Vec<u8>, bytes: &[u8]) {
+pub fn write_json_string(out: &mut Vec<u8>, bytes: &[u8]) {
     let start = out.len();
     out.resize(start + json_string_bound(bytes), 0);
     let mut w = Cursor {
@@ -270,7 +273,7 @@ impl Cursor<'_> {
 /// Appends the failure line of one branch, and the failed connect it
 /// moved to `upstream` after, if any:
 /// `upstream B: REASON (moved there after upstream A: REASON)`.
-pub(crate) fn write_failure(
+pub fn write_failure(
     out: &mut Vec<u8>,
     upstream: &str,
     reason: &dyn std::fmt::Display,
