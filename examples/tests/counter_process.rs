@@ -74,17 +74,12 @@ fn stop(mut child: Running, backend: &str) {
     assert!(status.success(), "{backend}: counter exited with {status}");
 }
 
-/// The per-core counts are summed, and with `--stats` each `sum` is
-/// logged: the client gets its answer also once the log's reader is gone
-/// (the line is dropped, as the log's are, instead of panicking in the
-/// handler and closing the connection unanswered).
-#[test]
-fn sum_is_answered_when_the_log_reader_is_gone() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
+backend_process_tests! {
+    /// The per-core counts are summed, and with `--stats` each `sum` is
+    /// logged: the client gets its answer also once the log's reader is gone
+    /// (the line is dropped, as the log's are, instead of panicking in the
+    /// handler and closing the connection unanswered).
+    fn sum_is_answered_when_the_log_reader_is_gone(backend) {
         let (child, addr, mut log) = start(backend);
         assert_eq!(ask(addr, "incr\nincr\nsum\n"), "ok\nok\n2\n", "{backend}");
         let mut line = String::new();

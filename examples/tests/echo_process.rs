@@ -327,17 +327,12 @@ fn c2_memlock_too_low_for_registered_buffers() {
     assert!(listening_line(&log).contains("(uring backend"), "{log}");
 }
 
-/// FAULTS C1: out of fds under `prlimit --nofile=64:64` with 200 clients
-/// connected. Accepting backs off instead of spinning (the process uses
-/// under 5% of a CPU over 2 s), the reserve fd lets queued clients be
-/// closed promptly, and once the clients go away a new one is served.
-#[test]
-fn c1_fd_exhaustion_does_not_spin_and_recovers() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
+backend_process_tests! {
+    /// FAULTS C1: out of fds under `prlimit --nofile=64:64` with 200 clients
+    /// connected. Accepting backs off instead of spinning (the process uses
+    /// under 5% of a CPU over 2 s), the reserve fd lets queued clients be
+    /// closed promptly, and once the clients go away a new one is served.
+    fn c1_fd_exhaustion_does_not_spin_and_recovers(backend) {
         let mut cmd = Command::new("prlimit");
         cmd.args([
             "--nofile=64:64",
@@ -428,20 +423,13 @@ fn c1_fd_exhaustion_does_not_spin_and_recovers() {
             "{log}"
         );
     }
-}
 
-/// The foundation issue's memory figure (and FAULTS B5's budget): 10,000
-/// idle connections, each echoed once so the server has accepted it and
-/// armed its receive. An idle connection holds no receive buffer, so the
-/// server's RSS grows by little per connection; the server still serves.
-#[test]
-fn idle_connections_cost_little_memory() {
-    const CONNS: usize = 10_000;
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
+    /// The foundation issue's memory figure (and FAULTS B5's budget): 10,000
+    /// idle connections, each echoed once so the server has accepted it and
+    /// armed its receive. An idle connection holds no receive buffer, so the
+    /// server's RSS grows by little per connection; the server still serves.
+    fn idle_connections_cost_little_memory(backend) {
+        const CONNS: usize = 10_000;
         let child = serve(echo_cmd(&[
             "--backend",
             backend,
@@ -486,18 +474,11 @@ fn idle_connections_cost_little_memory() {
         drop(conns);
         stop(child, Duration::from_secs(60));
     }
-}
 
-/// At `--max-connections`, accepting pauses and the log says so (once,
-/// however many clients wait); the waiting client is served once a
-/// connection closes.
-#[test]
-fn the_connection_limit_is_logged() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
+    /// At `--max-connections`, accepting pauses and the log says so (once,
+    /// however many clients wait); the waiting client is served once a
+    /// connection closes.
+    fn the_connection_limit_is_logged(backend) {
         let child = serve(echo_cmd(&[
             "--backend",
             backend,

@@ -97,13 +97,8 @@ fn free_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
-#[test]
-fn stats_lines_carry_the_proxy_counters() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
+backend_process_tests! {
+    fn stats_lines_carry_the_proxy_counters(backend) {
         // 1. Three GETs at width 2 through one upstream: six sub-requests,
         // over two pooled connections.
         let echo = start(cmd(HTTP_ECHO, backend, &["--port", "0"]));
@@ -172,15 +167,8 @@ fn stats_lines_carry_the_proxy_counters() {
         assert_eq!(field(&line, "sub_requests"), 0, "{line}");
         stop(px);
     }
-}
 
-#[test]
-fn pointed_at_itself_it_warns_and_answers_at_once() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
+    fn pointed_at_itself_it_warns_and_answers_at_once(backend) {
         // The port is found free, then taken by the proxy: retried if
         // something else took it in between.
         let mut started = None;

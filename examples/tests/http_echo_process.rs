@@ -85,13 +85,8 @@ fn with_args(backend: &str, args: &[&str], client: impl FnOnce(&mut TcpStream)) 
     assert!(status.success(), "{backend}: {status}\n{log}");
 }
 
-#[test]
-fn keepalive_requests_sets_the_cap_and_zero_lifts_it() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
+backend_process_tests! {
+    fn keepalive_requests_sets_the_cap_and_zero_lifts_it(backend) {
         with_cap(backend, "3", |stream| {
             let heads = requests(stream, 3);
             assert!(
@@ -114,46 +109,11 @@ fn keepalive_requests_sets_the_cap_and_zero_lifts_it() {
             );
         });
     }
-}
 
-#[test]
-fn a_bad_keepalive_requests_value_is_refused() {
-    let out = http_echo_cmd(&["--keepalive-requests", "many"])
-        .output()
-        .expect("run http_echo");
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("invalid value 'many' for '--keepalive-requests <N>': expected a number"),
-        "{stderr}"
-    );
-}
-
-/// `--max-connections 0` would pause accepting for good: refused, with the
-/// value it got.
-#[test]
-fn a_zero_connection_limit_is_refused() {
-    let out = http_echo_cmd(&["--max-connections", "0"])
-        .output()
-        .expect("run http_echo");
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("invalid value '0' for '--max-connections <N>': expected a number from 1"),
-        "{stderr}"
-    );
-}
-
-/// The HTTP layer's limits and timeouts from the command line: a body
-/// over `--max-body` is answered 413, and a connection idle past
-/// `--idle-timeout-ms` is closed.
-#[test]
-fn http_flags_set_the_body_limit_and_the_idle_timeout() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
+    /// The HTTP layer's limits and timeouts from the command line: a body
+    /// over `--max-body` is answered 413, and a connection idle past
+    /// `--idle-timeout-ms` is closed.
+    fn http_flags_set_the_body_limit_and_the_idle_timeout(backend) {
         let args = ["--max-body", "8", "--idle-timeout-ms", "300"];
         with_args(backend, &args, |stream| {
             let post = |body: &str| {
@@ -189,4 +149,32 @@ fn http_flags_set_the_body_limit_and_the_idle_timeout() {
             assert!(answer.starts_with("HTTP/1.1 413"), "{backend}: {answer}");
         });
     }
+}
+
+#[test]
+fn a_bad_keepalive_requests_value_is_refused() {
+    let out = http_echo_cmd(&["--keepalive-requests", "many"])
+        .output()
+        .expect("run http_echo");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid value 'many' for '--keepalive-requests <N>': expected a number"),
+        "{stderr}"
+    );
+}
+
+/// `--max-connections 0` would pause accepting for good: refused, with the
+/// value it got.
+#[test]
+fn a_zero_connection_limit_is_refused() {
+    let out = http_echo_cmd(&["--max-connections", "0"])
+        .output()
+        .expect("run http_echo");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid value '0' for '--max-connections <N>': expected a number from 1"),
+        "{stderr}"
+    );
 }

@@ -23,16 +23,11 @@ fn serving_a_client(backend: &str) -> (ChildServer, std::net::TcpStream) {
     (child, client)
 }
 
-/// SIGTERM: a graceful stop, exit status 0, even with an idle connection
-/// open (which the drain deadline ends; the stop's wait of a minute is
-/// the hang guard), and the idle connection closed.
-#[test]
-fn sigterm_stops_with_status_zero() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
+backend_process_tests! {
+    /// SIGTERM: a graceful stop, exit status 0, even with an idle connection
+    /// open (which the drain deadline ends; the stop's wait of a minute is
+    /// the hang guard), and the idle connection closed.
+    fn sigterm_stops_with_status_zero(backend) {
         let (child, mut idle) = serving_a_client(backend);
         let started = Instant::now();
         let log = stop(child, Duration::from_secs(60));
@@ -45,18 +40,11 @@ fn sigterm_stops_with_status_zero() {
             other => panic!("{backend}: the idle connection was not closed: {other:?}"),
         }
     }
-}
 
-/// A restart without refusing connections: a second server started with
-/// `--take-over` on the first one's port says it shares the port, both
-/// serve, and after the first one's SIGTERM the second serves alone.
-#[test]
-fn take_over_replaces_a_running_server() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
+    /// A restart without refusing connections: a second server started with
+    /// `--take-over` on the first one's port says it shares the port, both
+    /// serve, and after the first one's SIGTERM the second serves alone.
+    fn take_over_replaces_a_running_server(backend) {
         let old = serve(echo_cmd(&["--backend", backend]));
         let port = old.addr.port().to_string();
         let new = serve(echo_cmd(&[
@@ -83,52 +71,13 @@ fn take_over_replaces_a_running_server() {
         let log = stop(new, Duration::from_secs(60));
         assert!(log.contains("stopped"), "{backend}: {log}");
     }
-}
 
-/// Logging to a file, as an operator redirects it: plain text, no colour
-/// codes (`NO_COLOR` unset, so only the terminal check keeps them out).
-#[test]
-fn a_log_file_gets_no_colour_codes() {
-    let _serial = serial();
-    let path = std::env::temp_dir().join(format!("percore-echo-log-{}", std::process::id()));
-    let file = std::fs::File::create(&path).expect("create the log file");
-    let mut child = echo_cmd(&[])
-        .env_remove("NO_COLOR")
-        .stdout(std::process::Stdio::null())
-        .stderr(file)
-        .spawn()
-        .expect("spawn echo");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut log = String::new();
-    while !log.contains("listening on") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-        log = std::fs::read_to_string(&path).unwrap_or_default();
-    }
-    // SAFETY: `kill` only sends a signal to the child's pid, which is ours
-    // to signal until `wait` below reaps it.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    let status = child.wait().expect("wait for echo");
-    let log = std::fs::read_to_string(&path).unwrap_or_default();
-    let _ = std::fs::remove_file(&path);
-    assert!(status.success(), "echo exited with {status}:\n{log}");
-    assert!(log.contains("listening on"), "{log}");
-    assert!(
-        !log.contains('\x1b'),
-        "colour codes in the log file:\n{log}"
-    );
-}
-
-/// A log nobody reads any more (stderr a pipe whose reader exited, as
-/// with `echo | head`): SIGTERM still stops the server gracefully, the
-/// connection still open is served until then, and `--stats` goes on. The log's failed writes are
-/// dropped instead of panicking in whichever thread logs next.
-#[test]
-fn sigterm_stops_when_the_log_reader_is_gone() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
+    /// A log nobody reads any more (stderr a pipe whose reader exited, as
+    /// with `echo | head`): SIGTERM still stops the server gracefully, the
+    /// connection still open is served until then, and `--stats` goes on.
+    /// The log's failed writes are dropped instead of panicking in
+    /// whichever thread logs next.
+    fn sigterm_stops_when_the_log_reader_is_gone(backend) {
         let mut child = echo_cmd(&["--backend", backend, "--drain-ms", "500", "--stats"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
@@ -171,6 +120,130 @@ fn sigterm_stops_when_the_log_reader_is_gone() {
         let status = status.unwrap_or_else(|| panic!("{backend}: SIGTERM did not stop echo"));
         assert!(status.success(), "{backend}: echo exited with {status}");
     }
+
+    /// The same signal twice within a few milliseconds, as GNU `timeout`
+    /// sends SIGTERM (to the process, then to its group): one graceful stop,
+    /// exit status 0, not an exit without draining.
+    fn the_same_signal_sent_twice_at_once_stops_gracefully(backend) {
+        let (child, open) = serving_a_client(backend);
+        let sent = Instant::now();
+        child.signal(libc::SIGTERM);
+        // The second after the first was handled (two signals pending at
+        // once are one), within the 100 ms that make it a duplicate.
+        assert!(
+            child.wait_for_log("SIGTERM received", Duration::from_secs(60)),
+            "{}",
+            child.log()
+        );
+        if sent.elapsed() > Duration::from_millis(80) {
+            println!(
+                "skipped ({backend}): the first signal took {:?} to be logged",
+                sent.elapsed()
+            );
+            drop(open);
+            let (exit, log) = child.wait(Duration::from_secs(60));
+            assert_eq!(exit.code(), Some(0), "{backend}: {log}");
+            return;
+        }
+        child.signal(libc::SIGTERM);
+        drop(open);
+        let (exit, log) = child.wait(Duration::from_secs(60));
+        assert_eq!(exit.code(), Some(0), "{backend}: {log}");
+        assert!(
+            !log.contains("exiting without draining"),
+            "{backend}: {log}"
+        );
+        assert!(log.contains("stopped"), "{backend}: {log}");
+    }
+
+    /// SIGHUP (the terminal went away) stops the server gracefully, saying
+    /// which signal came, rather than killing it mid-request; a server started
+    /// with SIGHUP ignored, as `nohup` starts it, runs on.
+    fn sighup_stops_gracefully_unless_ignored(backend) {
+        let child = serve(echo_cmd(&["--backend", backend, "--drain-ms", "500"]));
+        let mut open = connect(child.addr);
+        roundtrip(&mut open, b"before the hang-up");
+        child.signal(libc::SIGHUP);
+        let (exit, log) = child.wait(Duration::from_secs(60));
+        assert!(exit.success(), "{backend}: {exit} after SIGHUP:\n{log}");
+        assert!(
+            log.contains("SIGHUP received: stopping"),
+            "{backend}: {log}"
+        );
+        assert!(log.contains("draining"), "{backend}: {log}");
+        assert!(log.contains("stopped"), "{backend}: {log}");
+
+        let mut cmd = echo_cmd(&["--backend", backend, "--drain-ms", "500"]);
+        // SAFETY: signal(2) is async-signal-safe, all that may run between
+        // fork and exec; it only sets this child's SIGHUP to ignored.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        let child = serve(cmd);
+        child.signal(libc::SIGHUP);
+        std::thread::sleep(Duration::from_millis(300));
+        let mut after = connect(child.addr);
+        roundtrip(&mut after, b"still serving after the hang-up");
+        let log = stop(child, Duration::from_secs(60));
+        assert!(!log.contains("SIGHUP"), "{backend}: {log}");
+    }
+
+    /// A server restarted the moment the last one died (as a supervisor does
+    /// after a kill) gets the port: on io_uring the dead one's listeners
+    /// outlive it by a few milliseconds, which must not be refused as
+    /// "another server on this port".
+    fn a_restart_right_after_a_kill_gets_the_port(backend) {
+        let mut child = serve(echo_cmd(&["--backend", backend]));
+        let port = child.addr.port().to_string();
+        for _ in 0..3 {
+            child.signal(libc::SIGKILL);
+            let mut status = 0;
+            // SAFETY: waitpid(2) on our own child's pid, with a writable
+            // status; it reaps the child at once, unlike `ChildServer::wait`,
+            // which lingers for the child's last log lines.
+            let rc = unsafe { libc::waitpid(child.pid() as libc::pid_t, &mut status, 0) };
+            assert_eq!(rc, child.pid() as libc::pid_t, "waitpid");
+            child = serve(echo_cmd(&["--backend", backend, "--port", &port]));
+        }
+        let log = stop(child, Duration::from_secs(60));
+        assert!(log.contains("stopped"), "{backend}: {log}");
+    }
+}
+
+/// Logging to a file, as an operator redirects it: plain text, no colour
+/// codes (`NO_COLOR` unset, so only the terminal check keeps them out).
+#[test]
+fn a_log_file_gets_no_colour_codes() {
+    let _serial = serial();
+    let path = std::env::temp_dir().join(format!("percore-echo-log-{}", std::process::id()));
+    let file = std::fs::File::create(&path).expect("create the log file");
+    let mut child = echo_cmd(&[])
+        .env_remove("NO_COLOR")
+        .stdout(std::process::Stdio::null())
+        .stderr(file)
+        .spawn()
+        .expect("spawn echo");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut log = String::new();
+    while !log.contains("listening on") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        log = std::fs::read_to_string(&path).unwrap_or_default();
+    }
+    // SAFETY: `kill` only sends a signal to the child's pid, which is ours
+    // to signal until `wait` below reaps it.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let status = child.wait().expect("wait for echo");
+    let log = std::fs::read_to_string(&path).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    assert!(status.success(), "echo exited with {status}:\n{log}");
+    assert!(log.contains("listening on"), "{log}");
+    assert!(
+        !log.contains('\x1b'),
+        "colour codes in the log file:\n{log}"
+    );
 }
 
 /// A second signal during the drain exits at once, with the shell's status
@@ -206,117 +279,5 @@ fn a_second_signal_exits_at_once() {
             log.contains("second stop signal: exiting without draining"),
             "{log}"
         );
-    }
-}
-
-/// The same signal twice within a few milliseconds, as GNU `timeout`
-/// sends SIGTERM (to the process, then to its group): one graceful stop,
-/// exit status 0, not an exit without draining.
-#[test]
-fn the_same_signal_sent_twice_at_once_stops_gracefully() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
-        let (child, open) = serving_a_client(backend);
-        let sent = Instant::now();
-        child.signal(libc::SIGTERM);
-        // The second after the first was handled (two signals pending at
-        // once are one), within the 100 ms that make it a duplicate.
-        assert!(
-            child.wait_for_log("SIGTERM received", Duration::from_secs(60)),
-            "{}",
-            child.log()
-        );
-        if sent.elapsed() > Duration::from_millis(80) {
-            println!(
-                "skipped ({backend}): the first signal took {:?} to be logged",
-                sent.elapsed()
-            );
-            drop(open);
-            let (exit, log) = child.wait(Duration::from_secs(60));
-            assert_eq!(exit.code(), Some(0), "{backend}: {log}");
-            continue;
-        }
-        child.signal(libc::SIGTERM);
-        drop(open);
-        let (exit, log) = child.wait(Duration::from_secs(60));
-        assert_eq!(exit.code(), Some(0), "{backend}: {log}");
-        assert!(
-            !log.contains("exiting without draining"),
-            "{backend}: {log}"
-        );
-        assert!(log.contains("stopped"), "{backend}: {log}");
-    }
-}
-
-/// SIGHUP (the terminal went away) stops the server gracefully, saying
-/// which signal came, rather than killing it mid-request; a server started
-/// with SIGHUP ignored, as `nohup` starts it, runs on.
-#[test]
-fn sighup_stops_gracefully_unless_ignored() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
-        let child = serve(echo_cmd(&["--backend", backend, "--drain-ms", "500"]));
-        let mut open = connect(child.addr);
-        roundtrip(&mut open, b"before the hang-up");
-        child.signal(libc::SIGHUP);
-        let (exit, log) = child.wait(Duration::from_secs(60));
-        assert!(exit.success(), "{backend}: {exit} after SIGHUP:\n{log}");
-        assert!(
-            log.contains("SIGHUP received: stopping"),
-            "{backend}: {log}"
-        );
-        assert!(log.contains("draining"), "{backend}: {log}");
-        assert!(log.contains("stopped"), "{backend}: {log}");
-
-        let mut cmd = echo_cmd(&["--backend", backend, "--drain-ms", "500"]);
-        // SAFETY: signal(2) is async-signal-safe, all that may run between
-        // fork and exec; it only sets this child's SIGHUP to ignored.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::signal(libc::SIGHUP, libc::SIG_IGN);
-                Ok(())
-            });
-        }
-        let child = serve(cmd);
-        child.signal(libc::SIGHUP);
-        std::thread::sleep(Duration::from_millis(300));
-        let mut after = connect(child.addr);
-        roundtrip(&mut after, b"still serving after the hang-up");
-        let log = stop(child, Duration::from_secs(60));
-        assert!(!log.contains("SIGHUP"), "{backend}: {log}");
-    }
-}
-
-/// A server restarted the moment the last one died (as a supervisor does
-/// after a kill) gets the port: on io_uring the dead one's listeners
-/// outlive it by a few milliseconds, which must not be refused as
-/// "another server on this port".
-#[test]
-fn a_restart_right_after_a_kill_gets_the_port() {
-    let _serial = serial();
-    for backend in ["uring", "epoll"] {
-        if require(backend.parse().expect("backend")).is_none() {
-            continue;
-        }
-        let mut child = serve(echo_cmd(&["--backend", backend]));
-        let port = child.addr.port().to_string();
-        for _ in 0..3 {
-            child.signal(libc::SIGKILL);
-            let mut status = 0;
-            // SAFETY: waitpid(2) on our own child's pid, with a writable
-            // status; it reaps the child at once, unlike `ChildServer::wait`,
-            // which lingers for the child's last log lines.
-            let rc = unsafe { libc::waitpid(child.pid() as libc::pid_t, &mut status, 0) };
-            assert_eq!(rc, child.pid() as libc::pid_t, "waitpid");
-            child = serve(echo_cmd(&["--backend", backend, "--port", &port]));
-        }
-        let log = stop(child, Duration::from_secs(60));
-        assert!(log.contains("stopped"), "{backend}: {log}");
     }
 }
