@@ -163,7 +163,6 @@
 mod access;
 mod answers;
 mod close;
-mod complete;
 mod config;
 mod conn;
 mod cutoff;
