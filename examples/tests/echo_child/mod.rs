@@ -9,14 +9,25 @@ use percore_test_kit::ChildServer;
 pub const ECHO: &str = env!("CARGO_BIN_EXE_echo");
 
 /// `echo --port 0 --host 127.0.0.1 <args>`, logging at info, with no
-/// backend or fault inherited from the environment.
+/// backend or fault inherited from the environment, and SIGHUP at its
+/// default: a test runner started under `nohup` passes SIGHUP on ignored,
+/// and the server leaves an ignored SIGHUP ignored (as it should).
 pub fn echo_cmd(args: &[&str]) -> Command {
+    use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(ECHO);
     cmd.args(["--port", "0", "--host", "127.0.0.1"])
         .args(args)
         .env("RUST_LOG", "info")
         .env_remove("PERCORE_BACKEND")
         .env_remove("PERCORE_FAULT");
+    // SAFETY: signal(2) is async-signal-safe, the only kind of call
+    // allowed between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     cmd
 }
 
