@@ -28,10 +28,15 @@ thread_local! {
 }
 
 /// Runs `f`, keeping its panic for the core to record.
+/// Returns whether `f` finished.
 #[inline]
-pub(crate) fn catching(f: impl FnOnce()) {
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
-        keep(payload);
+pub(crate) fn catching(f: impl FnOnce()) -> bool {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(()) => true,
+        Err(payload) => {
+            keep(payload);
+            false
+        }
     }
 }
 

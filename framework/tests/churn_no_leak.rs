@@ -287,19 +287,12 @@ backend_tests! {
 #[test]
 fn churn_leaks_nothing_without_multishot() {
     let _serial = serial();
-    if std::env::var_os("PERCORE_FAULT").is_some() {
-        println!("skipped: already running under PERCORE_FAULT");
+    let Some(out) = rerun_under_fault(
+        &["uring::churn_leaks_nothing", "--exact", "--nocapture"],
+        "no_multishot",
+    ) else {
         return;
-    }
-    if require(Backend::Uring).is_none() {
-        return;
-    }
-    let out = std::process::Command::new(std::env::current_exe().expect("current_exe"))
-        .args(["uring::churn_leaks_nothing", "--exact", "--nocapture"])
-        .env("PERCORE_FAULT", "no_multishot")
-        .env_remove("PERCORE_BACKEND")
-        .output()
-        .expect("run the churn in a child");
+    };
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("1 passed"),

@@ -8,7 +8,6 @@
 //! nothing left in flight.
 
 use std::io::{Read, Write};
-use std::process::Command;
 
 use percore_test_kit::*;
 
@@ -58,19 +57,10 @@ backend_tests! {
 /// Runs this binary's `uring::` tests in a child under `fault`.
 fn suite_under(fault: &str) {
     let _serial = serial();
-    if std::env::var_os("PERCORE_FAULT").is_some() {
-        println!("skipped: already running under PERCORE_FAULT");
+    let Some(out) = rerun_under_fault(&["uring::", "--test-threads=1", "--nocapture"], fault)
+    else {
         return;
-    }
-    if require(Backend::Uring).is_none() {
-        return;
-    }
-    let out = Command::new(std::env::current_exe().expect("current_exe"))
-        .args(["uring::", "--test-threads=1", "--nocapture"])
-        .env("PERCORE_FAULT", fault)
-        .env_remove("PERCORE_BACKEND")
-        .output()
-        .expect("run the suite in a child");
+    };
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("1 passed") && !stdout.contains("skipped:"),

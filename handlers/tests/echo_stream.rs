@@ -8,7 +8,6 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::Shutdown;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use percore_test_kit::*;
@@ -268,19 +267,10 @@ fn child_entry() {
 /// still serves many messages per multishot receive.
 fn degraded_suite(fault: &str, log_mark: &str, single_shot: bool) {
     let _serial = serial();
-    if std::env::var_os("PERCORE_FAULT").is_some() {
-        println!("skipped: already running under PERCORE_FAULT");
+    let Some(out) = rerun_under_fault(&["uring::", "--test-threads=1", "--nocapture"], fault)
+    else {
         return;
-    }
-    if require(Backend::Uring).is_none() {
-        return;
-    }
-    let out = Command::new(std::env::current_exe().expect("current_exe"))
-        .args(["uring::", "--test-threads=1", "--nocapture"])
-        .env("PERCORE_FAULT", fault)
-        .env_remove("PERCORE_BACKEND")
-        .output()
-        .expect("run the suite in a child");
+    };
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -13,9 +13,20 @@
 #![cfg(loom)]
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use loom::thread;
 use loom_tests::{check, Core, Uring};
+
+/// A peer thread that sends `messages` to the core, in order.
+fn peer_sending(core: &Arc<Core<u32>>, messages: &'static [u32]) -> thread::JoinHandle<()> {
+    let core = core.clone();
+    thread::spawn(move || {
+        for &message in messages {
+            core.send(message).unwrap();
+        }
+    })
+}
 
 /// The core takes `n` messages from a peer, parking in `kernel` whenever
 /// its mailbox is empty.
@@ -40,13 +51,7 @@ fn receive(core: &Core<u32>, kernel: &mut Uring, n: usize) -> VecDeque<u32> {
 fn rearm_while_peer_notifies() {
     check("wake_read::rearm_while_peer_notifies", || {
         let core = Core::<u32>::new(4);
-        let peer = {
-            let core = core.clone();
-            thread::spawn(move || {
-                core.send(1).unwrap();
-                core.send(2).unwrap();
-            })
-        };
+        let peer = peer_sending(&core, &[1, 2]);
         let mut kernel = Uring::new(&core.bell);
         let got = receive(&core, &mut kernel, 2);
         assert_eq!(got, [1, 2]);
@@ -63,10 +68,7 @@ fn rearm_while_peer_notifies() {
 fn failed_submission_is_retried() {
     check("wake_read::failed_submission_is_retried", || {
         let core = Core::<u32>::new(4);
-        let peer = {
-            let core = core.clone();
-            thread::spawn(move || core.send(1).unwrap())
-        };
+        let peer = peer_sending(&core, &[1]);
         let mut kernel = Uring::new(&core.bell);
         kernel.failing_submits = 1;
         let got = receive(&core, &mut kernel, 1);
@@ -84,13 +86,7 @@ fn failed_submission_is_retried() {
 fn forgotten_completion_loses_wakeup() {
     check("wake_read::forgotten_completion_loses_wakeup", || {
         let core = Core::<u32>::new(4);
-        let peer = {
-            let core = core.clone();
-            thread::spawn(move || {
-                core.send(1).unwrap();
-                core.send(2).unwrap();
-            })
-        };
+        let peer = peer_sending(&core, &[1, 2]);
         let mut kernel = Uring::new(&core.bell);
         kernel.forget_completions = true;
         receive(&core, &mut kernel, 2);

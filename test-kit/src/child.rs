@@ -184,6 +184,25 @@ pub fn wait_timeout(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     }
 }
 
+/// Re-runs this test binary's tests that `args` select (a filter and
+/// harness flags) in a child process with `PERCORE_FAULT=fault`, which is
+/// read once per process; `None`, after saying why, when this process
+/// already runs under a fault or io_uring is unavailable here.
+pub fn rerun_under_fault(args: &[&str], fault: &str) -> Option<std::process::Output> {
+    if std::env::var_os("PERCORE_FAULT").is_some() {
+        println!("skipped: already running under PERCORE_FAULT");
+        return None;
+    }
+    crate::require(percore::Backend::Uring)?;
+    let out = Command::new(std::env::current_exe().expect("current_exe"))
+        .args(args)
+        .env("PERCORE_FAULT", fault)
+        .env_remove("PERCORE_BACKEND")
+        .output()
+        .expect("run the tests in a child");
+    Some(out)
+}
+
 /// The environment variable that makes a test binary run [`child_main`]
 /// instead of tests.
 pub const CHILD_ENV: &str = "PERCORE_TEST_CHILD";

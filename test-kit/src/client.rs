@@ -3,7 +3,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 /// Guard against a hung test: every client socket operation times out
@@ -61,20 +60,6 @@ pub fn read_to_end(stream: &mut TcpStream) -> Result<Vec<u8>, (Vec<u8>, std::io:
 
 /// Makes `close` send a reset (`SO_LINGER` 0), then closes.
 pub fn reset(stream: TcpStream) {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: a valid socket fd and a correctly sized `linger` value.
-    let rc = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(rc, 0, "SO_LINGER: {}", std::io::Error::last_os_error());
+    crate::upstream::set_linger_zero(&stream);
     drop(stream);
 }

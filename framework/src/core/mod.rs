@@ -164,15 +164,12 @@ impl Core {
         while !done() {
             // One guard around many turns, not one per turn: the loop is
             // left only when a turn panicked, and entered again at once.
-            let turned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::unwind::catching(|| {
                 while !done() {
                     core.turn(&done);
                 }
-            }));
-            if let Err(payload) = turned {
-                core.executor.record_panic(&*payload);
-                crate::unwind::catching(move || drop(payload));
-            }
+            });
+            core.executor.record_caught();
         }
         let output = handle.try_take();
         drop(stop);

@@ -173,15 +173,9 @@ impl Executor {
     /// its panic instead of unwinding: the core's loop and its stop must
     /// go on. Returns whether `f` finished.
     fn guarded(&self, f: impl FnOnce()) -> bool {
-        match catch_unwind(AssertUnwindSafe(f)) {
-            Ok(()) => true,
-            Err(payload) => {
-                self.record_panic(&*payload);
-                // Its destructor is user code as well.
-                let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
-                false
-            }
-        }
+        let finished = crate::unwind::catching(f);
+        self.record_caught();
+        finished
     }
 
     /// Drops a removed task: its future, then the report to its join

@@ -133,23 +133,10 @@ impl Driver {
             return false;
         }
         let mut result = None;
-        for _ in 0..3 {
-            if self
-                .enter
-                .enter(&mut self.ring, true, false, Some(Duration::from_secs(1)))
-                .is_err()
-            {
-                break;
-            }
-            for cqe in self.ring.completion() {
-                if cqe.user_data() == PROBE_TOKEN {
-                    result = Some(cqe.result());
-                }
-            }
-            if result.is_some() {
-                break;
-            }
-        }
+        self.await_probe(PROBE_TOKEN, Duration::from_secs(3), |cqe| {
+            result = Some(cqe.res);
+            true
+        });
         // An enter that failed may have left the send queued: its socket
         // stays open until it is submitted, so that it cannot reach
         // whatever reuses the descriptor's number.

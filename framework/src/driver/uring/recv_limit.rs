@@ -46,32 +46,17 @@ impl Driver {
             self.keep_open_until_submitted(std::rc::Rc::new(b));
             return false;
         }
-        let deadline = Instant::now() + PROBE_WAIT;
         let mut first = None;
-        let mut ended = false;
-        while !ended {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
+        let ended = self.await_probe(LIMIT_PROBE_TOKEN, PROBE_WAIT, |cqe| {
+            if let Some(bid) = cqueue::buffer_select(cqe.flags) {
+                ring.taken();
+                // SAFETY: the completion took `bid` out of the ring for this
+                // receive, whose data nobody reads.
+                unsafe { ring.recycle(bid) };
             }
-            let wait = Some(deadline - now);
-            if self.enter.enter(&mut self.ring, true, false, wait).is_err() {
-                break;
-            }
-            for cqe in self.ring.completion() {
-                if cqe.user_data() != LIMIT_PROBE_TOKEN {
-                    continue;
-                }
-                if let Some(bid) = cqueue::buffer_select(cqe.flags()) {
-                    ring.taken();
-                    // SAFETY: the completion took `bid` out of the ring for
-                    // this receive, whose data nobody reads.
-                    unsafe { ring.recycle(bid) };
-                }
-                first.get_or_insert((cqe.result(), cqueue::more(cqe.flags())));
-                ended |= !cqueue::more(cqe.flags());
-            }
-        }
+            first.get_or_insert((cqe.res, cqueue::more(cqe.flags)));
+            !cqueue::more(cqe.flags)
+        });
         drop(a);
         if !ended {
             // The receive may still complete into a ring buffer: its socket
@@ -88,5 +73,45 @@ impl Driver {
         }
         tracing::debug!(?first, limited, "multishot receive limit probe");
         limited
+    }
+}
+
+impl Driver {
+    /// Waits, for at most `wait`, for the completions of a start-up probe
+    /// that carry `token`, handing each to `take` until it says the probe
+    /// is over; returns whether it did. Other completions are dropped:
+    /// nothing else is in flight while a core starts.
+    pub(super) fn await_probe(
+        &mut self,
+        token: u64,
+        wait: Duration,
+        mut take: impl FnMut(super::Cqe) -> bool,
+    ) -> bool {
+        let deadline = Instant::now() + wait;
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            if self
+                .enter
+                .enter(&mut self.ring, true, false, Some(deadline - now))
+                .is_err()
+            {
+                return false;
+            }
+            let mut over = false;
+            for cqe in self.ring.completion() {
+                if cqe.user_data() == token && !over {
+                    over = take(super::Cqe {
+                        res: cqe.result(),
+                        flags: cqe.flags(),
+                    });
+                }
+            }
+            if over {
+                return true;
+            }
+        }
     }
 }
