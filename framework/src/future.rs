@@ -54,7 +54,7 @@
 //! use std::time::Duration;
 //!
 //! use percore::future::try_join;
-//! use percore::net::TcpStream;
+//! use percore::net::{Stream, TcpStream};
 //! use percore::time::timeout;
 //! use percore::{Connection, Handler};
 //!
@@ -63,7 +63,7 @@
 //! }
 //!
 //! /// Copies `from` to `to` until `from` ends, then passes the end on.
-//! async fn pump(from: &TcpStream, to: &TcpStream) -> io::Result<()> {
+//! async fn pump(from: &Stream, to: &Stream) -> io::Result<()> {
 //!     while let Some(buf) = from.read().await? {
 //!         let (res, _) = to.write_all(buf).await;
 //!         res?;

@@ -3,10 +3,11 @@
 use std::future::Future;
 use std::io;
 
-use crate::net::TcpStream;
+use crate::net::Stream;
 
-/// An accepted connection, handed to [`Handler::serve`].
-pub type Connection = TcpStream;
+/// An accepted connection, handed to [`Handler::serve`]: TCP or Unix,
+/// whichever listener accepted it (see [`Stream`]).
+pub type Connection = Stream;
 
 /// Serves the connections a core accepts.
 ///

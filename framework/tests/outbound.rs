@@ -10,13 +10,13 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use percore::future::{join, select, try_join, Either};
-use percore::net::TcpStream;
+use percore::net::{Stream, TcpStream};
 use percore::time::{sleep, timeout};
 use percore::{Connection, Handler};
 use percore_test_kit::*;
 
 /// Copies `from` to `to` until `from` ends, then passes the end on.
-async fn pump(from: &TcpStream, to: &TcpStream) -> std::io::Result<()> {
+async fn pump(from: &Stream, to: &Stream) -> std::io::Result<()> {
     while let Some(buf) = from.read().await? {
         let (res, _) = to.write_all(buf).await;
         res?;

@@ -41,6 +41,7 @@ mod race;
 mod rng;
 mod server;
 mod streams;
+mod target;
 pub mod upstream;
 
 pub use backend::{require, serial, uring_unavailable};
@@ -60,6 +61,7 @@ pub use race::{join2, Deadline};
 pub use rng::{pattern, random_pool, Rng};
 pub use server::{builder, check_backend, idle_in_flight, server_cpu, sum, PlainEcho};
 pub use streams::{within_polls, Progress, Streams};
+pub use target::{ClientSock, Target};
 
 /// Writes each test once and stamps it out per backend, into modules
 /// `uring` and `epoll`. Each stamped test holds [`serial`], and skips

@@ -1,12 +1,12 @@
 //! [`Streams`]: many echo streams of patterned bytes, driven by a few client
 //! threads with `poll(2)`, each byte checked in order.
 
+use super::target::{ClientSock, Target};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use super::{pattern, Rng, IO_TIMEOUT};
+use super::{pattern, Rng};
 
 /// A set of echo streams driven from a few client threads.
 ///
@@ -59,7 +59,7 @@ pub struct Progress {
 
 struct StreamConn {
     id: usize,
-    sock: TcpStream,
+    sock: ClientSock,
     data: &'static [u8],
     sent: usize,
     received: usize,
@@ -68,13 +68,16 @@ struct StreamConn {
 }
 
 impl Streams {
-    /// Runs every stream against `addr`; `Err` describes the first failure.
-    pub fn run(&self, addr: SocketAddr) -> Result<(), String> {
-        self.run_with(addr, &Progress::default())
+    /// Runs every stream against `target` (a TCP address or a Unix socket
+    /// path); `Err` describes the first failure.
+    pub fn run(&self, target: impl Into<Target>) -> Result<(), String> {
+        self.run_with(target, &Progress::default())
     }
 
     /// As [`Streams::run`], reporting into `progress`.
-    pub fn run_with(&self, addr: SocketAddr, progress: &Progress) -> Result<(), String> {
+    pub fn run_with(&self, target: impl Into<Target>, progress: &Progress) -> Result<(), String> {
+        let target = target.into();
+        let addr = &target;
         let deadline = Instant::now() + self.limit;
         let threads = self.threads.clamp(1, self.conns.max(1));
         std::thread::scope(|scope| {
@@ -102,7 +105,7 @@ impl Streams {
 
     fn run_thread(
         &self,
-        addr: SocketAddr,
+        addr: &Target,
         ids: Vec<usize>,
         deadline: Instant,
         progress: &Progress,
@@ -110,10 +113,10 @@ impl Streams {
         use std::sync::atomic::Ordering::Relaxed;
         let mut conns = Vec::with_capacity(ids.len());
         for id in ids {
-            let sock = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
-                .map_err(|e| format!("conn {id}: connect: {e}"))?;
+            let sock = addr
+                .connect()
+                .map_err(|e| format!("conn {id}: connect to {addr}: {e}"))?;
             sock.set_nonblocking(true).map_err(|e| e.to_string())?;
-            sock.set_nodelay(true).map_err(|e| e.to_string())?;
             conns.push(StreamConn {
                 id,
                 sock,

@@ -6,7 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
-use super::TcpStream;
+use super::{Stream, TcpStream};
 use crate::op::{self, SharedFd, SocketIo};
 use crate::sys;
 
@@ -15,9 +15,17 @@ use crate::sys;
 /// The server binds one per core on the same port with `SO_REUSEPORT`, so
 /// the kernel spreads connections over cores with no shared accept queue.
 pub struct TcpListener {
+    acceptor: Acceptor,
+    local_addr: SocketAddr,
+}
+
+/// A listening socket registered with this core, TCP or Unix: what both
+/// listeners share, and what a server's accept loop uses.
+pub(crate) struct Acceptor {
     fd: SharedFd,
     io: SocketIo,
-    local_addr: SocketAddr,
+    /// Accepted sockets get `TCP_NODELAY`.
+    tcp: bool,
 }
 
 /// Creates a bound, listening, non-blocking socket. Usable from any thread;
@@ -60,9 +68,10 @@ impl TcpListener {
     /// Adopts an already listening socket on this core.
     pub(crate) fn from_socket(fd: OwnedFd) -> io::Result<TcpListener> {
         let local_addr = sys::local_addr(fd.as_fd())?;
-        let fd = SharedFd::new(fd);
-        let io = op::register(&fd)?;
-        Ok(TcpListener { fd, io, local_addr })
+        Ok(TcpListener {
+            acceptor: Acceptor::new(fd, true)?,
+            local_addr,
+        })
     }
 
     /// Waits for the next connection. The stream has `TCP_NODELAY` set.
@@ -72,8 +81,27 @@ impl TcpListener {
     /// Accept errors such as `EMFILE` (out of file descriptors); the
     /// listener stays usable, and the server backs off before retrying.
     pub async fn accept(&self) -> io::Result<TcpStream> {
+        self.acceptor.accept().await.map(TcpStream::from_stream)
+    }
+
+    /// The bound address (with the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+}
+
+impl Acceptor {
+    /// Registers a listening socket with this core.
+    pub(crate) fn new(fd: OwnedFd, tcp: bool) -> io::Result<Acceptor> {
+        let fd = SharedFd::new(fd);
+        let io = op::register(&fd)?;
+        Ok(Acceptor { fd, io, tcp })
+    }
+
+    /// Waits for the next connection.
+    pub(crate) async fn accept(&self) -> io::Result<Stream> {
         let fd = poll_fn(|cx| op::accept::poll_accept(&self.fd, &self.io, cx)).await?;
-        adopt(fd)
+        self.adopt(fd)
     }
 
     /// Leaves new connections in the kernel's queue until the next
@@ -88,8 +116,11 @@ impl TcpListener {
     /// Without `from_kernel`, only what this core has accepted already
     /// (io_uring's accept completions) is taken, and the kernel's queue is
     /// left to the close.
-    pub(crate) fn accept_queued(&self, from_kernel: bool) -> Option<io::Result<TcpStream>> {
-        Some(op::accept::accept_queued(&self.fd, &self.io, from_kernel)?.and_then(adopt))
+    pub(crate) fn accept_queued(&self, from_kernel: bool) -> Option<io::Result<Stream>> {
+        Some(
+            op::accept::accept_queued(&self.fd, &self.io, from_kernel)?
+                .and_then(|fd| self.adopt(fd)),
+        )
     }
 
     /// The listening socket, for a direct `accept4` (see `serve`).
@@ -97,29 +128,27 @@ impl TcpListener {
         self.fd.as_fd()
     }
 
-    /// The bound address (with the real port when bound to port 0).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+    /// Registers an accepted socket with this core, with `TCP_NODELAY`
+    /// set on a TCP one.
+    fn adopt(&self, fd: OwnedFd) -> io::Result<Stream> {
+        let stream = Stream::from_fd(fd)?;
+        if self.tcp {
+            // Best effort: a socket reset already may refuse options.
+            let _ = sys::set_int_opt(stream.fd().as_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1);
+        }
+        Ok(stream)
     }
 }
 
-/// Registers an accepted socket with this core, with `TCP_NODELAY` set.
-fn adopt(fd: OwnedFd) -> io::Result<TcpStream> {
-    let stream = TcpStream::from_fd(fd)?;
-    // Best effort: a socket reset already may refuse options.
-    let _ = stream.set_nodelay(true);
-    Ok(stream)
+impl Drop for Acceptor {
+    fn drop(&mut self) {
+        op::deregister(&self.fd, &self.io);
+    }
 }
 
 impl AsRawFd for TcpListener {
     fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-}
-
-impl Drop for TcpListener {
-    fn drop(&mut self) {
-        op::deregister(&self.fd, &self.io);
+        self.acceptor.fd.as_raw_fd()
     }
 }
 

@@ -1,4 +1,9 @@
-//! [`TcpStream`]: a connected socket of the current core.
+//! [`Stream`]: the I/O of a connected stream socket of the current core,
+//! TCP or Unix. [`TcpStream`](super::TcpStream) and
+//! [`UnixStream`](super::UnixStream) make one and dereference to it; a
+//! [`Handler`](crate::Handler)'s [`Connection`](crate::Connection) is one,
+//! whatever listener accepted it, so a handler serves both transports
+//! unchanged.
 
 use std::fmt;
 use std::future::Future;
@@ -8,11 +13,12 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use super::PeerCred;
 use crate::buf::{BufResult, IoBuf, IoBufs, RecvBuf};
 use crate::op::{self, SharedFd, SocketIo};
 use crate::sys;
 
-/// A TCP connection owned by one core.
+/// A connected stream socket (TCP or Unix) owned by one core.
 ///
 /// Reads hand out [`RecvBuf`] leases; writes take owned buffers and give
 /// them back. All methods take `&self`, so a read and a write may wait at
@@ -25,39 +31,34 @@ use crate::sys;
 /// receive operation belongs to the stream, not to the `read()` future, so
 /// dropping a read (say, on a timeout) loses no data. Dropping the stream
 /// cancels what is in flight and closes the socket once the kernel is done
-/// with it. A `TcpStream` cannot leave its core (it is `!Send`).
-pub struct TcpStream {
+/// with it. A `Stream` cannot leave its core (it is `!Send`).
+pub struct Stream {
     fd: SharedFd,
     io: SocketIo,
     /// The peer's address, looked up once (a syscall) on first use.
     peer: std::cell::Cell<Option<SocketAddr>>,
 }
 
-impl TcpStream {
+impl Stream {
     /// Wraps an accepted or connected socket; registers it with this core.
-    pub(crate) fn from_fd(fd: OwnedFd) -> io::Result<TcpStream> {
+    pub(crate) fn from_fd(fd: OwnedFd) -> io::Result<Stream> {
         let fd = SharedFd::new(fd);
         let io = op::register(&fd)?;
-        Ok(TcpStream {
+        Ok(Stream {
             fd,
             io,
             peer: std::cell::Cell::new(None),
         })
     }
 
-    /// Opens a connection to `addr` (with `TCP_NODELAY` set).
-    ///
-    /// # Errors
-    ///
-    /// The connect error (`ECONNREFUSED`, `ETIMEDOUT`, …). Wrap the call in
-    /// [`timeout`](crate::time::timeout) for a connect deadline; dropping
-    /// the future cancels the attempt and closes the socket.
-    pub async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
-        let fd = sys::tcp_socket(&addr)?;
-        let stream = TcpStream::from_fd(fd)?;
-        op::connect::Connect::new(&stream.fd, &stream.io, addr).await?;
-        stream.set_nodelay(true)?;
-        Ok(stream)
+    /// The socket, shared with the operations in flight.
+    pub(crate) fn fd(&self) -> &SharedFd {
+        &self.fd
+    }
+
+    /// The socket's registration with its core.
+    pub(crate) fn io(&self) -> &SocketIo {
+        &self.io
     }
 
     /// Receives the next bytes; `Ok(None)` once the peer has closed its
@@ -94,7 +95,7 @@ impl TcpStream {
     /// sends (`sendmsg`): a header and a body go out together without
     /// being copied into one buffer. Resumes after partial sends, which
     /// may end inside any buffer; the buffers come back, as with
-    /// [`write_all`](TcpStream::write_all).
+    /// [`write_all`](Stream::write_all).
     ///
     /// `bufs` is an array or `Vec` of one buffer type, or a tuple of two to
     /// four buffers of any types (see [`IoBufs`]). Empty buffers are
@@ -112,7 +113,7 @@ impl TcpStream {
     ///
     /// # Errors
     ///
-    /// As [`write_all`](TcpStream::write_all): the first send error, or
+    /// As [`write_all`](Stream::write_all): the first send error, or
     /// `WriteZero` if the kernel accepted nothing.
     ///
     /// # Examples
@@ -161,16 +162,6 @@ impl TcpStream {
         sys::shutdown(self.fd.as_fd(), libc::SHUT_WR)
     }
 
-    /// Sets `TCP_NODELAY` (on by default for accepted and connected streams).
-    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
-        sys::set_int_opt(
-            self.fd.as_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NODELAY,
-            i32::from(on),
-        )
-    }
-
     /// Sets `SO_LINGER`; `Some(0)` makes `close` send a reset. The kernel
     /// counts whole seconds: a part of a second counts as one, so that a
     /// short linger is not taken for a reset.
@@ -197,7 +188,12 @@ impl TcpStream {
         Ok(())
     }
 
-    /// The remote address (looked up once, then cached).
+    /// The remote IP address and port (looked up once, then cached).
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` on a Unix socket, whose peer has no IP address (see
+    /// [`peer_cred`](Self::peer_cred)); `NotConnected` once the peer left.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         if let Some(addr) = self.peer.get() {
             return Ok(addr);
@@ -207,40 +203,60 @@ impl TcpStream {
         Ok(addr)
     }
 
-    /// The local address.
+    /// The local IP address and port.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` on a Unix socket.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         sys::local_addr(self.fd.as_fd())
+    }
+
+    /// The process, user and group at the other end of a Unix socket, as
+    /// they were when it connected (`SO_PEERCRED`): who is calling, for a
+    /// service that admits some local users and not others.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` on a TCP socket.
+    pub fn peer_cred(&self) -> io::Result<PeerCred> {
+        sys::peer_cred(self.fd.as_fd()).map(PeerCred::from)
+    }
+
+    /// Whether this is a Unix domain socket (else TCP).
+    pub fn is_unix(&self) -> bool {
+        sys::is_unix(self.fd.as_fd())
     }
 
     /// Closes the connection (the same as dropping it).
     pub fn close(self) {}
 }
 
-impl AsRawFd for TcpStream {
+impl AsRawFd for Stream {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 }
 
-impl Drop for TcpStream {
+impl Drop for Stream {
     fn drop(&mut self) {
         op::deregister(&self.fd, &self.io);
     }
 }
 
-impl fmt::Debug for TcpStream {
+impl fmt::Debug for Stream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TcpStream")
+        f.debug_struct("Stream")
             .field("fd", &self.fd.as_raw_fd())
             .finish()
     }
 }
 
-/// The future of [`TcpStream::read`].
+/// The future of [`Stream::read`].
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct Read<'a> {
-    stream: &'a TcpStream,
+    stream: &'a Stream,
 }
 
 impl Future for Read<'_> {
@@ -252,12 +268,12 @@ impl Future for Read<'_> {
     }
 }
 
-/// The future of [`TcpStream::write_all`], written out by hand: a server
+/// The future of [`Stream::write_all`], written out by hand: a server
 /// awaits one per response, and an `async fn` would add a layer of state
 /// machine to every poll.
 #[must_use = "futures do nothing unless polled"]
 pub struct WriteAll<'a, B: IoBuf> {
-    stream: &'a TcpStream,
+    stream: &'a Stream,
     send: op::send::Send<'a, B>,
     sent: usize,
     len: usize,
@@ -309,7 +325,7 @@ impl<B: IoBuf> fmt::Debug for WriteAll<'_, B> {
     }
 }
 
-/// The future of [`TcpStream::write_all_vectored`].
+/// The future of [`Stream::write_all_vectored`].
 #[must_use = "futures do nothing unless polled"]
 pub struct WriteAllVectored<'a, B: IoBufs> {
     send: op::send_msg::SendMsg<'a, B>,

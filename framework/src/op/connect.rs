@@ -2,7 +2,6 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -20,13 +19,13 @@ use crate::sys::{self, RawAddr};
 pub(crate) struct Connect<'a> {
     fd: &'a SharedFd,
     io: &'a SocketIo,
-    addr: SocketAddr,
+    addr: RawAddr,
     key: Option<OpKey>,
     started: bool,
 }
 
 impl<'a> Connect<'a> {
-    pub(crate) fn new(fd: &'a SharedFd, io: &'a SocketIo, addr: SocketAddr) -> Self {
+    pub(crate) fn new(fd: &'a SharedFd, io: &'a SocketIo, addr: RawAddr) -> Self {
         Connect {
             fd,
             io,
@@ -46,7 +45,7 @@ impl Future for Connect<'_> {
             _ if !this.io.belongs_to(core) => Poll::Ready(Err(super::foreign_core())),
             (Driver::Uring(d), SocketIo::Uring { .. }) => {
                 let key = *this.key.get_or_insert_with(|| {
-                    let addr = Box::new(RawAddr::from_std(this.addr));
+                    let addr = Box::new(this.addr);
                     let sqe = opcode::Connect::new(
                         types::Fd(this.fd.as_raw_fd()),
                         addr.as_ptr(),
@@ -76,7 +75,7 @@ impl Future for Connect<'_> {
             (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => {
                 if !this.started {
                     this.started = true;
-                    let raw = RawAddr::from_std(this.addr);
+                    let raw = this.addr;
                     d.count_syscall();
                     let fd = this.fd.as_raw_fd();
                     // SAFETY: `this.fd` keeps `fd` open; `raw` holds a valid

@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::task::Poll;
 
 pub use crate::core::messaging::{core_count, core_index, submit_to, SubmitError};
-pub use crate::server::{CoreContext, Server, ServerBuilder, ServerHandle, StatsReader, Stopper};
+pub use crate::server::{
+    CoreContext, ListenAddr, ListenerStats, Server, ServerBuilder, ServerHandle, StatsReader,
+    Stopper,
+};
 pub use crate::stats::{Counter, StatsSnapshot};
 
 use crate::core::{config, context, shared};

@@ -7,6 +7,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::listen::{ListenAddr, ListenerCounters, ListenerStats};
 use crate::core::shared::CoreShared;
 use crate::stats::StatsSnapshot;
 use crate::sync::Shutdown;
@@ -16,6 +19,10 @@ pub(super) struct Inner {
     pub(super) shutdown: Arc<Shutdown>,
     pub(super) cores: Vec<Arc<CoreShared>>,
     pub(super) local_addr: SocketAddr,
+    /// Where the handler of `start` listens, for the log.
+    pub(super) main_addr: ListenAddr,
+    /// Each listener's address, and its counters on each core.
+    pub(super) listeners: Vec<(ListenAddr, Vec<Arc<ListenerCounters>>)>,
     pub(super) backend: Backend,
     /// When the stop began, for the "stopped" line.
     pub(super) stopping_since: std::sync::OnceLock<Instant>,
@@ -30,9 +37,9 @@ impl Inner {
             // exit before this thread gets to it. A subscriber may panic
             // (the fmt subscriber does when stderr's reader is gone): the
             // stop must not depend on the log.
-            let local_addr = self.local_addr;
+            let addr = &self.main_addr;
             let _ = std::panic::catch_unwind(|| {
-                tracing::info!(%local_addr, "stopping: no new connections; draining open ones");
+                tracing::info!(%addr, "stopping: no new connections; draining open ones");
             });
         }
         for core in &self.cores {
@@ -49,9 +56,17 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
-    /// The address the server listens on (the real port if 0 was asked).
+    /// The address the server listens on (the real port if 0 was asked):
+    /// its first TCP listener's, or `0.0.0.0:0` when it listens on Unix
+    /// sockets only (see [`listeners`](Self::listeners)).
     pub fn local_addr(&self) -> SocketAddr {
         self.inner.local_addr
+    }
+
+    /// Every listener, in the order they were given (the handler of
+    /// `start` first), with its connections accepted and open.
+    pub fn listeners(&self) -> Vec<ListenerStats> {
+        self.stats_reader().listeners()
     }
 
     /// The backend every core runs.
@@ -108,13 +123,13 @@ impl ServerHandle {
     pub fn join(self) -> io::Result<()> {
         let inner = self.inner.clone();
         let (result, finished) = self.join_threads();
-        let local_addr = inner.local_addr;
+        let addr = &inner.main_addr;
         match (inner.stopping_since.get(), finished) {
             (Some(&since), Some(last)) => {
                 let drained_in = last.saturating_duration_since(since);
-                tracing::info!(%local_addr, ?drained_in, "stopped");
+                tracing::info!(%addr, ?drained_in, "stopped");
             }
-            _ => tracing::info!(%local_addr, "stopped"),
+            _ => tracing::info!(%addr, "stopped"),
         }
         result
     }
@@ -165,6 +180,24 @@ impl StatsReader {
             .cores
             .iter()
             .map(|core| core.stats.snapshot(core.cpu))
+            .collect()
+    }
+
+    /// Every listener's counters now, summed over the cores.
+    pub fn listeners(&self) -> Vec<ListenerStats> {
+        self.0
+            .listeners
+            .iter()
+            .map(|(addr, cores)| {
+                let sum = |f: fn(&ListenerCounters) -> &AtomicU64| {
+                    cores.iter().map(|c| f(c).load(Ordering::Relaxed)).sum()
+                };
+                ListenerStats {
+                    addr: addr.clone(),
+                    accepted: sum(|c| &c.accepted),
+                    active: sum(|c| &c.active),
+                }
+            })
             .collect()
     }
 }

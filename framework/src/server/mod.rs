@@ -6,6 +6,7 @@ mod bind;
 pub mod cpus;
 mod fd_limit;
 mod handle;
+mod listen;
 mod listening;
 mod serve;
 mod signal;
@@ -13,7 +14,6 @@ mod signal;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
-use std::rc::Rc;
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -21,13 +21,14 @@ use std::time::{Duration, Instant};
 use crate::core::config::CoreConfig;
 use crate::core::shared::CoreShared;
 use crate::core::Core;
-use crate::net::TcpListener;
+use crate::net::{Acceptor, SocketFile};
 use crate::sync::{CountDown, Shutdown};
 use crate::{Backend, Handler};
-use bind::bind_group;
 use handle::Inner;
 pub use handle::{ServerHandle, StatsReader, Stopper};
-use serve::{serve_core, DrainGuard, ServeLimits};
+use listen::{BindOptions, Bound, ListenerCounters, ListenerSpec};
+pub use listen::{ListenAddr, ListenerStats};
+use serve::{serve_core, CoreListener, DrainGuard, ServeLimits};
 
 /// What a handler factory learns about the core it builds a handler for.
 #[derive(Debug, Clone)]
@@ -53,7 +54,9 @@ impl Server {
     /// 10 s drain.
     pub fn builder() -> ServerBuilder {
         ServerBuilder {
-            address: SocketAddr::from(([0, 0, 0, 0], 7000)),
+            address: ListenAddr::Tcp(SocketAddr::from(([0, 0, 0, 0], 7000))),
+            listeners: Vec::new(),
+            unix_mode: None,
             cores: None,
             backend: Backend::Auto,
             max_connections: 10_000,
@@ -68,7 +71,11 @@ impl Server {
 /// Configures and starts a [`Server`].
 #[derive(Debug, Clone)]
 pub struct ServerBuilder {
-    address: SocketAddr,
+    /// Where the handler of `start` listens.
+    address: ListenAddr,
+    /// The other listeners, with their own handlers.
+    listeners: Vec<ListenerSpec>,
+    unix_mode: Option<u32>,
     cores: Option<Vec<usize>>,
     backend: Backend,
     max_connections: usize,
@@ -82,7 +89,75 @@ impl ServerBuilder {
     /// The address every core listens on (port 0 picks a free port, shared
     /// by all cores).
     pub fn address(mut self, address: SocketAddr) -> Self {
-        self.address = address;
+        self.address = ListenAddr::Tcp(address);
+        self
+    }
+
+    /// Where the handler given to [`start`](Self::start) listens: a TCP
+    /// address (as [`address`](Self::address)) or a Unix socket.
+    ///
+    /// A Unix socket file left by a server that is gone (no one accepts
+    /// on it) is replaced; one a live server accepts on is refused, unless
+    /// [`take_over`](Self::take_over) asks to take its place. The server
+    /// removes its socket file when it stops (unless another server has
+    /// taken the path since).
+    pub fn listen(mut self, at: impl Into<ListenAddr>) -> Self {
+        self.address = at.into();
+        self
+    }
+
+    /// Adds a listener with a handler of its own, served by the same cores
+    /// as the others: say HTTP on a TCP port and a line protocol on a Unix
+    /// socket, in one server. Its connections count towards the same
+    /// [`max_connections`](Self::max_connections) per core and drain at the
+    /// same stop; [`ServerHandle::listeners`] counts each listener's.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use percore::net::UnixAddr;
+    /// use percore::{Connection, Handler, Server};
+    ///
+    /// struct Echo;
+    ///
+    /// impl Handler for Echo {
+    ///     async fn serve(&self, conn: Connection) -> std::io::Result<()> {
+    ///         while let Some(buf) = conn.read().await? {
+    ///             conn.write_all(buf).await.0?;
+    ///         }
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// struct Hello;
+    ///
+    /// impl Handler for Hello {
+    ///     async fn serve(&self, conn: Connection) -> std::io::Result<()> {
+    ///         conn.write_all(b"hello\n".to_vec()).await.0
+    ///     }
+    /// }
+    ///
+    /// fn main() -> std::io::Result<()> {
+    ///     Server::builder()
+    ///         .address("127.0.0.1:7000".parse().unwrap())
+    ///         .add_listener(UnixAddr::path("/tmp/hello.sock"), |_core| Hello)
+    ///         .serve(|_core| Echo)
+    /// }
+    /// ```
+    pub fn add_listener<H, F>(mut self, at: impl Into<ListenAddr>, factory: F) -> Self
+    where
+        H: Handler,
+        F: Fn(&CoreContext) -> H + Send + Sync + 'static,
+    {
+        self.listeners.push(ListenerSpec::new(at.into(), factory));
+        self
+    }
+
+    /// The permission bits of the server's Unix socket files, say `0o660`
+    /// to admit the group (default: what the process's umask leaves). Set
+    /// before the socket listens, so no one connects under other bits.
+    pub fn unix_mode(mut self, mode: u32) -> Self {
+        self.unix_mode = Some(mode & 0o7777);
         self
     }
 
@@ -180,6 +255,12 @@ impl ServerBuilder {
     /// take-over on another address than the running server's is refused,
     /// naming that address. With no server on the port, this one serves it
     /// alone.
+    ///
+    /// On a Unix socket path, the new server binds beside the old one's
+    /// file and renames its socket over it: from then on new clients reach
+    /// the new server, while the old one serves what it had already
+    /// queued and leaves the file (no longer its own) in place when it
+    /// stops.
     pub fn take_over(mut self, take_over: bool) -> Self {
         self.take_over = take_over;
         self
@@ -211,12 +292,29 @@ impl ServerBuilder {
     {
         let cpus = cpus::resolve(self.cores.as_deref())?;
         let backend = backend::resolve(self.backend, &self.config)?;
-        let (sockets, local_addr) =
-            bind_group(self.address, cpus.len(), self.backlog, self.take_over)?;
+        let options = BindOptions {
+            cores: cpus.len(),
+            backlog: self.backlog,
+            take_over: self.take_over,
+            unix_mode: self.unix_mode,
+        };
+        let mut specs = vec![ListenerSpec::new(self.address, factory)];
+        specs.extend(self.listeners);
+        let mut bound = Vec::with_capacity(specs.len());
+        for spec in &specs {
+            bound.push(listen::bind(&spec.addr, options)?);
+        }
+        let addrs: Vec<ListenAddr> = bound.iter().map(|b| b.addr.clone()).collect();
+        let local_addr = first_tcp(&addrs);
+        let main_addr = addrs[0].clone();
+        let counters: Vec<Vec<Arc<ListenerCounters>>> = specs
+            .iter()
+            .map(|_| cpus.iter().map(|_| Arc::default()).collect())
+            .collect();
+        let mut per_core = core_listeners(bound, &specs, &counters, cpus.len());
         fd_limit::fit_to_connections(cpus.len(), self.max_connections);
         let shutdown = Arc::new(Shutdown::new());
         let draining = Arc::new(CountDown::new(cpus.len()));
-        let factory = Arc::new(factory);
         let mut cores = Vec::new();
         let mut threads = Vec::new();
         let (ready_tx, ready_rx) = mpsc::channel::<io::Result<()>>();
@@ -225,10 +323,10 @@ impl ServerBuilder {
             cores.push(Arc::new(CoreShared::new(cpu, wake_fd, shutdown.clone())));
         }
         CoreShared::link(&cores);
-        for (index, ((cpu, socket), shared)) in cpus
+        for (index, ((cpu, listeners), shared)) in cpus
             .iter()
             .copied()
-            .zip(sockets)
+            .zip(per_core.drain(..))
             .zip(cores.iter().cloned())
             .enumerate()
         {
@@ -244,8 +342,8 @@ impl ServerBuilder {
                 backlog: self.backlog as usize,
             };
             let config = self.config;
-            let factory = factory.clone();
             let ready = ready_tx.clone();
+            let addr = main_addr.clone();
             let count = draining.clone();
             let spawned = thread::Builder::new()
                 .name(format!("percore-{cpu}"))
@@ -253,9 +351,9 @@ impl ServerBuilder {
                     // Every line a core logs says which core of which
                     // server: with several, "draining connections open=2"
                     // alone could be any.
-                    let _span = tracing::info_span!("core", cpu, addr = %local_addr).entered();
+                    let _span = tracing::info_span!("core", cpu, %addr).entered();
                     let result = run_core(
-                        shared, backend, config, socket, ctx, limits, count, &*factory, ready,
+                        shared, backend, config, listeners, ctx, limits, count, ready,
                     );
                     // Before the thread's locals are destroyed (a handler's
                     // `thread_local!` store may take a while): the drain
@@ -305,6 +403,8 @@ impl ServerBuilder {
                 shutdown,
                 cores,
                 local_addr,
+                main_addr: main_addr.clone(),
+                listeners: addrs.iter().cloned().zip(counters).collect(),
                 backend,
                 stopping_since: std::sync::OnceLock::new(),
             }),
@@ -320,7 +420,12 @@ impl ServerBuilder {
             let _ = handle.join_threads();
             return Err(e);
         }
-        tracing::info!(%local_addr, %backend, cores = ?cpus, "serving");
+        if addrs.len() == 1 {
+            tracing::info!(addr = %main_addr, %backend, cores = ?cpus, "serving");
+        } else {
+            let addrs: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+            tracing::info!(addrs = ?addrs, %backend, cores = ?cpus, "serving");
+        }
         Ok(handle)
     }
 
@@ -342,22 +447,59 @@ impl ServerBuilder {
     }
 }
 
+/// What one core serves of each listener: its socket, its handler
+/// factory, its counters and its socket file.
+struct ListenerParts {
+    socket: OwnedFd,
+    spec: ListenerSpec,
+    counters: Arc<ListenerCounters>,
+    file: Option<Arc<SocketFile>>,
+}
+
+/// Deals the bound sockets out to the cores: `[core][listener]`.
+fn core_listeners(
+    bound: Vec<Bound>,
+    specs: &[ListenerSpec],
+    counters: &[Vec<Arc<ListenerCounters>>],
+    cores: usize,
+) -> Vec<Vec<ListenerParts>> {
+    let mut per_core: Vec<Vec<ListenerParts>> = (0..cores).map(|_| Vec::new()).collect();
+    for ((b, spec), counters) in bound.into_iter().zip(specs).zip(counters) {
+        for ((parts, socket), counters) in per_core.iter_mut().zip(b.sockets).zip(counters) {
+            parts.push(ListenerParts {
+                socket,
+                spec: spec.clone(),
+                counters: counters.clone(),
+                file: b.file.clone(),
+            });
+        }
+    }
+    per_core
+}
+
+/// The first TCP address of a server's listeners: what
+/// [`ServerHandle::local_addr`] reports (`0.0.0.0:0` when none is TCP).
+fn first_tcp(addrs: &[ListenAddr]) -> SocketAddr {
+    addrs
+        .iter()
+        .find_map(|a| match a {
+            ListenAddr::Tcp(addr) => Some(*addr),
+            ListenAddr::Unix(_) => None,
+        })
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
+}
+
 #[allow(clippy::too_many_arguments)]
-fn run_core<H, F>(
+fn run_core(
     shared: Arc<CoreShared>,
     backend: Backend,
     config: CoreConfig,
-    socket: OwnedFd,
+    listeners: Vec<ListenerParts>,
     ctx: CoreContext,
     limits: ServeLimits,
     draining: Arc<CountDown>,
-    factory: &F,
     ready: mpsc::Sender<io::Result<()>>,
-) -> io::Result<()>
-where
-    H: Handler,
-    F: Fn(&CoreContext) -> H,
-{
+) -> io::Result<()> {
     let cpu = shared.cpu;
     if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
         tracing::warn!(cpu, "could not pin the core thread to its CPU");
@@ -379,13 +521,21 @@ where
     core.set_drain_timeout(limits.drain_timeout);
     let guard = crate::core::context::enter(core.clone());
     let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let listener = TcpListener::from_socket(socket)?;
-        let handler = Rc::new(factory(&ctx));
-        Ok::<_, io::Error>((listener, handler))
+        let mut serving = Vec::with_capacity(listeners.len());
+        for parts in listeners {
+            let tcp = matches!(parts.spec.addr, ListenAddr::Tcp(_));
+            serving.push(CoreListener {
+                acceptor: Acceptor::new(parts.socket, tcp)?,
+                spawn: (parts.spec.make)(&ctx),
+                counters: parts.counters,
+                _file: parts.file,
+            });
+        }
+        Ok::<_, io::Error>(serving)
     }));
     drop(guard);
-    let (listener, handler) = match started {
-        Ok(Ok(parts)) => parts,
+    let listeners = match started {
+        Ok(Ok(listeners)) => listeners,
         Ok(Err(e)) => {
             let e = fail(e);
             let _ = ready.send(Err(io::Error::new(e.kind(), e.to_string())));
@@ -398,10 +548,7 @@ where
         }
     };
     let _ = ready.send(Ok(()));
-    let result = Core::block_on(
-        core.clone(),
-        serve_core(listener, handler, limits, draining),
-    );
+    let result = Core::block_on(core.clone(), serve_core(listeners, limits, draining));
     core.sample_cpu_time();
     tracing::debug!(cpu, "core stopped");
     result.map_err(|e| io::Error::other(format!("core on CPU {cpu}: {e}")))

@@ -11,10 +11,22 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
+use super::listen::{ListenerCounters, Spawner};
+use super::SocketFile;
 use crate::core::context;
-use crate::net::TcpListener;
+use crate::net::{Acceptor, Stream};
 use crate::sync::CountDown;
 use crate::{spawn_local, Handler};
+
+/// One listener as a core serves it: its socket, how it serves a
+/// connection, and its counters.
+pub(crate) struct CoreListener {
+    pub(crate) acceptor: Acceptor,
+    pub(crate) spawn: Spawner,
+    pub(crate) counters: Arc<ListenerCounters>,
+    /// Removed when the last core's listener on it is gone.
+    pub(crate) _file: Option<Arc<SocketFile>>,
+}
 
 /// Limits one core applies to its connections.
 #[derive(Debug, Clone, Copy)]
@@ -33,11 +45,16 @@ struct Tracker {
     waiter: RefCell<Option<Waker>>,
 }
 
-struct ConnGuard(Rc<Tracker>);
+/// Counts a connection open (on its core and its listener) until dropped.
+pub(crate) struct ConnGuard {
+    tracker: Rc<Tracker>,
+    counters: Arc<ListenerCounters>,
+}
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
-        let tracker = &self.0;
+        let tracker = &self.tracker;
+        self.counters.closed();
         tracker.active.set(tracker.active.get() - 1);
         context::try_with_core(|core| core.shared.stats.active.sub(1));
         if let Some(w) = tracker.waiter.borrow_mut().take() {
@@ -63,25 +80,35 @@ impl Tracker {
 
 /// Runs until the server stops, then drains connections up to the
 /// deadline, and stays until the other cores have drained too.
-pub(crate) async fn serve_core<H: Handler>(
-    listener: TcpListener,
-    handler: Rc<H>,
+pub(crate) async fn serve_core(
+    listeners: Vec<CoreListener>,
     limits: ServeLimits,
     draining: DrainGuard,
 ) {
     let tracker = Rc::new(Tracker::default());
     {
-        // The stop is polled first: once it has come, the accept loop is
+        // The stop is polled first: once it has come, the accept loops are
         // not polled again, and `take_queued` takes what is left.
         let stopping = pin!(crate::shutdown_signal());
-        let accepting = pin!(accept_loop(&listener, &handler, &tracker, limits));
+        let mut loops: Vec<_> = listeners
+            .iter()
+            .map(|listener| Box::pin(accept_loop(listener, &tracker, limits)))
+            .collect();
+        let accepting = pin!(poll_fn(|cx| {
+            for accept in &mut loops {
+                let _never_ends = accept.as_mut().poll(cx);
+            }
+            Poll::<()>::Pending
+        }));
         race(stopping, accepting).await;
     }
     // Stop accepting first: serve the connections that were complete when
-    // the stop came, then close the listener. Only a connection completed
+    // the stop came, then close the listeners. Only a connection completed
     // between the last accept and the close is reset.
-    take_queued(&listener, &handler, &tracker, limits);
-    drop(listener);
+    for listener in &listeners {
+        take_queued(listener, &tracker, limits);
+    }
+    drop(listeners);
     // The instant handlers see in `drain_deadline()` (set by the turn that
     // saw the stop), so that one answering just before it is not cancelled
     // first.
@@ -164,12 +191,7 @@ fn reserve_fd() -> Option<OwnedFd> {
     std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
 }
 
-async fn accept_loop<H: Handler>(
-    listener: &TcpListener,
-    handler: &Rc<H>,
-    tracker: &Rc<Tracker>,
-    limits: ServeLimits,
-) {
+async fn accept_loop(listener: &CoreListener, tracker: &Rc<Tracker>, limits: ServeLimits) {
     let stats = context::with_core(|core| core.shared.stats.clone());
     let mut reserve = reserve_fd();
     let mut backoff = Duration::ZERO;
@@ -189,16 +211,16 @@ async fn accept_loop<H: Handler>(
                      (`accept_paused` in the stats counts the pauses)"
                 );
             }
-            listener.pause_accepting();
+            listener.acceptor.pause_accepting();
             tracker.below(limits.max_connections).await;
         }
-        match listener.accept().await {
+        match listener.acceptor.accept().await {
             Ok(stream) => {
                 backoff = Duration::ZERO;
                 if reserve.is_none() {
                     reserve = reserve_fd();
                 }
-                spawn_connection(stream, handler, tracker, &stats);
+                serve_accepted(listener, stream, tracker, &stats);
             }
             Err(e) => {
                 let errno = e.raw_os_error();
@@ -210,7 +232,7 @@ async fn accept_loop<H: Handler>(
                     stats.errors_fd_limit.add(1);
                     // Free the spare fd, take one queued client and close it.
                     drop(reserve.take());
-                    if let Ok(fd) = crate::sys::accept(listener.borrow_fd()) {
+                    if let Ok(fd) = crate::sys::accept(listener.acceptor.borrow_fd()) {
                         drop(fd);
                     }
                     reserve = reserve_fd();
@@ -232,23 +254,32 @@ async fn accept_loop<H: Handler>(
 /// Least time between two "connection limit reached" warnings of a core.
 const LIMIT_WARNING_EVERY: Duration = Duration::from_secs(10);
 
-/// Serves a connection on its own task, counted until it ends.
-fn spawn_connection<H: Handler>(
-    stream: crate::net::TcpStream,
-    handler: &Rc<H>,
+/// Counts an accepted connection and hands it to its listener's handler.
+fn serve_accepted(
+    listener: &CoreListener,
+    stream: Stream,
     tracker: &Rc<Tracker>,
-    stats: &std::sync::Arc<crate::stats::CoreStats>,
+    stats: &Arc<crate::stats::CoreStats>,
 ) {
     stats.accepted.add(1);
     stats.active.add(1);
+    listener.counters.opened();
     tracker.active.set(tracker.active.get() + 1);
-    let guard = ConnGuard(tracker.clone());
+    let guard = ConnGuard {
+        tracker: tracker.clone(),
+        counters: listener.counters.clone(),
+    };
+    (listener.spawn)(stream, guard);
+}
+
+/// Serves a connection on its own task, counted (by `guard`) until it
+/// ends.
+pub(crate) fn spawn_connection<H: Handler>(stream: Stream, handler: &Rc<H>, guard: ConnGuard) {
     let handler = handler.clone();
-    let stats = stats.clone();
     drop(spawn_local(async move {
         let _guard = guard;
         if let Err(e) = handler.serve(stream).await {
-            stats.errors_io.add(1);
+            context::try_with_core(|core| core.shared.stats.errors_io.add(1));
             tracing::debug!(error = %e, "connection ended with an error");
         }
     }));
@@ -260,12 +291,7 @@ fn spawn_connection<H: Handler>(
 /// unless the kernel hands a closing listener's queue to another listener
 /// on the port (`tcp_migrate_req`): then the kernel's queue is left to the
 /// close, for a server taking this one's place to serve.
-fn take_queued<H: Handler>(
-    listener: &TcpListener,
-    handler: &Rc<H>,
-    tracker: &Rc<Tracker>,
-    limits: ServeLimits,
-) {
+fn take_queued(listener: &CoreListener, tracker: &Rc<Tracker>, limits: ServeLimits) {
     let stats = context::with_core(|core| core.shared.stats.clone());
     let mut taken = 0usize;
     let mut unserved = 0usize;
@@ -276,9 +302,9 @@ fn take_queued<H: Handler>(
     while taken + unserved < limits.backlog {
         let at_limit = tracker.active.get() >= limits.max_connections;
         left_to_kernel = at_limit && hand_over;
-        match listener.accept_queued(!left_to_kernel) {
+        match listener.acceptor.accept_queued(!left_to_kernel) {
             Some(Ok(stream)) if tracker.active.get() < limits.max_connections => {
-                spawn_connection(stream, handler, tracker, &stats);
+                serve_accepted(listener, stream, tracker, &stats);
                 taken += 1;
             }
             Some(Ok(_closed)) => unserved += 1,

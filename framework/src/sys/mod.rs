@@ -10,6 +10,9 @@ use std::mem;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
+mod unix;
+pub(crate) use unix::{bind_raw, connect_raw, is_unix, peer_cred, unix_socket};
+
 /// A libc return type whose failure value is `-1`.
 pub(crate) trait MinusOne: Copy + PartialEq {
     const MINUS_ONE: Self;
@@ -106,6 +109,10 @@ impl RawAddr {
                     sin6.sin6_scope_id,
                 )))
             }
+            libc::AF_UNIX => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a Unix socket has no IP address",
+            )),
             family => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("unsupported address family {family}"),
@@ -232,12 +239,21 @@ pub(crate) fn shutdown(fd: BorrowedFd<'_>, how: libc::c_int) -> io::Result<()> {
 /// A non-blocking, close-on-exec eventfd.
 /// A connected pair of Unix stream sockets (close-on-exec), for probes.
 pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    socket_pair_flags(0)
+}
+
+/// A connected pair of non-blocking Unix stream sockets (close-on-exec).
+pub(crate) fn socket_pair_nonblocking() -> io::Result<(OwnedFd, OwnedFd)> {
+    socket_pair_flags(libc::SOCK_NONBLOCK)
+}
+
+fn socket_pair_flags(flags: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0i32; 2];
     // SAFETY: `fds` has room for the two descriptors socketpair writes.
     cvt(unsafe {
         libc::socketpair(
             libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | flags,
             0,
             fds.as_mut_ptr(),
         )

@@ -1,0 +1,205 @@
+//! A server's listeners: where each listens ([`ListenAddr`]), the handler
+//! factory it serves with, and its counters ([`ListenerStats`]).
+//!
+//! A server may have several listeners, TCP and Unix, each with its own
+//! handler, all served by the same cores. A TCP listener has one socket
+//! per core in a `SO_REUSEPORT` group, so the kernel spreads connections.
+//! Unix sockets have no `SO_REUSEPORT`: the cores share one listening
+//! socket, and each accepts from it (io_uring's accept and epoll both wake
+//! the cores that wait on it, and the first to accept takes the
+//! connection), so connections go to whichever core is free first.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::bind::bind_group;
+use super::CoreContext;
+use crate::net::{bind_unix, SocketFile, UnixAddr, UnixOptions};
+use crate::Handler;
+
+/// Where a listener listens: a TCP address, or a Unix socket (a path or
+/// an abstract name).
+///
+/// Parsed from text as `unix:PATH` or `unix:@NAME` for a Unix socket, and
+/// as `IP:PORT` otherwise.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum ListenAddr {
+    /// A TCP address.
+    Tcp(SocketAddr),
+    /// A Unix domain socket.
+    Unix(UnixAddr),
+}
+
+impl From<SocketAddr> for ListenAddr {
+    fn from(addr: SocketAddr) -> ListenAddr {
+        ListenAddr::Tcp(addr)
+    }
+}
+
+impl From<UnixAddr> for ListenAddr {
+    fn from(addr: UnixAddr) -> ListenAddr {
+        ListenAddr::Unix(addr)
+    }
+}
+
+impl From<PathBuf> for ListenAddr {
+    fn from(path: PathBuf) -> ListenAddr {
+        ListenAddr::Unix(UnixAddr::Path(path))
+    }
+}
+
+impl FromStr for ListenAddr {
+    type Err = std::net::AddrParseError;
+
+    fn from_str(s: &str) -> Result<ListenAddr, Self::Err> {
+        match s.strip_prefix("unix:") {
+            Some(rest) => Ok(ListenAddr::Unix(
+                rest.parse().unwrap_or_else(|e| match e {}),
+            )),
+            None => s.parse().map(ListenAddr::Tcp),
+        }
+    }
+}
+
+impl fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListenAddr::Tcp(addr) => write!(f, "{addr}"),
+            ListenAddr::Unix(addr) => write!(f, "unix:{addr}"),
+        }
+    }
+}
+
+impl fmt::Debug for ListenAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "\"{self}\"")
+    }
+}
+
+/// One listener's counters, summed over the cores (see
+/// [`ServerHandle::listeners`](crate::ServerHandle::listeners)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ListenerStats {
+    /// Where it listens (with the real port when port 0 was asked).
+    pub addr: ListenAddr,
+    /// Connections accepted so far.
+    pub accepted: u64,
+    /// Connections open now.
+    pub active: u64,
+}
+
+/// One core's counters of one listener.
+#[derive(Debug, Default)]
+pub(crate) struct ListenerCounters {
+    pub(crate) accepted: AtomicU64,
+    pub(crate) active: AtomicU64,
+}
+
+impl ListenerCounters {
+    pub(crate) fn opened(&self) {
+        self.accepted.fetch_add(1, Ordering::Relaxed);
+        self.active.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn closed(&self) {
+        self.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Serves one accepted connection on its own task (the guard counts it
+/// until the task ends).
+pub(crate) type Spawner = Box<dyn Fn(crate::net::Stream, super::serve::ConnGuard)>;
+
+/// Makes a core's [`Spawner`] for one listener: its handler factory, with
+/// the handler's type erased, so listeners of different handlers sit in
+/// one list. Only the accept calls through it; a connection's task is
+/// the handler's own type.
+pub(crate) type MakeSpawner = Arc<dyn Fn(&CoreContext) -> Spawner + Send + Sync>;
+
+/// A listener to bind: where, and the factory of its handlers.
+#[derive(Clone)]
+pub(crate) struct ListenerSpec {
+    pub(crate) addr: ListenAddr,
+    pub(crate) make: MakeSpawner,
+}
+
+impl ListenerSpec {
+    pub(crate) fn new<H, F>(addr: ListenAddr, factory: F) -> ListenerSpec
+    where
+        H: Handler,
+        F: Fn(&CoreContext) -> H + Send + Sync + 'static,
+    {
+        let make: MakeSpawner = Arc::new(move |ctx: &CoreContext| -> Spawner {
+            let handler = Rc::new(factory(ctx));
+            Box::new(move |stream, guard| super::serve::spawn_connection(stream, &handler, guard))
+        });
+        ListenerSpec { addr, make }
+    }
+}
+
+impl fmt::Debug for ListenerSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listener")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+/// A listener bound for every core: one socket each, where it listens,
+/// and its socket file.
+pub(crate) struct Bound {
+    pub(crate) sockets: Vec<OwnedFd>,
+    pub(crate) addr: ListenAddr,
+    pub(crate) file: Option<Arc<SocketFile>>,
+}
+
+/// How a server binds its listeners.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BindOptions {
+    pub(crate) cores: usize,
+    pub(crate) backlog: i32,
+    pub(crate) take_over: bool,
+    pub(crate) unix_mode: Option<u32>,
+}
+
+/// Binds `addr` for `options.cores` cores.
+pub(crate) fn bind(addr: &ListenAddr, options: BindOptions) -> io::Result<Bound> {
+    match addr {
+        ListenAddr::Tcp(tcp) => {
+            let (sockets, bound) =
+                bind_group(*tcp, options.cores, options.backlog, options.take_over)?;
+            Ok(Bound {
+                sockets,
+                addr: ListenAddr::Tcp(bound),
+                file: None,
+            })
+        }
+        ListenAddr::Unix(unix) => {
+            let unix_options = UnixOptions {
+                backlog: options.backlog,
+                mode: options.unix_mode,
+                take_over: options.take_over,
+            };
+            let bound = bind_unix(unix, &unix_options)?;
+            // The cores share the one socket (see the module's docs).
+            let mut sockets = Vec::with_capacity(options.cores);
+            for _ in 1..options.cores {
+                sockets.push(bound.fd.try_clone()?);
+            }
+            sockets.push(bound.fd);
+            Ok(Bound {
+                sockets,
+                addr: ListenAddr::Unix(bound.addr),
+                file: bound.file.map(Arc::new),
+            })
+        }
+    }
+}
