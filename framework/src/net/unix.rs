@@ -1,7 +1,6 @@
 //! Unix domain sockets: [`UnixStream`], [`UnixAddr`] and [`PeerCred`].
 //! The listener is in `unix_listener.rs`.
 
-use std::ffi::OsStr;
 use std::fmt;
 use std::io;
 use std::ops::Deref;
@@ -84,7 +83,7 @@ impl fmt::Display for UnixAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             UnixAddr::Path(path) => write!(f, "{}", path.display()),
-            UnixAddr::Abstract(name) => write!(f, "@{}", OsStr::from_bytes(name).display()),
+            UnixAddr::Abstract(name) => write!(f, "@{}", String::from_utf8_lossy(name)),
         }
     }
 }
