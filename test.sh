@@ -13,7 +13,7 @@ cd "$(dirname "$0")"
 tools=(curl nginx:nginx wrk strace ip:iproute2)
 if [ "$(id -u)" -eq 0 ]; then
     need_tools "${tools[@]}"
-    export PERCORE_TEST_TOOLS=curl,nginx
+    export PERCORE_TEST_TOOLS=curl,nginx,wrk
 else
     for spec in "${tools[@]}"; do
         command -v "${spec%%:*}" >/dev/null 2>&1 ||

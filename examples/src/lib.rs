@@ -14,6 +14,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use clap::{error::ErrorKind, Args, Command, CommandFactory, Parser};
+use percore::net::UnixAddr;
 use percore::{Backend, CoreContext, Handler, Server};
 
 mod http_args;
@@ -30,6 +31,13 @@ pub struct CommonArgs {
     /// TCP port to listen on (0 picks a free one)
     #[arg(long, value_name = "N", value_parser = number::<u16>)]
     pub port: u16,
+    /// Also listen on this Unix socket (a path, or @NAME for an abstract
+    /// name), with the same handler: for nginx or a sidecar on this host
+    #[arg(long, value_name = "PATH")]
+    pub unix: Option<UnixAddr>,
+    /// The Unix socket file's permission bits, in octal (e.g. 660)
+    #[arg(long, value_name = "MODE", value_parser = octal_mode, requires = "unix")]
+    pub unix_mode: Option<u32>,
     /// Address or name to bind, e.g. 0.0.0.0 for every IPv4 interface, ::1,
     /// localhost
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1", value_parser = resolve_host)]
@@ -178,6 +186,14 @@ fn cpu_list(value: &str) -> Result<Vec<usize>, String> {
     Ok(cpus)
 }
 
+/// `--unix-mode`'s value: permission bits in octal.
+fn octal_mode(value: &str) -> Result<u32, String> {
+    u32::from_str_radix(value.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|mode| *mode <= 0o7777)
+        .ok_or_else(|| format!("expected octal permission bits like 660, not {value:?}"))
+}
+
 /// `--host`'s value: an IPv4 or IPv6 address (`::1` or `[::1]`), or a
 /// name resolved now (the first address it has, as `localhost` gives
 /// 127.0.0.1), so that a name that does not resolve is a usage error.
@@ -276,10 +292,22 @@ where
     if let Some(cores) = &common.cores {
         builder = builder.cores(cores.iter().copied());
     }
-    let handle = builder.start(factory)?;
+    if let Some(mode) = common.unix_mode {
+        builder = builder.unix_mode(mode);
+    }
+    let factory = std::sync::Arc::new(factory);
+    if let Some(unix) = &common.unix {
+        let factory = factory.clone();
+        builder = builder.add_listener(unix.clone(), move |core| factory(core));
+    }
+    let handle = builder.start(move |core| factory(core))?;
     handle.shutdown_on_signals()?;
+    let unix = match &common.unix {
+        Some(_) => format!(" and {}", handle.listeners()[1].addr),
+        None => String::new(),
+    };
     tracing::info!(
-        "{name} listening on {} ({} backend, {})",
+        "{name} listening on {}{unix} ({} backend, {})",
         handle.local_addr(),
         handle.backend(),
         match handle.stats().len() {

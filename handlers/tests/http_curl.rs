@@ -4,32 +4,8 @@
 
 mod support;
 
-use std::process::Command;
-
 use percore_test_kit::*;
 use support::http::*;
-
-/// Runs curl with `args`; `None` (after printing why) if curl is missing.
-fn curl(args: &[&str]) -> Option<std::process::Output> {
-    match Command::new("curl")
-        .args(["--silent", "--show-error", "--max-time", "10"])
-        .args(args)
-        .output()
-    {
-        Ok(out) => Some(out),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // The test script installs curl: there, missing is a failure.
-            let promised = std::env::var("PERCORE_TEST_TOOLS").unwrap_or_default();
-            assert!(
-                !promised.split(',').any(|t| t == "curl"),
-                "curl not installed, though the test script installs it"
-            );
-            println!("skipped: curl not installed");
-            None
-        }
-        Err(e) => panic!("run curl: {e}"),
-    }
-}
 
 backend_tests! {
     parallel;

@@ -35,6 +35,7 @@ mod flood;
 pub mod http;
 pub mod log_capture;
 mod netns;
+mod nginx;
 mod panics;
 mod probe;
 mod race;
@@ -42,6 +43,7 @@ mod rng;
 mod server;
 mod streams;
 mod target;
+mod tools;
 pub mod upstream;
 
 pub use backend::{require, serial, uring_unavailable};
@@ -52,6 +54,7 @@ pub use child::{
 pub use client::{connect, ping, read_to_end, reset, roundtrip, IO_TIMEOUT};
 pub use flood::{flood, Outcomes, FLOOD_BATCH};
 pub use netns::private_network;
+pub use nginx::Nginx;
 pub use panics::quiet_expected_panics;
 pub use percore::{Backend, Server, ServerBuilder, ServerHandle, StatsSnapshot};
 pub use probe::{
@@ -62,6 +65,7 @@ pub use rng::{pattern, random_pool, Rng};
 pub use server::{builder, check_backend, idle_in_flight, server_cpu, sum, PlainEcho};
 pub use streams::{within_polls, Progress, Streams};
 pub use target::{ClientSock, Target};
+pub use tools::{curl, wrk};
 
 /// Writes each test once and stamps it out per backend, into modules
 /// `uring` and `epoll`. Each stamped test holds [`serial`], and skips

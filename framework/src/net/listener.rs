@@ -26,6 +26,12 @@ pub(crate) struct Acceptor {
     io: SocketIo,
     /// Accepted sockets get `TCP_NODELAY`.
     tcp: bool,
+    /// Every core accepts from this one socket (a Unix listener). On
+    /// io_uring each accept is then armed anew: a multishot accept stays
+    /// first in the socket's wait queue, and the kernel, waking one
+    /// accept per connection, would hand every connection to the core
+    /// that armed first; an accept armed anew queues behind the others.
+    shared: bool,
 }
 
 /// Creates a bound, listening, non-blocking socket. Usable from any thread;
@@ -95,12 +101,17 @@ impl Acceptor {
     pub(crate) fn new(fd: OwnedFd, tcp: bool) -> io::Result<Acceptor> {
         let fd = SharedFd::new(fd);
         let io = op::register(&fd)?;
-        Ok(Acceptor { fd, io, tcp })
+        Ok(Acceptor {
+            fd,
+            io,
+            tcp,
+            shared: !tcp,
+        })
     }
 
     /// Waits for the next connection.
     pub(crate) async fn accept(&self) -> io::Result<Stream> {
-        let fd = poll_fn(|cx| op::accept::poll_accept(&self.fd, &self.io, cx)).await?;
+        let fd = poll_fn(|cx| op::accept::poll_accept(&self.fd, &self.io, self.shared, cx)).await?;
         self.adopt(fd)
     }
 

@@ -24,11 +24,14 @@ use crate::driver::Driver;
 use crate::sys;
 
 /// Polls for the next accepted socket (non-blocking, close-on-exec).
+/// `shared`: other cores accept from the same socket, so on io_uring each
+/// accept is armed anew (see `Acceptor`) rather than one multishot.
 // Long on purpose: one loop over the listener's standing operation, per
 // backend; split, each state would need the loop's borrows again.
 pub(crate) fn poll_accept(
     fd: &SharedFd,
     io: &SocketIo,
+    shared: bool,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<OwnedFd>> {
     if crate::executor::budget::poll_proceed(cx).is_pending() {
@@ -40,7 +43,7 @@ pub(crate) fn poll_accept(
             match standing.get() {
                 Standing::Idle => {
                     let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
-                    let key = if d.multishot() {
+                    let key = if d.multishot() && !shared {
                         let sqe = opcode::AcceptMulti::new(types::Fd(fd.as_raw_fd()))
                             .flags(flags)
                             .build();

@@ -1,0 +1,37 @@
+//! Third-party command-line clients the tests run (curl, wrk): each skips
+//! (printing why) when the tool is missing, unless the test script
+//! promised it in `PERCORE_TEST_TOOLS`, where missing is a failure.
+
+use std::process::{Command, Output};
+
+/// Runs curl (silent, errors shown, a 10 s limit) with `args`; `None`
+/// (after printing why) if curl is missing.
+pub fn curl(args: &[&str]) -> Option<Output> {
+    run(
+        "curl",
+        Command::new("curl")
+            .args(["--silent", "--show-error", "--max-time", "10"])
+            .args(args),
+    )
+}
+
+/// Runs wrk with `args`; `None` (after printing why) if wrk is missing.
+pub fn wrk(args: &[&str]) -> Option<Output> {
+    run("wrk", Command::new("wrk").args(args))
+}
+
+fn run(tool: &str, cmd: &mut Command) -> Option<Output> {
+    match cmd.output() {
+        Ok(out) => Some(out),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let promised = std::env::var("PERCORE_TEST_TOOLS").unwrap_or_default();
+            assert!(
+                !promised.split(',').any(|t| t == tool),
+                "{tool} not installed, though the test script installs it"
+            );
+            println!("skipped: {tool} not installed");
+            None
+        }
+        Err(e) => panic!("run {tool}: {e}"),
+    }
+}
