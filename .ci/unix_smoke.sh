@@ -68,6 +68,7 @@ http {
 CONF
 nginx -p "$work" -c "$work/nginx.conf" 2>/dev/null &
 nginx_pid=$!
+disown "$nginx_pid"
 for _ in $(seq 1 200); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
     kill -0 "$nginx_pid" 2>/dev/null || fail "nginx exited during start-up"
