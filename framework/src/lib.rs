@@ -90,6 +90,6 @@ pub use handler::{Connection, Handler};
 pub use runtime::{
     block_on, core_count, core_index, core_stats, count_requests, current_backend, drain_deadline,
     is_shutting_down, shutdown_signal, spawn_local, submit_to, until_stopped, CoreContext,
-    ListenAddr, ListenerStats, Server, ServerBuilder, ServerHandle, ShutdownSignal, StatsReader,
-    StatsSnapshot, Stopper, SubmitError,
+    ListenerStats, Server, ServerBuilder, ServerHandle, ShutdownSignal, StatsReader, StatsSnapshot,
+    Stopper, SubmitError,
 };

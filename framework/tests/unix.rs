@@ -10,8 +10,8 @@ use std::os::unix::net::{UnixListener as StdUnixListener, UnixStream as StdUnixS
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use percore::net::{UnixAddr, UnixStream};
-use percore::{core_index, submit_to, Connection, Handler, ListenAddr};
+use percore::net::{Endpoint, UnixAddr, UnixStream};
+use percore::{core_index, submit_to, Connection, Handler};
 use percore_test_kit::*;
 
 /// A fresh path for a socket file (in a directory of its own).
@@ -91,7 +91,7 @@ backend_tests! {
         assert_eq!(sum(&stats, |c| c.errors_io), 0);
         let listeners = server.listeners();
         assert_eq!(listeners.len(), 1);
-        assert_eq!(listeners[0].addr, ListenAddr::Unix(UnixAddr::path(&path)));
+        assert_eq!(listeners[0].addr, Endpoint::Unix(UnixAddr::path(&path)));
         assert_eq!((listeners[0].accepted, listeners[0].active), (64, 0));
         server.shutdown();
         server.join().expect("join");
@@ -152,7 +152,7 @@ backend_tests! {
         use std::os::linux::net::SocketAddrExt;
         let name = format!("percore-test-{}-{backend}", std::process::id());
         let server = builder(backend)
-            .listen(format!("unix:@{name}").parse::<ListenAddr>().expect("parse"))
+            .listen(format!("unix:@{name}").parse::<Endpoint>().expect("parse"))
             .start(|_core| Says("abstract"))
             .expect("start");
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).expect("name");
@@ -220,9 +220,9 @@ backend_tests! {
         let listeners = wait_until(Duration::from_secs(60), "both listeners idle", || server.listeners(), |l| {
             l.iter().all(|l| l.active == 0)
         });
-        assert_eq!(listeners[0].addr, ListenAddr::Tcp(tcp));
+        assert_eq!(listeners[0].addr, Endpoint::Tcp(tcp));
         assert_eq!(listeners[0].accepted, 3);
-        assert_eq!(listeners[1].addr, ListenAddr::Unix(UnixAddr::path(&path)));
+        assert_eq!(listeners[1].addr, Endpoint::Unix(UnixAddr::path(&path)));
         assert_eq!(listeners[1].accepted, 2);
         assert_eq!(sum(&server.stats(), |c| c.accepted), 5);
         server.shutdown();

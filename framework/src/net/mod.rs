@@ -10,12 +10,14 @@
 //! wraps another (TLS) takes a `Stream` in and serves the same kind of
 //! handler.
 
+mod endpoint;
 mod listener;
 mod stream;
 mod tcp;
 mod unix;
 mod unix_listener;
 
+pub use endpoint::Endpoint;
 pub(crate) use listener::Acceptor;
 pub use listener::TcpListener;
 pub(crate) use listener::{bind_probe, bind_reuseport};

@@ -11,8 +11,7 @@ use std::task::Poll;
 
 pub use crate::core::messaging::{core_count, core_index, submit_to, SubmitError};
 pub use crate::server::{
-    CoreContext, ListenAddr, ListenerStats, Server, ServerBuilder, ServerHandle, StatsReader,
-    Stopper,
+    CoreContext, ListenerStats, Server, ServerBuilder, ServerHandle, StatsReader, Stopper,
 };
 pub use crate::stats::{Counter, StatsSnapshot};
 

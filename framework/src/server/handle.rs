@@ -9,8 +9,9 @@ use std::time::Instant;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::listen::{ListenAddr, ListenerCounters, ListenerStats};
+use super::listen::{ListenerCounters, ListenerStats};
 use crate::core::shared::CoreShared;
+use crate::net::Endpoint;
 use crate::stats::StatsSnapshot;
 use crate::sync::Shutdown;
 use crate::Backend;
@@ -20,9 +21,9 @@ pub(super) struct Inner {
     pub(super) cores: Vec<Arc<CoreShared>>,
     pub(super) local_addr: SocketAddr,
     /// Where the handler of `start` listens, for the log.
-    pub(super) main_addr: ListenAddr,
+    pub(super) main_addr: Endpoint,
     /// Each listener's address, and its counters on each core.
-    pub(super) listeners: Vec<(ListenAddr, Vec<Arc<ListenerCounters>>)>,
+    pub(super) listeners: Vec<(Endpoint, Vec<Arc<ListenerCounters>>)>,
     pub(super) backend: Backend,
     /// When the stop began, for the "stopped" line.
     pub(super) stopping_since: std::sync::OnceLock<Instant>,

@@ -1,4 +1,4 @@
-//! A server's listeners: where each listens ([`ListenAddr`]), the handler
+//! A server's listeners: where each listens (an [`Endpoint`]), the handler
 //! factory it serves with, and its counters ([`ListenerStats`]).
 //!
 //! A server may have several listeners, TCP and Unix, each with its own
@@ -11,77 +11,15 @@
 
 use std::fmt;
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
 use std::rc::Rc;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::bind::bind_group;
 use super::CoreContext;
-use crate::net::{bind_unix, SocketFile, UnixAddr, UnixOptions};
+use crate::net::{bind_unix, Endpoint, SocketFile, UnixOptions};
 use crate::Handler;
-
-/// Where a listener listens: a TCP address, or a Unix socket (a path or
-/// an abstract name).
-///
-/// Parsed from text as `unix:PATH` or `unix:@NAME` for a Unix socket, and
-/// as `IP:PORT` otherwise.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub enum ListenAddr {
-    /// A TCP address.
-    Tcp(SocketAddr),
-    /// A Unix domain socket.
-    Unix(UnixAddr),
-}
-
-impl From<SocketAddr> for ListenAddr {
-    fn from(addr: SocketAddr) -> ListenAddr {
-        ListenAddr::Tcp(addr)
-    }
-}
-
-impl From<UnixAddr> for ListenAddr {
-    fn from(addr: UnixAddr) -> ListenAddr {
-        ListenAddr::Unix(addr)
-    }
-}
-
-impl From<PathBuf> for ListenAddr {
-    fn from(path: PathBuf) -> ListenAddr {
-        ListenAddr::Unix(UnixAddr::Path(path))
-    }
-}
-
-impl FromStr for ListenAddr {
-    type Err = std::net::AddrParseError;
-
-    fn from_str(s: &str) -> Result<ListenAddr, Self::Err> {
-        match s.strip_prefix("unix:") {
-            Some(rest) => Ok(ListenAddr::Unix(
-                rest.parse().unwrap_or_else(|e| match e {}),
-            )),
-            None => s.parse().map(ListenAddr::Tcp),
-        }
-    }
-}
-
-impl fmt::Display for ListenAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ListenAddr::Tcp(addr) => write!(f, "{addr}"),
-            ListenAddr::Unix(addr) => write!(f, "unix:{addr}"),
-        }
-    }
-}
-
-impl fmt::Debug for ListenAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "\"{self}\"")
-    }
-}
 
 /// One listener's counters, summed over the cores (see
 /// [`ServerHandle::listeners`](crate::ServerHandle::listeners)).
@@ -89,7 +27,7 @@ impl fmt::Debug for ListenAddr {
 #[non_exhaustive]
 pub struct ListenerStats {
     /// Where it listens (with the real port when port 0 was asked).
-    pub addr: ListenAddr,
+    pub addr: Endpoint,
     /// Connections accepted so far.
     pub accepted: u64,
     /// Connections open now.
@@ -127,12 +65,12 @@ pub(crate) type MakeSpawner = Arc<dyn Fn(&CoreContext) -> Spawner + Send + Sync>
 /// A listener to bind: where, and the factory of its handlers.
 #[derive(Clone)]
 pub(crate) struct ListenerSpec {
-    pub(crate) addr: ListenAddr,
+    pub(crate) addr: Endpoint,
     pub(crate) make: MakeSpawner,
 }
 
 impl ListenerSpec {
-    pub(crate) fn new<H, F>(addr: ListenAddr, factory: F) -> ListenerSpec
+    pub(crate) fn new<H, F>(addr: Endpoint, factory: F) -> ListenerSpec
     where
         H: Handler,
         F: Fn(&CoreContext) -> H + Send + Sync + 'static,
@@ -157,7 +95,7 @@ impl fmt::Debug for ListenerSpec {
 /// and its socket file.
 pub(crate) struct Bound {
     pub(crate) sockets: Vec<OwnedFd>,
-    pub(crate) addr: ListenAddr,
+    pub(crate) addr: Endpoint,
     pub(crate) file: Option<Arc<SocketFile>>,
 }
 
@@ -171,18 +109,18 @@ pub(crate) struct BindOptions {
 }
 
 /// Binds `addr` for `options.cores` cores.
-pub(crate) fn bind(addr: &ListenAddr, options: BindOptions) -> io::Result<Bound> {
+pub(crate) fn bind(addr: &Endpoint, options: BindOptions) -> io::Result<Bound> {
     match addr {
-        ListenAddr::Tcp(tcp) => {
+        Endpoint::Tcp(tcp) => {
             let (sockets, bound) =
                 bind_group(*tcp, options.cores, options.backlog, options.take_over)?;
             Ok(Bound {
                 sockets,
-                addr: ListenAddr::Tcp(bound),
+                addr: Endpoint::Tcp(bound),
                 file: None,
             })
         }
-        ListenAddr::Unix(unix) => {
+        Endpoint::Unix(unix) => {
             let unix_options = UnixOptions {
                 backlog: options.backlog,
                 mode: options.unix_mode,
@@ -197,7 +135,7 @@ pub(crate) fn bind(addr: &ListenAddr, options: BindOptions) -> io::Result<Bound>
             sockets.push(bound.fd);
             Ok(Bound {
                 sockets,
-                addr: ListenAddr::Unix(bound.addr),
+                addr: Endpoint::Unix(bound.addr),
                 file: bound.file.map(Arc::new),
             })
         }

@@ -21,13 +21,13 @@ use std::time::{Duration, Instant};
 use crate::core::config::CoreConfig;
 use crate::core::shared::CoreShared;
 use crate::core::Core;
-use crate::net::{Acceptor, SocketFile};
+use crate::net::{Acceptor, Endpoint, SocketFile};
 use crate::sync::{CountDown, Shutdown};
 use crate::{Backend, Handler};
 use handle::Inner;
 pub use handle::{ServerHandle, StatsReader, Stopper};
+pub use listen::ListenerStats;
 use listen::{BindOptions, Bound, ListenerCounters, ListenerSpec};
-pub use listen::{ListenAddr, ListenerStats};
 use serve::{serve_core, CoreListener, DrainGuard, ServeLimits};
 
 /// What a handler factory learns about the core it builds a handler for.
@@ -54,7 +54,7 @@ impl Server {
     /// 10 s drain.
     pub fn builder() -> ServerBuilder {
         ServerBuilder {
-            address: ListenAddr::Tcp(SocketAddr::from(([0, 0, 0, 0], 7000))),
+            address: Endpoint::Tcp(SocketAddr::from(([0, 0, 0, 0], 7000))),
             listeners: Vec::new(),
             unix_mode: None,
             cores: None,
@@ -72,7 +72,7 @@ impl Server {
 #[derive(Debug, Clone)]
 pub struct ServerBuilder {
     /// Where the handler of `start` listens.
-    address: ListenAddr,
+    address: Endpoint,
     /// The other listeners, with their own handlers.
     listeners: Vec<ListenerSpec>,
     unix_mode: Option<u32>,
@@ -89,7 +89,7 @@ impl ServerBuilder {
     /// The address every core listens on (port 0 picks a free port, shared
     /// by all cores).
     pub fn address(mut self, address: SocketAddr) -> Self {
-        self.address = ListenAddr::Tcp(address);
+        self.address = Endpoint::Tcp(address);
         self
     }
 
@@ -101,7 +101,7 @@ impl ServerBuilder {
     /// [`take_over`](Self::take_over) asks to take its place. The server
     /// removes its socket file when it stops (unless another server has
     /// taken the path since).
-    pub fn listen(mut self, at: impl Into<ListenAddr>) -> Self {
+    pub fn listen(mut self, at: impl Into<Endpoint>) -> Self {
         self.address = at.into();
         self
     }
@@ -144,7 +144,7 @@ impl ServerBuilder {
     ///         .serve(|_core| Echo)
     /// }
     /// ```
-    pub fn add_listener<H, F>(mut self, at: impl Into<ListenAddr>, factory: F) -> Self
+    pub fn add_listener<H, F>(mut self, at: impl Into<Endpoint>, factory: F) -> Self
     where
         H: Handler,
         F: Fn(&CoreContext) -> H + Send + Sync + 'static,
@@ -304,7 +304,7 @@ impl ServerBuilder {
         for spec in &specs {
             bound.push(listen::bind(&spec.addr, options)?);
         }
-        let addrs: Vec<ListenAddr> = bound.iter().map(|b| b.addr.clone()).collect();
+        let addrs: Vec<Endpoint> = bound.iter().map(|b| b.addr.clone()).collect();
         let local_addr = first_tcp(&addrs);
         let main_addr = addrs[0].clone();
         let counters: Vec<Vec<Arc<ListenerCounters>>> = specs
@@ -479,12 +479,12 @@ fn core_listeners(
 
 /// The first TCP address of a server's listeners: what
 /// [`ServerHandle::local_addr`] reports (`0.0.0.0:0` when none is TCP).
-fn first_tcp(addrs: &[ListenAddr]) -> SocketAddr {
+fn first_tcp(addrs: &[Endpoint]) -> SocketAddr {
     addrs
         .iter()
         .find_map(|a| match a {
-            ListenAddr::Tcp(addr) => Some(*addr),
-            ListenAddr::Unix(_) => None,
+            Endpoint::Tcp(addr) => Some(*addr),
+            Endpoint::Unix(_) => None,
         })
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
 }
@@ -523,7 +523,7 @@ fn run_core(
     let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut serving = Vec::with_capacity(listeners.len());
         for parts in listeners {
-            let tcp = matches!(parts.spec.addr, ListenAddr::Tcp(_));
+            let tcp = matches!(parts.spec.addr, Endpoint::Tcp(_));
             serving.push(CoreListener {
                 acceptor: Acceptor::new(parts.socket, tcp)?,
                 spawn: (parts.spec.make)(&ctx),
