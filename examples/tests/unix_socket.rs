@@ -39,10 +39,9 @@ fn start(backend: &str, name: &str) -> (ChildServer, PathBuf) {
     .env_remove("PERCORE_FAULT");
     let server = ChildServer::spawn(cmd, Duration::from_secs(60))
         .unwrap_or_else(|f| panic!("http_echo did not start: {f:?}"));
+    let line = format!("and unix:{}", path.display());
     assert!(
-        server
-            .log()
-            .contains(&format!("and unix:{}", path.display())),
+        server.wait_for_log(&line, Duration::from_secs(60)),
         "{}",
         server.log()
     );

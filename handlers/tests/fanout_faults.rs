@@ -400,7 +400,7 @@ backend_tests! {
             }
         });
         let px = proxy(backend, &[primary.addr], |c| {
-            c.mirror = Some(shadow.addr);
+            c.mirror = Some(shadow.addr.into());
             c.deadline = Duration::from_secs(120);
         });
         let mut client = Client::connect(px.addr);
@@ -421,7 +421,7 @@ backend_tests! {
             "the shadow never got the POST with its body");
         assert!(eventually(Duration::from_secs(60), || copied(b"GET /m1 ")), "the shadow never got a GET");
 
-        let px = proxy(backend, &[primary.addr], |c| c.mirror = Some(refused_addr()));
+        let px = proxy(backend, &[primary.addr], |c| c.mirror = Some(refused_addr().into()));
         let mut client = Client::connect(px.addr);
         for i in 0..10 {
             let r = client.roundtrip(&get("/"));

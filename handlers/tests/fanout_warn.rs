@@ -160,7 +160,7 @@ backend_tests! {
         let _case = start_case();
         let up = TestServer::echo(backend);
         let shadow = refused_addr();
-        let px = proxy(backend, &[up.addr], |c| c.mirror = Some(shadow));
+        let px = proxy(backend, &[up.addr], |c| c.mirror = Some(shadow.into()));
         assert_eq!(Client::connect(px.addr).roundtrip(&get("/")).status, 200);
         let needle = format!("mirror {shadow}: connect failed: Connection refused");
         wait_until(Duration::from_secs(60), "the mirror's WARN", || !warnings(&needle).is_empty(), |done| *done);

@@ -14,6 +14,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use clap::{Args, Parser};
+use percore::net::Endpoint;
 use percore_examples::{
     exit_with, init_logging, number, parse_args, positive, positive_millis, run_with_stats,
     usage_error, CommonArgs, CoreReaders, HttpArgs,
@@ -42,9 +43,10 @@ struct Cli {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Proxy options")]
 struct ProxyArgs {
-    /// An upstream HTTP/1.1 server (repeat for more; at least one)
+    /// An upstream HTTP/1.1 server, HOST:PORT or unix:PATH (repeat for
+    /// more; at least one)
     #[arg(long, value_name = "HOST:PORT", required = true, value_parser = upstream)]
-    upstream: Vec<SocketAddr>,
+    upstream: Vec<Endpoint>,
     /// Sub-requests per request, round-robin over the upstreams (at most
     /// 1024) [default: one per upstream]
     #[arg(long, value_name = "K", value_parser = positive::<usize>)]
@@ -73,7 +75,7 @@ struct ProxyArgs {
     /// Also send a copy of each request to this shadow upstream; its
     /// answers are discarded, its failures counted and logged
     #[arg(long, value_name = "HOST:PORT", value_parser = upstream)]
-    mirror: Option<SocketAddr>,
+    mirror: Option<Endpoint>,
     /// Mirrored copies waiting or in flight per core; more are dropped and
     /// counted
     #[arg(long, value_name = "N", default_value = "256", value_parser = positive::<usize>)]
@@ -105,8 +107,15 @@ fn policy(value: &str) -> Result<Policy, String> {
         .map_err(|e: percore_handlers::proxy::ConfigError| e.to_string())
 }
 
-/// The address of `--upstream` or `--mirror`: HOST:PORT, resolved once.
-fn upstream(value: &str) -> Result<SocketAddr, String> {
+/// The address of `--upstream` or `--mirror`: HOST:PORT, resolved once,
+/// or `unix:PATH` for a Unix socket.
+fn upstream(value: &str) -> Result<Endpoint, String> {
+    if let Some(path) = value.strip_prefix("unix:") {
+        if path.is_empty() {
+            return Err("expected unix:PATH, e.g. unix:/run/app.sock".to_owned());
+        }
+        return Ok(Endpoint::Unix(path.parse().unwrap_or_else(|e| match e {})));
+    }
     // A URL is the likeliest mistake (the proxy speaks plain HTTP/1.1 to a
     // host and port, and sends each request's own path): say so, rather
     // than pass on the resolver's "failed to lookup address information".
@@ -128,6 +137,7 @@ fn upstream(value: &str) -> Result<SocketAddr, String> {
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve: {e}"))?
         .next()
+        .map(Endpoint::Tcp)
         .ok_or_else(|| "resolves to no address".to_owned())
 }
 
@@ -144,7 +154,7 @@ fn proxy_config(args: &ProxyArgs) -> Result<Config, String> {
     config.ejection.consecutive_failures = args.eject_after;
     config.ejection.base_time = args.eject_time;
     config.ejection.max_time = args.eject_time.saturating_mul(10);
-    config.mirror = args.mirror;
+    config.mirror = args.mirror.clone();
     config.mirror_max_pending = args.mirror_max_pending;
     config.max_response_body = args.max_response_body;
     config.validate().map_err(|e| {
@@ -195,6 +205,7 @@ fn summary(config: &Config) -> String {
         config.max_pending,
         config
             .mirror
+            .as_ref()
             .map_or_else(|| "none".to_owned(), |m| m.to_string())
     )
 }
@@ -208,7 +219,10 @@ fn own_address_warnings(config: &Config, listen: IpAddr, port: u16) -> Vec<Strin
     // `[::]` takes IPv4 too (unless the system says v6only); `0.0.0.0`
     // takes no IPv6.
     let any_takes = |ip: IpAddr| listen.is_ipv6() || ip.is_ipv4();
-    let is_self = |addr: &SocketAddr| {
+    let is_self = |endpoint: &Endpoint| {
+        let Endpoint::Tcp(addr) = endpoint else {
+            return false;
+        };
         let ip = addr.ip();
         port != 0
             && addr.port() == port
@@ -372,7 +386,7 @@ mod tests {
             "{e}"
         );
         let c = parse(&["--upstream", "localhost:18410"]).expect("a host name");
-        assert!(c.upstreams[0].ip().is_loopback());
+        assert!(matches!(&c.upstreams[0], Endpoint::Tcp(a) if a.ip().is_loopback()));
     }
 
     #[test]

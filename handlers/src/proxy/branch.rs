@@ -8,7 +8,7 @@ use std::future::poll_fn;
 use std::ops::Range;
 use std::time::Instant;
 
-use percore::net::TcpStream;
+use percore::net::Stream;
 use percore::time::now;
 
 use super::client::{Exchange, ExchangeError, Failure, IoFailure};
@@ -217,13 +217,10 @@ impl FanOut {
         }
     }
 
-    async fn connect(&self, upstream: &Upstream) -> Result<TcpStream, Failure> {
+    async fn connect(&self, upstream: &Upstream) -> Result<Stream, Failure> {
         bump(&self.stats.connects);
-        match percore::time::timeout(
-            self.config.connect_timeout,
-            TcpStream::connect(upstream.addr),
-        )
-        .await
+        match percore::time::timeout(self.config.connect_timeout, Stream::connect(&upstream.addr))
+            .await
         {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(e)) => Err(Failure::Connect(IoFailure::from(&e))),

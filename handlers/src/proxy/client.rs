@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::pin::pin;
 use std::task::{ready, Context, Poll};
 
-use percore::net::TcpStream;
+use percore::net::Stream;
 
 use super::response::ResponseParser;
 use super::target::OriginForm;
@@ -177,7 +177,7 @@ pub(crate) fn write_request_line(out: &mut Vec<u8>, method: &str, target: Origin
 /// drain, which reads on from where the branch stopped (`drain.rs`).
 #[derive(Debug)]
 pub(crate) struct Exchange {
-    conn: TcpStream,
+    conn: Stream,
     buf: Vec<u8>,
     parser: ResponseParser,
 }
@@ -189,7 +189,7 @@ impl Exchange {
     /// connection is closed and the driver keeps the buffer until the
     /// kernel is done with it.
     pub(crate) async fn send(
-        conn: TcpStream,
+        conn: Stream,
         buf: Vec<u8>,
         limits: ResponseLimits,
         head_only: bool,
@@ -204,7 +204,7 @@ impl Exchange {
     /// The exchange of a sub-request already sent on `conn`, its response
     /// to be read into `buf` (emptied here: it held the request).
     pub(crate) fn sent(
-        conn: TcpStream,
+        conn: Stream,
         mut buf: Vec<u8>,
         limits: ResponseLimits,
         head_only: bool,
@@ -275,7 +275,7 @@ impl Exchange {
     }
 
     /// The connection and the buffer.
-    pub(crate) fn into_parts(self) -> (TcpStream, Vec<u8>) {
+    pub(crate) fn into_parts(self) -> (Stream, Vec<u8>) {
         (self.conn, self.buf)
     }
 }

@@ -1,7 +1,7 @@
 //! [`Config`] of the fan-out proxy and its join [`Policy`].
 
+use percore::net::Endpoint;
 use std::fmt;
-use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -152,8 +152,9 @@ impl Default for EjectionConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Config {
-    /// The upstream servers. Branches go to them round-robin.
-    pub upstreams: Vec<SocketAddr>,
+    /// The upstream servers (TCP addresses or Unix sockets). Branches go
+    /// to them round-robin.
+    pub upstreams: Vec<Endpoint>,
     /// Sub-requests per request (K). Default: one per upstream.
     pub width: usize,
     /// When to answer. Default [`Policy::All`].
@@ -180,7 +181,7 @@ pub struct Config {
     /// answers are read and discarded, its failures only counted and
     /// logged (rate-limited), and it never delays a client (see
     /// the [module docs](super)). Default none.
-    pub mirror: Option<SocketAddr>,
+    pub mirror: Option<Endpoint>,
     /// Most mirrored copies waiting or in flight per core; more are
     /// dropped (and counted). Default 256.
     pub mirror_max_pending: usize,
@@ -215,7 +216,8 @@ impl Config {
     pub const MAX_PSEUDONYM: usize = 64;
 
     /// The defaults, with one branch per upstream.
-    pub fn new(upstreams: Vec<SocketAddr>) -> Self {
+    pub fn new<A: Into<Endpoint>>(upstreams: impl IntoIterator<Item = A>) -> Self {
+        let upstreams: Vec<Endpoint> = upstreams.into_iter().map(Into::into).collect();
         Self {
             width: upstreams.len(),
             upstreams,

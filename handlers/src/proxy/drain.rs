@@ -52,7 +52,7 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use percore::net::TcpStream;
+use percore::net::Stream;
 use percore::time::{now, sleep_until, timeout_at};
 
 use super::branch::Job;
@@ -289,7 +289,7 @@ impl Reading<'_> {
     pub(crate) fn poll_answer(
         &mut self,
         cx: &mut Context<'_>,
-    ) -> Poll<(Result<Answer, ExchangeError>, TcpStream, Vec<u8>)> {
+    ) -> Poll<(Result<Answer, ExchangeError>, Stream, Vec<u8>)> {
         // Polled in place: the exchange is moved out only with the
         // answer (taken out and put back on every poll, it cost a fan-out
         // of width 4 about 540 instructions per request).

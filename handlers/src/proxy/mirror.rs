@@ -19,13 +19,12 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::poll_fn;
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use percore::net::TcpStream;
+use percore::net::{Endpoint, Stream};
 use percore::time::{now, timeout};
 
 use super::client::{Exchange, Failure, IoFailure, ResponseLimits};
@@ -66,9 +65,9 @@ pub(crate) struct Mirror {
 }
 
 /// What a [`Mirror`] is built from.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct MirrorSettings {
-    pub(crate) addr: SocketAddr,
+    pub(crate) addr: Endpoint,
     pub(crate) pool: PoolConfig,
     pub(crate) max_pending: usize,
     pub(crate) limits: ResponseLimits,
@@ -166,7 +165,7 @@ impl Mirror {
         let conn = match pooled {
             Some(conn) => conn,
             None => {
-                let connect = TcpStream::connect(self.upstream.addr);
+                let connect = Stream::connect(&self.upstream.addr);
                 let connected = match timeout(self.connect_timeout, connect).await {
                     Ok(Ok(conn)) => Ok(conn),
                     Ok(Err(e)) => Err(Failure::Connect(IoFailure::from(&e))),

@@ -77,7 +77,7 @@ impl FanOut {
         let upstreams = config
             .upstreams
             .iter()
-            .map(|&addr| Upstream::new(addr, config.pool))
+            .map(|addr| Upstream::new(addr.clone(), config.pool))
             .collect();
         let limits = ResponseLimits {
             max_head: config.max_response_head,
@@ -87,7 +87,7 @@ impl FanOut {
             (config.upstreams.len() * usize::from(config.ejection.max_percent) / 100).max(1);
         let log = Rc::new(FailureLog::default());
         let stats = Arc::new(Counters::default());
-        let mirror = config.mirror.map(|addr| {
+        let mirror = config.mirror.clone().map(|addr| {
             let settings = MirrorSettings {
                 addr,
                 pool: config.pool,

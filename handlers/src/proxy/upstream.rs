@@ -22,7 +22,7 @@ use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use percore::net::TcpStream;
+use percore::net::{Endpoint, Stream};
 
 use super::{EjectionConfig, PoolConfig};
 use percore_proxy_core::combine::entry_prefix;
@@ -30,7 +30,7 @@ use percore_proxy_core::combine::entry_prefix;
 /// An upstream server and this core's idle connections to it.
 #[derive(Debug)]
 pub(crate) struct Upstream {
-    pub(crate) addr: SocketAddr,
+    pub(crate) addr: Endpoint,
     /// `addr` as text, for the combined body and error messages.
     pub(crate) name: String,
     /// `Host: addr\r\n`, written into every sub-request to this upstream.
@@ -44,16 +44,19 @@ pub(crate) struct Upstream {
 }
 
 impl Upstream {
-    pub(crate) fn new(addr: SocketAddr, config: PoolConfig) -> Self {
+    pub(crate) fn new(addr: Endpoint, config: PoolConfig) -> Self {
         let name = addr.to_string();
         // Without the zone of a scoped IPv6 address (`%2`): it means
         // something only here (RFC 6874 §4), and a `Host` holding it is
         // not `uri-host [":" port]`, so an upstream that checks refuses it.
-        let host_line = match addr {
-            SocketAddr::V6(v6) if v6.scope_id() != 0 => {
+        // A Unix socket's path is no host at all: `localhost` is what
+        // curl and nginx send over one.
+        let host_line = match &addr {
+            Endpoint::Tcp(SocketAddr::V6(v6)) if v6.scope_id() != 0 => {
                 format!("Host: [{}]:{}\r\n", v6.ip(), v6.port())
             }
-            _ => format!("Host: {name}\r\n"),
+            Endpoint::Tcp(_) => format!("Host: {name}\r\n"),
+            Endpoint::Unix(_) => "Host: localhost\r\n".to_owned(),
         }
         .into_bytes();
         Self {
@@ -174,7 +177,7 @@ pub(crate) struct Pool {
 
 #[derive(Debug)]
 struct Idle {
-    conn: TcpStream,
+    conn: Stream,
     /// When it has been idle for the idle timeout, on the core's clock
     /// (`None`: a timeout too long for the clock to reach). Kept as an end
     /// rather than a start so that each check is a comparison, not a
@@ -206,7 +209,7 @@ impl Pool {
     /// narrows the keep-alive race (the upstream closing a connection as it
     /// is reused) to a close that is still in
     /// flight; the exchange's retry rule covers the rest.
-    pub(crate) fn checkout(&self, now: Instant) -> Option<TcpStream> {
+    pub(crate) fn checkout(&self, now: Instant) -> Option<Stream> {
         let mut idle = self.idle.borrow_mut();
         while let Some(top) = idle.pop() {
             if top.expired(now) {
@@ -224,7 +227,7 @@ impl Pool {
     /// Returns a connection that has read exactly one complete response;
     /// whether it was kept. Closes it instead when the pool is full or the
     /// server is stopping.
-    pub(crate) fn release(&self, conn: TcpStream, now: Instant) -> bool {
+    pub(crate) fn release(&self, conn: Stream, now: Instant) -> bool {
         if percore::is_shutting_down() {
             return false;
         }
@@ -297,7 +300,7 @@ async fn sweep(idle: Weak<RefCell<Vec<Idle>>>, idle_timeout: Duration) {
 /// Whether an idle connection has nothing to say: a read polled once is
 /// still pending. End of stream, an error, or bytes the upstream was never
 /// asked for all mean the connection must not be reused.
-fn still_open(conn: &TcpStream) -> bool {
+fn still_open(conn: &Stream) -> bool {
     let mut read = conn.read();
     let mut cx = Context::from_waker(Waker::noop());
     // Reads are cancel-safe (the receive belongs to the stream), so polling
@@ -314,12 +317,12 @@ mod tests {
     #[test]
     fn the_host_line_leaves_out_an_ipv6_zone() {
         let scoped: SocketAddr = "[fe80::1%2]:8080".parse().expect("address");
-        let upstream = Upstream::new(scoped, PoolConfig::default());
+        let upstream = Upstream::new(scoped.into(), PoolConfig::default());
         assert_eq!(upstream.host_line, b"Host: [fe80::1]:8080\r\n");
         assert_eq!(upstream.name, "[fe80::1%2]:8080");
         let plain: SocketAddr = "[::1]:80".parse().expect("address");
         assert_eq!(
-            Upstream::new(plain, PoolConfig::default()).host_line,
+            Upstream::new(plain.into(), PoolConfig::default()).host_line,
             b"Host: [::1]:80\r\n"
         );
     }

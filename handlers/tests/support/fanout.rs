@@ -2,7 +2,7 @@
 //! [`TestServer`]. The fake upstreams it is pointed at are the kit's
 //! (`percore_test_kit::upstream`).
 
-use std::net::SocketAddr;
+use percore::net::Endpoint;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ use super::http::{Config, TestServer};
 #[allow(dead_code, reason = "only the fan-out tests start a proxy")]
 pub fn proxy(
     backend: Backend,
-    upstreams: &[SocketAddr],
+    upstreams: &[impl Into<Endpoint> + Clone],
     tweak: impl FnOnce(&mut ProxyConfig),
 ) -> TestServer {
     proxy_counted(backend, upstreams, tweak).0
@@ -47,7 +47,7 @@ impl Counted {
 #[allow(dead_code, reason = "only the fan-out tests start a proxy")]
 pub fn proxy_counted(
     backend: Backend,
-    upstreams: &[SocketAddr],
+    upstreams: &[impl Into<Endpoint> + Clone],
     tweak: impl FnOnce(&mut ProxyConfig),
 ) -> (TestServer, Counted) {
     proxy_counted_draining(backend, upstreams, Duration::from_secs(2), tweak)
@@ -58,11 +58,11 @@ pub fn proxy_counted(
 #[allow(dead_code, reason = "only the fan-out tests start a proxy")]
 pub fn proxy_counted_draining(
     backend: Backend,
-    upstreams: &[SocketAddr],
+    upstreams: &[impl Into<Endpoint> + Clone],
     drain: Duration,
     tweak: impl FnOnce(&mut ProxyConfig),
 ) -> (TestServer, Counted) {
-    let mut config = ProxyConfig::new(upstreams.to_vec());
+    let mut config = ProxyConfig::new(upstreams.iter().cloned());
     config.deadline = Duration::from_secs(60);
     config.connect_timeout = Duration::from_secs(30);
     tweak(&mut config);

@@ -323,7 +323,9 @@ fn policies_and_config() {
         let e = bad.parse::<Policy>().expect_err(bad);
         assert_eq!(e.to_string(), "expected all, first or quorum:K (K >= 1)");
     }
-    let mut c = Config::new(vec!["127.0.0.1:1".parse().expect("addr")]);
+    let mut c = Config::new(vec!["127.0.0.1:1"
+        .parse::<std::net::SocketAddr>()
+        .expect("addr")]);
     assert!(c.validate().is_ok());
     c.policy = Policy::Quorum(2);
     let e = c.validate().expect_err("quorum above width");
@@ -341,7 +343,9 @@ fn policies_and_config() {
 /// request.
 #[test]
 fn width_bound() {
-    let mut c = Config::new(vec!["127.0.0.1:1".parse().expect("addr")]);
+    let mut c = Config::new(vec!["127.0.0.1:1"
+        .parse::<std::net::SocketAddr>()
+        .expect("addr")]);
     c.width = Config::MAX_WIDTH;
     assert!(c.validate().is_ok());
     c.width = 100_000;
@@ -424,7 +428,7 @@ fn ejection_times() {
 /// F8, F9 settings are validated.
 #[test]
 fn config_faults_validation() {
-    let mut config = Config::new(vec!["127.0.0.1:1".parse().unwrap()]);
+    let mut config = Config::new(vec!["127.0.0.1:1".parse::<std::net::SocketAddr>().unwrap()]);
     assert_eq!(config.max_pending, 1024);
     assert_eq!(config.ejection.consecutive_failures, 5);
     config.max_pending = 0;
@@ -447,7 +451,7 @@ fn config_faults_validation() {
 /// or too long) is refused, since it is written into every sub-request.
 #[test]
 fn pseudonyms() {
-    let up = vec!["127.0.0.1:1".parse().unwrap()];
+    let up = vec!["127.0.0.1:1".parse::<std::net::SocketAddr>().unwrap()];
     let a = Config::new(up.clone());
     let b = Config::new(up);
     for c in [&a, &b] {
