@@ -6,238 +6,252 @@ use std::io;
 use std::time::Duration;
 
 use super::access::{self, Ending, Exchange, CLIENT_LEFT};
-use super::close::close;
+use super::conn::Conn;
 use super::proto::{chars, error_response_kept_if, error_text, HttpError, ERROR_TEXT_TYPE};
 use super::response::{effective_status, Streaming};
-use super::service::HttpHandler;
 use super::stats::Reason;
 use super::unwind::Panic;
-use super::wire::{StopSlot, Wire};
 use super::{Request, Response, Service};
 use crate::log_limit::LeftOut;
 
-/// Puts an error answer in the output, its body the service's
-/// [`Service::error_body`] (the default text if that panics or gives an
-/// empty or invalid content type). The caller closes the connection
-/// after it.
-pub(super) fn answer_error<S: Service>(
-    h: &HttpHandler<S>,
-    wire: &Wire,
-    e: &HttpError,
-    head_only: bool,
-) {
-    // The connection closes after it: not a steady state, so a fresh
-    // buffer costs nothing that matters.
-    put_error(h, wire, e, head_only, None, &mut Vec::new());
-}
+impl<S: Service> Conn<'_, S> {
+    /// Puts an error answer in the output, its body the service's
+    /// [`Service::error_body`] (the default text if that panics or gives an
+    /// empty or invalid content type). The caller closes the connection
+    /// after it.
+    pub(super) fn answer_error(&self, e: &HttpError, head_only: bool) {
+        // The connection closes after it: not a steady state, so a fresh
+        // buffer costs nothing that matters.
+        self.put_error(e, head_only, None, &mut Vec::new());
+    }
 
-/// As [`answer_error`], for an answer after which the connection is kept
-/// (a service's refusal of a request read to its end): the head says so,
-/// as the request's minor `version` needs. The body is made in `scratch`
-/// (the connection's response body buffer, whatever it holds): a client
-/// may be refused request after request on one connection, and a fresh
-/// buffer would then be allocations in steady state.
-pub(super) fn answer_error_kept<S: Service>(
-    h: &HttpHandler<S>,
-    wire: &Wire,
-    e: &HttpError,
-    head_only: bool,
-    version: u8,
-    scratch: &mut Vec<u8>,
-) {
-    put_error(h, wire, e, head_only, Some(version), scratch);
-}
+    /// As [`answer_error`](Self::answer_error), for an answer after which
+    /// the connection is kept (a service's refusal of a request read to its
+    /// end): the head says so, as the request's minor `version` needs. The
+    /// body is made in `scratch`, the connection's response body buffer,
+    /// whatever it holds: a client may be refused request after request on
+    /// one connection, and a fresh buffer would then be allocations in
+    /// steady state.
+    pub(super) fn answer_error_kept(
+        &self,
+        e: &HttpError,
+        head_only: bool,
+        version: u8,
+        scratch: &mut Vec<u8>,
+    ) {
+        self.put_error(e, head_only, Some(version), scratch);
+    }
 
-/// The error answer, its body made in `body` (cleared first); `kept` is
-/// the request's minor version when the connection stays open after it.
-fn put_error<S: Service>(
-    h: &HttpHandler<S>,
-    wire: &Wire,
-    e: &HttpError,
-    head_only: bool,
-    kept: Option<u8>,
-    body: &mut Vec<u8>,
-) {
-    body.clear();
-    // Any client can make the server answer an error: a service's bug here
-    // must not cost the answer (the default is sent instead).
-    let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        h.service.error_body(e, body)
-    }));
-    let content_type = written.unwrap_or_else(|_| {
+    /// The error answer, its body made in `body` (cleared first); `kept` is
+    /// the request's minor version when the connection stays open after it.
+    fn put_error(&self, e: &HttpError, head_only: bool, kept: Option<u8>, body: &mut Vec<u8>) {
         body.clear();
-        // A limit of its own: the service failure that often comes just
-        // before must not hide it.
-        if let Some(left_out) = h.error_body_panics.admit(percore::time::now()) {
-            let left_out = LeftOut {
-                count: left_out,
-                what: ("panic", "panics"),
-            };
-            tracing::error!(
-                status = e.status,
-                "Service::error_body panicked; sent the default error answer{left_out}"
-            );
+        // Any client can make the server answer an error: a service's bug here
+        // must not cost the answer (the default is sent instead).
+        let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.h.service.error_body(e, body)
+        }));
+        let content_type = written.unwrap_or_else(|_| {
+            body.clear();
+            // A limit of its own: the service failure that often comes just
+            // before must not hide it.
+            if let Some(left_out) = self.h.error_body_panics.admit(percore::time::now()) {
+                let left_out = LeftOut {
+                    count: left_out,
+                    what: ("panic", "panics"),
+                };
+                tracing::error!(
+                    status = e.status,
+                    "Service::error_body panicked; sent the default error answer{left_out}"
+                );
+            }
+            ""
+        });
+        let valid = !content_type.is_empty() && chars::is_field_value(content_type.as_bytes());
+        if !valid {
+            body.clear();
+            error_text(e, body);
         }
-        ""
-    });
-    let valid = !content_type.is_empty() && chars::is_field_value(content_type.as_bytes());
-    if !valid {
-        body.clear();
-        error_text(e, body);
-    }
-    let content_type = if valid {
-        content_type.as_bytes()
-    } else {
-        ERROR_TEXT_TYPE.as_bytes()
-    };
-    h.date.with(|d| {
-        wire.with_out(|out| {
-            error_response_kept_if(out, e.status, content_type, body, head_only, d, kept);
-        })
-    });
-}
-
-/// Counts a response the layer put in the output (and why it answered
-/// itself, if it did), and logs it when the access log is on.
-pub(super) fn sent<S>(
-    h: &HttpHandler<S>,
-    wire: &Wire,
-    exchange: Option<Exchange<'_>>,
-    status: u16,
-    reason: Option<Reason>,
-) {
-    count_and_log(h, wire, exchange, status, reason, Ending::Whole);
-}
-
-/// As [`sent`], for a streamed response (its head out) whose exchange then
-/// failed: its access line says `incomplete=true` unless the whole
-/// response had gone out (see [`Response::went_out_whole`]).
-pub(super) fn sent_streamed<S>(
-    h: &HttpHandler<S>,
-    wire: &Wire,
-    exchange: Exchange<'_>,
-    res: &Response<'_>,
-    reason: Option<Reason>,
-) {
-    let ending = if res.went_out_whole() {
-        Ending::Whole
-    } else {
-        Ending::Incomplete
-    };
-    let status = effective_status(res.status);
-    count_and_log(h, wire, Some(exchange), status, reason, ending);
-}
-
-/// Logs (when the access log is on) a request whose client closed the
-/// connection before any response went out: status 499, as nginx logs it.
-/// No response counts it.
-pub(super) fn client_left<S>(h: &HttpHandler<S>, wire: &Wire, exchange: Exchange<'_>) {
-    if h.config.access_log {
-        access::log(&wire.conn, Some(exchange), CLIENT_LEFT, Ending::Whole);
-    }
-}
-
-fn count_and_log<S>(
-    h: &HttpHandler<S>,
-    wire: &Wire,
-    exchange: Option<Exchange<'_>>,
-    status: u16,
-    reason: Option<Reason>,
-    ending: Ending,
-) {
-    match reason {
-        Some(reason) => h.counters.answered(status, reason),
-        None => h.counters.response(status),
-    }
-    if h.config.access_log {
-        access::log(&wire.conn, exchange, status, ending);
-    }
-}
-
-/// After the service panicked: a 500 (unless its head is out already),
-/// sent and closed as any error answer, then the panic goes on to the
-/// executor, which counts and logs it as for any handler.
-pub(super) async fn answer_panic<S: Service>(
-    h: &HttpHandler<S>,
-    wire: &Wire,
-    exchange: Exchange<'_>,
-    res: &Response<'_>,
-    stop: &StopSlot,
-    panic: Panic,
-) -> io::Result<()> {
-    let linger = mark_incomplete(wire, res.streaming);
-    let status = match res.streaming {
-        Some(_) => effective_status(res.status),
-        None => HttpError::internal().status,
-    };
-    // The request it served: the executor's line (with the panic's
-    // message, once the answer is out) cannot say.
-    tracing::error!(
-        method = exchange.method,
-        target = exchange.target,
-        status,
-        "service panicked"
-    );
-    if res.streaming.is_some() {
-        sent_streamed(h, wire, exchange, res, Some(Reason::ServiceError));
-    } else {
-        sent(h, wire, Some(exchange), status, Some(Reason::ServiceError));
-    }
-    if res.streaming.is_none() {
-        answer_error(h, wire, &HttpError::internal(), res.head_only);
-    }
-    if linger {
-        // Whatever ends the close, the panic is what this connection
-        // reports.
-        let _ = close(wire, &h.config, stop).await;
-    }
-    std::panic::resume_unwind(panic)
-}
-
-/// After a stop cut the service off shortly before the drain deadline
-/// (see `cutoff.rs`): a 503 saying the server is stopping (unless the
-/// response head is out already; then the body ends incomplete), sent
-/// and closed as any error answer, while there is still time to.
-pub(super) async fn answer_stopping<S: Service>(
-    h: &HttpHandler<S>,
-    wire: &Wire,
-    exchange: Exchange<'_>,
-    res: &Response<'_>,
-    stop: &StopSlot,
-    slow_body: bool,
-) -> io::Result<()> {
-    if let Some(left_out) = h.cut_off.admit(percore::time::now()) {
-        let why = if slow_body {
-            "the request's body was still arriving"
+        let content_type = if valid {
+            content_type.as_bytes()
         } else {
-            "the service had not answered"
+            ERROR_TEXT_TYPE.as_bytes()
         };
-        let answer = if res.streaming.is_some() {
-            "its response, already begun, ends incomplete"
+        self.h.date.with(|d| {
+            self.wire.with_out(|out| {
+                error_response_kept_if(out, e.status, content_type, body, head_only, d, kept);
+            })
+        });
+    }
+
+    /// Counts a response the layer put in the output (and why it answered
+    /// itself, if it did), and logs it when the access log is on.
+    pub(super) fn sent(&self, exchange: Option<Exchange<'_>>, status: u16, reason: Option<Reason>) {
+        self.count_and_log(exchange, status, reason, Ending::Whole);
+    }
+
+    /// As [`sent`](Self::sent), for a streamed response (its head out)
+    /// whose exchange then failed: its access line says `incomplete=true`
+    /// unless the whole response had gone out (see
+    /// [`Response::went_out_whole`]).
+    pub(super) fn sent_streamed(
+        &self,
+        exchange: Exchange<'_>,
+        res: &Response<'_>,
+        reason: Option<Reason>,
+    ) {
+        let ending = if res.went_out_whole() {
+            Ending::Whole
         } else {
-            "answered 503"
+            Ending::Incomplete
         };
-        let left_out = LeftOut {
-            count: left_out,
-            what: ("call cut off", "calls cut off"),
+        let status = effective_status(res.status);
+        self.count_and_log(Some(exchange), status, reason, ending);
+    }
+
+    /// Logs (when the access log is on) a request whose client closed the
+    /// connection before any response went out: status 499, as nginx logs it.
+    /// No response counts it.
+    pub(super) fn client_left(&self, exchange: Exchange<'_>) {
+        if self.h.config.access_log {
+            access::log(&self.wire.conn, Some(exchange), CLIENT_LEFT, Ending::Whole);
+        }
+    }
+
+    fn count_and_log(
+        &self,
+        exchange: Option<Exchange<'_>>,
+        status: u16,
+        reason: Option<Reason>,
+        ending: Ending,
+    ) {
+        match reason {
+            Some(reason) => self.h.counters.answered(status, reason),
+            None => self.h.counters.response(status),
+        }
+        if self.h.config.access_log {
+            access::log(&self.wire.conn, exchange, status, ending);
+        }
+    }
+
+    /// After the service panicked: a 500 (unless its head is out already),
+    /// sent and closed as any error answer, then the panic goes on to the
+    /// executor, which counts and logs it as for any handler.
+    pub(super) async fn answer_panic(
+        &self,
+        exchange: Exchange<'_>,
+        res: &Response<'_>,
+        panic: Panic,
+    ) -> io::Result<()> {
+        let linger = self.mark_incomplete(res.streaming);
+        let status = match res.streaming {
+            Some(_) => effective_status(res.status),
+            None => HttpError::internal().status,
         };
-        tracing::warn!(
+        // The request it served: the executor's line (with the panic's
+        // message, once the answer is out) cannot say.
+        tracing::error!(
             method = exchange.method,
             target = exchange.target,
-            "stopping: {why} near the drain deadline; {answer}{left_out}"
+            status,
+            "service panicked"
         );
-    }
-    if res.streaming.is_some() {
-        sent_streamed(h, wire, exchange, res, Some(Reason::CutOff));
-        if !mark_incomplete(wire, res.streaming) {
-            return Ok(());
+        if res.streaming.is_some() {
+            self.sent_streamed(exchange, res, Some(Reason::ServiceError));
+        } else {
+            self.sent(Some(exchange), status, Some(Reason::ServiceError));
         }
-        return close(wire, &h.config, stop).await;
+        if res.streaming.is_none() {
+            self.answer_error(&HttpError::internal(), res.head_only);
+        }
+        if linger {
+            // Whatever ends the close, the panic is what this connection
+            // reports.
+            let _ = self.close().await;
+        }
+        std::panic::resume_unwind(panic)
     }
-    let e = HttpError::stopping();
-    sent(h, wire, Some(exchange), e.status, Some(Reason::CutOff));
-    answer_error(h, wire, &e, res.head_only);
-    close(wire, &h.config, stop).await
+
+    /// After a stop cut the service off shortly before the drain deadline
+    /// (see `cutoff.rs`): a 503 saying the server is stopping (unless the
+    /// response head is out already; then the body ends incomplete), sent
+    /// and closed as any error answer, while there is still time to.
+    pub(super) async fn answer_stopping(
+        &self,
+        exchange: Exchange<'_>,
+        res: &Response<'_>,
+        slow_body: bool,
+    ) -> io::Result<()> {
+        if let Some(left_out) = self.h.cut_off.admit(percore::time::now()) {
+            let why = if slow_body {
+                "the request's body was still arriving"
+            } else {
+                "the service had not answered"
+            };
+            let answer = if res.streaming.is_some() {
+                "its response, already begun, ends incomplete"
+            } else {
+                "answered 503"
+            };
+            let left_out = LeftOut {
+                count: left_out,
+                what: ("call cut off", "calls cut off"),
+            };
+            tracing::warn!(
+                method = exchange.method,
+                target = exchange.target,
+                "stopping: {why} near the drain deadline; {answer}{left_out}"
+            );
+        }
+        if res.streaming.is_some() {
+            self.sent_streamed(exchange, res, Some(Reason::CutOff));
+            if !self.mark_incomplete(res.streaming) {
+                return Ok(());
+            }
+            return self.close().await;
+        }
+        let e = HttpError::stopping();
+        self.sent(Some(exchange), e.status, Some(Reason::CutOff));
+        self.answer_error(&e, res.head_only);
+        self.close().await
+    }
+
+    /// Logs a service's error: one answered with a 5xx (a failure of the
+    /// service or what it depends on) at WARN, at most one line a second per
+    /// core; one answered with a 4xx, or the client's doing (a bad request
+    /// body, already answered, or a client that left or stopped reading), at
+    /// debug.
+    pub(super) fn log_failure(&self, req: &Request<'_>, e: &io::Error, clients_doing: bool) {
+        let (method, target) = (req.method(), req.target());
+        let status = service_error(e).status;
+        if clients_doing || status < 500 {
+            tracing::debug!(method, target, status, error = %e, "service failed");
+        } else if let Some(left_out) = self.h.failures.admit(percore::time::now()) {
+            let left_out = LeftOut {
+                count: left_out,
+                what: ("failure", "failures"),
+            };
+            tracing::warn!(method, target, status, error = %e, "service failed{left_out}");
+        }
+    }
+
+    /// Makes the close of a connection whose response head is out, but whose
+    /// body failed, say so; whether the close should still linger. A chunked
+    /// body (or one under `Content-Length`) says it by lacking its last chunk
+    /// (or bytes), and the close lingers as any other, so that the client's
+    /// unread request bytes do not turn it into a reset on one backend and not
+    /// the other. A body delimited by the close (HTTP/1.0) would look complete
+    /// after a FIN, so that connection is reset instead. What the client has
+    /// received stays readable before the reset on Linux.
+    #[must_use]
+    pub(super) fn mark_incomplete(&self, streaming: Option<Streaming>) -> bool {
+        if streaming == Some(Streaming::UntilClose) {
+            // The peer may be gone already; nothing else to tell it then.
+            let _ = self.wire.conn.set_linger(Some(Duration::ZERO));
+            return false;
+        }
+        true
+    }
 }
 
 /// The error answer to a service's error: the `HttpError` it wraps, if it
@@ -247,46 +261,4 @@ pub(super) fn service_error(e: &io::Error) -> HttpError {
     HttpError::of(e)
         .filter(|e| (400..=599).contains(&e.status))
         .unwrap_or(HttpError::internal())
-}
-
-/// Logs a service's error: one answered with a 5xx (a failure of the
-/// service or what it depends on) at WARN, at most one line a second per
-/// core; one answered with a 4xx, or the client's doing (a bad request
-/// body, already answered, or a client that left or stopped reading), at
-/// debug.
-pub(super) fn log_failure<S>(
-    h: &HttpHandler<S>,
-    req: &Request<'_>,
-    e: &io::Error,
-    clients_doing: bool,
-) {
-    let (method, target) = (req.method(), req.target());
-    let status = service_error(e).status;
-    if clients_doing || status < 500 {
-        tracing::debug!(method, target, status, error = %e, "service failed");
-    } else if let Some(left_out) = h.failures.admit(percore::time::now()) {
-        let left_out = LeftOut {
-            count: left_out,
-            what: ("failure", "failures"),
-        };
-        tracing::warn!(method, target, status, error = %e, "service failed{left_out}");
-    }
-}
-
-/// Makes the close of a connection whose response head is out, but whose
-/// body failed, say so; whether the close should still linger. A chunked
-/// body (or one under `Content-Length`) says it by lacking its last chunk
-/// (or bytes), and the close lingers as any other, so that the client's
-/// unread request bytes do not turn it into a reset on one backend and not
-/// the other. A body delimited by the close (HTTP/1.0) would look complete
-/// after a FIN, so that connection is reset instead. What the client has
-/// received stays readable before the reset on Linux.
-#[must_use]
-pub(super) fn mark_incomplete(wire: &Wire, streaming: Option<Streaming>) -> bool {
-    if streaming == Some(Streaming::UntilClose) {
-        // The peer may be gone already; nothing else to tell it then.
-        let _ = wire.conn.set_linger(Some(Duration::ZERO));
-        return false;
-    }
-    true
 }

@@ -163,6 +163,7 @@
 mod access;
 mod answers;
 mod close;
+mod complete;
 mod config;
 mod conn;
 mod cutoff;
