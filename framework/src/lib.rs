@@ -40,7 +40,7 @@
 //! a [`RecvBuf`](buf::RecvBuf) from the core's buffers, writes take any
 //! [`IoBuf`](buf::IoBuf) by value and hand it back, and a header and a body
 //! (any few buffers, [`IoBufs`](buf::IoBufs)) go out together, uncopied,
-//! by [`write_all_vectored`](net::TcpStream::write_all_vectored).
+//! by [`write_all_vectored`](net::Stream::write_all_vectored).
 //! Dropping a future with an operation in flight is safe: the kernel's
 //! buffer stays alive until the kernel is done with it.
 //!

@@ -17,7 +17,7 @@ use crate::driver::uring::FixedPool;
 
 /// A write buffer from the current core's registered pool.
 ///
-/// Fill it, then pass it to [`write_all`](crate::net::TcpStream::write_all):
+/// Fill it, then pass it to [`write_all`](crate::net::Stream::write_all):
 /// on io_uring the send names the registered buffer when the kernel sends
 /// from registered buffers (probed at start-up, and logged; Linux 6.18
 /// accepts them only for zero-copy sends, so there it is a plain send).

@@ -1,7 +1,7 @@
 //! The [`IoBufs`] trait: several owned buffers sent in order by one
-//! gathered write ([`TcpStream::write_all_vectored`]).
+//! gathered write ([`Stream::write_all_vectored`]).
 //!
-//! [`TcpStream::write_all_vectored`]: crate::net::TcpStream::write_all_vectored
+//! [`Stream::write_all_vectored`]: crate::net::Stream::write_all_vectored
 
 use super::IoBuf;
 

@@ -11,7 +11,7 @@
 //! A generic `Executor<B>` would monomorphise every handler per backend and
 //! put a type parameter on every public I/O type. A two-variant enum whose
 //! variant never changes for the life of a thread is a perfectly predicted
-//! branch per operation, and keeps `TcpStream` and `Handler` free of type
+//! branch per operation, and keeps `Stream` and `Handler` free of type
 //! parameters for the people who write handlers.
 //!
 //! # The contract
