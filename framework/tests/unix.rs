@@ -122,6 +122,56 @@ backend_tests! {
         server.join().expect("join");
     }
 
+    /// Clients that send and never read: the server stops reading them
+    /// (their writes stall well short of 256 MiB), keeps serving others,
+    /// and gives every buffer back once they go.
+    fn clients_that_never_read_are_bounded(backend) {
+        const CAP: usize = 256 << 20;
+        let path = socket_path("silent", backend);
+        let server = unix_builder(backend, &path).start(|_core| PlainEcho).expect("start");
+        let target = Target::Unix(path.clone());
+        let chunk = pattern(3, 64 * 1024);
+        let mut silent = Vec::new();
+        for _ in 0..8 {
+            let sock = target.connect().expect("connect");
+            sock.set_nonblocking(true).expect("nonblocking");
+            silent.push((sock, 0usize));
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        let mut quiet_since = std::time::Instant::now();
+        while quiet_since.elapsed() < Duration::from_millis(300) {
+            for (sock, written) in &mut silent {
+                loop {
+                    match sock.write(chunk) {
+                        Ok(n) => {
+                            *written += n;
+                            quiet_since = std::time::Instant::now();
+                            assert!(*written < CAP, "the server took {} MiB from a client that never reads", *written >> 20);
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) => panic!("write: {e}"),
+                    }
+                }
+            }
+            assert!(std::time::Instant::now() < deadline, "the silent clients never stalled");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let pushed: Vec<usize> = silent.iter().map(|(_, w)| w >> 10).collect();
+        println!("{backend}: 8 silent Unix clients stalled after {pushed:?} KiB");
+        let mut other = target.connect().expect("connect");
+        other.write_all(b"served").expect("write");
+        let mut back = [0u8; 6];
+        other.read_exact(&mut back).expect("echo");
+        assert_eq!(&back, b"served");
+        drop(other);
+        drop(silent);
+        wait_until(Duration::from_secs(60), "every connection closed, every buffer back", || server.stats(), |s| {
+            sum(s, |c| c.active) == 0 && sum(s, |c| c.ring_buffers_out) == 0
+        });
+        server.shutdown();
+        server.join().expect("join");
+    }
+
     /// A socket file no one accepts on (a server that was killed) is
     /// replaced; one a live server accepts on is refused, and so is a
     /// path that is not a socket. Neither of those is touched.
