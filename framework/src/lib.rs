@@ -81,6 +81,7 @@ pub mod sync;
 mod sync;
 mod sys;
 pub mod time;
+pub mod tls;
 mod unwind;
 
 pub use driver::{Backend, ParseBackendError};

@@ -99,6 +99,8 @@ pub(crate) struct CoreStats {
     pub(crate) bulk_reads: Counter,
     pub(crate) accept_paused: Counter,
     pub(crate) closed_unserved: Counter,
+    pub(crate) tls_handshakes: Counter,
+    pub(crate) tls_failures: Counter,
     pub(crate) submissions: Counter,
     pub(crate) enters: Counter,
     pub(crate) batched_waits: Counter,
@@ -134,6 +136,8 @@ impl CoreStats {
             bulk_reads: self.bulk_reads.get(),
             accept_paused: self.accept_paused.get(),
             closed_unserved: self.closed_unserved.get(),
+            tls_handshakes: self.tls_handshakes.get(),
+            tls_failures: self.tls_failures.get(),
             submissions: self.submissions.get(),
             enters: self.enters.get(),
             batched_waits: self.batched_waits.get(),
@@ -192,6 +196,12 @@ pub struct StatsSnapshot {
     /// Connections found queued in the listener at a stop and closed
     /// unserved, because the connection limit was reached.
     pub closed_unserved: u64,
+    /// TLS handshakes completed on a TLS listener's connections.
+    pub tls_handshakes: u64,
+    /// TLS handshakes that failed (garbage, no shared protocol, a refused
+    /// certificate, the client left) or timed out; each closed its
+    /// connection, with a debug log line saying why.
+    pub tls_failures: u64,
     /// SQEs submitted (io_uring).
     pub submissions: u64,
     /// `io_uring_enter` or `epoll_wait` calls.
@@ -216,7 +226,7 @@ impl fmt::Display for StatsSnapshot {
             "cpu={} backend={} accepted={} active={} requests={} in={} out={} \
              err_accept={} err_fd={} err_io={} panics={} enobufs={} accept_paused={} \
              read_paused={} unserved={} bulk={} sqes={} enters={} batched={} syscalls={} \
-             inflight={} cpu_ms={}",
+             inflight={} cpu_ms={} tls={} tls_failed={}",
             self.cpu,
             self.backend,
             self.accepted,
@@ -238,7 +248,9 @@ impl fmt::Display for StatsSnapshot {
             self.batched_waits,
             self.syscalls,
             self.in_flight,
-            self.cpu_time.as_millis()
+            self.cpu_time.as_millis(),
+            self.tls_handshakes,
+            self.tls_failures
         )
     }
 }

@@ -29,6 +29,7 @@
 
 pub mod alloc;
 mod backend;
+mod certs;
 mod child;
 mod client;
 mod flood;
@@ -47,6 +48,7 @@ mod tools;
 pub mod upstream;
 
 pub use backend::{require, serial, uring_unavailable};
+pub use certs::TestCert;
 pub use child::{
     child_command, child_main, parse_listening, rerun_under_fault, stat_from_log, strip_ansi,
     wait_timeout, ChildServer, StartFailure, CHILD_ENV,

@@ -17,6 +17,8 @@ use super::PeerCred;
 use crate::buf::{BufResult, IoBuf, IoBufs, RecvBuf};
 use crate::op::{self, SharedFd, SocketIo};
 use crate::sys;
+use crate::tls::io::TlsWrite;
+use crate::tls::session::Session;
 
 /// A connected stream socket (TCP or Unix) owned by one core.
 ///
@@ -37,6 +39,8 @@ pub struct Stream {
     io: SocketIo,
     /// The peer's address, looked up once (a syscall) on first use.
     peer: std::cell::Cell<Option<SocketAddr>>,
+    /// The TLS session, once a handshake made one (see [`crate::tls`]).
+    tls: Option<Box<Session>>,
 }
 
 impl Stream {
@@ -48,7 +52,18 @@ impl Stream {
             fd,
             io,
             peer: std::cell::Cell::new(None),
+            tls: None,
         })
+    }
+
+    /// The TLS session, if the stream has one.
+    pub(crate) fn tls(&self) -> Option<&Session> {
+        self.tls.as_deref()
+    }
+
+    /// Makes every later read and write go through `session`.
+    pub(crate) fn set_tls(&mut self, session: Session) {
+        self.tls = Some(Box::new(session));
     }
 
     /// The socket, shared with the operations in flight.
@@ -67,8 +82,14 @@ impl Stream {
         Read { stream: self }
     }
 
-    /// Sends some of `buf`; returns how many bytes went out.
+    /// Sends some of `buf`; returns how many bytes went out (on a TLS
+    /// stream, all of them: records are sent whole).
     pub async fn write<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
+        if self.tls.is_some() {
+            let len = buf.bytes_init();
+            let (res, buf) = self.write_all(buf).await;
+            return (res.map(|()| len), buf);
+        }
         op::send::Send::new(&self.fd, &self.io, buf, 0).await
     }
 
@@ -83,11 +104,31 @@ impl Stream {
     /// depends on the backend (io_uring keeps a receive armed, which may
     /// meet it first), so treat both as "the peer is gone".
     pub fn write_all<B: IoBuf>(&self, buf: B) -> WriteAll<'_, B> {
+        let tls = self.tls().map(|session| {
+            Box::new(TlsWrite::new(
+                self,
+                session,
+                std::iter::once(buf.as_bytes()),
+            ))
+        });
         WriteAll {
             stream: self,
             len: buf.bytes_init(),
             send: op::send::Send::new(&self.fd, &self.io, buf, 0),
             sent: 0,
+            tls,
+        }
+    }
+
+    /// [`write_all`](Self::write_all) on the socket itself, bypassing TLS:
+    /// how a TLS stream's records go out.
+    pub(crate) fn write_all_plain<B: IoBuf>(&self, buf: B) -> WriteAll<'_, B> {
+        WriteAll {
+            stream: self,
+            len: buf.bytes_init(),
+            send: op::send::Send::new(&self.fd, &self.io, buf, 0),
+            sent: 0,
+            tls: None,
         }
     }
 
@@ -150,15 +191,25 @@ impl Stream {
     /// # }
     /// ```
     pub fn write_all_vectored<B: IoBufs>(&self, bufs: B) -> WriteAllVectored<'_, B> {
+        let tls = self.tls().map(|session| {
+            let chunks = (0..bufs.count()).map(|i| bufs.bytes(i));
+            Box::new(TlsWrite::new(self, session, chunks))
+        });
         WriteAllVectored {
             send: op::send_msg::SendMsg::new(&self.fd, &self.io, bufs),
             sent: 0,
+            tls,
         }
     }
 
     /// Shuts down the write side: the peer reads end of stream after the
     /// bytes already sent.
+    /// On a TLS stream `close_notify` goes first, as far as the socket
+    /// takes it without waiting.
     pub fn shutdown_write(&self) -> io::Result<()> {
+        if let Some(session) = self.tls() {
+            crate::tls::io::close_notify(self, session)?;
+        }
         sys::shutdown(self.fd.as_fd(), libc::SHUT_WR)
     }
 
@@ -264,6 +315,9 @@ impl Future for Read<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let stream = self.stream;
+        if let Some(session) = stream.tls() {
+            return crate::tls::io::poll_read(stream, session, cx);
+        }
         op::recv::poll_recv(&stream.fd, &stream.io, cx)
     }
 }
@@ -277,13 +331,17 @@ pub struct WriteAll<'a, B: IoBuf> {
     send: op::send::Send<'a, B>,
     sent: usize,
     len: usize,
+    /// On a TLS stream, the records sent instead; `send` only keeps the
+    /// caller's buffer.
+    tls: Option<Box<TlsWrite<'a>>>,
 }
 
 impl<B: IoBuf> WriteAll<'_, B> {
-    /// Bytes the kernel has taken so far: a caller that bounds the write
-    /// by time can count from its last progress rather than its start.
+    /// Bytes the kernel has taken so far (on a TLS stream, of the
+    /// records): a caller that bounds the write by time can count from
+    /// its last progress rather than its start.
     pub fn sent(&self) -> usize {
-        self.sent
+        self.tls.as_ref().map_or(self.sent, |tls| tls.sent())
     }
 }
 
@@ -292,6 +350,13 @@ impl<B: IoBuf> Future for WriteAll<'_, B> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        if let Some(tls) = &mut this.tls {
+            let res = std::task::ready!(tls.poll(cx));
+            return match this.send.take_buf() {
+                Some(buf) => Poll::Ready((res, buf)),
+                None => panic!("WriteAll polled after completion"),
+            };
+        }
         loop {
             if this.sent >= this.len {
                 return match this.send.take_buf() {
@@ -330,6 +395,8 @@ impl<B: IoBuf> fmt::Debug for WriteAll<'_, B> {
 pub struct WriteAllVectored<'a, B: IoBufs> {
     send: op::send_msg::SendMsg<'a, B>,
     sent: usize,
+    /// As for [`WriteAll`].
+    tls: Option<Box<TlsWrite<'a>>>,
 }
 
 impl<B: IoBufs> Future for WriteAllVectored<'_, B> {
@@ -337,6 +404,13 @@ impl<B: IoBufs> Future for WriteAllVectored<'_, B> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        if let Some(tls) = &mut this.tls {
+            let res = std::task::ready!(tls.poll(cx));
+            return match this.send.take_bufs() {
+                Some(bufs) => Poll::Ready((res, bufs)),
+                None => panic!("WriteAllVectored polled after completion"),
+            };
+        }
         let res = loop {
             if this.send.is_done() {
                 break Ok(());

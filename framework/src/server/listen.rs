@@ -60,13 +60,22 @@ pub(crate) type Spawner = Box<dyn Fn(crate::net::Stream, super::serve::ConnGuard
 /// the handler's type erased, so listeners of different handlers sit in
 /// one list. Only the accept calls through it; a connection's task is
 /// the handler's own type.
-pub(crate) type MakeSpawner = Arc<dyn Fn(&CoreContext) -> Spawner + Send + Sync>;
+pub(crate) type MakeSpawner = Arc<dyn Fn(&CoreContext, Option<TlsSetup>) -> Spawner + Send + Sync>;
 
-/// A listener to bind: where, and the factory of its handlers.
+/// A TLS listener's handshake: its configuration and time limit.
+#[derive(Clone)]
+pub(crate) struct TlsSetup {
+    pub(crate) config: Arc<rustls::ServerConfig>,
+    pub(crate) timeout: std::time::Duration,
+}
+
+/// A listener to bind: where, the factory of its handlers, and its TLS
+/// configuration if it has one.
 #[derive(Clone)]
 pub(crate) struct ListenerSpec {
     pub(crate) addr: Endpoint,
     pub(crate) make: MakeSpawner,
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl ListenerSpec {
@@ -75,11 +84,23 @@ impl ListenerSpec {
         H: Handler,
         F: Fn(&CoreContext) -> H + Send + Sync + 'static,
     {
-        let make: MakeSpawner = Arc::new(move |ctx: &CoreContext| -> Spawner {
-            let handler = Rc::new(factory(ctx));
-            Box::new(move |stream, guard| super::serve::spawn_connection(stream, &handler, guard))
-        });
-        ListenerSpec { addr, make }
+        let make: MakeSpawner =
+            Arc::new(move |ctx: &CoreContext, tls: Option<TlsSetup>| -> Spawner {
+                let handler = Rc::new(factory(ctx));
+                match tls {
+                    None => Box::new(move |stream, guard| {
+                        super::serve::spawn_connection(stream, &handler, guard)
+                    }),
+                    Some(tls) => Box::new(move |stream, guard| {
+                        super::serve::spawn_tls_connection(stream, &handler, guard, tls.clone())
+                    }),
+                }
+            });
+        ListenerSpec {
+            addr,
+            make,
+            tls: None,
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use crate::{Backend, Handler};
 use handle::Inner;
 pub use handle::{ServerHandle, StatsReader, Stopper};
 pub use listen::ListenerStats;
-use listen::{BindOptions, Bound, ListenerCounters, ListenerSpec};
+use listen::{BindOptions, Bound, ListenerCounters, ListenerSpec, TlsSetup};
 use serve::{serve_core, CoreListener, DrainGuard, ServeLimits};
 
 /// What a handler factory learns about the core it builds a handler for.
@@ -57,6 +57,8 @@ impl Server {
             address: Endpoint::Tcp(SocketAddr::from(([0, 0, 0, 0], 7000))),
             listeners: Vec::new(),
             unix_mode: None,
+            tls: None,
+            tls_handshake_timeout: Duration::from_secs(10),
             cores: None,
             backend: Backend::Auto,
             max_connections: 10_000,
@@ -76,6 +78,9 @@ pub struct ServerBuilder {
     /// The other listeners, with their own handlers.
     listeners: Vec<ListenerSpec>,
     unix_mode: Option<u32>,
+    /// The TLS configuration of the handler of `start`'s listener.
+    tls: Option<Arc<rustls::ServerConfig>>,
+    tls_handshake_timeout: Duration,
     cores: Option<Vec<usize>>,
     backend: Backend,
     max_connections: usize,
@@ -150,6 +155,43 @@ impl ServerBuilder {
         F: Fn(&CoreContext) -> H + Send + Sync + 'static,
     {
         self.listeners.push(ListenerSpec::new(at.into(), factory));
+        self
+    }
+
+    /// Serves TLS on the listener of the handler given to
+    /// [`start`](Self::start): each connection's handshake runs first (see
+    /// [`tls_handshake_timeout`](Self::tls_handshake_timeout)), then the
+    /// handler gets the encrypted stream, with the same API as a plain one
+    /// (see [`crate::tls`]; [`tls::server_config`](crate::tls::server_config)
+    /// reads PEM files).
+    pub fn tls(mut self, config: Arc<rustls::ServerConfig>) -> Self {
+        self.tls = Some(config);
+        self
+    }
+
+    /// Adds a TLS listener with a handler of its own; as
+    /// [`add_listener`](Self::add_listener) and [`tls`](Self::tls).
+    pub fn add_tls_listener<H, F>(
+        mut self,
+        at: impl Into<Endpoint>,
+        config: Arc<rustls::ServerConfig>,
+        factory: F,
+    ) -> Self
+    where
+        H: Handler,
+        F: Fn(&CoreContext) -> H + Send + Sync + 'static,
+    {
+        let mut spec = ListenerSpec::new(at.into(), factory);
+        spec.tls = Some(config);
+        self.listeners.push(spec);
+        self
+    }
+
+    /// How long a TLS client has to finish its handshake (default 10 s):
+    /// one that opens a connection and stalls is closed then, and counted
+    /// in [`StatsSnapshot::tls_failures`](crate::StatsSnapshot::tls_failures).
+    pub fn tls_handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.tls_handshake_timeout = timeout;
         self
     }
 
@@ -298,8 +340,11 @@ impl ServerBuilder {
             take_over: self.take_over,
             unix_mode: self.unix_mode,
         };
-        let mut specs = vec![ListenerSpec::new(self.address, factory)];
+        let mut main = ListenerSpec::new(self.address, factory);
+        main.tls = self.tls;
+        let mut specs = vec![main];
         specs.extend(self.listeners);
+        let handshake_timeout = self.tls_handshake_timeout;
         let mut bound = Vec::with_capacity(specs.len());
         for spec in &specs {
             bound.push(listen::bind(&spec.addr, options)?);
@@ -311,7 +356,7 @@ impl ServerBuilder {
             .iter()
             .map(|_| cpus.iter().map(|_| Arc::default()).collect())
             .collect();
-        let mut per_core = core_listeners(bound, &specs, &counters, cpus.len());
+        let mut per_core = core_listeners(bound, &specs, &counters, cpus.len(), handshake_timeout);
         fd_limit::fit_to_connections(cpus.len(), self.max_connections);
         let shutdown = Arc::new(Shutdown::new());
         let draining = Arc::new(CountDown::new(cpus.len()));
@@ -454,6 +499,7 @@ struct ListenerParts {
     spec: ListenerSpec,
     counters: Arc<ListenerCounters>,
     file: Option<Arc<SocketFile>>,
+    tls: Option<TlsSetup>,
 }
 
 /// Deals the bound sockets out to the cores: `[core][listener]`.
@@ -462,6 +508,7 @@ fn core_listeners(
     specs: &[ListenerSpec],
     counters: &[Vec<Arc<ListenerCounters>>],
     cores: usize,
+    handshake_timeout: Duration,
 ) -> Vec<Vec<ListenerParts>> {
     let mut per_core: Vec<Vec<ListenerParts>> = (0..cores).map(|_| Vec::new()).collect();
     for ((b, spec), counters) in bound.into_iter().zip(specs).zip(counters) {
@@ -471,6 +518,10 @@ fn core_listeners(
                 spec: spec.clone(),
                 counters: counters.clone(),
                 file: b.file.clone(),
+                tls: spec.tls.clone().map(|config| TlsSetup {
+                    config,
+                    timeout: handshake_timeout,
+                }),
             });
         }
     }
@@ -526,7 +577,7 @@ fn run_core(
             let tcp = matches!(parts.spec.addr, Endpoint::Tcp(_));
             serving.push(CoreListener {
                 acceptor: Acceptor::new(parts.socket, tcp)?,
-                spawn: (parts.spec.make)(&ctx),
+                spawn: (parts.spec.make)(&ctx, parts.tls),
                 counters: parts.counters,
                 _file: parts.file,
             });

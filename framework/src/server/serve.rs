@@ -254,6 +254,40 @@ async fn accept_loop(listener: &CoreListener, tracker: &Rc<Tracker>, limits: Ser
 /// Least time between two "connection limit reached" warnings of a core.
 const LIMIT_WARNING_EVERY: Duration = Duration::from_secs(10);
 
+/// Serves a TLS listener's connection on its own task: the handshake
+/// first (bounded by its timeout; a failure closes the connection, with a
+/// debug line and a count), then the handler, with the encrypted stream.
+pub(crate) fn spawn_tls_connection<H: Handler>(
+    stream: Stream,
+    handler: &Rc<H>,
+    guard: ConnGuard,
+    tls: super::listen::TlsSetup,
+) {
+    let handler = handler.clone();
+    drop(spawn_local(async move {
+        let _guard = guard;
+        let handshake = crate::time::timeout(tls.timeout, stream.accept_tls(tls.config));
+        let stream = match handshake.await {
+            Ok(Ok(stream)) => stream,
+            failed => {
+                context::try_with_core(|core| core.shared.stats.tls_failures.add(1));
+                match failed {
+                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed; closing"),
+                    _ => {
+                        tracing::debug!(timeout = ?tls.timeout, "TLS handshake timed out; closing")
+                    }
+                }
+                return;
+            }
+        };
+        context::try_with_core(|core| core.shared.stats.tls_handshakes.add(1));
+        if let Err(e) = handler.serve(stream).await {
+            context::try_with_core(|core| core.shared.stats.errors_io.add(1));
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+    }));
+}
+
 /// Counts an accepted connection and hands it to its listener's handler.
 fn serve_accepted(
     listener: &CoreListener,

@@ -236,6 +236,32 @@ pub(crate) fn shutdown(fd: BorrowedFd<'_>, how: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
+/// Sends all of `bytes` without waiting (`MSG_DONTWAIT`, no `SIGPIPE`).
+///
+/// # Errors
+///
+/// `WouldBlock` when the socket's buffer is full before the end.
+pub(crate) fn send_now(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: `fd` is borrowed; the kernel reads at most `bytes.len()`
+        // bytes from `bytes`, live for the call.
+        let sent = cvt(unsafe {
+            libc::send(
+                fd.as_raw_fd(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        });
+        match sent {
+            Ok(n) => bytes = &bytes[n as usize..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// A non-blocking, close-on-exec eventfd.
 /// A connected pair of Unix stream sockets (close-on-exec), for probes.
 pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {

@@ -1,0 +1,113 @@
+//! The TLS handshake of a [`Stream`], server side and client side, over
+//! its plain reads and writes; then the stream reads and writes through
+//! the session.
+
+use std::io;
+use std::sync::Arc;
+
+use rustls::pki_types::ServerName;
+
+use super::session::Session;
+use crate::net::Stream;
+
+impl Stream {
+    /// Runs a server's side of the TLS handshake on this connection and
+    /// returns it encrypted: its reads lend plaintext and its writes
+    /// encrypt. Bound it with [`timeout`](crate::time::timeout): a client
+    /// that opens a connection and stalls would hold it forever.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidData` when the client's records are not a handshake rustls
+    /// accepts (garbage, no shared protocol version or cipher, a bad
+    /// certificate); `UnexpectedEof` when it leaves midway. The alert
+    /// rustls prepared is sent first, as far as the socket takes it.
+    pub async fn accept_tls(self, config: Arc<rustls::ServerConfig>) -> io::Result<Stream> {
+        let conn = rustls::ServerConnection::new(config)
+            .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+        self.handshake(Session::new(conn.into())).await
+    }
+
+    /// Runs a client's side of the TLS handshake with `server_name` (the
+    /// name sent in SNI and checked against the server's certificate).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a name that is not a DNS name or an IP address;
+    /// otherwise as [`accept_tls`](Self::accept_tls), including a server
+    /// certificate that does not verify.
+    pub async fn connect_tls(
+        self,
+        config: Arc<rustls::ClientConfig>,
+        server_name: &str,
+    ) -> io::Result<Stream> {
+        let name = ServerName::try_from(server_name.to_owned()).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("TLS server name {server_name:?}: {e}"),
+            )
+        })?;
+        let conn = rustls::ClientConnection::new(config, name)
+            .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+        self.handshake(Session::new(conn.into())).await
+    }
+
+    async fn handshake(mut self, session: Session) -> io::Result<Stream> {
+        if self.tls().is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the stream is TLS already",
+            ));
+        }
+        let mut out = Vec::new();
+        loop {
+            session.flush(&mut out)?;
+            if !out.is_empty() {
+                let (res, sent) = self.write_all(out).await;
+                res?;
+                out = sent;
+                out.clear();
+            }
+            if !session.is_handshaking() {
+                break;
+            }
+            let fed = match session.feed_pending() {
+                Ok(true) => Ok(()),
+                Ok(false) => match self.read().await? {
+                    Some(records) => session.receive(records),
+                    None => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the peer closed the connection during the TLS handshake",
+                        ))
+                    }
+                },
+                Err(e) => Err(e),
+            };
+            if let Err(e) = fed {
+                // The alert says why, to a peer that still listens.
+                if session.flush(&mut out).is_ok() && !out.is_empty() {
+                    let _ = self.write_all(out).await;
+                }
+                return Err(e);
+            }
+        }
+        self.set_tls(session);
+        Ok(self)
+    }
+
+    /// Whether this stream is encrypted with TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls().is_some()
+    }
+
+    /// The protocol agreed on by ALPN (say `b"http/1.1"`), on a TLS stream.
+    pub fn tls_alpn(&self) -> Option<Vec<u8>> {
+        self.tls().and_then(Session::alpn)
+    }
+
+    /// The server name a TLS client asked for (SNI), on a server's stream.
+    pub fn tls_server_name(&self) -> Option<String> {
+        self.tls().and_then(Session::server_name)
+    }
+}

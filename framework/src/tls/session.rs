@@ -1,0 +1,146 @@
+//! A stream's TLS session: the rustls connection, and the steps the
+//! stream's reads and writes take through it (feeding received records
+//! in, taking plaintext out, encrypting what is written).
+
+use std::cell::RefCell;
+use std::io::{self, Read, Write};
+
+use rustls::Connection;
+
+use crate::buf::RecvBuf;
+
+/// The rustls connection of one stream. Shared by the stream's read and
+/// its write (one of each may run at once), never across an await.
+pub(crate) struct Session {
+    conn: RefCell<Connection>,
+    /// Records received but not fed in yet: rustls takes more only once
+    /// the plaintext of the last ones was read out (back-pressure).
+    pending: RefCell<Option<RecvBuf>>,
+}
+
+impl Session {
+    pub(crate) fn new(conn: Connection) -> Session {
+        Session {
+            conn: RefCell::new(conn),
+            pending: RefCell::new(None),
+        }
+    }
+
+    /// Plaintext already decrypted, into `dst`: `Ok(Some(n))` with `n > 0`
+    /// bytes, `Ok(Some(0))` at the peer's `close_notify` (a clean end),
+    /// `Ok(None)` when more records must be received first.
+    ///
+    /// # Errors
+    ///
+    /// `UnexpectedEof` when the transport ended without `close_notify`:
+    /// what came may be cut short, so it is not a clean end.
+    pub(crate) fn read_plain(&self, dst: &mut [u8]) -> io::Result<Option<usize>> {
+        match self.conn.borrow_mut().reader().read(dst) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the TLS peer closed the connection without close_notify (the data may be cut short)",
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Feeds received records in and decrypts them, as far as rustls
+    /// takes them now; the rest waits for [`feed_pending`](Self::feed_pending).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidData` for a record rustls refuses (garbage, a bad MAC, a
+    /// protocol violation); the alert it prepared is left for
+    /// [`flush`](Self::flush).
+    pub(crate) fn receive(&self, mut records: RecvBuf) -> io::Result<()> {
+        let mut conn = self.conn.borrow_mut();
+        while !records.is_empty() && (conn.is_handshaking() || conn.wants_read()) {
+            let n = conn.read_tls(&mut &records[..])?;
+            records.advance(n);
+            conn.process_new_packets().map_err(invalid)?;
+        }
+        if !records.is_empty() {
+            *self.pending.borrow_mut() = Some(records);
+        }
+        Ok(())
+    }
+
+    /// Feeds in what [`receive`](Self::receive) left; `Ok(false)` when
+    /// nothing was left.
+    pub(crate) fn feed_pending(&self) -> io::Result<bool> {
+        let pending = self.pending.borrow_mut().take();
+        match pending {
+            Some(records) => self.receive(records).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// Tells rustls the transport has ended.
+    pub(crate) fn end(&self) -> io::Result<()> {
+        let mut conn = self.conn.borrow_mut();
+        conn.read_tls(&mut &[][..])?;
+        conn.process_new_packets().map_err(invalid)?;
+        Ok(())
+    }
+
+    /// Encrypts `plain` and appends the records to `out`.
+    pub(crate) fn encrypt(&self, mut plain: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
+        let mut conn = self.conn.borrow_mut();
+        while !plain.is_empty() {
+            let n = conn.writer().write(plain)?;
+            plain = &plain[n..];
+            while conn.wants_write() {
+                conn.write_tls(out)?;
+            }
+            if n == 0 && !plain.is_empty() {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "the TLS session takes no more plaintext",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends the records waiting to be sent (handshake messages, alerts,
+    /// tickets) to `out`.
+    pub(crate) fn flush(&self, out: &mut Vec<u8>) -> io::Result<()> {
+        let mut conn = self.conn.borrow_mut();
+        while conn.wants_write() {
+            conn.write_tls(out)?;
+        }
+        Ok(())
+    }
+
+    /// Queues `close_notify` and returns the records to send.
+    pub(crate) fn close_notify(&self) -> io::Result<Vec<u8>> {
+        self.conn.borrow_mut().send_close_notify();
+        let mut out = Vec::new();
+        self.flush(&mut out)?;
+        Ok(out)
+    }
+
+    pub(crate) fn is_handshaking(&self) -> bool {
+        self.conn.borrow().is_handshaking()
+    }
+
+    /// The protocol ALPN agreed on, if any.
+    pub(crate) fn alpn(&self) -> Option<Vec<u8>> {
+        self.conn.borrow().alpn_protocol().map(<[u8]>::to_vec)
+    }
+
+    /// The server name the client asked for (server side).
+    pub(crate) fn server_name(&self) -> Option<String> {
+        match &*self.conn.borrow() {
+            Connection::Server(server) => server.server_name().map(str::to_owned),
+            Connection::Client(_) => None,
+        }
+    }
+}
+
+/// A rustls error as an I/O error.
+fn invalid(e: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}"))
+}

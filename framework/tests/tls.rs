@@ -1,0 +1,216 @@
+//! TLS on both backends: an echo over TLS with a percore client, real
+//! clients (`openssl s_client`: protocol versions, ALPN, SNI), clients
+//! that send garbage instead of a handshake or stall in it, and a peer
+//! that leaves without `close_notify`.
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use percore::net::{Endpoint, Stream};
+use percore::tls;
+use percore_test_kit::*;
+
+/// Echoes one read, then closes (with `close_notify`): what openssl's
+/// client, which waits for the server's end, talks to.
+struct EchoOnce;
+
+impl percore::Handler for EchoOnce {
+    async fn serve(&self, conn: percore::Connection) -> std::io::Result<()> {
+        if let Some(buf) = conn.read().await? {
+            conn.write_all(buf).await.0?;
+        }
+        conn.shutdown_write()
+    }
+}
+
+/// A one-core echo server serving TLS with `cert`.
+fn tls_echo(
+    backend: Backend,
+    cert: &TestCert,
+    tweak: impl FnOnce(ServerBuilder) -> ServerBuilder,
+) -> ServerHandle {
+    let config = tls::server_config(&cert.cert, &cert.key).expect("server config");
+    let server = tweak(builder(backend).tls(config))
+        .start(|_core| PlainEcho)
+        .expect("start");
+    check_backend(&server, backend);
+    server
+}
+
+/// Echoes `msg` through a percore TLS client; returns what came back and
+/// the ALPN protocol.
+fn echo_through_percore_client(
+    backend: Backend,
+    addr: std::net::SocketAddr,
+    ca: &std::path::Path,
+    msg: &'static [u8],
+) -> (Vec<u8>, Option<Vec<u8>>) {
+    let config = tls::client_config(ca).expect("client config");
+    percore::block_on(backend, async move {
+        let conn = Stream::connect(&Endpoint::Tcp(addr))
+            .await
+            .expect("connect");
+        let conn = conn
+            .connect_tls(config, "localhost")
+            .await
+            .expect("handshake");
+        assert!(conn.is_tls());
+        conn.write_all(msg.to_vec()).await.0.expect("write");
+        conn.shutdown_write().expect("close_notify");
+        let mut back = Vec::new();
+        while let Some(buf) = conn.read().await.expect("read") {
+            back.extend_from_slice(&buf);
+        }
+        (back, conn.tls_alpn())
+    })
+    .expect("block_on")
+}
+
+/// Runs `openssl s_client` against `addr` with `args`, sending `input`;
+/// returns its exit status success and its output.
+fn s_client(addr: std::net::SocketAddr, args: &[&str], input: &[u8]) -> (bool, String) {
+    let mut child = Command::new("openssl")
+        .args(["s_client", "-connect", &addr.to_string(), "-ign_eof"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn openssl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("input");
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("output");
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("errors");
+    let status = child.wait().expect("wait");
+    (status.success(), out + &err)
+}
+
+backend_tests! {
+    /// A percore client echoes through a percore TLS server: every byte
+    /// back, ALPN `http/1.1`, one handshake counted.
+    fn echo_over_tls(backend) {
+        let Some(cert) = TestCert::new(&format!("echo-{backend}")) else { return };
+        let server = tls_echo(backend, &cert, |b| b);
+        let msg: &'static [u8] = pattern(7, 300 * 1024);
+        let (back, alpn) = echo_through_percore_client(backend, server.local_addr(), &cert.ca, msg);
+        assert_eq!(back.len(), msg.len());
+        assert!(back == msg, "the echo differs");
+        assert_eq!(alpn.as_deref(), Some(&b"http/1.1"[..]));
+        let stats = wait_until(Duration::from_secs(60), "the connection closed", || server.stats(), |s| sum(s, |c| c.active) == 0);
+        assert_eq!(sum(&stats, |c| c.tls_handshakes), 1);
+        assert_eq!(sum(&stats, |c| c.tls_failures), 0);
+        assert_eq!(sum(&stats, |c| c.errors_io), 0);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// openssl's client: TLS 1.3 and 1.2 with SNI and ALPN echo; TLS 1.1
+    /// is refused.
+    fn openssl_clients(backend) {
+        let Some(cert) = TestCert::new(&format!("openssl-{backend}")) else { return };
+        let config = tls::server_config(&cert.cert, &cert.key).expect("server config");
+        let server = builder(backend).tls(config).start(|_core| EchoOnce).expect("start");
+        let addr = server.local_addr();
+        let ca = cert.ca.display().to_string();
+        for version in ["-tls1_3", "-tls1_2"] {
+            let (ok, out) = s_client(addr, &[version, "-servername", "localhost", "-alpn", "http/1.1", "-CAfile", &ca, "-verify_return_error"], b"hello over openssl\n");
+            assert!(ok, "{version}: {out}");
+            assert!(out.contains("hello over openssl"), "{version}: no echo in {out}");
+            assert!(out.contains("ALPN protocol: http/1.1"), "{version}: {out}");
+            assert!(out.contains("Verify return code: 0 (ok)"), "{version}: {out}");
+        }
+        let (ok, out) = s_client(addr, &["-tls1_1", "-servername", "localhost"], b"old\n");
+        assert!(!ok || !out.contains("old\n"), "TLS 1.1 was accepted: {out}");
+        let stats = wait_until(Duration::from_secs(60), "the connections closed", || server.stats(), |s| sum(s, |c| c.active) == 0);
+        assert_eq!(sum(&stats, |c| c.tls_handshakes), 2);
+        assert_eq!(sum(&stats, |c| c.tls_failures), 1);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// 200 clients that send random bytes instead of a ClientHello are
+    /// closed and counted; a client in the middle of them is served.
+    fn garbage_instead_of_a_handshake(backend) {
+        let Some(cert) = TestCert::new(&format!("garbage-{backend}")) else { return };
+        let server = tls_echo(backend, &cert, |b| b);
+        let addr = server.local_addr();
+        let mut rng = Rng::new(99);
+        for i in 0..200 {
+            let mut sock = connect(addr);
+            let junk: Vec<u8> = (0..rng.between(1, 4096)).map(|_| rng.between(0, 255) as u8).collect();
+            let _ = sock.write_all(&junk);
+            let mut rest = Vec::new();
+            // The server answers with an alert or nothing, then closes.
+            let _ = sock.read_to_end(&mut rest);
+            if i == 100 {
+                let (back, _) = echo_through_percore_client(backend, addr, &cert.ca, b"still served");
+                assert_eq!(back, b"still served");
+            }
+        }
+        let stats = wait_until(Duration::from_secs(60), "every connection closed", || server.stats(), |s| {
+            sum(s, |c| c.active) == 0 && sum(s, |c| c.tls_failures) == 200
+        });
+        assert_eq!(sum(&stats, |c| c.tls_handshakes), 1);
+        assert_eq!(sum(&stats, |c| c.panics), 0);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// A client that connects and sends nothing is closed at the
+    /// handshake timeout, and counted.
+    fn a_stalled_handshake_times_out(backend) {
+        let Some(cert) = TestCert::new(&format!("stall-{backend}")) else { return };
+        let server = tls_echo(backend, &cert, |b| b.tls_handshake_timeout(Duration::from_millis(300)));
+        let mut sock = connect(server.local_addr());
+        let mut rest = Vec::new();
+        // Ends at the server's close (the read guard is the hang detector).
+        sock.read_to_end(&mut rest).expect("closed by the server");
+        assert!(rest.is_empty(), "{rest:?}");
+        let stats = wait_until(Duration::from_secs(60), "the failure counted", || server.stats(), |s| sum(s, |c| c.tls_failures) == 1);
+        assert_eq!(sum(&stats, |c| c.active), 0);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// A peer that leaves without `close_notify` is an error to the
+    /// reader (the data may be cut short), not a clean end.
+    fn an_end_without_close_notify_is_an_error(backend) {
+        let Some(cert) = TestCert::new(&format!("cut-{backend}")) else { return };
+        let server = tls_echo(backend, &cert, |b| b);
+        let config = tls::client_config(&cert.ca).expect("client config");
+        let addr = server.local_addr();
+        percore::block_on(backend, async move {
+            let conn = Stream::connect(&Endpoint::Tcp(addr)).await.expect("connect");
+            let conn = conn.connect_tls(Arc::clone(&config), "localhost").await.expect("handshake");
+            conn.write_all(b"cut".to_vec()).await.0.expect("write");
+            let back = conn.read().await.expect("read").expect("echo");
+            assert_eq!(&back[..], b"cut");
+            // Dropped: the socket closes with no close_notify.
+        })
+        .expect("block_on");
+        let stats = wait_until(Duration::from_secs(60), "the connection ended", || server.stats(), |s| {
+            sum(s, |c| c.active) == 0
+        });
+        assert_eq!(sum(&stats, |c| c.errors_io), 1, "the server's read took the cut for a clean end");
+        server.shutdown();
+        server.join().expect("join");
+    }
+}
