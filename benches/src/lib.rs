@@ -3,9 +3,10 @@
 //! workloads, alternated round-robin within one run, on one server CPU and
 //! one client CPU of this machine.
 //!
-//! What it measures: loopback echo latency and throughput, streaming echo,
-//! HTTP keep-alive request rates (closed loop and open loop with
-//! coordinated-omission-free latencies), accept churn; per cell the median,
+//! What it measures: echo latency and throughput over loopback TCP and over
+//! a Unix socket file, streaming echo, HTTP keep-alive request rates
+//! (closed loop and open loop with coordinated-omission-free latencies),
+//! accept churn, fan-out through the proxy; per cell the median,
 //! its coefficient of variation, the ratio to tokio-ct with a noise verdict,
 //! server CPU time and allocations per operation. What it does not: measure
 //! real networks, multi-core scaling (one server CPU; see `benches/wrk.sh`
@@ -32,5 +33,7 @@ pub mod server;
 pub mod stats;
 pub mod summary;
 pub mod sys;
+pub mod target;
 pub mod tokio_fanout;
 pub mod tokio_servers;
+mod tokio_unix;

@@ -1,5 +1,6 @@
 //! Adapter from the harness to percore: starts a percore server on the
-//! io_uring or epoll backend with the shipped echo handler, the HTTP
+//! io_uring or epoll backend, on loopback TCP or a Unix socket file, with
+//! the shipped echo handler, the HTTP
 //! handler serving `HttpEcho` (GET answers the 20-byte JSON body), or the
 //! HTTP handler serving the fan-out proxy (`FanOut`, policy `all`); and
 //! starts the `HttpEcho` upstreams the fan-out workloads send to.
@@ -16,15 +17,16 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::server::{Executor, ServerControl, Service, Unavailable};
+use crate::target::Target;
 
 struct PercoreServer {
-    addr: SocketAddr,
+    target: Target,
     handle: percore::ServerHandle,
 }
 
 impl ServerControl for PercoreServer {
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
+    fn target(&self) -> Target {
+        self.target.clone()
     }
 
     fn stop(self: Box<Self>) -> io::Result<()> {
@@ -47,10 +49,13 @@ fn http_config() -> percore_handlers::http::Config {
 const DRAIN: Duration = Duration::from_secs(1);
 
 /// Starts percore on `cpus` with the backend of `executor` (`Uring` or
-/// `Epoll`), serving `service` on 127.0.0.1, port chosen by the kernel.
+/// `Epoll`), serving `service` at `at`: a TCP address (port 0: chosen by
+/// the kernel) or a Unix socket file, which percore creates, shares among
+/// its cores and removes at the stop.
 pub fn start(
     executor: Executor,
     service: Service,
+    at: &Target,
     cpus: &[usize],
     upstreams: &[SocketAddr],
 ) -> Result<Box<dyn ServerControl>, Unavailable> {
@@ -69,13 +74,21 @@ pub fn start(
     } else {
         cpus.to_vec()
     };
+    let endpoint = match at {
+        Target::Tcp(addr) => percore::net::Endpoint::Tcp(*addr),
+        Target::Unix(path) => percore::net::Endpoint::Unix(percore::net::UnixAddr::path(path)),
+    };
     let builder = percore::Server::builder()
-        .address(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .listen(endpoint)
         .cores(cores)
         .backend(backend)
         .drain_timeout(DRAIN);
     let started = match service {
-        Service::Echo => builder.start(|_ctx: &percore::CoreContext| percore_handlers::echo::Echo),
+        // The same handler over either transport: it is handed a
+        // `Connection` whatever listener accepted it.
+        Service::Echo | Service::UnixEcho => {
+            builder.start(|_ctx: &percore::CoreContext| percore_handlers::echo::Echo)
+        }
         Service::Http => builder.start(|_ctx: &percore::CoreContext| {
             percore_handlers::http::HttpHandler::with_config(
                 percore_handlers::http::HttpEcho,
@@ -115,10 +128,11 @@ pub fn start(
             "asked for the {backend} backend but percore runs {got} (is PERCORE_BACKEND set?)"
         )));
     }
-    Ok(Box::new(PercoreServer {
-        addr: handle.local_addr(),
-        handle,
-    }))
+    let target = match at {
+        Target::Tcp(_) => Target::Tcp(handle.local_addr()),
+        Target::Unix(path) => Target::Unix(path.clone()),
+    };
+    Ok(Box::new(PercoreServer { target, handle }))
 }
 
 /// The fan-out upstreams: `count` percore `HttpEcho` servers, one core

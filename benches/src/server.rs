@@ -1,16 +1,23 @@
 //! The executors under test and a uniform handle to a running server.
 //!
 //! What it measures: nothing by itself; it starts a server of one executor
-//! for one service (echo or HTTP), finds the server's threads by name so the
-//! harness can read their CPU time, and stops the server. What it does not:
-//! decide what a server does per connection (see `tokio_servers` and
-//! `percore_servers`).
+//! for one service (echo, HTTP, fan-out, or echo over a Unix socket file),
+//! finds the server's threads by name so the harness can read their CPU
+//! time, and stops the server. What it does not: decide what a server does
+//! per connection (see `tokio_servers`, `tokio_unix` and `percore_servers`).
 
 use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::sys;
+use crate::target::{SocketDir, Target};
+
+/// Where the TCP servers listen: loopback, a port chosen by the kernel.
+pub const LOOPBACK_ANY_PORT: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::LOCALHOST,
+    0,
+));
 
 /// An executor: two percore backends and two tokio baselines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -87,6 +94,8 @@ impl Executor {
 pub enum Service {
     /// Writes back every byte it reads.
     Echo,
+    /// [`Service::Echo`] on a Unix socket file instead of loopback TCP.
+    UnixEcho,
     /// Answers every keep-alive GET with the fixed 20-byte JSON body.
     Http,
     /// The fan-out proxy (policy `all`): every GET becomes `width`
@@ -103,26 +112,32 @@ impl Service {
     pub fn name(self) -> &'static str {
         match self {
             Service::Echo => "echo",
+            Service::UnixEcho => "unix-echo",
             Service::Http => "http",
             Service::FanOut { .. } => "fan-out",
         }
     }
 
     /// The services whose servers run together (all fan-out widths share
-    /// the upstreams): `0` echo, `1` HTTP, `2` fan-out.
+    /// the upstreams): `0` echo (both transports), `1` HTTP, `2` fan-out.
     pub fn group(self) -> u8 {
         match self {
-            Service::Echo => 0,
+            Service::Echo | Service::UnixEcho => 0,
             Service::Http => 1,
             Service::FanOut { .. } => 2,
         }
+    }
+
+    /// Whether its server listens on a Unix socket file (else loopback TCP).
+    pub fn is_unix(self) -> bool {
+        self == Service::UnixEcho
     }
 }
 
 /// A server running in this process.
 pub trait ServerControl: Send {
     /// Where it listens.
-    fn local_addr(&self) -> SocketAddr;
+    fn target(&self) -> Target;
     /// Stops it gracefully and waits for its threads.
     fn stop(self: Box<Self>) -> io::Result<()>;
 }
@@ -145,12 +160,14 @@ pub struct RunningServer {
     pub service: Service,
     control: Box<dyn ServerControl>,
     tids: Vec<u32>,
+    /// The directory of its socket file, removed after the stop.
+    socket_dir: Option<SocketDir>,
 }
 
 impl RunningServer {
-    /// Listening address.
-    pub fn addr(&self) -> SocketAddr {
-        self.control.local_addr()
+    /// Where its clients connect.
+    pub fn target(&self) -> Target {
+        self.control.target()
     }
 
     /// Thread ids attributed to this server.
@@ -168,6 +185,10 @@ impl RunningServer {
     /// stop is reported as an error and its threads are left behind (idle),
     /// so the run still ends by itself.
     pub fn stop(self, limit: Duration) -> io::Result<()> {
+        // Dropped when this returns: after the stop, or after the wait
+        // for it gave up (a server left behind accepts no new clients
+        // once its file is gone).
+        let _socket_dir = self.socket_dir;
         let (tx, rx) = std::sync::mpsc::channel();
         let control = self.control;
         std::thread::Builder::new()
@@ -189,12 +210,14 @@ impl RunningServer {
 }
 
 /// Starts `executor` serving `service` on `cpus` (a fan-out proxy sends to
-/// `upstreams`). Servers must be started one at a time: the threads that
-/// appear with the executor's name prefix and are not in `claimed` are
-/// attributed to this server (two percore servers share the prefix
-/// `percore-`). A percore server's threads must also carry one of its own
-/// CPUs in their names (`percore-<cpu>`), so percore servers on other CPUs
-/// (the fan-out upstreams) are never counted, even if they start late.
+/// `upstreams`), on loopback TCP or, for a Unix service, on a socket file
+/// in a directory of its own. Servers must be started one at a time: the
+/// threads that appear with the executor's name prefix and are not in
+/// `claimed` are attributed to this server (two percore servers share the
+/// prefix `percore-`). A percore server's threads must also carry one of
+/// its own CPUs in their names (`percore-<cpu>`), so percore servers on
+/// other CPUs (the fan-out upstreams) are never counted, even if they start
+/// late.
 pub fn start(
     executor: Executor,
     service: Service,
@@ -211,13 +234,26 @@ pub fn start(
                     .and_then(|n| n.parse::<usize>().ok())
                     .is_some_and(|n| cpus.contains(&n)))
     };
+    let socket_dir = if service.is_unix() {
+        let dir = SocketDir::new(executor.name())
+            .map_err(|e| Unavailable(format!("no directory for the socket file: {e}")))?;
+        Some(dir)
+    } else {
+        None
+    };
+    let at = match &socket_dir {
+        Some(dir) => Target::Unix(dir.socket()),
+        None => Target::Tcp(LOOPBACK_ANY_PORT),
+    };
     let before = sys::threads_matching(&owned).unwrap_or_default();
     let control: Box<dyn ServerControl> = match executor {
-        Executor::TokioCt => crate::tokio_servers::start_ct(service, cpus, upstreams)
+        Executor::TokioCt => crate::tokio_servers::start_ct(service, &at, cpus, upstreams)
             .map_err(|e| Unavailable(format!("tokio-ct failed to start: {e}")))?,
-        Executor::TokioMt => crate::tokio_servers::start_mt(service, cpus, upstreams)
+        Executor::TokioMt => crate::tokio_servers::start_mt(service, &at, cpus, upstreams)
             .map_err(|e| Unavailable(format!("tokio-mt failed to start: {e}")))?,
-        Executor::Uring | Executor::Epoll => start_percore(executor, service, cpus, upstreams)?,
+        Executor::Uring | Executor::Epoll => {
+            start_percore(executor, service, &at, cpus, upstreams)?
+        }
     };
     // Threads may name themselves a moment after start() returns.
     let deadline = Instant::now() + Duration::from_millis(500);
@@ -237,6 +273,7 @@ pub fn start(
         service,
         control,
         tids,
+        socket_dir,
     })
 }
 
@@ -244,16 +281,18 @@ pub fn start(
 fn start_percore(
     executor: Executor,
     service: Service,
+    at: &Target,
     cpus: &[usize],
     upstreams: &[SocketAddr],
 ) -> Result<Box<dyn ServerControl>, Unavailable> {
-    crate::percore_servers::start(executor, service, cpus, upstreams)
+    crate::percore_servers::start(executor, service, at, cpus, upstreams)
 }
 
 #[cfg(not(feature = "percore"))]
 fn start_percore(
     _executor: Executor,
     _service: Service,
+    _at: &Target,
     _cpus: &[usize],
     _upstreams: &[SocketAddr],
 ) -> Result<Box<dyn ServerControl>, Unavailable> {
@@ -280,5 +319,49 @@ mod tests {
         assert!(Executor::TokioCt.owns_thread("tokio-ct-0"));
         assert!(Executor::TokioMt.owns_thread("tokio-mt"));
         assert!(!Executor::TokioMt.owns_thread("tokio-ct-0"));
+    }
+
+    /// Every executor serves echo on a socket file of its own, to the
+    /// ping-pong and bulk clients, and the file's directory is gone after
+    /// the stop.
+    #[test]
+    fn unix_echo_on_every_executor() {
+        use crate::client;
+        use crate::probe::Probe;
+        for e in Executor::ALL {
+            let server = match start(e, Service::UnixEcho, &[], &[], &[]) {
+                Ok(s) => s,
+                // io_uring may be denied here, and percore left out.
+                Err(why) if e == Executor::Uring || (e.is_ours() && !cfg!(feature = "percore")) => {
+                    println!("skipped: {}: {why}", e.name());
+                    continue;
+                }
+                Err(why) => panic!("{}: {why}", e.name()),
+            };
+            let target = server.target();
+            let Target::Unix(path) = &target else {
+                panic!("{} listens on {target}, not a Unix socket", e.name());
+            };
+            let dir = path.parent().expect("in its directory").to_path_buf();
+            let no_cpu = || None;
+            let window = Duration::from_millis(20);
+            let runs = [
+                client::pingpong(&target, 64, window, &mut Probe::new(&no_cpu)),
+                client::concurrent_pingpong(&target, 4, 1, window, &mut Probe::new(&no_cpu)),
+                client::chunk_roundtrip(&target, 1 << 20, window, &mut Probe::new(&no_cpu)),
+                client::bidirectional(&target, 4 << 10, window, &mut Probe::new(&no_cpu)),
+            ];
+            for (i, r) in runs.into_iter().enumerate() {
+                let load = r.unwrap_or_else(|err| panic!("{} client {i}: {err}", e.name()));
+                assert!(load.ops > 0, "{} client {i}: nothing echoed", e.name());
+            }
+            server.stop(Duration::from_secs(5)).expect("stop");
+            assert!(
+                !dir.exists(),
+                "{}: {} outlived its server",
+                e.name(),
+                dir.display()
+            );
+        }
     }
 }

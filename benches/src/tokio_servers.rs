@@ -2,6 +2,7 @@
 //! server CPU, each with its own SO_REUSEPORT listener, the fair
 //! thread-per-core baseline) and `tokio-mt` (tokio's multi-thread runtime,
 //! one listener), each serving raw echo or the fixed keep-alive HTTP answer.
+//! This file has their TCP listeners; `tokio_unix` the Unix-socket ones.
 //!
 //! What it measures: nothing by itself; it is the comparison point. The
 //! servers are tuned as a careful tokio server would be: TCP_NODELAY, the
@@ -19,20 +20,18 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 
 use crate::baseline_http::{respond, DateLine, Parsed};
 use crate::http;
 use crate::server::{ServerControl, Service};
 use crate::sys;
+use crate::target::Target;
 use crate::tokio_fanout;
+use crate::tokio_unix;
 
-const LOOPBACK_ANY_PORT: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
-    std::net::Ipv4Addr::LOCALHOST,
-    0,
-));
 const BACKLOG: u32 = 4096;
 const ECHO_BUF: usize = 64 * 1024;
 const HTTP_BUF: usize = 8 * 1024;
@@ -94,21 +93,23 @@ async fn accept_loop(listener: TcpListener, work: Work, mut stop: watch::Receive
     }
 }
 
-async fn stopped(stop: &mut watch::Receiver<bool>) {
+/// Resolves once `stop` says so.
+pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
     // An error means the sender is gone: stop as well.
     let _ = stop.wait_for(|s| *s).await;
 }
 
-async fn serve(service: Service, stream: TcpStream) {
+/// Serves one connection of a plain service, over either transport.
+pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(service: Service, stream: S) {
     // I/O errors (resets from clients closing mid-write) just end the connection.
     let _ = match service {
-        Service::Echo => echo(stream).await,
+        Service::Echo | Service::UnixEcho => echo(stream).await,
         Service::Http => http_conn(stream).await,
         Service::FanOut { .. } => Ok(()), // served by `tokio_fanout`
     };
 }
 
-async fn echo(mut s: TcpStream) -> io::Result<()> {
+async fn echo<S: AsyncRead + AsyncWrite + Unpin>(mut s: S) -> io::Result<()> {
     let mut buf = vec![0u8; ECHO_BUF];
     loop {
         let n = s.read(&mut buf).await?;
@@ -119,7 +120,7 @@ async fn echo(mut s: TcpStream) -> io::Result<()> {
     }
 }
 
-async fn http_conn(mut s: TcpStream) -> io::Result<()> {
+async fn http_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S) -> io::Result<()> {
     let mut inb = vec![0u8; HTTP_BUF];
     let mut filled = 0;
     let mut out = Vec::with_capacity(http::RESPONSE.len() * 16);
@@ -157,15 +158,16 @@ async fn http_conn(mut s: TcpStream) -> io::Result<()> {
     }
 }
 
-struct CtServer {
-    addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    threads: Vec<JoinHandle<()>>,
+/// A tokio-ct server: its runtimes' threads and the signal that stops them.
+pub(crate) struct CtServer {
+    pub(crate) target: Target,
+    pub(crate) stop: watch::Sender<bool>,
+    pub(crate) threads: Vec<JoinHandle<()>>,
 }
 
 impl ServerControl for CtServer {
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
+    fn target(&self) -> Target {
+        self.target.clone()
     }
 
     fn stop(self: Box<Self>) -> io::Result<()> {
@@ -181,14 +183,19 @@ impl ServerControl for CtServer {
 }
 
 /// Starts one current_thread runtime per CPU in `cpus` (one if empty), on
-/// threads named `tokio-ct-<n>`, each with its own listener on one shared
-/// loopback port. A fan-out server sends to `upstreams`.
+/// threads named `tokio-ct-<n>`, listening at `at`: each runtime with its
+/// own listener on one shared TCP port, or all on one Unix socket file
+/// (see `tokio_unix`). A fan-out server sends to `upstreams`.
 pub fn start_ct(
     service: Service,
+    at: &Target,
     cpus: &[usize],
     upstreams: &[SocketAddr],
 ) -> io::Result<Box<dyn ServerControl>> {
-    start_ct_at(LOOPBACK_ANY_PORT, service, cpus, upstreams)
+    match at {
+        Target::Tcp(addr) => start_ct_at(*addr, service, cpus, upstreams),
+        Target::Unix(path) => tokio_unix::start_ct(service, path, cpus),
+    }
 }
 
 /// [`start_ct`] on a chosen address (port 0: any free port, shared by all
@@ -201,76 +208,118 @@ pub fn start_ct_at(
 ) -> io::Result<Box<dyn ServerControl>> {
     let work = Work::of(service, upstreams)?;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let slots: Vec<Option<usize>> = if cpus.is_empty() {
-        vec![None]
-    } else {
-        cpus.iter().copied().map(Some).collect()
-    };
     let mut server = CtServer {
-        addr,
+        target: Target::Tcp(addr),
         stop: stop_tx,
         threads: Vec::new(),
     };
-    for (n, cpu) in slots.into_iter().enumerate() {
-        let (ready_tx, ready_rx) = mpsc::channel::<io::Result<SocketAddr>>();
-        let bind_to = server.addr;
-        let stop = stop_rx.clone();
-        let work = work.clone();
-        let t = std::thread::Builder::new()
-            .name(format!("tokio-ct-{n}"))
-            .spawn(move || {
-                if let Some(cpu) = cpu {
-                    sys::pin_current_thread(cpu);
-                }
-                let rt = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
-                };
-                rt.block_on(async move {
-                    let l = match listener(bind_to).and_then(|l| Ok((l.local_addr()?, l))) {
-                        Ok((addr, l)) => {
-                            let _ = ready_tx.send(Ok(addr));
-                            l
-                        }
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(e));
-                            return;
-                        }
-                    };
-                    accept_loop(l, work, stop).await;
-                });
-            })?;
-        server.threads.push(t);
-        let started = ready_rx
-            .recv()
-            .map_err(|_| io::Error::other("tokio-ct thread exited before binding"))
-            .and_then(|r| r);
+    // Port 0 for the first runtime; the port it got for the others.
+    let mut addr = addr;
+    for (n, cpu) in ct_slots(cpus).into_iter().enumerate() {
+        let (stop, work) = (stop_rx.clone(), work.clone());
+        let started = spawn_ct(n, cpu, move || {
+            let l = listener(addr)?;
+            Ok((l.local_addr()?, accept_loop(l, work, stop)))
+        });
         match started {
-            Ok(addr) => server.addr = addr,
+            Ok((thread, bound)) => {
+                server.threads.push(thread);
+                addr = bound;
+            }
             Err(e) => {
                 let _ = Box::new(server).stop();
                 return Err(e);
             }
         }
     }
+    server.target = Target::Tcp(addr);
     Ok(Box::new(server))
 }
 
-struct MtServer {
-    addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    rt: tokio::runtime::Runtime,
+/// The CPU of each tokio-ct runtime: one per CPU of `cpus`, or a single
+/// unpinned one if it is empty.
+pub(crate) fn ct_slots(cpus: &[usize]) -> Vec<Option<usize>> {
+    if cpus.is_empty() {
+        vec![None]
+    } else {
+        cpus.iter().copied().map(Some).collect()
+    }
+}
+
+/// Starts runtime `n` of a tokio-ct server: a current_thread runtime on a
+/// thread named `tokio-ct-<n>`, pinned to `cpu`. Inside it, `listen` makes
+/// the runtime's listener and returns what the caller wants to know of it
+/// with the accept loop, which the thread then runs until the stop.
+/// Returns once `listen` has returned, so a failed bind fails the start.
+///
+/// # Errors
+///
+/// A thread that could not be spawned, a runtime that could not be built,
+/// or `listen`'s error; the thread has ended by then.
+pub(crate) fn spawn_ct<T, L, F>(
+    n: usize,
+    cpu: Option<usize>,
+    listen: L,
+) -> io::Result<(JoinHandle<()>, T)>
+where
+    T: Send + 'static,
+    L: FnOnce() -> io::Result<(T, F)> + Send + 'static,
+    F: std::future::Future<Output = ()>,
+{
+    let (ready_tx, ready_rx) = mpsc::channel::<io::Result<T>>();
+    let thread = std::thread::Builder::new()
+        .name(format!("tokio-ct-{n}"))
+        .spawn(move || {
+            if let Some(cpu) = cpu {
+                sys::pin_current_thread(cpu);
+            }
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            // Inside `block_on`: listeners register with this runtime.
+            rt.block_on(async move {
+                match listen() {
+                    Ok((bound, accept_loop)) => {
+                        let _ = ready_tx.send(Ok(bound));
+                        accept_loop.await;
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            });
+        })?;
+    let started = ready_rx
+        .recv()
+        .map_err(|_| io::Error::other("tokio-ct thread exited before listening"))
+        .and_then(|r| r);
+    match started {
+        Ok(bound) => Ok((thread, bound)),
+        Err(e) => {
+            // It has sent its error, or died: nothing keeps it running.
+            let _ = thread.join();
+            Err(e)
+        }
+    }
+}
+
+/// A tokio-mt server: its runtime and the signal that stops its accept loop.
+pub(crate) struct MtServer {
+    pub(crate) target: Target,
+    pub(crate) stop: watch::Sender<bool>,
+    pub(crate) rt: tokio::runtime::Runtime,
 }
 
 impl ServerControl for MtServer {
-    fn local_addr(&self) -> SocketAddr {
-        self.addr
+    fn target(&self) -> Target {
+        self.target.clone()
     }
 
     fn stop(self: Box<Self>) -> io::Result<()> {
@@ -281,30 +330,42 @@ impl ServerControl for MtServer {
 }
 
 /// Starts tokio's multi-thread runtime with one worker per CPU in `cpus`
-/// (threads named `tokio-mt`, confined to `cpus`) and one listener. A
-/// fan-out server sends to `upstreams` (one connection pool per worker).
+/// (threads named `tokio-mt`, confined to `cpus`) and one listener at
+/// `at`, TCP or Unix. A fan-out server sends to `upstreams` (one
+/// connection pool per worker).
 pub fn start_mt(
     service: Service,
+    at: &Target,
     cpus: &[usize],
     upstreams: &[SocketAddr],
 ) -> io::Result<Box<dyn ServerControl>> {
+    let rt = mt_runtime(cpus)?;
+    let addr = match at {
+        Target::Tcp(addr) => *addr,
+        Target::Unix(path) => return tokio_unix::start_mt(rt, service, path),
+    };
     let work = Work::of(service, upstreams)?;
+    let l = rt.block_on(async { listener(addr) })?;
+    let addr = l.local_addr()?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    rt.spawn(accept_loop(l, work, stop_rx));
+    Ok(Box::new(MtServer {
+        target: Target::Tcp(addr),
+        stop: stop_tx,
+        rt,
+    }))
+}
+
+/// tokio's multi-thread runtime with one worker per CPU in `cpus`, its
+/// threads named `tokio-mt` and confined to `cpus`.
+fn mt_runtime(cpus: &[usize]) -> io::Result<tokio::runtime::Runtime> {
     let pin: Vec<usize> = cpus.to_vec();
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cpus.len().max(1))
         .thread_name("tokio-mt")
         .on_thread_start(move || {
             sys::pin_current_thread_to(&pin);
         })
         .enable_all()
-        .build()?;
-    let l = rt.block_on(async { listener(LOOPBACK_ANY_PORT) })?;
-    let addr = l.local_addr()?;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    rt.spawn(accept_loop(l, work, stop_rx));
-    Ok(Box::new(MtServer {
-        addr,
-        stop: stop_tx,
-        rt,
-    }))
+        .build()
 }

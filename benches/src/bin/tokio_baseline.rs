@@ -96,7 +96,7 @@ fn main() -> ExitCode {
     eprintln!(
         "tokio_baseline: {} on {} ({} current_thread runtime(s))",
         o.service.name(),
-        server.local_addr(),
+        server.target(),
         o.cores.len().max(1)
     );
     let mut sig = 0;

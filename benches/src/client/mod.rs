@@ -1,5 +1,6 @@
 //! The load generators: in-process clients for every workload, run on the
-//! client CPU against a server on the server CPU over 127.0.0.1.
+//! client CPU against a server on the server CPU over 127.0.0.1; the
+//! ping-pong and bulk echo clients (`echo`) also over a Unix socket file.
 //!
 //! What it measures: per iteration, operations and bytes inside a window the
 //! client marks after its connections are open and validated (one echo or
@@ -11,9 +12,10 @@
 //! network. Every loop stops by itself: at its deadline, at its operation
 //! cap, or with an error after `IO_TIMEOUT` of silence.
 
-use std::cell::Cell;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -22,8 +24,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::http;
 use crate::probe::{Load, Probe};
 
+mod echo;
 mod keepalive;
 mod open_loop;
+pub use echo::{bidirectional, chunk_roundtrip, concurrent_pingpong, pingpong};
 pub use keepalive::{
     check_fan_out, fan_out_concurrent, fan_out_single, http_concurrent, http_single,
 };
@@ -54,6 +58,21 @@ async fn connect_async(addr: SocketAddr) -> io::Result<tokio::net::TcpStream> {
     Ok(s)
 }
 
+/// A blocking connection to the socket file at `path`. Unix sockets have
+/// no Nagle to turn off; the timeouts are as over TCP.
+fn connect_unix(path: &Path) -> io::Result<UnixStream> {
+    let s = UnixStream::connect(path)?;
+    s.set_read_timeout(Some(IO_TIMEOUT))?;
+    s.set_write_timeout(Some(IO_TIMEOUT))?;
+    Ok(s)
+}
+
+async fn connect_unix_async(path: &Path) -> io::Result<tokio::net::UnixStream> {
+    tokio::time::timeout(IO_TIMEOUT, tokio::net::UnixStream::connect(path))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
+}
+
 /// Runs `f` on a fresh current_thread runtime on the calling thread, giving
 /// up after `limit`.
 pub fn block_on<F, T>(limit: Duration, f: F) -> io::Result<T>
@@ -78,187 +97,7 @@ fn payload(size: usize) -> Vec<u8> {
     (0..size).map(|i| (i % 251) as u8).collect()
 }
 
-// ---------------------------------------------------------------- echo ----
-
-/// Ping-pong of `size` bytes on one blocking connection. ops = round trips.
-pub fn pingpong(
-    addr: SocketAddr,
-    size: usize,
-    window: Duration,
-    probe: &mut Probe<'_>,
-) -> io::Result<Load> {
-    let mut s = connect(addr)?;
-    let out = payload(size);
-    let mut back = vec![0u8; size];
-    s.write_all(&out)?;
-    s.read_exact(&mut back)?;
-    if back != out {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "echo returned other bytes",
-        ));
-    }
-    probe.start();
-    let deadline = Instant::now() + window;
-    let mut ops = 0u64;
-    while ops < MAX_OPS {
-        s.write_all(&out)?;
-        s.read_exact(&mut back)?;
-        ops += 1;
-        if Instant::now() >= deadline {
-            break;
-        }
-    }
-    probe.stop();
-    Ok(Load {
-        ops,
-        bytes: ops * size as u64,
-        ..Load::default()
-    })
-}
-
-/// `conns` connections, each ping-ponging `size` bytes, multiplexed on one
-/// tokio current_thread runtime. ops = round trips over all connections.
-pub fn concurrent_pingpong(
-    addr: SocketAddr,
-    conns: usize,
-    size: usize,
-    window: Duration,
-    probe: &mut Probe<'_>,
-) -> io::Result<Load> {
-    block_on(window + IO_TIMEOUT * 2, async {
-        let mut streams = Vec::with_capacity(conns);
-        for _ in 0..conns {
-            let mut s = connect_async(addr).await?;
-            let mut b = vec![0u8; size];
-            s.write_all(&payload(size)).await?;
-            s.read_exact(&mut b).await?;
-            streams.push(s);
-        }
-        probe.start();
-        let deadline = Instant::now() + window;
-        let mut set = tokio::task::JoinSet::new();
-        for mut s in streams {
-            set.spawn(async move {
-                let out = payload(size);
-                let mut back = vec![0u8; size];
-                let mut ops = 0u64;
-                while ops < MAX_OPS {
-                    s.write_all(&out).await?;
-                    s.read_exact(&mut back).await?;
-                    ops += 1;
-                    if Instant::now() >= deadline {
-                        break;
-                    }
-                }
-                Ok::<u64, io::Error>(ops)
-            });
-        }
-        let mut ops = 0;
-        while let Some(r) = set.join_next().await {
-            ops += r.map_err(task_error)??;
-        }
-        probe.stop();
-        Ok(Load {
-            ops,
-            bytes: ops * size as u64,
-            ..Load::default()
-        })
-    })
-}
-
-/// Unidirectional throughput: the client writes a `chunk`, the server echoes
-/// it, the client reads it all back, then the next chunk (write and read
-/// overlap within a chunk, so large chunks cannot deadlock). ops = chunks,
-/// bytes = chunk bytes sent.
-pub fn chunk_roundtrip(
-    addr: SocketAddr,
-    chunk: usize,
-    window: Duration,
-    probe: &mut Probe<'_>,
-) -> io::Result<Load> {
-    block_on(window + IO_TIMEOUT * 2, async {
-        let mut s = connect_async(addr).await?;
-        let out = payload(chunk);
-        let mut back = vec![0u8; chunk];
-        let (mut r, mut w) = s.split();
-        let mut ops = 0u64;
-        probe.start();
-        let deadline = Instant::now() + window;
-        while ops < MAX_OPS && ops * (chunk as u64) < MAX_BYTES {
-            let (a, b) = tokio::join!(w.write_all(&out), r.read_exact(&mut back));
-            a?;
-            b?;
-            ops += 1;
-            if Instant::now() >= deadline {
-                break;
-            }
-        }
-        probe.stop();
-        Ok(Load {
-            ops,
-            bytes: ops * chunk as u64,
-            ..Load::default()
-        })
-    })
-}
-
-/// Bidirectional throughput on one connection: the client writes `chunk`s
-/// without waiting and reads the echo concurrently, until the deadline and
-/// then until every written byte came back. bytes = sent + received.
-pub fn bidirectional(
-    addr: SocketAddr,
-    chunk: usize,
-    window: Duration,
-    probe: &mut Probe<'_>,
-) -> io::Result<Load> {
-    block_on(window + IO_TIMEOUT * 2, async {
-        let mut s = connect_async(addr).await?;
-        let out = payload(chunk);
-        let mut back = vec![0u8; chunk.max(64 * 1024)];
-        let (mut r, mut w) = s.split();
-        let written = Cell::new(0u64);
-        let done = Cell::new(false);
-        let mut last_read = Instant::now();
-        probe.start();
-        let deadline = Instant::now() + window;
-        let writer = async {
-            let mut ops = 0u64;
-            while Instant::now() < deadline && written.get() < MAX_BYTES {
-                w.write_all(&out).await?;
-                written.set(written.get() + chunk as u64);
-                ops += 1;
-            }
-            done.set(true);
-            Ok::<u64, io::Error>(ops)
-        };
-        let reader = async {
-            let mut got = 0u64;
-            while !(done.get() && got >= written.get()) {
-                let n = tokio::time::timeout(IO_TIMEOUT, r.read(&mut back))
-                    .await
-                    .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "echo stalled"))??;
-                if n == 0 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "server closed",
-                    ));
-                }
-                got += n as u64;
-                last_read = Instant::now();
-            }
-            Ok::<u64, io::Error>(got)
-        };
-        let (ops, got) = tokio::join!(writer, reader);
-        let (ops, got) = (ops?, got?);
-        probe.stop_at(last_read);
-        Ok(Load {
-            ops,
-            bytes: written.get() + got,
-            ..Load::default()
-        })
-    })
-}
+// ----------------------------------------------------------- streaming ----
 
 /// Streaming echo on one connection: a writer thread writes `chunk`s as fast
 /// as it can while the calling thread reads the echo. bytes = bytes echoed

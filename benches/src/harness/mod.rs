@@ -3,7 +3,8 @@
 //! What it measures: for every workload, `warmup + iterations` rounds; in
 //! each round every executor runs one iteration in turn (A B C D A B C D …),
 //! so slow drifts of this noisy VM hit all executors alike. The servers of
-//! one service (echo or HTTP) are started once, one per executor, and stay
+//! one service (echo over TCP or a Unix socket, HTTP, fan-out) are started
+//! once, one per executor, and stay
 //! up for all workloads of that service; an idle server is parked and
 //! costs nothing measurable. What it does not: run executors concurrently
 //! against each other, or retry a failed iteration (a failure ends that
@@ -159,7 +160,7 @@ pub fn run(
                 for c in cells.iter_mut().filter(|c| c.failed.is_none()) {
                     let cpu = || c.server.cpu_seconds();
                     let mut probe = Probe::new(&cpu);
-                    let result = (job.run)(c.server.addr(), &mut probe)
+                    let result = (job.run)(&c.server.target(), &mut probe)
                         .and_then(|load| Ok((load, probe.window()?)));
                     match result {
                         Ok((load, window)) if round >= mode.warmup => {
@@ -379,9 +380,23 @@ mod tests {
                 "fan_out/fork_join/1",
                 "fan_out/fork_join/16",
                 "fan_out/concurrent_parents",
+                "local_socket_latency/pingpong/64B/1",
+                "local_socket_latency/pingpong/64B/16",
+                "local_socket_throughput/unidirectional/64KiB",
+                "local_socket_throughput/bidirectional/64KiB",
             ] {
                 assert!(ids.iter().any(|i| i == want), "missing {want}");
             }
+            let local = ids
+                .iter()
+                .filter(|i| i.starts_with("local_socket_"))
+                .count();
+            assert_eq!(local, if mode.quick { 4 } else { 12 }, "{ids:?}");
+            assert_eq!(
+                ids.iter()
+                    .any(|i| i == "local_socket_throughput/bidirectional/1MiB"),
+                !mode.quick
+            );
             assert_eq!(
                 ids.iter().any(|i| i == "http_server/connections/1000"),
                 mode.sweep
@@ -396,5 +411,17 @@ mod tests {
         assert_eq!(size_name(1024), "1KiB");
         assert_eq!(size_name(16 << 10), "16KiB");
         assert_eq!(size_name(1 << 20), "1MiB");
+    }
+
+    #[test]
+    fn unix_jobs_need_the_unix_server() {
+        for j in jobs(&Mode::full()) {
+            assert_eq!(
+                j.service == Service::UnixEcho,
+                j.category.starts_with("local_socket_"),
+                "{}",
+                j.id()
+            );
+        }
     }
 }

@@ -9,6 +9,7 @@ use crate::client;
 use crate::probe::{Load, Probe, Sample};
 use crate::server::Service;
 use crate::stats::Better;
+use crate::target::Target;
 
 /// Run lengths.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,10 +32,16 @@ pub struct Mode {
     pub sweep: bool,
     /// Widths of the `fan_out/fork_join` workloads.
     pub fan_out_widths: Vec<usize>,
+    /// Message sizes of `local_socket_latency`, bytes.
+    pub local_messages: Vec<usize>,
+    /// Chunk sizes of `local_socket_throughput`, bytes.
+    pub local_chunks: Vec<usize>,
 }
 
 impl Mode {
-    /// About 90 s on a 2-vCPU VM with four executors.
+    /// About 85 s on a 2-vCPU VM with four executors. The Unix-socket
+    /// categories run their middle sizes only: quick mode checks that every
+    /// kind of cell runs, and their TCP twins cover the extremes.
     pub fn quick() -> Mode {
         Mode {
             quick: true,
@@ -46,6 +53,8 @@ impl Mode {
             open_loop_conns: 16,
             sweep: false,
             fan_out_widths: vec![1, 4, 16],
+            local_messages: vec![64],
+            local_chunks: vec![64 << 10],
         }
     }
 
@@ -61,13 +70,21 @@ impl Mode {
             open_loop_conns: 32,
             sweep: true,
             fan_out_widths: vec![1, 4, 16, 64],
+            local_messages: vec![1, 64, 1 << 10],
+            local_chunks: vec![4 << 10, 64 << 10, 1 << 20],
         }
     }
 
     /// One line for the report.
     pub fn describe(&self) -> String {
+        let sizes = |v: &[usize]| {
+            v.iter()
+                .map(|&b| size_name(b))
+                .collect::<Vec<_>>()
+                .join("/")
+        };
         format!(
-            "{}: {} warm-up + {} measured rounds, {} ms per iteration, open loop {} ms at {} req/s over {} connections{}, fan-out widths {}",
+            "{}: {} warm-up + {} measured rounds, {} ms per iteration, open loop {} ms at {} req/s over {} connections{}, fan-out widths {}, Unix-socket messages {} and chunks {}",
             if self.quick { "quick" } else { "full" },
             self.warmup,
             self.iterations,
@@ -84,7 +101,9 @@ impl Mode {
                 .iter()
                 .map(|w| w.to_string())
                 .collect::<Vec<_>>()
-                .join("/")
+                .join("/"),
+            sizes(&self.local_messages),
+            sizes(&self.local_chunks)
         )
     }
 }
@@ -101,9 +120,15 @@ pub struct Metric {
     pub value: fn(&Sample) -> Option<f64>,
 }
 
-/// A client run: connects to the server at the address and marks its
+/// A client run: connects to the server at the target and marks its
 /// window on the probe.
-pub type RunFn = Box<dyn Fn(SocketAddr, &mut Probe<'_>) -> io::Result<Load>>;
+pub type RunFn = Box<dyn Fn(&Target, &mut Probe<'_>) -> io::Result<Load>>;
+
+/// A client that speaks TCP only, as a [`RunFn`]: against a server on a
+/// Unix socket it fails (a job given the wrong service), never measures.
+fn tcp(run: impl Fn(SocketAddr, &mut Probe<'_>) -> io::Result<Load> + 'static) -> RunFn {
+    Box::new(move |target, probe| run(target.tcp()?, probe))
+}
 
 /// One workload.
 pub struct Job {
@@ -230,12 +255,56 @@ pub fn jobs(mode: &Mode) -> Vec<Job> {
         Box::new(move |a, p| client::bidirectional(a, 64 << 10, w, p)),
         one("MB/s", Better::Higher, mb_per_s),
     );
+    // corosio's local_socket_* categories over a Unix socket file, with the
+    // clients of their TCP twins above: a cell and its twin differ by the
+    // transport alone. One pair runs socket_latency's blocking `pingpong`
+    // client (µs per round trip), 16 its `concurrent` one (round trips/s).
+    for &size in &mode.local_messages {
+        for pairs in LOCAL_PAIRS {
+            let (run, metrics): (RunFn, _) = if pairs == 1 {
+                (
+                    Box::new(move |t, p| client::pingpong(t, size, w, p)),
+                    one("us", Better::Lower, us_per_op),
+                )
+            } else {
+                (
+                    Box::new(move |t, p| client::concurrent_pingpong(t, pairs, size, w, p)),
+                    one("ops/s", Better::Higher, ops_per_s),
+                )
+            };
+            job(
+                "local_socket_latency",
+                format!("pingpong/{}/{pairs}", size_name(size)),
+                Service::UnixEcho,
+                run,
+                metrics,
+            );
+        }
+    }
+    for &chunk in &mode.local_chunks {
+        job(
+            "local_socket_throughput",
+            format!("unidirectional/{}", size_name(chunk)),
+            Service::UnixEcho,
+            Box::new(move |t, p| client::chunk_roundtrip(t, chunk, w, p)),
+            one("MB/s", Better::Higher, mb_per_s),
+        );
+    }
+    for &chunk in &mode.local_chunks {
+        job(
+            "local_socket_throughput",
+            format!("bidirectional/{}", size_name(chunk)),
+            Service::UnixEcho,
+            Box::new(move |t, p| client::bidirectional(t, chunk, w, p)),
+            one("MB/s", Better::Higher, mb_per_s),
+        );
+    }
     for chunk in [64usize, 512, 4 << 10, 16 << 10] {
         job(
             "streaming",
             size_name(chunk),
             Service::Echo,
-            Box::new(move |a, p| client::streaming(a, chunk, w, p)),
+            tcp(move |a, p| client::streaming(a, chunk, w, p)),
             one("MB/s", Better::Higher, mb_per_s),
         );
     }
@@ -243,7 +312,7 @@ pub fn jobs(mode: &Mode) -> Vec<Job> {
         "accept_churn",
         "sequential".to_string(),
         Service::Echo,
-        Box::new(move |a, p| client::churn_sequential(a, w, p)),
+        tcp(move |a, p| client::churn_sequential(a, w, p)),
         one("conn/s", Better::Higher, ops_per_s),
     );
     for burst in [10usize, 100] {
@@ -251,7 +320,7 @@ pub fn jobs(mode: &Mode) -> Vec<Job> {
             "accept_churn",
             format!("burst/{burst}"),
             Service::Echo,
-            Box::new(move |a, p| client::churn_burst(a, burst, w, p)),
+            tcp(move |a, p| client::churn_burst(a, burst, w, p)),
             one("conn/s", Better::Higher, ops_per_s),
         );
     }
@@ -259,7 +328,7 @@ pub fn jobs(mode: &Mode) -> Vec<Job> {
         "http_server",
         "single_conn".to_string(),
         Service::Http,
-        Box::new(move |a, p| client::http_single(a, w, p)),
+        tcp(move |a, p| client::http_single(a, w, p)),
         one("req/s", Better::Higher, ops_per_s),
     );
     for conns in [1usize, 4, 16, 32] {
@@ -267,7 +336,7 @@ pub fn jobs(mode: &Mode) -> Vec<Job> {
             "http_server",
             format!("concurrent/{conns}"),
             Service::Http,
-            Box::new(move |a, p| client::http_concurrent(a, conns, w, p)),
+            tcp(move |a, p| client::http_concurrent(a, conns, w, p)),
             one("req/s", Better::Higher, ops_per_s),
         );
     }
@@ -277,7 +346,7 @@ pub fn jobs(mode: &Mode) -> Vec<Job> {
                 "http_server",
                 format!("connections/{conns}"),
                 Service::Http,
-                Box::new(move |a, p| client::http_concurrent(a, conns, w, p)),
+                tcp(move |a, p| client::http_concurrent(a, conns, w, p)),
                 one("req/s", Better::Higher, ops_per_s),
             );
         }
@@ -288,7 +357,7 @@ pub fn jobs(mode: &Mode) -> Vec<Job> {
             category: "open_loop",
             workload: format!("http/{}k_rps", (rate / 1000.0).round()),
             service: Service::Http,
-            run: Box::new(move |a, p| client::open_loop(a, conns, rate, ow, p)),
+            run: tcp(move |a, p| client::open_loop(a, conns, rate, ow, p)),
             metrics: vec![
                 Metric {
                     suffix: "p50",
@@ -323,7 +392,7 @@ pub fn jobs(mode: &Mode) -> Vec<Job> {
             category: "fan_out",
             workload: format!("fork_join/{width}"),
             service: Service::FanOut { width },
-            run: Box::new(move |a, p| client::fan_out_single(a, width, w, p)),
+            run: tcp(move |a, p| client::fan_out_single(a, width, w, p)),
             metrics: one("req/s", Better::Higher, ops_per_s),
             target_rate: None,
         });
@@ -333,12 +402,16 @@ pub fn jobs(mode: &Mode) -> Vec<Job> {
         category: "fan_out",
         workload: "concurrent_parents".to_string(),
         service: Service::FanOut { width },
-        run: Box::new(move |a, p| client::fan_out_concurrent(a, parents, width, w, p)),
+        run: tcp(move |a, p| client::fan_out_concurrent(a, parents, width, w, p)),
         metrics: one("req/s", Better::Higher, ops_per_s),
         target_rate: None,
     });
     v
 }
+
+/// Concurrent connections of the `local_socket_latency` ping-pongs: one
+/// (corosio's `pingpong`) and 16 (the largest of its `concurrent` pairs).
+pub const LOCAL_PAIRS: [usize; 2] = [1, 16];
 
 /// `fan_out/concurrent_parents`: client connections, and the width of each
 /// of their fan-outs.
