@@ -9,13 +9,16 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use super::session::Session;
-use crate::buf::RecvBuf;
+use crate::buf::{IoBuf, RecvBuf};
 use crate::driver::current;
 use crate::net::{Stream, WriteAll};
 use crate::op;
 
 /// The next plaintext, decrypted into one of the core's pool buffers;
-/// `Ok(None)` at the peer's `close_notify`.
+/// `Ok(None)` at the peer's `close_notify`. Out of line: the plain read
+/// it branches from stays small enough to inline.
+#[cold]
+#[inline(never)]
 pub(crate) fn poll_read(
     stream: &Stream,
     session: &Session,
@@ -57,16 +60,37 @@ pub(crate) fn poll_read(
 /// An encrypted write: the records of some plaintext, sent whole. The
 /// caller's buffer waits beside it, unsent, to be handed back.
 pub(crate) struct TlsWrite<'a> {
-    records: Result<WriteAll<'a, Vec<u8>>, Option<io::Error>>,
+    records: Result<WriteAll<'a, Records>, Option<io::Error>>,
+}
+
+/// Encrypted records to send. A type of their own, so that sending them
+/// is an instance of `WriteAll` of its own, apart from the plain
+/// `Vec<u8>` writes a server makes on every request.
+pub(crate) struct Records(Vec<u8>);
+
+// SAFETY: as for `Vec<u8>`, whose heap bytes it owns: they stay at
+// `stable_ptr` while the value moves, and `bytes_init` of them are
+// initialised.
+unsafe impl IoBuf for Records {
+    fn stable_ptr(&self) -> *const u8 {
+        self.0.as_ptr()
+    }
+
+    fn bytes_init(&self) -> usize {
+        self.0.len()
+    }
 }
 
 impl<'a> TlsWrite<'a> {
-    /// Encrypts `chunks` now and starts sending the records.
-    pub(crate) fn new<'c>(
+    /// Encrypts `chunks` now and starts sending the records. Out of line,
+    /// as [`poll_read`].
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn boxed<'c>(
         stream: &'a Stream,
         session: &Session,
         chunks: impl Iterator<Item = &'c [u8]>,
-    ) -> TlsWrite<'a> {
+    ) -> Box<TlsWrite<'a>> {
         let mut out = Vec::new();
         let mut encrypted = Ok(());
         for chunk in chunks {
@@ -75,12 +99,12 @@ impl<'a> TlsWrite<'a> {
                 break;
             }
         }
-        TlsWrite {
+        Box::new(TlsWrite {
             records: match encrypted {
-                Ok(()) => Ok(stream.write_all_plain(out)),
+                Ok(()) => Ok(stream.write_all_plain(Records(out))),
                 Err(e) => Err(Some(e)),
             },
-        }
+        })
     }
 
     /// Record bytes the kernel has taken so far.
@@ -88,6 +112,8 @@ impl<'a> TlsWrite<'a> {
         self.records.as_ref().map_or(0, WriteAll::sent)
     }
 
+    #[cold]
+    #[inline(never)]
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.records {
             Ok(records) => Pin::new(records).poll(cx).map(|(res, _records)| res),
