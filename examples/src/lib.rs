@@ -38,6 +38,13 @@ pub struct CommonArgs {
     /// The Unix socket file's permission bits, in octal (e.g. 660)
     #[arg(long, value_name = "MODE", value_parser = octal_mode, requires = "unix")]
     pub unix_mode: Option<u32>,
+    /// Serve TLS on the TCP port with this certificate chain (PEM, leaf
+    /// first); needs --tls-key
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The private key of --tls-cert (PEM)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
     /// Address or name to bind, e.g. 0.0.0.0 for every IPv4 interface, ::1,
     /// localhost
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1", value_parser = resolve_host)]
@@ -295,6 +302,9 @@ where
     if let Some(mode) = common.unix_mode {
         builder = builder.unix_mode(mode);
     }
+    if let (Some(cert), Some(key)) = (&common.tls_cert, &common.tls_key) {
+        builder = builder.tls(percore::tls::server_config(cert, key)?);
+    }
     let factory = std::sync::Arc::new(factory);
     if let Some(unix) = &common.unix {
         let factory = factory.clone();
@@ -306,8 +316,13 @@ where
         Some(_) => format!(" and {}", handle.listeners()[1].addr),
         None => String::new(),
     };
+    let tls = if common.tls_cert.is_some() {
+        " with TLS"
+    } else {
+        ""
+    };
     tracing::info!(
-        "{name} listening on {}{unix} ({} backend, {})",
+        "{name} listening on {}{tls}{unix} ({} backend, {})",
         handle.local_addr(),
         handle.backend(),
         match handle.stats().len() {

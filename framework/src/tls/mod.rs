@@ -1,7 +1,7 @@
 //! TLS over any [`Stream`](crate::net::Stream), with rustls.
 //!
-//! A TLS connection is a `Stream` too: after [`Stream::accept_tls`] (a
-//! server) or [`Stream::connect_tls`] (a client) its reads lend decrypted
+//! A TLS connection is a `Stream` too: after [`Stream::accept_tls`](crate::net::Stream::accept_tls) (a
+//! server) or [`Stream::connect_tls`](crate::net::Stream::connect_tls) (a client) its reads lend decrypted
 //! bytes, its writes encrypt, and [`shutdown_write`](crate::net::Stream::shutdown_write)
 //! sends `close_notify` first. So a handler, the HTTP layer and the
 //! fan-out proxy serve TLS connections unchanged; a server does the
@@ -26,13 +26,13 @@
 //! struct Hello;
 //!
 //! impl Handler for Hello {
-//!     async fn serve(&self, conn: Connection) -> std::stdio::Result<()> {
+//!     async fn serve(&self, conn: Connection) -> std::io::Result<()> {
 //!         conn.write_all(b"hello over TLS\n".to_vec()).await.0?;
 //!         conn.shutdown_write()
 //!     }
 //! }
 //!
-//! fn main() -> std::stdio::Result<()> {
+//! fn main() -> std::io::Result<()> {
 //!     let tls = percore::tls::server_config("cert.pem".as_ref(), "key.pem".as_ref())?;
 //!     Server::builder()
 //!         .address("127.0.0.1:8443".parse().unwrap())

@@ -1,0 +1,79 @@
+//! `http_echo --tls-cert --tls-key` as an operator runs it, on both
+//! backends: curl over HTTPS (GET, POST, keep-alive), a wrong CA refused
+//! by curl, and a short wrk run over https with every answer a 200.
+
+use std::process::Command;
+use std::time::Duration;
+
+use percore_test_kit::*;
+
+const HTTP_ECHO: &str = env!("CARGO_BIN_EXE_http_echo");
+const HELLO: &str = r#"{"message":"Hello!"}"#;
+
+fn start(backend: &str, cert: &TestCert) -> ChildServer {
+    let mut cmd = Command::new(HTTP_ECHO);
+    cmd.args(["--port", "0", "--cores", "0", "--backend", backend])
+        .arg("--tls-cert")
+        .arg(&cert.cert)
+        .arg("--tls-key")
+        .arg(&cert.key)
+        .env("RUST_LOG", "info")
+        .env_remove("PERCORE_BACKEND")
+        .env_remove("PERCORE_FAULT");
+    let server = ChildServer::spawn(cmd, Duration::from_secs(60))
+        .unwrap_or_else(|f| panic!("http_echo did not start: {f:?}"));
+    assert!(
+        server.wait_for_log("with TLS", Duration::from_secs(60)),
+        "{}",
+        server.log()
+    );
+    server
+}
+
+fn stop(server: ChildServer) {
+    server.signal(libc::SIGTERM);
+    let (status, log) = server.wait(Duration::from_secs(60));
+    assert!(status.success(), "{status}: {log}");
+}
+
+backend_process_tests! {
+    /// curl with the test CA: GET and POST over one kept-alive
+    /// connection; with another CA it refuses the server.
+    fn curl_over_https(backend) {
+        let Some(cert) = TestCert::new(&format!("https-curl-{backend}")) else { return };
+        let server = start(backend, &cert);
+        let url = format!("https://localhost:{}", server.addr.port());
+        let resolve = format!("localhost:{}:127.0.0.1", server.addr.port());
+        let ca = cert.ca.display().to_string();
+        let Some(out) = curl(&["--resolve", &resolve, "--cacert", &ca, &format!("{url}/hello"), "--next", "--resolve", &resolve, "--cacert", &ca, "--data-binary", "over https", &format!("{url}/echo")]) else {
+            stop(server);
+            return;
+        };
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{HELLO}over https"));
+        let other = TestCert::new(&format!("https-other-{backend}")).expect("openssl ran once");
+        let out = curl(&["--resolve", &resolve, "--cacert", &other.ca.display().to_string(), &format!("{url}/hello")]).expect("curl ran once");
+        assert!(!out.status.success(), "curl trusted a server its CA did not sign");
+        stop(server);
+    }
+
+    /// wrk over https: every answer a 200, no socket error.
+    fn wrk_over_https(backend) {
+        let Some(cert) = TestCert::new(&format!("https-wrk-{backend}")) else { return };
+        let server = start(backend, &cert);
+        let url = format!("https://127.0.0.1:{}/", server.addr.port());
+        if let Some(out) = wrk(&["-t1", "-c8", "-d2s", &url]) {
+            let report = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{report}");
+            assert!(!report.contains("Non-2xx"), "{report}");
+            assert!(!report.contains("Socket errors"), "{report}");
+            let requests: u64 = report
+                .lines()
+                .find_map(|l| l.trim().split_once(" requests in "))
+                .and_then(|(n, _)| n.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no request count in {report}"));
+            assert!(requests > 0, "{report}");
+        }
+        stop(server);
+    }
+}
