@@ -190,6 +190,31 @@ backend_tests! {
         server.join().expect("join");
     }
 
+    /// Past the bound on handshakes in progress, a connection is closed at
+    /// once and counted; once the stalled handshake holding the only place
+    /// has timed out, clients are served again.
+    fn handshakes_in_progress_are_bounded(backend) {
+        let Some(cert) = TestCert::new(&format!("bound-{backend}")) else { return };
+        let server = tls_echo(backend, &cert, |b| {
+            b.tls_max_handshakes(1).tls_handshake_timeout(Duration::from_millis(500))
+        });
+        let addr = server.local_addr();
+        let mut staller = connect(addr);
+        wait_until(Duration::from_secs(60), "the staller accepted", || server.stats(), |s| sum(s, |c| c.accepted) == 1);
+        let mut turned_away = connect(addr);
+        let mut rest = Vec::new();
+        turned_away.read_to_end(&mut rest).expect("closed at once");
+        assert!(rest.is_empty());
+        staller.read_to_end(&mut rest).expect("closed at the handshake timeout");
+        let (back, _) = echo_through_percore_client(backend, addr, &cert.ca, b"served again");
+        assert_eq!(back, b"served again");
+        let stats = wait_until(Duration::from_secs(60), "every connection closed", || server.stats(), |s| sum(s, |c| c.active) == 0);
+        assert_eq!(sum(&stats, |c| c.tls_failures), 2);
+        assert_eq!(sum(&stats, |c| c.tls_handshakes), 1);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
     /// A peer that leaves without `close_notify` is an error to the
     /// reader (the data may be cut short), not a clean end.
     fn an_end_without_close_notify_is_an_error(backend) {

@@ -354,7 +354,7 @@ backend_tests! {
         server.join().expect("join");
         let joined = stop.elapsed();
         assert!(joined >= SLOW_FREE, "join returned before the locals were freed");
-        let lines = log_capture::lines_with(&["stopped", &format!("local_addr={addr}")]);
+        let lines = log_capture::lines_with(&["stopped", &format!("addr={addr}")]);
         assert_eq!(lines.len(), 1, "{lines:?}");
         let drained = drained_in(&lines[0]);
         // The locals are freed after the drain and before the join

@@ -67,6 +67,8 @@ pub(crate) type MakeSpawner = Arc<dyn Fn(&CoreContext, Option<TlsSetup>) -> Spaw
 pub(crate) struct TlsSetup {
     pub(crate) config: Arc<rustls::ServerConfig>,
     pub(crate) timeout: std::time::Duration,
+    /// Most handshakes in progress on one core.
+    pub(crate) max_handshakes: usize,
 }
 
 /// A listener to bind: where, the factory of its handlers, and its TLS

@@ -59,6 +59,7 @@ impl Server {
             unix_mode: None,
             tls: None,
             tls_handshake_timeout: Duration::from_secs(10),
+            tls_max_handshakes: 1024,
             cores: None,
             backend: Backend::Auto,
             max_connections: 10_000,
@@ -81,6 +82,7 @@ pub struct ServerBuilder {
     /// The TLS configuration of the handler of `start`'s listener.
     tls: Option<Arc<rustls::ServerConfig>>,
     tls_handshake_timeout: Duration,
+    tls_max_handshakes: usize,
     cores: Option<Vec<usize>>,
     backend: Backend,
     max_connections: usize,
@@ -192,6 +194,16 @@ impl ServerBuilder {
     /// in [`StatsSnapshot::tls_failures`](crate::StatsSnapshot::tls_failures).
     pub fn tls_handshake_timeout(mut self, timeout: Duration) -> Self {
         self.tls_handshake_timeout = timeout;
+        self
+    }
+
+    /// Most TLS handshakes in progress on one core (default 1,024, at
+    /// least 1): a connection past them is closed at once and counted in
+    /// [`StatsSnapshot::tls_failures`](crate::StatsSnapshot::tls_failures),
+    /// so that a flood of clients that open connections and stall in the
+    /// handshake cannot hold a core's memory and time.
+    pub fn tls_max_handshakes(mut self, max: usize) -> Self {
+        self.tls_max_handshakes = max.max(1);
         self
     }
 
@@ -344,7 +356,7 @@ impl ServerBuilder {
         main.tls = self.tls;
         let mut specs = vec![main];
         specs.extend(self.listeners);
-        let handshake_timeout = self.tls_handshake_timeout;
+        let handshake = (self.tls_handshake_timeout, self.tls_max_handshakes);
         let mut bound = Vec::with_capacity(specs.len());
         for spec in &specs {
             bound.push(listen::bind(&spec.addr, options)?);
@@ -356,7 +368,7 @@ impl ServerBuilder {
             .iter()
             .map(|_| cpus.iter().map(|_| Arc::default()).collect())
             .collect();
-        let mut per_core = core_listeners(bound, &specs, &counters, cpus.len(), handshake_timeout);
+        let mut per_core = core_listeners(bound, &specs, &counters, cpus.len(), handshake);
         fd_limit::fit_to_connections(cpus.len(), self.max_connections);
         let shutdown = Arc::new(Shutdown::new());
         let draining = Arc::new(CountDown::new(cpus.len()));
@@ -508,7 +520,7 @@ fn core_listeners(
     specs: &[ListenerSpec],
     counters: &[Vec<Arc<ListenerCounters>>],
     cores: usize,
-    handshake_timeout: Duration,
+    (handshake_timeout, max_handshakes): (Duration, usize),
 ) -> Vec<Vec<ListenerParts>> {
     let mut per_core: Vec<Vec<ListenerParts>> = (0..cores).map(|_| Vec::new()).collect();
     for ((b, spec), counters) in bound.into_iter().zip(specs).zip(counters) {
@@ -521,6 +533,7 @@ fn core_listeners(
                 tls: spec.tls.clone().map(|config| TlsSetup {
                     config,
                     timeout: handshake_timeout,
+                    max_handshakes,
                 }),
             });
         }

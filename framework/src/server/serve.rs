@@ -254,6 +254,32 @@ async fn accept_loop(listener: &CoreListener, tracker: &Rc<Tracker>, limits: Ser
 /// Least time between two "connection limit reached" warnings of a core.
 const LIMIT_WARNING_EVERY: Duration = Duration::from_secs(10);
 
+thread_local! {
+    /// TLS handshakes in progress on this core.
+    static HANDSHAKING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// One of this core's handshakes in progress, counted until dropped.
+struct Handshaking;
+
+impl Handshaking {
+    /// A place among at most `max` handshakes, if one is free.
+    fn enter(max: usize) -> Option<Handshaking> {
+        HANDSHAKING.with(|n| {
+            (n.get() < max).then(|| {
+                n.set(n.get() + 1);
+                Handshaking
+            })
+        })
+    }
+}
+
+impl Drop for Handshaking {
+    fn drop(&mut self) {
+        HANDSHAKING.with(|n| n.set(n.get().saturating_sub(1)));
+    }
+}
+
 /// Serves a TLS listener's connection on its own task: the handshake
 /// first (bounded by its timeout; a failure closes the connection, with a
 /// debug line and a count), then the handler, with the encrypted stream.
@@ -263,11 +289,21 @@ pub(crate) fn spawn_tls_connection<H: Handler>(
     guard: ConnGuard,
     tls: super::listen::TlsSetup,
 ) {
+    let Some(handshaking) = Handshaking::enter(tls.max_handshakes) else {
+        context::try_with_core(|core| core.shared.stats.tls_failures.add(1));
+        tracing::debug!(
+            max = tls.max_handshakes,
+            "too many TLS handshakes in progress on this core; closing"
+        );
+        return;
+    };
     let handler = handler.clone();
     drop(spawn_local(async move {
         let _guard = guard;
         let handshake = crate::time::timeout(tls.timeout, stream.accept_tls(tls.config));
-        let stream = match handshake.await {
+        let done = handshake.await;
+        drop(handshaking);
+        let stream = match done {
             Ok(Ok(stream)) => stream,
             failed => {
                 context::try_with_core(|core| core.shared.stats.tls_failures.add(1));

@@ -142,7 +142,7 @@ impl Default for EjectionConfig {
 /// use std::time::Duration;
 /// use percore_handlers::proxy::{Config, Policy};
 ///
-/// let mut config = Config::new(vec!["127.0.0.1:8080".parse().unwrap()]);
+/// let mut config = Config::new(vec!["127.0.0.1:8080".parse::<std::net::SocketAddr>().unwrap()]);
 /// config.width = 3;
 /// config.policy = "quorum:2".parse().unwrap();
 /// config.deadline = Duration::from_millis(300);

@@ -146,7 +146,7 @@
 //! use percore_handlers::http::HttpHandler;
 //! use percore_handlers::proxy::{Config, FanOut, Policy};
 //!
-//! let mut config = Config::new(vec!["127.0.0.1:8080".parse().unwrap()]);
+//! let mut config = Config::new(vec!["127.0.0.1:8080".parse::<std::net::SocketAddr>().unwrap()]);
 //! config.width = 4;
 //! config.policy = Policy::Quorum(2);
 //! config.validate().unwrap();

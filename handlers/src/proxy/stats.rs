@@ -142,7 +142,7 @@ impl fmt::Display for ProxyStats {
 /// use percore_handlers::http::HttpHandler;
 /// use percore_handlers::proxy::{Config, FanOut, ProxyStatsReader};
 ///
-/// let config = Config::new(vec!["127.0.0.1:8080".parse().unwrap()]);
+/// let config = Config::new(vec!["127.0.0.1:8080".parse::<std::net::SocketAddr>().unwrap()]);
 /// let readers: Arc<Mutex<Vec<ProxyStatsReader>>> = Arc::default();
 /// let registry = readers.clone();
 /// let server = percore::Server::builder()
