@@ -45,6 +45,10 @@ pub struct CommonArgs {
     /// The private key of --tls-cert (PEM)
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
+    /// Require a client certificate signed by an authority of this file
+    /// (PEM)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
     /// Address or name to bind, e.g. 0.0.0.0 for every IPv4 interface, ::1,
     /// localhost
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1", value_parser = resolve_host)]
@@ -303,7 +307,11 @@ where
         builder = builder.unix_mode(mode);
     }
     if let (Some(cert), Some(key)) = (&common.tls_cert, &common.tls_key) {
-        builder = builder.tls(percore::tls::server_config(cert, key)?);
+        let mut tls = percore::tls::ServerTls::new(cert, key);
+        if let Some(ca) = &common.tls_client_ca {
+            tls = tls.client_ca(ca);
+        }
+        builder = builder.tls(tls.build()?);
     }
     let factory = std::sync::Arc::new(factory);
     if let Some(unix) = &common.unix {

@@ -57,6 +57,33 @@ backend_process_tests! {
         stop(server);
     }
 
+    /// `--tls-client-ca`: curl with a client certificate of that CA is
+    /// served; without one it is refused.
+    fn client_certificates_over_https(backend) {
+        let Some(cert) = TestCert::new(&format!("https-mtls-{backend}")) else { return };
+        let mut cmd = Command::new(HTTP_ECHO);
+        cmd.args(["--port", "0", "--cores", "0", "--backend", backend])
+            .arg("--tls-cert").arg(&cert.cert)
+            .arg("--tls-key").arg(&cert.key)
+            .arg("--tls-client-ca").arg(&cert.ca)
+            .env("RUST_LOG", "info")
+            .env_remove("PERCORE_BACKEND")
+            .env_remove("PERCORE_FAULT");
+        let server = ChildServer::spawn(cmd, Duration::from_secs(60))
+            .unwrap_or_else(|f| panic!("http_echo did not start: {f:?}"));
+        let (client_cert, client_key) = cert.other("client.test");
+        let url = format!("https://localhost:{}/hello", server.addr.port());
+        let resolve = format!("localhost:{}:127.0.0.1", server.addr.port());
+        let ca = cert.ca.display().to_string();
+        if let Some(out) = curl(&["--resolve", &resolve, "--cacert", &ca, "--cert", &client_cert.display().to_string(), "--key", &client_key.display().to_string(), &url]) {
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(String::from_utf8_lossy(&out.stdout), HELLO);
+            let out = curl(&["--resolve", &resolve, "--cacert", &ca, &url]).expect("curl ran once");
+            assert!(!out.status.success(), "served without a client certificate");
+        }
+        stop(server);
+    }
+
     /// wrk over https: every answer a 200, no socket error.
     fn wrk_over_https(backend) {
         let Some(cert) = TestCert::new(&format!("https-wrk-{backend}")) else { return };

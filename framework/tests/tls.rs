@@ -146,6 +146,73 @@ backend_tests! {
         server.join().expect("join");
     }
 
+    /// With a client CA, a client without a certificate, or with one from
+    /// another CA, is refused; one the CA signed is served.
+    fn client_certificates(backend) {
+        let Some(cert) = TestCert::new(&format!("mtls-{backend}")) else { return };
+        let stranger = TestCert::new(&format!("mtls-stranger-{backend}")).expect("openssl ran once");
+        let config = tls::ServerTls::new(&cert.cert, &cert.key).client_ca(&cert.ca).build().expect("config");
+        let server = builder(backend).tls(config).start(|_core| PlainEcho).expect("start");
+        let addr = server.local_addr();
+        let (client_cert, client_key) = cert.other("client.test");
+        let (stranger_cert, stranger_key) = stranger.other("client.test");
+        let trusted = tls::client_config_with_cert(&cert.ca, &client_cert, &client_key).expect("client config");
+        let untrusted = tls::client_config_with_cert(&cert.ca, &stranger_cert, &stranger_key).expect("client config");
+        let anonymous = tls::client_config(&cert.ca).expect("client config");
+        let outcomes = percore::block_on(backend, async move {
+            let mut outcomes = Vec::new();
+            for config in [trusted, untrusted, anonymous] {
+                let outcome = async {
+                    let conn = Stream::connect(&Endpoint::Tcp(addr)).await?;
+                    let conn = conn.connect_tls(config, "localhost").await?;
+                    conn.write_all(b"who am I".to_vec()).await.0?;
+                    conn.shutdown_write()?;
+                    let mut back = Vec::new();
+                    while let Some(buf) = conn.read().await? {
+                        back.extend_from_slice(&buf);
+                    }
+                    Ok::<_, std::io::Error>(back)
+                };
+                outcomes.push(outcome.await);
+            }
+            outcomes
+        })
+        .expect("block_on");
+        assert_eq!(outcomes[0].as_deref().expect("the trusted client is served"), b"who am I");
+        assert!(outcomes[1].is_err(), "a client from another CA was served: {:?}", outcomes[1]);
+        assert!(outcomes[2].is_err(), "a client without a certificate was served: {:?}", outcomes[2]);
+        let stats = wait_until(Duration::from_secs(60), "the connections closed", || server.stats(), |s| sum(s, |c| c.active) == 0);
+        assert_eq!(sum(&stats, |c| c.tls_handshakes), 1);
+        assert_eq!(sum(&stats, |c| c.tls_failures), 2);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// The certificate follows the name the client asks for, the default
+    /// one any other name; a returning client resumes its session.
+    fn sni_and_resumption(backend) {
+        let Some(cert) = TestCert::new(&format!("sni-{backend}")) else { return };
+        let (other_cert, other_key) = cert.other("other.test");
+        let config = tls::ServerTls::new(&cert.cert, &cert.key).sni("other.test", &other_cert, &other_key).build().expect("config");
+        let server = builder(backend).tls(config).start(|_core| EchoOnce).expect("start");
+        let addr = server.local_addr();
+        let ca = cert.ca.display().to_string();
+        for (name, subject) in [("other.test", "other.test"), ("localhost", "localhost"), ("unknown.test", "localhost")] {
+            let (ok, out) = s_client(addr, &["-servername", name, "-CAfile", &ca], b"sni\n");
+            assert!(ok, "{name}: {out}");
+            let served = out.lines().find_map(|l| l.trim().strip_prefix("0 s:")).unwrap_or_default().replace(' ', "");
+            assert_eq!(served, format!("CN={subject}"), "{name}: {out}");
+        }
+        let session = cert.dir.join("session.pem").display().to_string();
+        let (ok, out) = s_client(addr, &["-servername", "localhost", "-CAfile", &ca, "-sess_out", &session], b"first\n");
+        assert!(ok && out.contains("New, TLSv1.3"), "{out}");
+        let (ok, out) = s_client(addr, &["-servername", "localhost", "-CAfile", &ca, "-sess_in", &session], b"again\n");
+        assert!(ok && out.contains("Reused, TLSv1.3"), "the session was not resumed: {out}");
+        assert!(out.contains("again"), "{out}");
+        server.shutdown();
+        server.join().expect("join");
+    }
+
     /// 200 clients that send random bytes instead of a ClientHello are
     /// closed and counted; a client in the middle of them is served.
     fn garbage_instead_of_a_handshake(backend) {

@@ -43,7 +43,10 @@
 
 mod handshake;
 pub(crate) mod io;
+mod server;
 pub(crate) mod session;
+
+pub use server::ServerTls;
 
 use std::io as stdio;
 use std::path::Path;
@@ -56,25 +59,15 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 /// A server configuration from PEM files: the certificate chain (leaf
 /// first) and its private key, TLS 1.2 and 1.3, ALPN `http/1.1`, and
 /// session tickets so that returning clients resume without a full
-/// handshake. Build a `rustls::ServerConfig` yourself for more (several
-/// certificates chosen by SNI, client certificates).
+/// handshake. [`ServerTls`] adds certificates chosen by SNI and client
+/// certificates.
 ///
 /// # Errors
 ///
 /// A file that cannot be read, holds no certificate or no key, or a key
 /// that does not match the certificate; the message names the file.
 pub fn server_config(cert_chain: &Path, key: &Path) -> stdio::Result<Arc<rustls::ServerConfig>> {
-    let certs = certificates(cert_chain)?;
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| invalid(format!("{}: no private key: {e}", key.display())))?;
-    let mut config = rustls::ServerConfig::builder()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| invalid(format!("{}: {e}", cert_chain.display())))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    config.ticketer = rustls::crypto::ring::Ticketer::new()
-        .map_err(|e| stdio::Error::other(format!("TLS session tickets: {e}")))?;
-    Ok(Arc::new(config))
+    ServerTls::new(cert_chain, key).build()
 }
 
 /// A client configuration that trusts the certificate authorities in
@@ -84,17 +77,47 @@ pub fn server_config(cert_chain: &Path, key: &Path) -> stdio::Result<Arc<rustls:
 ///
 /// A file that cannot be read or holds no usable certificate.
 pub fn client_config(ca_file: &Path) -> stdio::Result<Arc<rustls::ClientConfig>> {
+    let builder = rustls::ClientConfig::builder().with_root_certificates(roots(ca_file)?);
+    let mut config = builder.with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// [`client_config`] that also presents a client certificate (for a
+/// server that asks for one, see [`ServerTls::client_ca`]).
+///
+/// # Errors
+///
+/// As [`client_config`], and as [`server_config`] for the certificate and
+/// key.
+pub fn client_config_with_cert(
+    ca_file: &Path,
+    cert_chain: &Path,
+    key: &Path,
+) -> stdio::Result<Arc<rustls::ClientConfig>> {
+    let builder = rustls::ClientConfig::builder().with_root_certificates(roots(ca_file)?);
+    let mut config = builder
+        .with_client_auth_cert(certificates(cert_chain)?, private_key(key)?)
+        .map_err(|e| invalid(format!("{}: {e}", cert_chain.display())))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The authorities of a PEM file, as trust roots.
+fn roots(ca_file: &Path) -> stdio::Result<rustls::RootCertStore> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in certificates(ca_file)? {
         roots
             .add(cert)
             .map_err(|e| invalid(format!("{}: {e}", ca_file.display())))?;
     }
-    let mut config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    Ok(roots)
+}
+
+/// The private key of a PEM file.
+fn private_key(key: &Path) -> stdio::Result<PrivateKeyDer<'static>> {
+    PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| invalid(format!("{}: no private key: {e}", key.display())))
 }
 
 /// The certificates of a PEM file; at least one.
