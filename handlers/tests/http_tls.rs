@@ -21,7 +21,7 @@ fn https_echo(backend: Backend, cert: &TestCert, config: Config) -> ServerHandle
         .cores([server_cpu()])
         .backend(backend)
         .tls(tls)
-        .start(move |_core| HttpHandler::with_config(HttpEcho, config.clone()))
+        .start(move |_core| HttpHandler::with_config(HttpEcho, config))
         .expect("start");
     check_backend(&server, backend);
     server
