@@ -1,6 +1,7 @@
 //! `http_echo --tls-cert --tls-key` as an operator runs it, on both
 //! backends: curl over HTTPS (GET, POST, keep-alive), a wrong CA refused
-//! by curl, and a short wrk run over https with every answer a 200.
+//! by curl, a short wrk run over https with every answer a 200, and
+//! `fanout --upstream-ca` in front of it.
 
 use std::process::Command;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use percore_test_kit::*;
 
 const HTTP_ECHO: &str = env!("CARGO_BIN_EXE_http_echo");
+const FANOUT: &str = env!("CARGO_BIN_EXE_fanout");
 const HELLO: &str = r#"{"message":"Hello!"}"#;
 
 fn start(backend: &str, cert: &TestCert) -> ChildServer {
@@ -28,6 +30,15 @@ fn start(backend: &str, cert: &TestCert) -> ChildServer {
         server.log()
     );
     server
+}
+
+/// `GET /hello` on a new connection that closes after the answer.
+fn get_hello(addr: std::net::SocketAddr) -> Vec<u8> {
+    use std::io::Write;
+    let mut conn = connect(addr);
+    conn.write_all(b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    read_to_end(&mut conn).unwrap_or_else(|(_, e)| panic!("read: {e}"))
 }
 
 fn stop(server: ChildServer) {
@@ -102,5 +113,45 @@ backend_process_tests! {
             assert!(requests > 0, "{report}");
         }
         stop(server);
+    }
+
+    /// `fanout --upstream-ca` in front of the HTTPS echo: a plain request
+    /// to the proxy is answered through TLS; with `--upstream-server-name`
+    /// a name the certificate lacks, 502.
+    fn fanout_to_an_https_upstream(backend) {
+        let Some(cert) = TestCert::new(&format!("https-fanout-{backend}")) else { return };
+        let upstream = start(backend, &cert);
+        let up = upstream.addr.to_string();
+        let proxy = |extra: &[&str]| {
+            let mut cmd = Command::new(FANOUT);
+            cmd.args(["--port", "0", "--cores", "0", "--backend", backend, "--upstream", &up])
+                .arg("--upstream-ca")
+                .arg(&cert.ca)
+                .args(extra)
+                .env("RUST_LOG", "info")
+                .env_remove("PERCORE_BACKEND")
+                .env_remove("PERCORE_FAULT");
+            ChildServer::spawn(cmd, Duration::from_secs(60))
+                .unwrap_or_else(|f| panic!("fanout did not start: {f:?}"))
+        };
+        let px = proxy(&[]);
+        assert!(px.log().contains("over TLS"), "{}", px.log());
+        let answer = get_hello(px.addr);
+        let text = String::from_utf8_lossy(&answer);
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(text.contains(r#"{\"message\":\"Hello!\"}"#), "{text}");
+        stop(px);
+
+        let px = proxy(&["--upstream-server-name", "api.example"]);
+        let answer = get_hello(px.addr);
+        let text = String::from_utf8_lossy(&answer);
+        assert!(text.starts_with("HTTP/1.1 502"), "{text}");
+        assert!(
+            px.wait_for_log("the certificate is not for this server name", Duration::from_secs(60)),
+            "{}",
+            px.log()
+        );
+        stop(px);
+        stop(upstream);
     }
 }

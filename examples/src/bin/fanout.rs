@@ -6,7 +6,7 @@
 //!        [--policy all|first|quorum:K] [--timeout-ms 15000]
 //!        [--connect-timeout-ms 1000] [--max-pending 1024] [--eject-after 5]
 //!        [--eject-ms 30000] [--mirror HOST:PORT] [--mirror-max-pending 256]
-//!        [--max-response-body 1048576]
+//!        [--max-response-body 1048576] [--upstream-ca FILE [--upstream-server-name NAME]]
 //!        [--keepalive-requests 1000] [--port 8081] [--cores 0] [--backend auto] [--stats]
 //! ```
 
@@ -20,7 +20,7 @@ use percore_examples::{
     usage_error, CommonArgs, CoreReaders, HttpArgs,
 };
 use percore_handlers::http::{HttpHandler, HttpStatsReader};
-use percore_handlers::proxy::{Config, FanOut, Policy, ProxyStatsReader};
+use percore_handlers::proxy::{Config, FanOut, Policy, ProxyStatsReader, UpstreamTls};
 
 /// The default `--port`.
 const PORT: &str = "8081";
@@ -47,6 +47,14 @@ struct ProxyArgs {
     /// more; at least one)
     #[arg(long, value_name = "HOST:PORT", required = true, value_parser = upstream)]
     upstream: Vec<Endpoint>,
+    /// Speak HTTPS to the upstreams, trusting the certificate authorities
+    /// in FILE (PEM); each upstream's certificate is verified
+    #[arg(long, value_name = "FILE")]
+    upstream_ca: Option<std::path::PathBuf>,
+    /// The name every upstream's certificate must carry (and SNI)
+    /// [default: each upstream's IP address]
+    #[arg(long, value_name = "NAME", requires = "upstream_ca")]
+    upstream_server_name: Option<String>,
     /// Sub-requests per request, round-robin over the upstreams (at most
     /// 1024) [default: one per upstream]
     #[arg(long, value_name = "K", value_parser = positive::<usize>)]
@@ -74,7 +82,7 @@ struct ProxyArgs {
     eject_time: Duration,
     /// Also send a copy of each request to this shadow upstream; its
     /// answers are discarded, its failures counted and logged
-    #[arg(long, value_name = "HOST:PORT", value_parser = upstream)]
+    #[arg(long, value_name = "HOST:PORT", value_parser = mirror)]
     mirror: Option<Endpoint>,
     /// Mirrored copies waiting or in flight per core; more are dropped and
     /// counted
@@ -107,22 +115,38 @@ fn policy(value: &str) -> Result<Policy, String> {
         .map_err(|e: percore_handlers::proxy::ConfigError| e.to_string())
 }
 
-/// The address of `--upstream` or `--mirror`: HOST:PORT, resolved once,
-/// or `unix:PATH` for a Unix socket.
+/// `--upstream`'s address: see [`endpoint`].
 fn upstream(value: &str) -> Result<Endpoint, String> {
+    endpoint(value, " (and --upstream-ca FILE for HTTPS)")
+}
+
+/// `--mirror`'s address: see [`endpoint`].
+fn mirror(value: &str) -> Result<Endpoint, String> {
+    endpoint(value, " (the mirror speaks plain HTTP)")
+}
+
+/// The address of `--upstream` or `--mirror`: HOST:PORT, resolved once,
+/// or `unix:PATH` for a Unix socket. `https` ends the message for an
+/// `https://` URL.
+fn endpoint(value: &str, https: &str) -> Result<Endpoint, String> {
     if let Some(path) = value.strip_prefix("unix:") {
         if path.is_empty() {
             return Err("expected unix:PATH, e.g. unix:/run/app.sock".to_owned());
         }
         return Ok(Endpoint::Unix(path.parse().unwrap_or_else(|e| match e {})));
     }
-    // A URL is the likeliest mistake (the proxy speaks plain HTTP/1.1 to a
-    // host and port, and sends each request's own path): say so, rather
+    // A URL is the likeliest mistake (the proxy speaks HTTP/1.1 to a host
+    // and port, and sends each request's own path): say so, rather
     // than pass on the resolver's "failed to lookup address information".
-    if let Some((_, rest)) = value.split_once("://") {
+    if let Some((scheme, rest)) = value.split_once("://") {
         let authority = rest.split('/').next().unwrap_or(rest);
+        let https = if scheme.eq_ignore_ascii_case("https") {
+            https
+        } else {
+            ""
+        };
         return Err(format!(
-            "a URL scheme is not accepted; expected HOST:PORT, e.g. {authority}"
+            "a URL scheme is not accepted; expected HOST:PORT, e.g. {authority}{https}"
         ));
     }
     let port = value
@@ -144,6 +168,12 @@ fn upstream(value: &str) -> Result<Endpoint, String> {
 /// The proxy settings from the proxy's options, checked together.
 fn proxy_config(args: &ProxyArgs) -> Result<Config, String> {
     let mut config = Config::new(args.upstream.clone());
+    if let Some(ca) = &args.upstream_ca {
+        let tls = percore::tls::client_config(ca).map_err(|e| format!("--upstream-ca: {e}"))?;
+        let mut tls = UpstreamTls::new(tls);
+        tls.server_name.clone_from(&args.upstream_server_name);
+        config.upstream_tls = Some(tls);
+    }
     if let Some(width) = args.width {
         config.width = width;
     }
@@ -193,8 +223,15 @@ fn summary(config: &Config) -> String {
             config.ejection.max_time
         ),
     };
+    let tls = match &config.upstream_tls {
+        None => String::new(),
+        Some(tls) => match &tls.server_name {
+            Some(name) => format!(" over TLS as {name}"),
+            None => " over TLS".to_owned(),
+        },
+    };
     format!(
-        "fanout: {} ({}), width {}, policy {}, deadline {:?}, connect timeout {:?}, \
+        "fanout: {} ({}){tls}, width {}, policy {}, deadline {:?}, connect timeout {:?}, \
          max pending {}, {ejection}, mirror {}",
         count(upstreams.len(), "upstream"),
         upstreams.join(", "),
@@ -382,7 +419,20 @@ mod tests {
         );
         let e = parse(&[UP, "--mirror", "https://shadow:443"]).expect_err("a URL");
         assert!(
-            e.contains("'https://shadow:443' for '--mirror <HOST:PORT>': a URL scheme"),
+            e.contains("'https://shadow:443' for '--mirror <HOST:PORT>': a URL scheme")
+                && e.contains("e.g. shadow:443 (the mirror speaks plain HTTP)"),
+            "{e}"
+        );
+        let e = parse(&["--upstream", "https://127.0.0.1:8443"]).expect_err("a URL");
+        assert!(
+            e.contains("e.g. 127.0.0.1:8443 (and --upstream-ca FILE for HTTPS)"),
+            "{e}"
+        );
+        let e = parse(&[UP, "--upstream-server-name", "api"]).expect_err("no CA");
+        assert!(e.contains("--upstream-ca <FILE>"), "{e}");
+        let e = parse(&[UP, "--upstream-ca", "/nonexistent/ca.pem"]).expect_err("no file");
+        assert!(
+            e.contains("--upstream-ca: ") && e.contains("/nonexistent/ca.pem"),
             "{e}"
         );
         let c = parse(&["--upstream", "localhost:18410"]).expect("a host name");

@@ -140,7 +140,9 @@ impl Session {
     }
 }
 
-/// A rustls error as an I/O error.
+/// A rustls error as an I/O error that keeps it: a caller can tell a
+/// certificate that did not verify from garbage by downcasting
+/// ([`io::Error::get_ref`]) to `rustls::Error`.
 fn invalid(e: rustls::Error) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}"))
+    io::Error::new(io::ErrorKind::InvalidData, e)
 }

@@ -6,12 +6,13 @@
 use std::cell::Cell;
 use std::future::poll_fn;
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 use percore::net::Stream;
 use percore::time::now;
 
-use super::client::{Exchange, ExchangeError, Failure, IoFailure};
+use super::client::{tls_reason, Exchange, ExchangeError, Failure, IoFailure};
 use super::service::FanOut;
 use super::stats::bump;
 use super::upstream::Upstream;
@@ -217,13 +218,24 @@ impl FanOut {
         }
     }
 
+    /// A new connection to `upstream`, with its TLS handshake done when it
+    /// has TLS: both within the connect timeout.
     async fn connect(&self, upstream: &Upstream) -> Result<Stream, Failure> {
         bump(&self.stats.connects);
-        match percore::time::timeout(self.config.connect_timeout, Stream::connect(&upstream.addr))
-            .await
-        {
-            Ok(Ok(conn)) => Ok(conn),
-            Ok(Err(e)) => Err(Failure::Connect(IoFailure::from(&e))),
+        let connect = async {
+            let conn = Stream::connect(&upstream.addr)
+                .await
+                .map_err(|e| Failure::Connect(IoFailure::from(&e)))?;
+            match &upstream.tls {
+                None => Ok(conn),
+                Some((config, name)) => conn
+                    .connect_tls(Arc::clone(config), name)
+                    .await
+                    .map_err(|e| Failure::Tls(tls_reason(&e))),
+            }
+        };
+        match percore::time::timeout(self.config.connect_timeout, connect).await {
+            Ok(result) => result,
             Err(_) => Err(Failure::ConnectTimeout),
         }
     }

@@ -24,6 +24,8 @@ pub(crate) enum Failure {
     Connect(IoFailure),
     /// Connecting took longer than the connect timeout.
     ConnectTimeout,
+    /// The TLS handshake with the upstream failed, for this reason.
+    Tls(&'static str),
     /// Sending or receiving failed (reset, broken pipe).
     Io(IoFailure),
     /// The upstream closed before the first byte of a response.
@@ -51,12 +53,39 @@ impl fmt::Display for Failure {
         match self {
             Failure::Connect(e) => write!(f, "connect failed: {e}"),
             Failure::ConnectTimeout => f.write_str("connect timed out"),
+            Failure::Tls(why) => write!(f, "TLS handshake failed: {why}"),
             Failure::Io(e) => write!(f, "connection failed: {e}"),
             Failure::Closed => f.write_str("connection closed before a response"),
             Failure::Truncated => f.write_str("response truncated"),
             Failure::Bad(why) => write!(f, "bad response: {why}"),
             Failure::Deadline => f.write_str("no answer before the deadline"),
         }
+    }
+}
+
+/// Why a TLS handshake with an upstream failed, in words kept without
+/// allocating: a certificate an operator must fix apart from the rest.
+pub(crate) fn tls_reason(e: &io::Error) -> &'static str {
+    use percore::tls::rustls::{CertificateError as Cert, Error};
+    match e.get_ref().and_then(|inner| inner.downcast_ref::<Error>()) {
+        Some(Error::InvalidCertificate(cert)) => match cert {
+            Cert::NotValidForName | Cert::NotValidForNameContext { .. } => {
+                "the certificate is not for this server name"
+            }
+            // A CA of the same name but another key fails the signature.
+            Cert::UnknownIssuer | Cert::BadSignature => {
+                "the certificate is not signed by a trusted CA"
+            }
+            Cert::Expired | Cert::ExpiredContext { .. } => "the certificate has expired",
+            Cert::NotValidYet | Cert::NotValidYetContext { .. } => {
+                "the certificate is not valid yet"
+            }
+            _ => "the certificate was refused",
+        },
+        Some(Error::AlertReceived(_)) => "the upstream refused it (an alert)",
+        Some(_) => "the upstream's answer is not a handshake rustls accepts",
+        None if e.kind() == io::ErrorKind::UnexpectedEof => "the upstream closed midway",
+        None => "the connection failed midway",
     }
 }
 

@@ -1,8 +1,10 @@
 //! [`Config`] of the fan-out proxy and its join [`Policy`].
 
 use percore::net::Endpoint;
+use percore::tls::rustls;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// When a fanned-out request is answered.
@@ -155,6 +157,10 @@ pub struct Config {
     /// The upstream servers (TCP addresses or Unix sockets). Branches go
     /// to them round-robin.
     pub upstreams: Vec<Endpoint>,
+    /// TLS to the upstreams (`https://`), or none (plain HTTP, the
+    /// default). A connection that fails its handshake, or whose
+    /// certificate does not verify, is a failed connect (502).
+    pub upstream_tls: Option<UpstreamTls>,
     /// Sub-requests per request (K). Default: one per upstream.
     pub width: usize,
     /// When to answer. Default [`Policy::All`].
@@ -221,6 +227,7 @@ impl Config {
         Self {
             width: upstreams.len(),
             upstreams,
+            upstream_tls: None,
             policy: Policy::All,
             deadline: Duration::from_secs(15),
             connect_timeout: Duration::from_secs(1),
@@ -239,7 +246,8 @@ impl Config {
     ///
     /// # Errors
     ///
-    /// No upstream, a width of 0 or above [`Config::MAX_WIDTH`], a quorum
+    /// No upstream, [`upstream_tls`](Self::upstream_tls) to a Unix socket
+    /// without a server name, a width of 0 or above [`Config::MAX_WIDTH`], a quorum
     /// of 0 or above the width, a zero
     /// deadline or connect timeout, a `max_pending` (or, with a mirror,
     /// `mirror_max_pending`) of 0, an ejection
@@ -250,6 +258,12 @@ impl Config {
         let text = |why| Err(ConfigError(Problem::Text(why)));
         if self.upstreams.is_empty() {
             return text("at least one upstream is needed");
+        }
+        let unix = |e: &Endpoint| matches!(e, Endpoint::Unix(_));
+        if let Some(tls) = &self.upstream_tls {
+            if tls.server_name.is_none() && self.upstreams.iter().any(unix) {
+                return text("TLS to a Unix socket upstream needs a server name");
+            }
         }
         if self.width == 0 {
             return text("width must be at least 1");
@@ -294,6 +308,56 @@ impl Config {
         Ok(())
     }
 }
+
+/// TLS to the fan-out's upstreams: the client configuration (trust
+/// roots, ALPN, a client certificate) and the name each upstream's
+/// certificate must carry.
+///
+/// ```no_run
+/// use percore_handlers::proxy::{Config, UpstreamTls};
+///
+/// let tls = percore::tls::client_config("ca.pem".as_ref()).unwrap();
+/// let mut config = Config::new(["127.0.0.1:8443".parse::<std::net::SocketAddr>().unwrap()]);
+/// config.upstream_tls = Some(UpstreamTls::new(tls).server_name("api.internal"));
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct UpstreamTls {
+    /// What the handshake trusts and offers; [`percore::tls::client_config`]
+    /// makes one from a CA file, with verification on.
+    pub config: Arc<rustls::ClientConfig>,
+    /// The name sent in SNI and checked against every upstream's
+    /// certificate. `None` (the default): each upstream's IP address, which
+    /// its certificate must then list; a Unix socket upstream needs a name.
+    pub server_name: Option<String>,
+}
+
+impl UpstreamTls {
+    /// TLS with `config`, each upstream checked against its IP address.
+    pub fn new(config: Arc<rustls::ClientConfig>) -> Self {
+        Self {
+            config,
+            server_name: None,
+        }
+    }
+
+    /// Checks every upstream's certificate against `name` instead.
+    #[must_use]
+    pub fn server_name(mut self, name: impl Into<String>) -> Self {
+        self.server_name = Some(name.into());
+        self
+    }
+}
+
+/// The same configuration object and name: a `ClientConfig` cannot be
+/// compared, so two are equal only when they are one.
+impl PartialEq for UpstreamTls {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.config, &other.config) && self.server_name == other.server_name
+    }
+}
+
+impl Eq for UpstreamTls {}
 
 /// `percore-` and 16 hex digits that differ between calls and between
 /// processes. std's `RandomState` is seeded from the OS once per thread and

@@ -78,7 +78,7 @@ pub(crate) struct MirrorSettings {
 impl Mirror {
     pub(crate) fn new(s: MirrorSettings, log: Rc<FailureLog>, stats: Arc<Counters>) -> Self {
         Self {
-            upstream: Upstream::new(s.addr, s.pool),
+            upstream: Upstream::new(s.addr, s.pool, None),
             queue: RefCell::new(VecDeque::with_capacity(s.max_pending)),
             idle: RefCell::new(Vec::with_capacity(WORKERS)),
             workers: Cell::new(0),

@@ -19,7 +19,8 @@
 //! 2. It starts K branches ([`Config::width`]), spread round-robin over the
 //!    upstreams, each a future that takes a keep-alive connection from the
 //!    core's pool for its upstream (`upstream.rs`), or connects under
-//!    [`Config::connect_timeout`], and runs one exchange (`client.rs`).
+//!    [`Config::connect_timeout`] (with a TLS handshake inside it when
+//!    [`Config::upstream_tls`] is set), and runs one exchange (`client.rs`).
 //! 3. The branches run concurrently inside the request's own task, joined
 //!    by a small hand-written join (`join.rs`) under the [`Policy`] and the
 //!    request's [`Config::deadline`]. When the policy is met, or can no
@@ -172,7 +173,7 @@ mod upstream;
 mod via;
 mod warn;
 
-pub use config::{Config, ConfigError, EjectionConfig, Policy, PoolConfig};
+pub use config::{Config, ConfigError, EjectionConfig, Policy, PoolConfig, UpstreamTls};
 pub use service::FanOut;
 pub use stats::{ProxyStats, ProxyStatsReader};
 

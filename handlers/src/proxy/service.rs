@@ -77,7 +77,7 @@ impl FanOut {
         let upstreams = config
             .upstreams
             .iter()
-            .map(|addr| Upstream::new(addr.clone(), config.pool))
+            .map(|addr| Upstream::new(addr.clone(), config.pool, config.upstream_tls.as_ref()))
             .collect();
         let limits = ResponseLimits {
             max_head: config.max_response_head,

@@ -19,12 +19,14 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use percore::net::{Endpoint, Stream};
+use percore::tls::rustls;
 
-use super::{EjectionConfig, PoolConfig};
+use super::{EjectionConfig, PoolConfig, UpstreamTls};
 use percore_proxy_core::combine::entry_prefix;
 
 /// An upstream server and this core's idle connections to it.
@@ -41,11 +43,21 @@ pub(crate) struct Upstream {
     /// Shared with the drain, which puts connections back in it.
     pub(crate) pool: Rc<Pool>,
     pub(crate) health: Health,
+    /// The client side of TLS and the name checked, for `https://`.
+    pub(crate) tls: Option<(Arc<rustls::ClientConfig>, String)>,
 }
 
 impl Upstream {
-    pub(crate) fn new(addr: Endpoint, config: PoolConfig) -> Self {
+    pub(crate) fn new(addr: Endpoint, config: PoolConfig, tls: Option<&UpstreamTls>) -> Self {
         let name = addr.to_string();
+        // `validate` refuses TLS to a Unix socket without a name.
+        let tls = tls.map(|tls| {
+            let server_name = tls.server_name.clone().unwrap_or_else(|| match &addr {
+                Endpoint::Tcp(sa) => sa.ip().to_string(),
+                Endpoint::Unix(_) => "localhost".to_owned(),
+            });
+            (Arc::clone(&tls.config), server_name)
+        });
         // Without the zone of a scoped IPv6 address (`%2`): it means
         // something only here (RFC 6874 §4), and a `Host` holding it is
         // not `uri-host [":" port]`, so an upstream that checks refuses it.
@@ -66,6 +78,7 @@ impl Upstream {
             host_line,
             pool: Rc::new(Pool::new(config)),
             health: Health::default(),
+            tls,
         }
     }
 }
@@ -317,12 +330,12 @@ mod tests {
     #[test]
     fn the_host_line_leaves_out_an_ipv6_zone() {
         let scoped: SocketAddr = "[fe80::1%2]:8080".parse().expect("address");
-        let upstream = Upstream::new(scoped.into(), PoolConfig::default());
+        let upstream = Upstream::new(scoped.into(), PoolConfig::default(), None);
         assert_eq!(upstream.host_line, b"Host: [fe80::1]:8080\r\n");
         assert_eq!(upstream.name, "[fe80::1%2]:8080");
         let plain: SocketAddr = "[::1]:80".parse().expect("address");
         assert_eq!(
-            Upstream::new(plain.into(), PoolConfig::default()).host_line,
+            Upstream::new(plain.into(), PoolConfig::default(), None).host_line,
             b"Host: [::1]:80\r\n"
         );
     }

@@ -494,3 +494,25 @@ fn failures_name_the_os_reason() {
     let text = Failure::Io(IoFailure::from(&custom)).to_string();
     assert_eq!(text, "connection failed: other error");
 }
+
+/// TLS to a Unix socket needs a name to check: it has no address.
+#[test]
+fn tls_to_a_unix_socket_needs_a_server_name() {
+    use percore::tls::rustls;
+    let roots = rustls::RootCertStore::empty();
+    let tls = std::sync::Arc::new(
+        rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    );
+    let mut c = Config::new([percore::net::Endpoint::Unix(
+        "/run/app.sock".parse().expect("path"),
+    )]);
+    c.upstream_tls = Some(super::UpstreamTls::new(tls.clone()));
+    assert_eq!(
+        c.validate().map_err(|e| e.to_string()),
+        Err("TLS to a Unix socket upstream needs a server name".to_owned())
+    );
+    c.upstream_tls = Some(super::UpstreamTls::new(tls).server_name("app.internal"));
+    assert!(c.validate().is_ok());
+}
