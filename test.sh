@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, as CI does. As root it first installs
-# what the tests use (curl, nginx, wrk, strace, iproute2, openssl), and a test that
+# what the tests use (curl, nginx, wrk, strace, iproute2, openssl, python3), and a test that
 # finds one of those missing then fails instead of skipping; as another
 # user it says what is missing, and those tests skip with the reason.
 #
@@ -10,10 +10,10 @@ cd "$(dirname "$0")"
 # shellcheck source=.ci/tools.sh
 . .ci/tools.sh
 
-tools=(curl nginx:nginx wrk strace ip:iproute2 openssl)
+tools=(curl nginx:nginx wrk strace ip:iproute2 openssl python3)
 if [ "$(id -u)" -eq 0 ]; then
     need_tools "${tools[@]}"
-    export PERCORE_TEST_TOOLS=curl,nginx,wrk,openssl
+    export PERCORE_TEST_TOOLS=curl,nginx,wrk,openssl,python3
 else
     for spec in "${tools[@]}"; do
         command -v "${spec%%:*}" >/dev/null 2>&1 ||

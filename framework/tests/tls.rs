@@ -1,5 +1,6 @@
 //! TLS on both backends: an echo over TLS with a percore client, real
-//! clients (`openssl s_client`: protocol versions, ALPN, SNI), clients
+//! clients (`openssl s_client`: protocol versions, ALPN, SNI; Python's
+//! `ssl`), clients
 //! that send garbage instead of a handshake or stall in it, and a peer
 //! that leaves without `close_notify`.
 
@@ -68,6 +69,17 @@ fn echo_through_percore_client(
     .expect("block_on")
 }
 
+/// A blocking rustls client connected to `localhost` at `addr`.
+fn blocking_tls_client(
+    addr: std::net::SocketAddr,
+    ca: &std::path::Path,
+) -> tls::rustls::StreamOwned<tls::rustls::ClientConnection, std::net::TcpStream> {
+    let config = tls::client_config(ca).expect("client config");
+    let name = tls::rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    let conn = tls::rustls::ClientConnection::new(config, name).expect("client");
+    tls::rustls::StreamOwned::new(conn, connect(addr))
+}
+
 /// Runs `openssl s_client` against `addr` with `args`, sending `input`;
 /// returns its exit status success and its output.
 fn s_client(addr: std::net::SocketAddr, args: &[&str], input: &[u8]) -> (bool, String) {
@@ -103,7 +115,65 @@ fn s_client(addr: std::net::SocketAddr, args: &[&str], input: &[u8]) -> (bool, S
     (status.success(), out + &err)
 }
 
+/// Python's `ssl` module as a client: an echo over TLS 1.3 and 1.2 with
+/// ALPN, then a server name the certificate lacks, which Python refuses.
+const PYTHON_CLIENT: &str = r#"
+import socket, ssl, sys
+port, ca = int(sys.argv[1]), sys.argv[2]
+for version, name in ((ssl.TLSVersion.TLSv1_3, "localhost"),
+                      (ssl.TLSVersion.TLSv1_2, "localhost"),
+                      (ssl.TLSVersion.TLSv1_3, "wrong.example")):
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.minimum_version = ctx.maximum_version = version
+    ctx.set_alpn_protocols(["http/1.1"])
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as raw:
+        try:
+            s = ctx.wrap_socket(raw, server_hostname=name)
+        except ssl.SSLCertVerificationError:
+            print("refused", name)
+            continue
+        msg = b"hello from python"
+        s.sendall(msg)
+        back = b""
+        while len(back) < len(msg):
+            chunk = s.recv(len(msg) - len(back))
+            if not chunk:
+                break
+            back += chunk
+        print(s.version(), s.selected_alpn_protocol(), back.decode())
+        s.unwrap()
+        raw.close()
+"#;
+
 backend_tests! {
+    /// Python's `ssl` client: echoes over TLS 1.3 and 1.2 with ALPN; a
+    /// name the certificate lacks is refused by the client, and counted
+    /// as a failed handshake by the server.
+    fn python_ssl_client(backend) {
+        let Some(cert) = TestCert::new(&format!("python-{backend}")) else { return };
+        let server = tls_echo(backend, &cert, |b| b);
+        let port = server.local_addr().port().to_string();
+        let Some(out) = python3(PYTHON_CLIENT, &[&port, &cert.ca.display().to_string()]) else {
+            return;
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            text.lines().collect::<Vec<_>>(),
+            [
+                "TLSv1.3 http/1.1 hello from python",
+                "TLSv1.2 http/1.1 hello from python",
+                "refused wrong.example",
+            ]
+        );
+        let stats = wait_until(Duration::from_secs(60), "the connections closed", || server.stats(), |s| {
+            sum(s, |c| c.active) == 0 && sum(s, |c| c.tls_failures) == 1
+        });
+        assert_eq!(sum(&stats, |c| c.tls_handshakes), 2);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
     /// A percore client echoes through a percore TLS server: every byte
     /// back, ALPN `http/1.1`, one handshake counted.
     fn echo_over_tls(backend) {
@@ -213,29 +283,40 @@ backend_tests! {
         server.join().expect("join");
     }
 
-    /// 200 clients that send random bytes instead of a ClientHello are
-    /// closed and counted; a client in the middle of them is served.
+    /// 1,000 clients that send random bytes instead of a ClientHello are
+    /// closed and counted, while a TLS client connected before them keeps
+    /// its echo going between every hundred, and a new client in the
+    /// middle of them is served.
     fn garbage_instead_of_a_handshake(backend) {
         let Some(cert) = TestCert::new(&format!("garbage-{backend}")) else { return };
         let server = tls_echo(backend, &cert, |b| b);
         let addr = server.local_addr();
+        let mut kept = blocking_tls_client(addr, &cert.ca);
         let mut rng = Rng::new(99);
-        for i in 0..200 {
+        for i in 0..1000 {
             let mut sock = connect(addr);
             let junk: Vec<u8> = (0..rng.between(1, 4096)).map(|_| rng.between(0, 255) as u8).collect();
             let _ = sock.write_all(&junk);
             let mut rest = Vec::new();
             // The server answers with an alert or nothing, then closes.
             let _ = sock.read_to_end(&mut rest);
-            if i == 100 {
+            if i % 100 == 0 {
+                let msg = format!("after {i} garbage clients");
+                kept.write_all(msg.as_bytes()).expect("write");
+                let mut back = vec![0; msg.len()];
+                kept.read_exact(&mut back).expect("the kept client's echo");
+                assert_eq!(back, msg.as_bytes());
+            }
+            if i == 500 {
                 let (back, _) = echo_through_percore_client(backend, addr, &cert.ca, b"still served");
                 assert_eq!(back, b"still served");
             }
         }
+        drop(kept);
         let stats = wait_until(Duration::from_secs(60), "every connection closed", || server.stats(), |s| {
-            sum(s, |c| c.active) == 0 && sum(s, |c| c.tls_failures) == 200
+            sum(s, |c| c.active) == 0 && sum(s, |c| c.tls_failures) == 1000
         });
-        assert_eq!(sum(&stats, |c| c.tls_handshakes), 1);
+        assert_eq!(sum(&stats, |c| c.tls_handshakes), 2);
         assert_eq!(sum(&stats, |c| c.panics), 0);
         server.shutdown();
         server.join().expect("join");

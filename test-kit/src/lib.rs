@@ -67,7 +67,7 @@ pub use rng::{pattern, random_pool, Rng};
 pub use server::{builder, check_backend, idle_in_flight, server_cpu, sum, PlainEcho};
 pub use streams::{within_polls, Progress, Streams};
 pub use target::{ClientSock, Target};
-pub use tools::{curl, wrk};
+pub use tools::{curl, python3, wrk};
 
 /// Writes each test once and stamps it out per backend, into modules
 /// `uring` and `epoll`. Each stamped test holds [`serial`], and skips

@@ -1,4 +1,4 @@
-//! Third-party command-line clients the tests run (curl, wrk): each skips
+//! Third-party command-line clients the tests run (curl, wrk, python3): each skips
 //! (printing why) when the tool is missing, unless the test script
 //! promised it in `PERCORE_TEST_TOOLS`, where missing is a failure.
 
@@ -18,6 +18,15 @@ pub fn curl(args: &[&str]) -> Option<Output> {
 /// Runs wrk with `args`; `None` (after printing why) if wrk is missing.
 pub fn wrk(args: &[&str]) -> Option<Output> {
     run("wrk", Command::new("wrk").args(args))
+}
+
+/// Runs `python3 -c script args...`; `None` (after printing why) if
+/// python3 is missing.
+pub fn python3(script: &str, args: &[&str]) -> Option<Output> {
+    run(
+        "python3",
+        Command::new("python3").arg("-c").arg(script).args(args),
+    )
 }
 
 fn run(tool: &str, cmd: &mut Command) -> Option<Output> {
