@@ -1,8 +1,7 @@
 //! TLS on both backends: an echo over TLS with a percore client, real
 //! clients (`openssl s_client`: protocol versions, ALPN, SNI; Python's
-//! `ssl`), clients
-//! that send garbage instead of a handshake or stall in it, and a peer
-//! that leaves without `close_notify`.
+//! `ssl`), clients that send garbage instead of a handshake or stall in
+//! it, and a peer that leaves without `close_notify`.
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
