@@ -2,6 +2,7 @@
 //! futures do instead of their plain operation when the stream has a
 //! session.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::os::fd::AsFd;
@@ -91,7 +92,7 @@ impl<'a> TlsWrite<'a> {
         session: &Session,
         chunks: impl Iterator<Item = &'c [u8]>,
     ) -> Box<TlsWrite<'a>> {
-        let mut out = Vec::new();
+        let mut out = spare_records();
         let mut encrypted = Ok(());
         for chunk in chunks {
             encrypted = session.encrypt(chunk, &mut out);
@@ -116,12 +117,52 @@ impl<'a> TlsWrite<'a> {
     #[inline(never)]
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.records {
-            Ok(records) => Pin::new(records).poll(cx).map(|(res, _records)| res),
+            Ok(records) => Pin::new(records).poll(cx).map(|(res, records)| {
+                keep_spare(records.0);
+                res
+            }),
             Err(e) => Poll::Ready(Err(e
                 .take()
                 .unwrap_or_else(|| io::Error::other("TLS write polled after completion")))),
         }
     }
+}
+
+thread_local! {
+    /// Record buffers of finished writes, kept for the next writes on this
+    /// core: a kept-alive connection then encrypts each answer into one
+    /// without an allocation. A few, and small, so an idle core holds
+    /// little.
+    static SPARE_RECORDS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// How many record buffers a core keeps, and the largest it keeps: a
+/// bulk write's buffer is freed rather than held.
+const SPARE_BUFFERS: usize = 16;
+const SPARE_CAPACITY: usize = 64 * 1024;
+
+/// An empty buffer for records, kept from an earlier write if there is one.
+fn spare_records() -> Vec<u8> {
+    SPARE_RECORDS
+        .try_with(|spare| spare.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// Keeps a finished write's buffer for [`spare_records`], if there is room.
+fn keep_spare(mut records: Vec<u8>) {
+    if records.capacity() == 0 || records.capacity() > SPARE_CAPACITY {
+        return;
+    }
+    records.clear();
+    // A thread that is ending frees it instead.
+    let _ = SPARE_RECORDS.try_with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if spare.len() < SPARE_BUFFERS {
+            spare.push(records);
+        }
+    });
 }
 
 /// Sends `close_notify` ahead of the write side's shutdown, as far as the
