@@ -101,6 +101,7 @@ pub(crate) struct CoreStats {
     pub(crate) closed_unserved: Counter,
     pub(crate) tls_handshakes: Counter,
     pub(crate) tls_failures: Counter,
+    pub(crate) tls_handshake_ns: Counter,
     pub(crate) submissions: Counter,
     pub(crate) enters: Counter,
     pub(crate) batched_waits: Counter,
@@ -138,6 +139,7 @@ impl CoreStats {
             closed_unserved: self.closed_unserved.get(),
             tls_handshakes: self.tls_handshakes.get(),
             tls_failures: self.tls_failures.get(),
+            tls_handshake_time: std::time::Duration::from_nanos(self.tls_handshake_ns.get()),
             submissions: self.submissions.get(),
             enters: self.enters.get(),
             batched_waits: self.batched_waits.get(),
@@ -202,6 +204,11 @@ pub struct StatsSnapshot {
     /// certificate, the client left) or timed out; each closed its
     /// connection, with a debug log line saying why.
     pub tls_failures: u64,
+    /// Time the core spent in TLS handshakes' cryptography (rustls's work
+    /// on each handshake's messages, server and client side, failed ones
+    /// too), timed around each step: the CPU the handshakes cost, which a
+    /// loaded machine's preemption can only inflate.
+    pub tls_handshake_time: std::time::Duration,
     /// SQEs submitted (io_uring).
     pub submissions: u64,
     /// `io_uring_enter` or `epoll_wait` calls.
@@ -226,7 +233,7 @@ impl fmt::Display for StatsSnapshot {
             "cpu={} backend={} accepted={} active={} requests={} in={} out={} \
              err_accept={} err_fd={} err_io={} panics={} enobufs={} accept_paused={} \
              read_paused={} unserved={} bulk={} sqes={} enters={} batched={} syscalls={} \
-             inflight={} cpu_ms={} tls={} tls_failed={}",
+             inflight={} cpu_ms={} tls={} tls_failed={} tls_ms={}",
             self.cpu,
             self.backend,
             self.accepted,
@@ -250,7 +257,8 @@ impl fmt::Display for StatsSnapshot {
             self.in_flight,
             self.cpu_time.as_millis(),
             self.tls_handshakes,
-            self.tls_failures
+            self.tls_failures,
+            self.tls_handshake_time.as_millis()
         )
     }
 }

@@ -174,7 +174,8 @@ backend_tests! {
     }
 
     /// A percore client echoes through a percore TLS server: every byte
-    /// back, ALPN `http/1.1`, one handshake counted.
+    /// back, ALPN `http/1.1`, one handshake counted, and its cryptography's
+    /// time.
     fn echo_over_tls(backend) {
         let Some(cert) = TestCert::new(&format!("echo-{backend}")) else { return };
         let server = tls_echo(backend, &cert, |b| b);
@@ -187,6 +188,7 @@ backend_tests! {
         assert_eq!(sum(&stats, |c| c.tls_handshakes), 1);
         assert_eq!(sum(&stats, |c| c.tls_failures), 0);
         assert_eq!(sum(&stats, |c| c.errors_io), 0);
+        assert!(stats.iter().any(|c| !c.tls_handshake_time.is_zero()), "no handshake time in {stats:?}");
         server.shutdown();
         server.join().expect("join");
     }

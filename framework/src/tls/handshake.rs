@@ -4,10 +4,12 @@
 
 use std::io;
 use std::sync::Arc;
+use std::time::Instant;
 
 use rustls::pki_types::ServerName;
 
 use super::session::Session;
+use crate::core::context;
 use crate::net::Stream;
 
 impl Stream {
@@ -61,7 +63,7 @@ impl Stream {
         }
         let mut out = Vec::new();
         loop {
-            session.flush(&mut out)?;
+            timed(|| session.flush(&mut out))?;
             if !out.is_empty() {
                 let (res, sent) = self.write_all(out).await;
                 res?;
@@ -71,10 +73,10 @@ impl Stream {
             if !session.is_handshaking() {
                 break;
             }
-            let fed = match session.feed_pending() {
+            let fed = match timed(|| session.feed_pending()) {
                 Ok(true) => Ok(()),
                 Ok(false) => match self.read().await? {
-                    Some(records) => session.receive(records),
+                    Some(records) => timed(|| session.receive(records)),
                     None => {
                         return Err(io::Error::new(
                             io::ErrorKind::UnexpectedEof,
@@ -86,7 +88,7 @@ impl Stream {
             };
             if let Err(e) = fed {
                 // The alert says why, to a peer that still listens.
-                if session.flush(&mut out).is_ok() && !out.is_empty() {
+                if timed(|| session.flush(&mut out)).is_ok() && !out.is_empty() {
                     let _ = self.write_all(out).await;
                 }
                 return Err(e);
@@ -110,4 +112,14 @@ impl Stream {
     pub fn tls_server_name(&self) -> Option<String> {
         self.tls().and_then(Session::server_name)
     }
+}
+
+/// Runs one step of a handshake's cryptography and adds the time it took
+/// to the core's stats (`tls_handshake_time`).
+fn timed<T>(step: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let out = step();
+    let spent = start.elapsed().as_nanos() as u64;
+    context::try_with_core(|core| core.shared.stats.tls_handshake_ns.add(spent));
+    out
 }
