@@ -72,7 +72,7 @@ impl ServerTls {
     /// that does not match its certificate, or an SNI name the certificate
     /// does not cover; the message names the file.
     pub fn build(&self) -> io::Result<Arc<rustls::ServerConfig>> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = super::provider();
         let default = certified(&self.default.0, &self.default.1, &provider)?;
         let mut by_name = HashMap::new();
         for (name, cert, key) in &self.names {
@@ -93,8 +93,8 @@ impl ServerTls {
         };
         let mut config = builder.with_cert_resolver(Arc::new(ByName { default, by_name }));
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        config.ticketer = rustls::crypto::ring::Ticketer::new()
-            .map_err(|e| io::Error::other(format!("TLS session tickets: {e}")))?;
+        config.ticketer =
+            super::ticketer().map_err(|e| io::Error::other(format!("TLS session tickets: {e}")))?;
         Ok(Arc::new(config))
     }
 }

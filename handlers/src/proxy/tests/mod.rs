@@ -501,7 +501,9 @@ fn tls_to_a_unix_socket_needs_a_server_name() {
     use percore::tls::rustls;
     let roots = rustls::RootCertStore::empty();
     let tls = std::sync::Arc::new(
-        rustls::ClientConfig::builder()
+        rustls::ClientConfig::builder_with_provider(percore::tls::provider())
+            .with_safe_default_protocol_versions()
+            .expect("versions")
             .with_root_certificates(roots)
             .with_no_client_auth(),
     );
