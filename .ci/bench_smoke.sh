@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs `cargo bench -- --quick` from the workspace root (as a user would) and
-# checks that the report was written with a row for every executor.
+# checks that the report was written with a row for every executor; then
+# a short benches/tls.sh, which must print a row for every server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=target/percore-bench
@@ -20,3 +21,14 @@ for exec in uring epoll tokio-ct tokio-mt; do
 done
 grep -q '^## io_uring against epoll' "$out/report.md" \
     || { echo "bench smoke: report.md has no io_uring against epoll section" >&2; exit 1; }
+
+# The HTTPS comparison, briefly: every server and both modes give a row.
+tls_out=$(RUNS=1 DURATION=2 TLS_API=1 benches/tls.sh)
+echo "$tls_out"
+for mode in keepalive handshake; do
+    for server in uring epoll hyper nginx; do
+        grep -qE "^$mode +$server +[0-9]+ +[0-9]+ " <<<"$tls_out" ||
+            { echo "bench smoke: tls.sh has no $mode row for $server" >&2; exit 1; }
+    done
+done
+grep -q '^ring buffered ' <<<"$tls_out" || { echo "bench smoke: tls_api printed no result" >&2; exit 1; }
