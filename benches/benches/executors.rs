@@ -1,14 +1,16 @@
 //! `cargo bench -p percore-benches [-- --quick] [FILTER]`: every workload on
 //! percore's uring and epoll executors and on the tokio-ct and tokio-mt
 //! baselines, alternated round-robin in one run, servers on one CPU and
-//! clients on another.
+//! clients on another; over TCP, a Unix socket file, and TLS (the `https`
+//! cells, with a certificate the `openssl` command makes for the run).
 //!
 //! What it measures: medians, CV, ratio to tokio-ct with a noise verdict,
 //! server CPU and allocations per operation; results go to stdout and to
 //! `<target>/percore-bench/` (results.csv, report.md, one SVG per category).
 //! What it does not: compare across runs or machines (re-run side by side),
 //! measure multi-core scaling, or hide a failure: a cell that cannot run is
-//! printed as skipped or failed and left out, never filled in.
+//! printed as skipped or failed and left out, never filled in (the `https`
+//! cells are skipped where `openssl` is not installed).
 
 use std::io::Write as _;
 use std::path::Path;

@@ -28,7 +28,7 @@ pub struct Args {
 pub const USAGE: &str = "\
 usage: cargo bench -p percore-benches -- [--quick] [--exec LIST] [--list] [FILTER...]
 
-  --quick       every category briefly (about 85 s; the full run takes about 12 min)
+  --quick       every category briefly (about 90 s; the full run takes about 12 min)
   --exec LIST   comma-separated executors: uring,epoll,tokio-ct,tokio-mt
                 (default: all; tokio-ct is the baseline of every ratio)
   --list        print the workloads that would run, and run nothing

@@ -17,6 +17,11 @@ pub const RESPONSE: &[u8] =
 /// The keep-alive GET every client sends.
 pub const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 
+/// [`REQUEST`] asking the server to close after its answer: the one
+/// request of a connection made for its handshake.
+pub const CLOSING_REQUEST: &[u8] =
+    b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+
 /// Why a response could not be framed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FrameError {

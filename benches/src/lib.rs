@@ -6,7 +6,8 @@
 //! What it measures: echo latency and throughput over loopback TCP and over
 //! a Unix socket file, streaming echo, HTTP keep-alive request rates
 //! (closed loop and open loop with coordinated-omission-free latencies),
-//! accept churn, fan-out through the proxy; per cell the median,
+//! accept churn, fan-out through the proxy, HTTPS keep-alive requests and
+//! full TLS handshakes; per cell the median,
 //! its coefficient of variation, the ratio to tokio-ct with a noise verdict,
 //! server CPU time and allocations per operation. What it does not: measure
 //! real networks, multi-core scaling (one server CPU; see `benches/wrk.sh`
@@ -29,11 +30,13 @@ pub mod pair;
 pub mod percore_servers;
 pub mod probe;
 pub mod report;
+pub mod scratch;
 pub mod server;
 pub mod stats;
 pub mod summary;
 pub mod sys;
 pub mod target;
+pub mod tls;
 pub mod tokio_fanout;
 pub mod tokio_servers;
 mod tokio_unix;

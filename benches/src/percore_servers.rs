@@ -1,7 +1,8 @@
 //! Adapter from the harness to percore: starts a percore server on the
 //! io_uring or epoll backend, on loopback TCP or a Unix socket file, with
 //! the shipped echo handler, the HTTP
-//! handler serving `HttpEcho` (GET answers the 20-byte JSON body), or the
+//! handler serving `HttpEcho` (GET answers the 20-byte JSON body) in the
+//! clear or over TLS (percore's own, from `ServerBuilder::tls`), or the
 //! HTTP handler serving the fan-out proxy (`FanOut`, policy `all`); and
 //! starts the `HttpEcho` upstreams the fan-out workloads send to.
 //!
@@ -16,7 +17,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::server::{Executor, ServerControl, Service, Unavailable};
+use crate::server::{Executor, ServerControl, Service, Supplies, Unavailable};
 use crate::target::Target;
 
 struct PercoreServer {
@@ -44,6 +45,17 @@ fn http_config() -> percore_handlers::http::Config {
     config
 }
 
+/// The handler of `Service::Http` and `Service::Https` (over TLS, the
+/// server hands it the decrypted stream).
+fn http_echo(
+    _ctx: &percore::CoreContext,
+) -> percore_handlers::http::HttpHandler<percore_handlers::http::HttpEcho> {
+    percore_handlers::http::HttpHandler::with_config(
+        percore_handlers::http::HttpEcho,
+        http_config(),
+    )
+}
+
 /// How long a stopping server lets connections finish (the harness closes
 /// all of its connections before it stops a server).
 const DRAIN: Duration = Duration::from_secs(1);
@@ -51,13 +63,14 @@ const DRAIN: Duration = Duration::from_secs(1);
 /// Starts percore on `cpus` with the backend of `executor` (`Uring` or
 /// `Epoll`), serving `service` at `at`: a TCP address (port 0: chosen by
 /// the kernel) or a Unix socket file, which percore creates, shares among
-/// its cores and removes at the stop.
+/// its cores and removes at the stop. A fan-out proxy sends to the
+/// upstreams of `supplies`; an HTTPS server presents its certificates.
 pub fn start(
     executor: Executor,
     service: Service,
     at: &Target,
     cpus: &[usize],
-    upstreams: &[SocketAddr],
+    supplies: &Supplies<'_>,
 ) -> Result<Box<dyn ServerControl>, Unavailable> {
     let backend = match executor {
         Executor::Uring => percore::Backend::Uring,
@@ -75,8 +88,8 @@ pub fn start(
         cpus.to_vec()
     };
     let endpoint = match at {
-        Target::Tcp(addr) => percore::net::Endpoint::Tcp(*addr),
         Target::Unix(path) => percore::net::Endpoint::Unix(percore::net::UnixAddr::path(path)),
+        tcp => percore::net::Endpoint::Tcp(tcp.tcp().map_err(|e| Unavailable(e.to_string()))?),
     };
     let builder = percore::Server::builder()
         .listen(endpoint)
@@ -89,17 +102,20 @@ pub fn start(
         Service::Echo | Service::UnixEcho => {
             builder.start(|_ctx: &percore::CoreContext| percore_handlers::echo::Echo)
         }
-        Service::Http => builder.start(|_ctx: &percore::CoreContext| {
-            percore_handlers::http::HttpHandler::with_config(
-                percore_handlers::http::HttpEcho,
-                http_config(),
-            )
-        }),
+        Service::Http => builder.start(http_echo),
+        Service::Https => {
+            let certs = supplies
+                .certificates()
+                .map_err(|e| Unavailable(e.to_string()))?;
+            let config = percore::tls::server_config(&certs.cert(), &certs.key())
+                .map_err(|e| Unavailable(format!("percore's TLS configuration: {e}")))?;
+            builder.tls(config).start(http_echo)
+        }
         // The proxy with its defaults (policy `all`, 15 s deadline, pool
         // of 1024 idle connections per upstream), as the `fanout` binary
         // runs it with `--width`.
         Service::FanOut { width } => {
-            let mut config = percore_handlers::proxy::Config::new(upstreams.to_vec());
+            let mut config = percore_handlers::proxy::Config::new(supplies.upstreams.to_vec());
             config.width = width;
             config
                 .validate()
@@ -129,8 +145,8 @@ pub fn start(
         )));
     }
     let target = match at {
-        Target::Tcp(_) => Target::Tcp(handle.local_addr()),
         Target::Unix(path) => Target::Unix(path.clone()),
+        _ => Target::Tcp(handle.local_addr()),
     };
     Ok(Box::new(PercoreServer { target, handle }))
 }

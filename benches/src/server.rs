@@ -1,17 +1,21 @@
 //! The executors under test and a uniform handle to a running server.
 //!
 //! What it measures: nothing by itself; it starts a server of one executor
-//! for one service (echo, HTTP, fan-out, or echo over a Unix socket file),
-//! finds the server's threads by name so the harness can read their CPU
-//! time, and stops the server. What it does not: decide what a server does
-//! per connection (see `tokio_servers`, `tokio_unix` and `percore_servers`).
+//! for one service (echo, HTTP, HTTPS, fan-out, or echo over a Unix socket
+//! file), finds the server's threads by name so the harness can read their
+//! CPU time, and stops the server. What it does not: decide what a server
+//! does per connection (see `tokio_servers`, `tokio_unix` and
+//! `percore_servers`), or make the certificates an HTTPS server presents
+//! (the harness lends them, see [`Supplies`]).
 
 use std::io;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::sys;
 use crate::target::{SocketDir, Target};
+use crate::tls::TestCertificates;
 
 /// Where the TCP servers listen: loopback, a port chosen by the kernel.
 pub const LOOPBACK_ANY_PORT: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
@@ -98,6 +102,9 @@ pub enum Service {
     UnixEcho,
     /// Answers every keep-alive GET with the fixed 20-byte JSON body.
     Http,
+    /// [`Service::Http`] over TLS: each connection's handshake first, then
+    /// the same answers.
+    Https,
     /// The fan-out proxy (policy `all`): every GET becomes `width`
     /// concurrent GETs to the in-process upstreams, answered with their
     /// joined JSON array.
@@ -114,23 +121,55 @@ impl Service {
             Service::Echo => "echo",
             Service::UnixEcho => "unix-echo",
             Service::Http => "http",
+            Service::Https => "https",
             Service::FanOut { .. } => "fan-out",
         }
     }
 
+    /// How many groups [`Service::group`] numbers.
+    pub const GROUPS: u8 = 4;
+
     /// The services whose servers run together (all fan-out widths share
-    /// the upstreams): `0` echo (both transports), `1` HTTP, `2` fan-out.
+    /// the upstreams): `0` echo (both transports), `1` HTTP, `2` fan-out,
+    /// `3` HTTPS (whose certificates are made for it).
     pub fn group(self) -> u8 {
         match self {
             Service::Echo | Service::UnixEcho => 0,
             Service::Http => 1,
             Service::FanOut { .. } => 2,
+            Service::Https => 3,
         }
     }
 
     /// Whether its server listens on a Unix socket file (else loopback TCP).
     pub fn is_unix(self) -> bool {
         self == Service::UnixEcho
+    }
+}
+
+/// What some services need besides CPUs, lent by the harness for the
+/// servers' lives.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Supplies<'a> {
+    /// Where a fan-out proxy sends its sub-requests.
+    pub upstreams: &'a [SocketAddr],
+    /// The certificate and key an HTTPS server presents.
+    pub certificates: Option<&'a TestCertificates>,
+}
+
+impl<'a> Supplies<'a> {
+    /// The certificates, which an HTTPS server cannot start without.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if there are none.
+    pub fn certificates(&self) -> io::Result<&'a TestCertificates> {
+        self.certificates.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "an HTTPS server needs a certificate",
+            )
+        })
     }
 }
 
@@ -162,12 +201,22 @@ pub struct RunningServer {
     tids: Vec<u32>,
     /// The directory of its socket file, removed after the stop.
     socket_dir: Option<SocketDir>,
+    /// For an HTTPS server, the authority its certificate is signed by.
+    ca: Option<PathBuf>,
 }
 
 impl RunningServer {
-    /// Where its clients connect.
+    /// Where its clients connect: for an HTTPS server, its TCP address
+    /// with the authority to trust (the server itself only knows it
+    /// listens on TCP).
     pub fn target(&self) -> Target {
-        self.control.target()
+        match (self.control.target(), &self.ca) {
+            (Target::Tcp(addr), Some(ca)) => Target::Tls {
+                addr,
+                ca: ca.clone(),
+            },
+            (target, _) => target,
+        }
     }
 
     /// Thread ids attributed to this server.
@@ -210,8 +259,9 @@ impl RunningServer {
 }
 
 /// Starts `executor` serving `service` on `cpus` (a fan-out proxy sends to
-/// `upstreams`), on loopback TCP or, for a Unix service, on a socket file
-/// in a directory of its own. Servers must be started one at a time: the
+/// the upstreams of `supplies`, an HTTPS server presents its certificate),
+/// on loopback TCP or, for a Unix service, on a socket file in a directory
+/// of its own. Servers must be started one at a time: the
 /// threads that appear with the executor's name prefix and are not in
 /// `claimed` are attributed to this server (two percore servers share the
 /// prefix `percore-`). A percore server's threads must also carry one of
@@ -223,7 +273,7 @@ pub fn start(
     service: Service,
     cpus: &[usize],
     claimed: &[u32],
-    upstreams: &[SocketAddr],
+    supplies: &Supplies<'_>,
 ) -> Result<RunningServer, Unavailable> {
     let owned = |name: &str| {
         executor.owns_thread(name)
@@ -241,19 +291,26 @@ pub fn start(
     } else {
         None
     };
+    let ca = match service {
+        Service::Https => Some(
+            supplies
+                .certificates()
+                .map_err(|e| Unavailable(e.to_string()))?
+                .ca(),
+        ),
+        _ => None,
+    };
     let at = match &socket_dir {
         Some(dir) => Target::Unix(dir.socket()),
         None => Target::Tcp(LOOPBACK_ANY_PORT),
     };
     let before = sys::threads_matching(&owned).unwrap_or_default();
     let control: Box<dyn ServerControl> = match executor {
-        Executor::TokioCt => crate::tokio_servers::start_ct(service, &at, cpus, upstreams)
+        Executor::TokioCt => crate::tokio_servers::start_ct(service, &at, cpus, supplies)
             .map_err(|e| Unavailable(format!("tokio-ct failed to start: {e}")))?,
-        Executor::TokioMt => crate::tokio_servers::start_mt(service, &at, cpus, upstreams)
+        Executor::TokioMt => crate::tokio_servers::start_mt(service, &at, cpus, supplies)
             .map_err(|e| Unavailable(format!("tokio-mt failed to start: {e}")))?,
-        Executor::Uring | Executor::Epoll => {
-            start_percore(executor, service, &at, cpus, upstreams)?
-        }
+        Executor::Uring | Executor::Epoll => start_percore(executor, service, &at, cpus, supplies)?,
     };
     // Threads may name themselves a moment after start() returns.
     let deadline = Instant::now() + Duration::from_millis(500);
@@ -274,6 +331,7 @@ pub fn start(
         control,
         tids,
         socket_dir,
+        ca,
     })
 }
 
@@ -283,9 +341,9 @@ fn start_percore(
     service: Service,
     at: &Target,
     cpus: &[usize],
-    upstreams: &[SocketAddr],
+    supplies: &Supplies<'_>,
 ) -> Result<Box<dyn ServerControl>, Unavailable> {
-    crate::percore_servers::start(executor, service, at, cpus, upstreams)
+    crate::percore_servers::start(executor, service, at, cpus, supplies)
 }
 
 #[cfg(not(feature = "percore"))]
@@ -294,7 +352,7 @@ fn start_percore(
     _service: Service,
     _at: &Target,
     _cpus: &[usize],
-    _upstreams: &[SocketAddr],
+    _supplies: &Supplies<'_>,
 ) -> Result<Box<dyn ServerControl>, Unavailable> {
     Err(Unavailable(
         "built without the `percore` feature".to_string(),
@@ -329,7 +387,7 @@ mod tests {
         use crate::client;
         use crate::probe::Probe;
         for e in Executor::ALL {
-            let server = match start(e, Service::UnixEcho, &[], &[], &[]) {
+            let server = match start(e, Service::UnixEcho, &[], &[], &Supplies::default()) {
                 Ok(s) => s,
                 // io_uring may be denied here, and percore left out.
                 Err(why) if e == Executor::Uring || (e.is_ours() && !cfg!(feature = "percore")) => {

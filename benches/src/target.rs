@@ -1,16 +1,18 @@
-//! Where a client finds a server: [`Target`], a loopback TCP address or a
-//! Unix socket file, and [`SocketDir`], the temporary directory a server's
-//! socket file lives in.
+//! Where a client finds a server: [`Target`], a loopback TCP address, the
+//! same with TLS, or a Unix socket file; and [`SocketDir`], the temporary
+//! directory a server's socket file lives in.
 //!
 //! Why an enum and not a second address beside the TCP one: a server
 //! listens on one transport, the one its service asks for, so a client
-//! gets exactly one place to connect to and a job that needs the other
+//! gets exactly one place to connect to and a job that needs another
 //! transport fails with a message instead of measuring the wrong socket.
 
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+
+use crate::scratch::ScratchDir;
 
 /// Where a server listens and its clients connect.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,6 +21,14 @@ pub enum Target {
     Tcp(SocketAddr),
     /// A Unix domain socket file.
     Unix(PathBuf),
+    /// TLS over TCP: the address, and the PEM file of the authority that
+    /// signed the server's certificate, which the clients trust.
+    Tls {
+        /// The TCP address (on loopback in the harness).
+        addr: SocketAddr,
+        /// The CA certificate (PEM).
+        ca: PathBuf,
+    },
 }
 
 impl Target {
@@ -26,15 +36,31 @@ impl Target {
     ///
     /// # Errors
     ///
-    /// `InvalidInput` if the server listens on a Unix socket.
+    /// `InvalidInput` if the server listens on a Unix socket or speaks TLS.
     pub fn tcp(&self) -> io::Result<SocketAddr> {
         match self {
             Target::Tcp(addr) => Ok(*addr),
-            Target::Unix(_) => Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("this client needs a TCP server; the server listens on {self}"),
-            )),
+            _ => Err(self.mismatch("a plain TCP")),
         }
+    }
+
+    /// The address and the CA file, for the clients that speak TLS.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if the server does not speak TLS.
+    pub fn tls(&self) -> io::Result<(SocketAddr, &Path)> {
+        match self {
+            Target::Tls { addr, ca } => Ok((*addr, ca)),
+            _ => Err(self.mismatch("a TLS")),
+        }
+    }
+
+    fn mismatch(&self, wanted: &str) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("this client needs {wanted} server; the server listens on {self}"),
+        )
     }
 }
 
@@ -43,6 +69,7 @@ impl fmt::Display for Target {
         match self {
             Target::Tcp(addr) => write!(f, "{addr}"),
             Target::Unix(path) => write!(f, "unix:{}", path.display()),
+            Target::Tls { addr, .. } => write!(f, "https://{addr}"),
         }
     }
 }
@@ -55,40 +82,30 @@ impl fmt::Display for Target {
 /// that timed out) goes with the directory.
 #[derive(Debug)]
 pub struct SocketDir {
-    dir: PathBuf,
+    dir: ScratchDir,
 }
 
 impl SocketDir {
-    /// Creates `percore-bench-<pid>-<name>` in the temporary directory,
-    /// replacing one a crashed run of the same pid left behind.
+    /// Creates `percore-bench-<pid>-<name>` in the temporary directory
+    /// (see [`ScratchDir::new`]).
     ///
     /// # Errors
     ///
     /// As [`std::fs::create_dir`].
     pub fn new(name: &str) -> io::Result<SocketDir> {
-        let dir = std::env::temp_dir().join(format!("percore-bench-{}-{name}", std::process::id()));
-        // Absent is the usual case; any other failure shows in create_dir.
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir)?;
-        Ok(SocketDir { dir })
+        Ok(SocketDir {
+            dir: ScratchDir::new(name)?,
+        })
     }
 
     /// The path of the socket file (not created here: the server binds it).
     pub fn socket(&self) -> PathBuf {
-        self.dir.join("server.sock")
+        self.dir.path().join("server.sock")
     }
 
     /// The directory.
     pub fn path(&self) -> &Path {
-        &self.dir
-    }
-}
-
-impl Drop for SocketDir {
-    fn drop(&mut self) {
-        // Leftovers in the temporary directory are harmless: nothing to
-        // report from a destructor.
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.dir.path()
     }
 }
 
@@ -104,6 +121,20 @@ mod tests {
         let err = unix.tcp().unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
         assert!(err.to_string().contains("unix:/tmp/x.sock"), "{err}");
+        assert_eq!(unix.tls().unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn tls_clients_and_plain_clients_are_kept_apart() {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 443));
+        let tls = Target::Tls {
+            addr,
+            ca: PathBuf::from("/tmp/ca.pem"),
+        };
+        assert_eq!(tls.tls().unwrap(), (addr, Path::new("/tmp/ca.pem")));
+        let err = tls.tcp().unwrap_err();
+        assert!(err.to_string().contains("https://127.0.0.1:443"), "{err}");
+        assert!(Target::Tcp(addr).tls().is_err());
     }
 
     #[test]

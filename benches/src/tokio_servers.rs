@@ -1,8 +1,10 @@
 //! The tokio baseline servers: `tokio-ct` (one current_thread runtime per
 //! server CPU, each with its own SO_REUSEPORT listener, the fair
 //! thread-per-core baseline) and `tokio-mt` (tokio's multi-thread runtime,
-//! one listener), each serving raw echo or the fixed keep-alive HTTP answer.
-//! This file has their TCP listeners; `tokio_unix` the Unix-socket ones.
+//! one listener), each serving raw echo or the fixed keep-alive HTTP answer,
+//! in the clear or over TLS (tokio-rustls, configured as percore's TLS:
+//! `tls::server_config`). This file has their TCP listeners; `tokio_unix`
+//! the Unix-socket ones.
 //!
 //! What it measures: nothing by itself; it is the comparison point. The
 //! servers are tuned as a careful tokio server would be: TCP_NODELAY, the
@@ -23,12 +25,14 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
 
 use crate::baseline_http::{respond, DateLine, Parsed};
 use crate::http;
-use crate::server::{ServerControl, Service};
+use crate::server::{ServerControl, Service, Supplies};
 use crate::sys;
 use crate::target::Target;
+use crate::tls;
 use crate::tokio_fanout;
 use crate::tokio_unix;
 
@@ -51,13 +55,23 @@ fn listener(addr: SocketAddr) -> io::Result<TcpListener> {
 enum Work {
     Plain(Service),
     FanOut(Arc<tokio_fanout::Spec>),
+    /// The handshake, then the HTTP answers on the decrypted stream.
+    Tls(TlsAcceptor),
 }
 
 impl Work {
-    fn of(service: Service, upstreams: &[SocketAddr]) -> io::Result<Work> {
+    fn of(service: Service, supplies: &Supplies<'_>) -> io::Result<Work> {
         Ok(match service {
-            Service::FanOut { width } => {
-                Work::FanOut(Arc::new(tokio_fanout::Spec::new(upstreams, width)?))
+            Service::FanOut { width } => Work::FanOut(Arc::new(tokio_fanout::Spec::new(
+                supplies.upstreams,
+                width,
+            )?)),
+            Service::Https => {
+                let certs = supplies.certificates()?;
+                Work::Tls(TlsAcceptor::from(tls::server_config(
+                    &certs.cert(),
+                    &certs.key(),
+                )?))
             }
             other => Work::Plain(other),
         })
@@ -84,6 +98,15 @@ async fn accept_loop(listener: TcpListener, work: Work, mut stop: watch::Receive
                                 let _ = tokio_fanout::serve(stream, spec).await;
                             });
                         }
+                        Work::Tls(acceptor) => {
+                            let handshake = acceptor.accept(stream);
+                            tokio::spawn(async move {
+                                // A failed handshake just ends the connection.
+                                if let Ok(stream) = handshake.await {
+                                    serve(Service::Https, stream).await;
+                                }
+                            });
+                        }
                     }
                 }
                 // EMFILE and friends: back off instead of spinning.
@@ -99,12 +122,13 @@ pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-/// Serves one connection of a plain service, over either transport.
+/// Serves one connection of a plain service, over either transport, or
+/// of `Service::Https` once its handshake is done.
 pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(service: Service, stream: S) {
     // I/O errors (resets from clients closing mid-write) just end the connection.
     let _ = match service {
         Service::Echo | Service::UnixEcho => echo(stream).await,
-        Service::Http => http_conn(stream).await,
+        Service::Http | Service::Https => http_conn(stream).await,
         Service::FanOut { .. } => Ok(()), // served by `tokio_fanout`
     };
 }
@@ -149,6 +173,9 @@ async fn http_conn<S: AsyncRead + AsyncWrite + Unpin>(mut s: S) -> io::Result<()
         };
         if !out.is_empty() {
             s.write_all(&out).await?;
+            // A TLS stream may hold records back until flushed; a
+            // TcpStream's flush costs nothing.
+            s.flush().await?;
         }
         if close {
             return Ok(());
@@ -185,16 +212,17 @@ impl ServerControl for CtServer {
 /// Starts one current_thread runtime per CPU in `cpus` (one if empty), on
 /// threads named `tokio-ct-<n>`, listening at `at`: each runtime with its
 /// own listener on one shared TCP port, or all on one Unix socket file
-/// (see `tokio_unix`). A fan-out server sends to `upstreams`.
+/// (see `tokio_unix`). A fan-out server sends to the upstreams of
+/// `supplies`; an HTTPS server presents its certificates.
 pub fn start_ct(
     service: Service,
     at: &Target,
     cpus: &[usize],
-    upstreams: &[SocketAddr],
+    supplies: &Supplies<'_>,
 ) -> io::Result<Box<dyn ServerControl>> {
     match at {
-        Target::Tcp(addr) => start_ct_at(*addr, service, cpus, upstreams),
         Target::Unix(path) => tokio_unix::start_ct(service, path, cpus),
+        tcp => start_ct_at(tcp.tcp()?, service, cpus, supplies),
     }
 }
 
@@ -204,9 +232,9 @@ pub fn start_ct_at(
     addr: SocketAddr,
     service: Service,
     cpus: &[usize],
-    upstreams: &[SocketAddr],
+    supplies: &Supplies<'_>,
 ) -> io::Result<Box<dyn ServerControl>> {
-    let work = Work::of(service, upstreams)?;
+    let work = Work::of(service, supplies)?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut server = CtServer {
         target: Target::Tcp(addr),
@@ -331,20 +359,21 @@ impl ServerControl for MtServer {
 
 /// Starts tokio's multi-thread runtime with one worker per CPU in `cpus`
 /// (threads named `tokio-mt`, confined to `cpus`) and one listener at
-/// `at`, TCP or Unix. A fan-out server sends to `upstreams` (one
-/// connection pool per worker).
+/// `at`, TCP or Unix. A fan-out server sends to the upstreams of
+/// `supplies` (one connection pool per worker); an HTTPS server presents
+/// its certificates.
 pub fn start_mt(
     service: Service,
     at: &Target,
     cpus: &[usize],
-    upstreams: &[SocketAddr],
+    supplies: &Supplies<'_>,
 ) -> io::Result<Box<dyn ServerControl>> {
     let rt = mt_runtime(cpus)?;
     let addr = match at {
-        Target::Tcp(addr) => *addr,
         Target::Unix(path) => return tokio_unix::start_mt(rt, service, path),
+        tcp => tcp.tcp()?,
     };
-    let work = Work::of(service, upstreams)?;
+    let work = Work::of(service, supplies)?;
     let l = rt.block_on(async { listener(addr) })?;
     let addr = l.local_addr()?;
     let (stop_tx, stop_rx) = watch::channel(false);

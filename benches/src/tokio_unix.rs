@@ -5,8 +5,9 @@
 //!
 //! What it measures: nothing by itself; it is the comparison point of the
 //! `local_socket_*` workloads. What it does not: serve the fan-out proxy
-//! (its upstream pools are TCP), or remove the socket file, which stays
-//! until the caller removes it (the harness removes the whole directory).
+//! (its upstream pools are TCP) or HTTPS (only TCP listeners get a TLS
+//! acceptor), or remove the socket file, which stays until the caller
+//! removes it (the harness removes the whole directory).
 //!
 //! Unix sockets have no `SO_REUSEPORT`, so a tokio-ct server with several
 //! runtimes cannot give each its own socket as it does over TCP: they
@@ -27,10 +28,10 @@ use crate::tokio_servers::{ct_slots, serve, spawn_ct, stopped, CtServer, MtServe
 
 /// Binds the socket file at `path`, non-blocking so that tokio can take it.
 fn bind(service: Service, path: &Path) -> io::Result<StdUnixListener> {
-    if let Service::FanOut { .. } = service {
+    if let Service::FanOut { .. } | Service::Https = service {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            "the tokio fan-out proxy is served over TCP only",
+            format!("the tokio {} server listens on TCP only", service.name()),
         ));
     }
     let socket = StdUnixListener::bind(path)?;

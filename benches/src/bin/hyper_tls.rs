@@ -2,8 +2,9 @@
 //! against: hyper's HTTP/1.1 server on tokio current-thread runtimes, with
 //! tokio-rustls over the same rustls version and crypto provider (*ring*)
 //! and the same settings as percore's `ServerTls` (TLS 1.2 and 1.3, ALPN
-//! `http/1.1`, session tickets). It answers every request as `http_echo`
-//! answers a GET: 200 with the 20-byte JSON body.
+//! `http/1.1`, session tickets: `percore_benches::tls::server_config`).
+//! It answers every request as `http_echo` answers a GET: 200 with the
+//! 20-byte JSON body.
 //!
 //! Usage: `hyper_tls --tls-cert FILE --tls-key FILE [--port P] [--cores 0,1]`.
 //! One runtime per listed CPU, each pinned, with its own SO_REUSEPORT
@@ -14,19 +15,16 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use percore_benches::cli::parse_cpu_list;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use percore_benches::http::BODY;
+use percore_benches::tls::server_config;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_rustls::TlsAcceptor;
-
-const BODY: &[u8] = br#"{"message":"Hello!"}"#;
 
 struct Options {
     port: u16,
@@ -53,24 +51,6 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         cert: cert.ok_or("--tls-cert FILE is required")?,
         key: key.ok_or("--tls-key FILE is required")?,
     })
-}
-
-/// The server's TLS configuration, as percore's `ServerTls` makes it.
-fn tls_config(cert: &PathBuf, key: &PathBuf) -> Result<Arc<rustls::ServerConfig>, String> {
-    let chain = CertificateDer::pem_file_iter(cert)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("{}: {e}", cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .map_err(|e| e.to_string())?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| e.to_string())?;
-    Ok(Arc::new(config))
 }
 
 fn listener(addr: SocketAddr) -> io::Result<TcpListener> {
@@ -116,7 +96,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let config = match tls_config(&o.cert, &o.key) {
+    let config = match server_config(&o.cert, &o.key) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("hyper_tls: {e}");

@@ -27,8 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use percore_benches::alloc::{allocations, CountingAlloc};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use percore_benches::tls;
 use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use rustls::{ClientConnection, ServerConnection};
@@ -99,20 +98,15 @@ fn configs(
     provider: &Arc<rustls::crypto::CryptoProvider>,
 ) -> Result<(Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>)> {
     let provider = provider.clone();
-    let chain = CertificateDer::pem_file_iter(&o.cert)
-        .and_then(|c| c.collect::<std::result::Result<Vec<_>, _>>())
-        .map_err(err)?;
-    let key = PrivateKeyDer::from_pem_file(&o.key).map_err(err)?;
+    let chain = tls::certificate_chain(&o.cert).map_err(err)?;
+    let key = tls::private_key(&o.key).map_err(err)?;
     let server = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(err)?
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(err)?;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(&o.ca).map_err(err)? {
-        roots.add(cert.map_err(err)?).map_err(err)?;
-    }
+    let roots = tls::trust_roots(&o.ca).map_err(err)?;
     let client = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(err)?
@@ -122,11 +116,7 @@ fn configs(
 }
 
 fn client(config: &Arc<rustls::ClientConfig>) -> Result<ClientConnection> {
-    ClientConnection::new(
-        config.clone(),
-        ServerName::try_from("localhost").map_err(err)?,
-    )
-    .map_err(err)
+    ClientConnection::new(config.clone(), tls::server_name()).map_err(err)
 }
 
 /// Records the client has to send, appended to `to`.

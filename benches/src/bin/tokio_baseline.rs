@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use percore_benches::cli::parse_cpu_list;
-use percore_benches::server::Service;
+use percore_benches::server::{Service, Supplies};
 use percore_benches::tokio_servers;
 
 struct Options {
@@ -86,7 +86,11 @@ fn main() -> ExitCode {
     };
     let signals = block_stop_signals();
     let addr = SocketAddr::from(([127, 0, 0, 1], o.port));
-    let server = match tokio_servers::start_ct_at(addr, o.service, &o.cores, &o.upstreams) {
+    let supplies = Supplies {
+        upstreams: &o.upstreams,
+        certificates: None,
+    };
+    let server = match tokio_servers::start_ct_at(addr, o.service, &o.cores, &supplies) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("tokio_baseline: cannot start on {addr}: {e}");

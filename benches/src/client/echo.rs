@@ -31,8 +31,8 @@ pub fn pingpong(
     probe: &mut Probe<'_>,
 ) -> io::Result<Load> {
     match target {
-        Target::Tcp(addr) => pingpong_on(connect(*addr)?, size, window, probe),
         Target::Unix(path) => pingpong_on(connect_unix(path)?, size, window, probe),
+        tcp => pingpong_on(connect(tcp.tcp()?)?, size, window, probe),
     }
 }
 
@@ -82,12 +82,13 @@ pub fn concurrent_pingpong(
 ) -> io::Result<Load> {
     block_on(window + IO_TIMEOUT * 2, async {
         match target {
-            Target::Tcp(addr) => {
-                let streams = open(conns, || connect_async(*addr)).await?;
-                ping_all(streams, size, window, probe).await
-            }
             Target::Unix(path) => {
                 let streams = open(conns, || connect_unix_async(path)).await?;
+                ping_all(streams, size, window, probe).await
+            }
+            tcp => {
+                let addr = tcp.tcp()?;
+                let streams = open(conns, || connect_async(addr)).await?;
                 ping_all(streams, size, window, probe).await
             }
         }
@@ -166,13 +167,13 @@ pub fn chunk_roundtrip(
 ) -> io::Result<Load> {
     block_on(window + IO_TIMEOUT * 2, async {
         match target {
-            Target::Tcp(addr) => {
-                let mut s = connect_async(*addr).await?;
+            Target::Unix(path) => {
+                let mut s = connect_unix_async(path).await?;
                 let (r, w) = s.split();
                 lockstep(r, w, chunk, window, probe).await
             }
-            Target::Unix(path) => {
-                let mut s = connect_unix_async(path).await?;
+            tcp => {
+                let mut s = connect_async(tcp.tcp()?).await?;
                 let (r, w) = s.split();
                 lockstep(r, w, chunk, window, probe).await
             }
@@ -224,13 +225,13 @@ pub fn bidirectional(
 ) -> io::Result<Load> {
     block_on(window + IO_TIMEOUT * 2, async {
         match target {
-            Target::Tcp(addr) => {
-                let mut s = connect_async(*addr).await?;
+            Target::Unix(path) => {
+                let mut s = connect_unix_async(path).await?;
                 let (r, w) = s.split();
                 both_ways(r, w, chunk, window, probe).await
             }
-            Target::Unix(path) => {
-                let mut s = connect_unix_async(path).await?;
+            tcp => {
+                let mut s = connect_async(tcp.tcp()?).await?;
                 let (r, w) = s.split();
                 both_ways(r, w, chunk, window, probe).await
             }

@@ -1,12 +1,14 @@
 //! HTTP keep-alive clients (one connection with blocking std sockets, many
 //! with tokio) and the fan-out variants that check the proxy's combined
-//! answer.
+//! answer. The exchanges are generic over the stream, so that the HTTPS
+//! clients (`https`) run them over TLS.
 
+use std::future::Future;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::*;
 use crate::http;
@@ -46,8 +48,8 @@ fn read_response<R: Read>(s: &mut R, buf: &mut [u8], filled: &mut usize) -> io::
     }
 }
 
-async fn read_response_async(
-    s: &mut tokio::net::TcpStream,
+async fn read_response_async<S: AsyncRead + Unpin>(
+    s: &mut S,
     buf: &mut [u8],
     filled: &mut usize,
 ) -> io::Result<usize> {
@@ -77,8 +79,11 @@ async fn read_response_async(
 /// Room for one response: a fan-out answer of width 64 is about 6 KiB.
 const RESPONSE_BUF: usize = 64 * 1024;
 
-fn check_body(response: &[u8]) -> io::Result<()> {
-    if response.ends_with(http::BODY) {
+/// Whether the body of a framed response (a 200, see
+/// [`http::frame_response`]) is exactly the 20-byte JSON answer.
+pub(super) fn check_body(response: &[u8]) -> io::Result<()> {
+    let body = http::header_end(response).map(|head| &response[head..]);
+    if body == Some(http::BODY) {
         Ok(())
     } else {
         Err(io::Error::new(
@@ -88,12 +93,19 @@ fn check_body(response: &[u8]) -> io::Result<()> {
     }
 }
 
+/// Sends `request` and flushes it: a TLS stream may hold records back
+/// until flushed, and a TcpStream's flush costs nothing.
+async fn send_async<S: AsyncWrite + Unpin>(s: &mut S, request: &[u8]) -> io::Result<()> {
+    s.write_all(request).await?;
+    s.flush().await
+}
+
 /// One exchange whose response `check` accepts, before the measured window.
-async fn validate_async_with(
-    s: &mut tokio::net::TcpStream,
+async fn validate_async_with<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
     check: &dyn Fn(&[u8]) -> io::Result<()>,
 ) -> io::Result<()> {
-    s.write_all(http::REQUEST).await?;
+    send_async(s, http::REQUEST).await?;
     let mut buf = vec![0u8; RESPONSE_BUF];
     let mut filled = 0;
     loop {
@@ -121,12 +133,16 @@ async fn validate_async_with(
 
 /// One exchange that checks the body, before the measured window.
 pub(super) fn http_validate(s: &mut TcpStream) -> io::Result<()> {
-    validate_with(s, &check_body)
+    validate_with(s, http::REQUEST, &check_body)
 }
 
-/// One exchange whose response `check` accepts, before the measured window.
-fn validate_with(s: &mut TcpStream, check: &dyn Fn(&[u8]) -> io::Result<()>) -> io::Result<()> {
-    s.write_all(http::REQUEST)?;
+/// One exchange of `request` whose response `check` accepts.
+pub(super) fn validate_with<S: Read + Write>(
+    s: &mut S,
+    request: &[u8],
+    check: &dyn Fn(&[u8]) -> io::Result<()>,
+) -> io::Result<()> {
+    s.write_all(request)?;
     let mut buf = vec![0u8; RESPONSE_BUF];
     let mut filled = 0;
     loop {
@@ -172,7 +188,7 @@ fn single_loop(
     probe: &mut Probe<'_>,
 ) -> io::Result<Load> {
     let mut s = connect(addr)?;
-    validate_with(&mut s, check)?;
+    validate_with(&mut s, http::REQUEST, check)?;
     let mut buf = vec![0u8; RESPONSE_BUF];
     let mut filled = 0;
     let mut ops = 0u64;
@@ -202,25 +218,30 @@ pub fn http_concurrent(
     window: Duration,
     probe: &mut Probe<'_>,
 ) -> io::Result<Load> {
-    concurrent_loop(addr, conns, &check_body, window, probe)
+    concurrent_loop(|| connect_async(addr), conns, &check_body, window, probe)
 }
 
-/// `conns` keep-alive connections on one tokio current_thread runtime, each
-/// validated with `check` and then with one request in flight (closed
-/// loop). ops = requests.
-fn concurrent_loop(
-    addr: SocketAddr,
+/// `conns` keep-alive connections made by `connect` on one tokio
+/// current_thread runtime, each validated with `check` and then with one
+/// request in flight (closed loop). ops = requests.
+pub(super) fn concurrent_loop<S, C, F>(
+    connect: C,
     conns: usize,
     check: &dyn Fn(&[u8]) -> io::Result<()>,
     window: Duration,
     probe: &mut Probe<'_>,
-) -> io::Result<Load> {
+) -> io::Result<Load>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    C: Fn() -> F,
+    F: Future<Output = io::Result<S>>,
+{
     block_on(
         window + IO_TIMEOUT * 2 + Duration::from_millis(conns as u64 * 5),
         async {
             let mut streams = Vec::with_capacity(conns);
             for _ in 0..conns {
-                let mut s = connect_async(addr).await?;
+                let mut s = connect().await?;
                 validate_async_with(&mut s, check).await?;
                 streams.push((s, vec![0u8; RESPONSE_BUF]));
             }
@@ -232,7 +253,7 @@ fn concurrent_loop(
                     let mut filled = 0;
                     let mut ops = 0u64;
                     while ops < MAX_OPS {
-                        s.write_all(http::REQUEST)
+                        send_async(&mut s, http::REQUEST)
                             .await
                             .map_err(|e| after_requests(e, ops))?;
                         read_response_async(&mut s, &mut buf, &mut filled)
@@ -310,5 +331,11 @@ pub fn fan_out_concurrent(
     window: Duration,
     probe: &mut Probe<'_>,
 ) -> io::Result<Load> {
-    concurrent_loop(addr, conns, &|r| check_fan_out(r, width), window, probe)
+    concurrent_loop(
+        || connect_async(addr),
+        conns,
+        &|r| check_fan_out(r, width),
+        window,
+        probe,
+    )
 }

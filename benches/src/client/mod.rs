@@ -1,16 +1,19 @@
 //! The load generators: in-process clients for every workload, run on the
 //! client CPU against a server on the server CPU over 127.0.0.1; the
-//! ping-pong and bulk echo clients (`echo`) also over a Unix socket file.
+//! ping-pong and bulk echo clients (`echo`) also over a Unix socket file,
+//! the HTTPS ones (`https`) over TLS.
 //!
 //! What it measures: per iteration, operations and bytes inside a window the
 //! client marks after its connections are open and validated (one echo or
 //! one HTTP exchange each). Single-connection request/response loops use
 //! blocking std sockets (the cheapest client); many-connection loops use one
 //! tokio current_thread runtime; the open-loop HTTP client is a busy-polling
-//! epoll loop so that send times are kept to the microsecond. What it does
-//! not: run clients on more than one CPU, or measure anything over a real
-//! network. Every loop stops by itself: at its deadline, at its operation
-//! cap, or with an error after `IO_TIMEOUT` of silence.
+//! epoll loop so that send times are kept to the microsecond; the TLS
+//! handshake load uses a few blocking threads, each making connections one
+//! after the other. What it does not: run clients on more than one CPU, or
+//! measure anything over a real network. Every loop stops by itself: at its
+//! deadline, at its operation cap, or with an error after `IO_TIMEOUT` of
+//! silence.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -25,9 +28,11 @@ use crate::http;
 use crate::probe::{Load, Probe};
 
 mod echo;
+mod https;
 mod keepalive;
 mod open_loop;
 pub use echo::{bidirectional, chunk_roundtrip, concurrent_pingpong, pingpong};
+pub use https::{fresh_https_get, https_handshakes, https_keepalive};
 pub use keepalive::{
     check_fan_out, fan_out_concurrent, fan_out_single, http_concurrent, http_single,
 };

@@ -3,21 +3,24 @@
 //! What it measures: for every workload, `warmup + iterations` rounds; in
 //! each round every executor runs one iteration in turn (A B C D A B C D …),
 //! so slow drifts of this noisy VM hit all executors alike. The servers of
-//! one service (echo over TCP or a Unix socket, HTTP, fan-out) are started
-//! once, one per executor, and stay
+//! one service (echo over TCP or a Unix socket, HTTP, fan-out, HTTPS) are
+//! started once, one per executor, and stay
 //! up for all workloads of that service; an idle server is parked and
-//! costs nothing measurable. What it does not: run executors concurrently
-//! against each other, or retry a failed iteration (a failure ends that
-//! executor's cell and is reported, never replaced by a number).
+//! costs nothing measurable. The HTTPS servers' certificates are made for
+//! the run with `openssl` and removed after it; without `openssl` the
+//! HTTPS workloads are skipped. What it does not: run executors
+//! concurrently against each other, or retry a failed iteration (a failure
+//! ends that executor's cell and is reported, never replaced by a number).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::probe::{Probe, Sample};
 use crate::report::Row;
-use crate::server::{self, Executor, RunningServer, Service};
+use crate::server::{self, Executor, RunningServer, Service, Supplies};
 use crate::stats::{self, Summary};
 use crate::sys::Placement;
+use crate::tls::TestCertificates;
 
 mod workloads;
 pub use workloads::*;
@@ -67,7 +70,7 @@ pub fn run(
     let total = jobs.len();
     let mut done = 0usize;
     let mut claimed: Vec<u32> = Vec::new();
-    for group in 0..=2u8 {
+    for group in 0..Service::GROUPS {
         let js: Vec<&Job> = jobs.iter().filter(|j| j.service.group() == group).collect();
         if js.is_empty() {
             continue;
@@ -100,15 +103,28 @@ pub fn run(
         }
         let upstream_addrs: Vec<SocketAddr> =
             upstreams.as_ref().map(|u| u.addrs()).unwrap_or_default();
+        let mut certificates: Option<TestCertificates> = None;
+        if services.contains(&Service::Https) {
+            match TestCertificates::generate() {
+                Ok(c) => certificates = Some(c),
+                Err(why) => {
+                    note(
+                        &mut outcome,
+                        console,
+                        format!("skipped: https workloads: {why}"),
+                    );
+                    done += js.len();
+                    continue;
+                }
+            }
+        }
+        let supplies = Supplies {
+            upstreams: &upstream_addrs,
+            certificates: certificates.as_ref(),
+        };
         for &e in executors {
             for &service in &services {
-                match server::start(
-                    e,
-                    service,
-                    &placement.server_cpus,
-                    &claimed,
-                    &upstream_addrs,
-                ) {
+                match server::start(e, service, &placement.server_cpus, &claimed, &supplies) {
                     Ok(s) => {
                         if s.tids().is_empty() {
                             note(
@@ -208,6 +224,8 @@ pub fn run(
         if let Some(u) = upstreams {
             u.stop();
         }
+        // The servers have read their certificates: their directory goes.
+        drop(certificates);
     }
     outcome
 }
@@ -384,6 +402,8 @@ mod tests {
                 "local_socket_latency/pingpong/64B/16",
                 "local_socket_throughput/unidirectional/64KiB",
                 "local_socket_throughput/bidirectional/64KiB",
+                "https/keepalive",
+                "https/handshake",
             ] {
                 assert!(ids.iter().any(|i| i == want), "missing {want}");
             }
@@ -422,6 +442,19 @@ mod tests {
                 "{}",
                 j.id()
             );
+        }
+    }
+
+    #[test]
+    fn https_jobs_need_the_https_server() {
+        for j in jobs(&Mode::quick()) {
+            assert_eq!(
+                j.service == Service::Https,
+                j.category == "https",
+                "{}",
+                j.id()
+            );
+            assert!(j.service.group() < Service::GROUPS, "{}", j.id());
         }
     }
 }

@@ -1,5 +1,12 @@
 //! The workload catalogue: run modes (quick and full), the jobs of every
 //! category with their metrics, and the constants that shape them.
+//!
+//! The `https` category runs HTTP over TLS on every executor (percore's
+//! own TLS, tokio-rustls for the tokio baselines, the same rustls and
+//! *ring* on both sides): `keepalive` measures requests over kept-alive
+//! connections as `http_server/concurrent` does in the clear, `handshake`
+//! full TLS 1.3 handshakes, one request per connection, and the server
+//! CPU each one costs.
 
 use std::io;
 use std::net::SocketAddr;
@@ -39,7 +46,7 @@ pub struct Mode {
 }
 
 impl Mode {
-    /// About 85 s on a 2-vCPU VM with four executors. The Unix-socket
+    /// About 90 s on a 2-vCPU VM with four executors. The Unix-socket
     /// categories run their middle sizes only: quick mode checks that every
     /// kind of cell runs, and their TCP twins cover the extremes.
     pub fn quick() -> Mode {
@@ -406,6 +413,37 @@ pub fn jobs(mode: &Mode) -> Vec<Job> {
         metrics: one("req/s", Better::Higher, ops_per_s),
         target_rate: None,
     });
+    v.push(Job {
+        category: "https",
+        workload: "keepalive".to_string(),
+        service: Service::Https,
+        run: Box::new(move |t, p| client::https_keepalive(t, HTTPS_CONNECTIONS, w, p)),
+        metrics: one("req/s", Better::Higher, ops_per_s),
+        target_rate: None,
+    });
+    v.push(Job {
+        category: "https",
+        workload: "handshake".to_string(),
+        service: Service::Https,
+        run: Box::new(move |t, p| client::https_handshakes(t, HANDSHAKE_CLIENTS, w, p)),
+        metrics: vec![
+            Metric {
+                suffix: "",
+                unit: "hs/s",
+                better: Better::Higher,
+                value: ops_per_s,
+            },
+            // The client, not the server, sets the pace on one client CPU:
+            // the server's cost of a handshake is the number to compare.
+            Metric {
+                suffix: "server_cpu_per_handshake",
+                unit: "us",
+                better: Better::Lower,
+                value: cpu_per_op,
+            },
+        ],
+        target_rate: None,
+    });
     v
 }
 
@@ -416,6 +454,14 @@ pub const LOCAL_PAIRS: [usize; 2] = [1, 16];
 /// `fan_out/concurrent_parents`: client connections, and the width of each
 /// of their fan-outs.
 pub const CONCURRENT_PARENTS: (usize, usize) = (16, 4);
+
+/// Kept-alive connections of `https/keepalive`, each with one request in
+/// flight (as `http_server/concurrent/16`).
+pub const HTTPS_CONNECTIONS: usize = 16;
+
+/// Blocking client threads of `https/handshake`: enough that the server
+/// finds the next handshake waiting while a client verifies the last one.
+pub const HANDSHAKE_CLIENTS: usize = 4;
 
 /// How many `HttpEcho` upstreams the fan-out proxies send to (widths above
 /// it send several sub-requests to each, round-robin).
