@@ -221,7 +221,8 @@ backend_tests! {
         }
     }
 
-    /// A12: bare CR or NUL in a value, bytes >= 0x80 in a name: 400.
+    /// A12: bare CR or NUL in a value, bytes >= 0x80 in a name or in the
+    /// request target: 400.
     fn a12_forbidden_bytes(backend) {
         let server = TestServer::echo(backend);
         for raw in [
@@ -229,6 +230,8 @@ backend_tests! {
             b"GET / HTTP/1.1\r\nHost: t\r\nX: va\0lue\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: t\r\nX\xffY: v\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: t\r\n\x80: v\r\n\r\n",
+            b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: t\r\n\r\n",
+            b"GET /?q=\xff HTTP/1.1\r\nHost: t\r\n\r\n",
         ] {
             only_error(server.addr, raw, 400);
         }
@@ -351,7 +354,7 @@ backend_tests! {
     }
 
     /// A19: 100 Continue comes before the client sends the body (see also
-    /// `http_basic`); an unknown expectation is 417.
+    /// `http_basic`); an unknown expectation is 417, an empty one none.
     fn a19_expect(backend) {
         let server = TestServer::echo(backend);
         let mut c = Client::connect(server.addr);
@@ -360,6 +363,9 @@ backend_tests! {
         c.send(b"abc");
         assert_eq!(c.response().body, b"abc");
         only_error(server.addr, &with_headers("Expect: foo\r\nContent-Length: 0\r\n", b""), 417);
+        // An empty list expects nothing (RFC 9110 §10.1.1): served, no 100.
+        let r = one(server.addr, &with_headers("Expect:\r\nContent-Length: 2\r\n", b"hi"));
+        assert_eq!((r.status, &r.body[..]), (200, &b"hi"[..]));
     }
 
     /// A20: random mutations of the payloads above never panic the server

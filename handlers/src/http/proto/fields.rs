@@ -68,10 +68,13 @@ pub(crate) fn decide<'b>(
                 // RFC 9110 §10.1.1: "A server that receives an Expect field
                 // value containing a member other than 100-continue MAY
                 // respond with a 417 (Expectation Failed)". We do, like h2o.
-                if !h.value.eq_ignore_ascii_case(b"100-continue") {
-                    return Err(HttpError::expectation("unsupported expectation"));
+                // An empty list expects nothing, so it is no failure.
+                for member in list(h.value) {
+                    if !member.eq_ignore_ascii_case(b"100-continue") {
+                        return Err(HttpError::expectation("unsupported expectation"));
+                    }
+                    expect_continue = true;
                 }
-                expect_continue = true;
             }
             12 if content_type.is_none() && name.eq_ignore_ascii_case(b"content-type") => {
                 content_type = Some(h.value);

@@ -257,6 +257,25 @@ fn a12_forbidden_bytes() {
     }
 }
 
+/// RFC 9112 §3.2: the request-target is ASCII; a raw byte from 0x80 up
+/// makes the request line invalid (httparse would let it through).
+#[test]
+fn a12_non_ascii_target() {
+    let cases: [&[u8]; 3] = [
+        b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"GET /\xff HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"GET /?q=\x80 HTTP/1.1\r\nHost: a\r\n\r\n",
+    ];
+    for raw in cases {
+        assert_eq!(status(raw), 400, "{:?}", String::from_utf8_lossy(raw));
+    }
+    // Percent-encoded, the same path is fine.
+    assert_eq!(
+        run(b"GET /caf%C3%A9 HTTP/1.1\r\nHost: a\r\n\r\n"),
+        vec![request("GET", "/caf%C3%A9", b"")]
+    );
+}
+
 #[test]
 fn a13_bare_lf_is_accepted() {
     assert_eq!(
@@ -386,6 +405,15 @@ fn a19_expect() {
     assert!(head.expect_continue);
     assert_eq!(head.body, BodyKind::Length(3));
     assert_eq!(status(&with_headers("Expect: foo\r\n", b"")), 417);
+    assert_eq!(
+        status(&with_headers("Expect: 100-continue, foo\r\n", b"")),
+        417
+    );
+    // RFC 9110 §10.1.1: an empty list has no expectation to fail.
+    for empty in ["Expect:\r\n", "Expect: ,\r\n"] {
+        let raw = with_headers(&format!("{empty}Content-Length: 2\r\n"), b"hi");
+        assert_eq!(run(&raw), vec![request("POST", "/", b"hi")], "{empty:?}");
+    }
     // Nothing to wait for without a body, and HTTP/1.0 must ignore it.
     let mut storage = header_storage::<16>();
     let raw = with_headers("Expect: 100-Continue\r\n", b"");
