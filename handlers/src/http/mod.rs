@@ -172,6 +172,7 @@ pub mod proto;
 mod request;
 mod response;
 mod service;
+mod slots;
 mod stats;
 mod unwind;
 mod wire;
