@@ -54,13 +54,11 @@ impl Slots {
             reason = "the cast shortens the lifetime, which clippy does not count"
         )]
         let slots = slots as *mut [HeaderSlot<'b>];
-        // SAFETY: `slots` points to the boxed array this `Slots` owns, alive
-        // and not borrowed elsewhere while `self` is; a lifetime does not
-        // change a type's layout. The slots are `MaybeUninit`: nothing reads
-        // one as a header unless this borrow's parse wrote it, so a header
-        // an earlier exchange left behind (its bytes maybe gone) is never
-        // read, and one written now cannot be read after `'b`, which the
-        // returned borrow cannot outlive.
+        // The slots are `MaybeUninit`: only what this borrow's parse writes
+        // is read, so a header an earlier exchange left (its bytes maybe
+        // gone) never is, and the borrow cannot outlive `'b`.
+        // SAFETY: `slots` is this `Slots`' own live array, borrowed only
+        // through `self`; a lifetime does not change the layout.
         unsafe { &mut *slots }
     }
 }

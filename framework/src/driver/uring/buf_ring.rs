@@ -234,12 +234,12 @@ impl BufRing {
         debug_assert!(bid < self.count);
         let tail = self.tail.get();
         let index = (tail & (self.count - 1)) as usize;
-        // SAFETY: `index < count`, inside the entries mapping, whose entries
-        // have the kernel's `struct io_uring_buf` layout (`RawEntry`); the
-        // kernel never writes entries, and reads this one only after
-        // `publish`. Each field is written through a raw pointer, never a
-        // `&mut` to the whole entry: entry 0's reserved field is the ring's
-        // tail, which the kernel reads at any time.
+        // Each field is written through a raw pointer, never a `&mut` to
+        // the whole entry: entry 0's reserved field is the ring's tail,
+        // which the kernel reads at any time.
+        // SAFETY: `index < count`, inside the entries mapping (kernel
+        // `struct io_uring_buf` layout, `RawEntry`); the kernel never writes
+        // entries and reads this one only after `publish`.
         unsafe {
             let entry = self.entries.as_ptr().cast::<RawEntry>().add(index);
             std::ptr::addr_of_mut!((*entry).addr).write(self.buf_ptr(bid) as u64);
