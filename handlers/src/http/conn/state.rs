@@ -1,0 +1,295 @@
+//! What a connection keeps between reads ([`State`]), the buffers it
+//! lends each exchange ([`Buffers`]), and the input of one read
+//! ([`Turn`]), with the steps that move them along.
+
+use std::io;
+use std::mem;
+use std::time::Instant;
+
+use percore::buf::RecvBuf;
+
+use super::Conn;
+use crate::http::config::Config;
+use crate::http::cutoff::cut_at;
+use crate::http::proto::{max_head_len, HeadRetry, HttpError, Limits};
+use crate::http::request::BodyEnd;
+use crate::http::stats::Reason;
+use crate::http::wire::{after, Waited, KEEP_CAPACITY};
+use crate::http::Service;
+
+/// What a connection keeps between reads.
+pub(super) struct State {
+    /// The bytes of a request head that spans reads, from its first byte;
+    /// empty otherwise. Lent to a turn as [`Input::Carry`].
+    pub(super) carry: Vec<u8>,
+    /// Requests begun; the one that reaches [`Config::max_requests`] is
+    /// answered as the last.
+    pub(super) served: u32,
+    /// The last request starts before this ([`Config::max_age`]).
+    pub(super) retire_at: Instant,
+    /// When a connection with no request begun is closed: the head timeout
+    /// for a new one, the idle timeout after an answer, sooner at a stop.
+    pub(super) idle_deadline: Instant,
+    /// When the first byte of the incomplete head in `carry` arrived.
+    pub(super) head_started: Option<Instant>,
+    /// When to parse the incomplete head in `carry` again.
+    pub(super) retry: HeadRetry,
+    /// The longest a complete head may be, under the configured limits.
+    pub(super) max_head: usize,
+    /// The limits the parser checks: the configured ones but the body's.
+    /// That one is the service's to choose per request (see
+    /// [`Conn::parse`]), so the parser does not check `Content-Length`.
+    pub(super) parse_limits: Limits,
+    /// The server's stop was seen while waiting for a request.
+    pub(super) stopping: bool,
+    /// Once stopping: see [`stop_cut_off`].
+    pub(super) head_cut: Option<Instant>,
+}
+
+/// The buffers an exchange lends its request and response. They keep
+/// their capacity between requests (see [`shrink`]).
+#[derive(Default)]
+pub(super) struct Buffers {
+    /// A request body that is not contiguous in the input.
+    pub(super) gather: Vec<u8>,
+    /// The response's header fields, as the service adds them.
+    pub(super) res_headers: Vec<u8>,
+    /// The response's body, as the service writes it.
+    pub(super) res_body: Vec<u8>,
+}
+
+/// The input of one read, served request by request.
+pub(super) struct Turn {
+    pub(super) input: Input,
+    /// Where the next request starts in `input`.
+    pub(super) pos: usize,
+}
+
+/// Where the bytes of a turn are.
+pub(super) enum Input {
+    /// In a receive lease (the common case).
+    Lease(RecvBuf),
+    /// In the connection's `carry` buffer, lent to the turn (a head
+    /// spanned reads).
+    Carry(Vec<u8>),
+}
+
+/// What a read brought.
+pub(super) enum Read {
+    /// Input to serve.
+    Turn(Turn),
+    /// Nothing to serve yet: read again.
+    Again,
+    /// A head timed out, answered 408 in the output: close.
+    Close,
+    /// The connection is over, with this as [`serve`](super::serve)'s result.
+    End(io::Result<()>),
+}
+
+// ===== impl State =====
+
+impl State {
+    pub(super) fn new(config: &Config, started: Instant) -> Self {
+        Self {
+            carry: Vec::new(),
+            served: 0,
+            retire_at: after(started, config.max_age),
+            // A new connection that sends nothing is closed after the head
+            // timeout.
+            idle_deadline: after(started, config.head_timeout),
+            head_started: None,
+            retry: HeadRetry::default(),
+            max_head: max_head_len(&config.limits),
+            parse_limits: Limits {
+                max_body: u64::MAX,
+                ..config.limits
+            },
+            stopping: false,
+            head_cut: None,
+        }
+    }
+
+    /// The deadline of the next read: the head timeout of a head begun,
+    /// else the idle one.
+    #[inline]
+    pub(super) fn read_deadline(&self, config: &Config) -> Instant {
+        match self.head_started {
+            Some(t) => {
+                let end = after(t, config.head_timeout);
+                self.head_cut.map_or(end, |cut| end.min(cut))
+            }
+            None => self.idle_deadline,
+        }
+    }
+
+    /// Takes what the wait for a read brought. A head timed out is
+    /// answered here; the close is the caller's.
+    #[inline]
+    pub(super) fn after_read<S: Service>(
+        &mut self,
+        conn: &Conn<'_, S>,
+        read: Waited<io::Result<Option<RecvBuf>>>,
+    ) -> Read {
+        match read {
+            Waited::Done(Ok(Some(lease))) => self.turn(lease),
+            // End of stream: everything complete was answered; an
+            // incomplete head can never be, so it is dropped.
+            Waited::Done(Ok(None)) => Read::End(Ok(())),
+            Waited::Done(Err(e)) => Read::End(Err(e)),
+            Waited::TimedOut if self.head_started.is_some() => {
+                let e = HttpError::timeout("request head timed out");
+                conn.sent(None, e.status, Some(Reason::Timeout));
+                conn.answer_error(&e, names_head(&self.carry));
+                Read::Close
+            }
+            // Idle: close without a word (no 408, see Config).
+            Waited::TimedOut => Read::End(Ok(())),
+            // A request may be on its way: wait a little for it (it is
+            // answered with `Connection: close`) rather than close under
+            // it. The read dropped loses nothing: a head begun stays in
+            // `carry`.
+            Waited::Stopped => {
+                self.stopping = true;
+                self.head_cut = stop_cut_off();
+                let grace_end = after(percore::time::now(), conn.h.config.stop_grace);
+                let end = self.head_cut.map_or(grace_end, |c| c.min(grace_end));
+                self.idle_deadline = self.idle_deadline.min(end);
+                Read::Again
+            }
+        }
+    }
+
+    /// The turn of a new `lease`: the lease itself, or, when a head spans
+    /// reads, `carry` with the lease added. The head is parsed again only
+    /// when the new bytes may end it; until then, read again.
+    #[inline]
+    pub(super) fn turn(&mut self, lease: RecvBuf) -> Read {
+        if self.carry.is_empty() {
+            return Read::Turn(Turn {
+                input: Input::Lease(lease),
+                pos: 0,
+            });
+        }
+        self.carry.extend_from_slice(&lease);
+        drop(lease);
+        if !self.retry.due(&self.carry, self.max_head) {
+            // Still incomplete: nothing in the new bytes can end it.
+            return Read::Again;
+        }
+        Read::Turn(Turn {
+            input: Input::Carry(mem::take(&mut self.carry)),
+            pos: 0,
+        })
+    }
+
+    /// Counts a request whose head parsed at `now`; whether the connection
+    /// is kept after it, as far as the client (`keep_alive`), the
+    /// connection's age and the number of its requests go.
+    #[inline]
+    pub(super) fn begin(&mut self, config: &Config, now: Instant, keep_alive: bool) -> bool {
+        self.head_started = None;
+        self.retry.reset();
+        self.served = self.served.saturating_add(1);
+        percore::count_requests(1);
+        keep_alive
+            && self.served < config.max_requests
+            && now < self.retire_at
+            && !percore::is_shutting_down()
+    }
+
+    /// After a turn that used up its input: takes back the `carry` buffer
+    /// if it was lent.
+    #[inline]
+    pub(super) fn used_up(&mut self, turn: Turn) {
+        if let Input::Carry(mut carry) = turn.input {
+            shrink(&mut carry);
+            self.put_back(carry);
+        }
+    }
+
+    /// After a turn that ended in an incomplete head: keeps the head's
+    /// bytes in `carry`, and notes when it began.
+    pub(super) fn keep_partial(&mut self, turn: Turn) {
+        match turn.input {
+            Input::Lease(lease) => {
+                let rest = lease.get(turn.pos..).unwrap_or_default();
+                self.carry.extend_from_slice(rest);
+            }
+            Input::Carry(mut carry) => {
+                carry.drain(..turn.pos.min(carry.len()));
+                self.carry = carry;
+            }
+        }
+        self.head_started.get_or_insert_with(percore::time::now);
+    }
+
+    /// Takes back, emptied, the `carry` buffer lent to a turn.
+    pub(super) fn put_back(&mut self, mut carry: Vec<u8>) {
+        carry.clear();
+        self.carry = carry;
+    }
+}
+
+// ===== impl Buffers =====
+
+impl Buffers {
+    /// Frees the buffers that grew large for one exchange (see [`shrink`]).
+    #[inline]
+    pub(super) fn shrink(&mut self) {
+        shrink(&mut self.res_body);
+        shrink(&mut self.gather);
+    }
+}
+
+// ===== impl Turn =====
+
+impl Turn {
+    /// The turn's bytes from the next request on.
+    #[inline]
+    pub(super) fn rest(&self) -> &[u8] {
+        match &self.input {
+            Input::Lease(lease) => lease.get(self.pos..).unwrap_or_default(),
+            Input::Carry(carry) => carry.get(self.pos..).unwrap_or_default(),
+        }
+    }
+
+    /// Moves past a request whose head was `head_len` bytes, and past its
+    /// body as `end` says.
+    #[inline]
+    pub(super) fn advance(&mut self, head_len: usize, end: BodyEnd, state: &mut State) {
+        match end.lease {
+            Some((lease, used)) => {
+                // The body ran past this turn's input: the rest of the
+                // input was body, and the new lease is the input now.
+                if let Input::Carry(carry) = mem::replace(&mut self.input, Input::Lease(lease)) {
+                    state.put_back(carry);
+                }
+                self.pos = used;
+            }
+            None => self.pos += head_len + end.input_used,
+        }
+    }
+}
+
+/// For a connection that learns of the stop now, the cut-off before the
+/// drain deadline (`None` when no drain bounds the stop): the end of its
+/// grace at the latest, as a request after it would only be answered 503,
+/// and when a head still arriving is answered 408 rather than cancelled
+/// with its connection at the deadline, without a word.
+fn stop_cut_off() -> Option<Instant> {
+    percore::drain_deadline().map(|deadline| cut_at(deadline, percore::time::now()))
+}
+
+/// Whether a request, complete or not, is a `HEAD`: the answer to one
+/// has no body, even when it refuses the request (RFC 9110 §9.3.2).
+pub(super) fn names_head(request: &[u8]) -> bool {
+    request.starts_with(b"HEAD ")
+}
+
+/// Frees a buffer that grew past [`KEEP_CAPACITY`] for one large message,
+/// so idle connections do not keep it.
+fn shrink(buf: &mut Vec<u8>) {
+    if buf.capacity() > KEEP_CAPACITY {
+        *buf = Vec::new();
+    }
+}
