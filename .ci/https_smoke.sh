@@ -35,12 +35,7 @@ need_tools curl wrk openssl
 echo "https_smoke: building http_echo (release)"
 cargo build --release -p percore-examples --bin http_echo
 
-ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-openssl req -x509 "${ec[@]}" -days 2 -subj "/CN=smoke CA" -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
-openssl req "${ec[@]}" -subj "/CN=localhost" -keyout "$work/key.pem" -out "$work/leaf.csr" 2>/dev/null
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$work/ext"
-openssl x509 -req -in "$work/leaf.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial \
-    -days 2 -extfile "$work/ext" -out "$work/cert.pem" 2>/dev/null
+benches/make_certs.sh "$work"
 
 for backend in $backends; do
     echo

@@ -81,14 +81,7 @@ stop_server() {
 }
 on_exit 'stop_server; rm -rf "$work"'
 
-# A CA and a certificate for localhost and 127.0.0.1 it signs.
-ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-openssl req -x509 "${ec[@]}" -days 2 -subj "/CN=bench CA" -keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
-openssl req "${ec[@]}" -subj "/CN=localhost" -keyout "$work/key.pem" -out "$work/leaf.csr" 2>/dev/null
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >"$work/leaf.ext"
-openssl x509 -req -in "$work/leaf.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial \
-    -days 2 -extfile "$work/leaf.ext" -out "$work/cert.pem" 2>/dev/null
-[[ -s $work/cert.pem ]] || die "openssl could not make the certificate"
+"$root/benches/make_certs.sh" "$work" || die "openssl could not make the certificate"
 
 # nginx as one process (no master) on CPU 0, so its PID is the one worker;
 # no request cap per connection, as the others have none.

@@ -359,6 +359,25 @@ fn start_percore(
     ))
 }
 
+/// [`start`] for a test that runs every executor: `None`, with the reason
+/// printed, where this machine may lack one (io_uring denied, or percore
+/// built out); any other failure fails the test.
+#[cfg(test)]
+pub(crate) fn start_in_test(
+    e: Executor,
+    service: Service,
+    supplies: &Supplies<'_>,
+) -> Option<RunningServer> {
+    match start(e, service, &[], &[], supplies) {
+        Ok(s) => Some(s),
+        Err(why) if e == Executor::Uring || (e.is_ours() && !cfg!(feature = "percore")) => {
+            println!("skipped: {}: {why}", e.name());
+            None
+        }
+        Err(why) => panic!("{}: {why}", e.name()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,14 +406,8 @@ mod tests {
         use crate::client;
         use crate::probe::Probe;
         for e in Executor::ALL {
-            let server = match start(e, Service::UnixEcho, &[], &[], &Supplies::default()) {
-                Ok(s) => s,
-                // io_uring may be denied here, and percore left out.
-                Err(why) if e == Executor::Uring || (e.is_ours() && !cfg!(feature = "percore")) => {
-                    println!("skipped: {}: {why}", e.name());
-                    continue;
-                }
-                Err(why) => panic!("{}: {why}", e.name()),
+            let Some(server) = start_in_test(e, Service::UnixEcho, &Supplies::default()) else {
+                continue;
             };
             let target = server.target();
             let Target::Unix(path) = &target else {

@@ -149,14 +149,8 @@ mod tests {
             ..Supplies::default()
         };
         for e in Executor::ALL {
-            let server = match server::start(e, Service::Https, &[], &[], &supplies) {
-                Ok(s) => s,
-                // io_uring may be denied here, and percore left out.
-                Err(why) if e == Executor::Uring || (e.is_ours() && !cfg!(feature = "percore")) => {
-                    println!("skipped: {}: {why}", e.name());
-                    continue;
-                }
-                Err(why) => panic!("{}: {why}", e.name()),
+            let Some(server) = server::start_in_test(e, Service::Https, &supplies) else {
+                continue;
             };
             let target = server.target();
             let (_, ca) = target.tls().expect("an HTTPS target");
