@@ -33,10 +33,7 @@ struct Refuser;
 impl Service for Refuser {
     async fn call(&self, _: &mut Request<'_>, _: &mut Response<'_>) -> std::io::Result<()> {
         let before = ALLOCS.load(Ordering::Relaxed);
-        let e = std::io::Error::from(HttpError {
-            status: 404,
-            reason: "no such thing",
-        });
+        let e = std::io::Error::from(HttpError::new(404, "no such thing"));
         OWN_ALLOCS.fetch_add(ALLOCS.load(Ordering::Relaxed) - before, Ordering::Relaxed);
         Err(e)
     }

@@ -22,11 +22,7 @@ struct Unread;
 impl Service for Unread {
     async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
         if req.path() == "/refuse" {
-            return Err(HttpError {
-                status: 404,
-                reason: "no such thing",
-            }
-            .into());
+            return Err(HttpError::new(404, "no such thing").into());
         }
         if req.path() == "/streamed" {
             res.write(b"early,");

@@ -22,11 +22,7 @@ struct JsonErrors;
 impl Service for JsonErrors {
     async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
         match req.path() {
-            "/forbidden" => Err(HttpError {
-                status: 403,
-                reason: "not yours",
-            }
-            .into()),
+            "/forbidden" => Err(HttpError::new(403, "not yours").into()),
             "/fail" => Err(io::Error::other("the database is down")),
             "/panic" => panic!("a bug in the service"),
             _ => {

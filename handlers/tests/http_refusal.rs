@@ -15,7 +15,7 @@ use support::http::*;
 
 const NOT_FOUND: HttpError = HttpError {
     status: 404,
-    reason: "no such thing",
+    reason: std::borrow::Cow::Borrowed("no such thing"),
 };
 
 /// `/refuse` refuses at once; `/partial` reads one piece of the body

@@ -63,13 +63,7 @@ impl Service for Api {
             }
             "/fail" => return Err(io::Error::other("service failure")),
             p if p.starts_with("/fail-logged") => return Err(io::Error::other("logged failure")),
-            "/teapot" => {
-                return Err(HttpError {
-                    status: 418,
-                    reason: "short and stout",
-                }
-                .into())
-            }
+            "/teapot" => return Err(HttpError::new(418, "short and stout").into()),
             "/headers" => {
                 assert!(res.header("X-Bad", b"a\r\nSet-Cookie: x").is_err());
                 assert!(res.header("Bad Name", b"v").is_err());

@@ -25,13 +25,7 @@ impl Service for Outcomes {
             "/ok" => res.send(200, None, b"ok")?,
             "/moved" => res.send(301, None, b"")?,
             "/missing" => res.send(404, None, b"")?,
-            "/refuse" => {
-                return Err(HttpError {
-                    status: 403,
-                    reason: "no",
-                }
-                .into())
-            }
+            "/refuse" => return Err(HttpError::new(403, "no").into()),
             "/fail" => return Err(io::Error::other("the database is down")),
             "/panic" => panic!("a bug in the service"),
             "/slow" => percore::time::sleep(Duration::from_secs(30)).await,

@@ -47,7 +47,7 @@ impl<S: Service> Conn<'_, S> {
             let clients_doing = end.failure.is_some() || self.wire.write_failed();
             self.log_failure(req, e, clients_doing);
         }
-        self.complete(exchange, res, result, end.failure, end.abandoned)
+        self.complete(exchange, res, result, end.failure.clone(), end.abandoned)
     }
 
     /// Puts the answer to one exchange in the output.
@@ -73,7 +73,10 @@ impl<S: Service> Conn<'_, S> {
         }
         // The layer's refusal, or (`None`) the service's error.
         let failed = match (failure, &result) {
-            (Some(Failure::Refused(e)), _) => Some((e, Some(Reason::refusal(e.status)))),
+            (Some(Failure::Refused(e)), _) => {
+                let reason = Reason::refusal(e.status);
+                Some((e, Some(reason)))
+            }
             // (`Gone` returned above.)
             (_, Err(e)) => Some((service_error(e), None)),
             (_, Ok(())) => None,
@@ -209,13 +212,13 @@ pub(super) fn drains(result: &io::Result<()>, res: &Response<'_>) -> bool {
 /// that rest was read and dropped (`end`): kept if it all came, else
 /// closed (after the answer goes out), or aborted if the client left.
 pub(super) fn after_discard(outcome: Outcome, end: &BodyEnd) -> Outcome {
-    match end.failure {
+    match &end.failure {
         _ if outcome != Outcome::Keep => outcome,
         Some(Failure::Gone) => Outcome::Abort,
         Some(Failure::Refused(e)) => {
             tracing::debug!(
                 status = e.status,
-                reason = e.reason,
+                reason = %e.reason,
                 "request body refused after the answer; closing"
             );
             Outcome::Close

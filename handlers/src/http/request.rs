@@ -169,7 +169,7 @@ impl std::fmt::Debug for Request<'_> {
 
 /// Why a body could not be read. Recorded by the reader, so the connection
 /// loop answers correctly whatever the service did with the error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Failure {
     /// Answer with this error (400, 408, 413, 431), then close.
     Refused(HttpError),
@@ -342,8 +342,8 @@ impl<'r> BodyReader<'r> {
 
     /// Decodes from the bytes at hand without waiting.
     fn step(&mut self) -> io::Result<Step> {
-        if let Some(f) = self.failure {
-            return Err(failure_error(f));
+        if let Some(f) = &self.failure {
+            return Err(failure_error(f.clone()));
         }
         loop {
             if self.decoder.is_done() {
@@ -424,14 +424,14 @@ impl<'r> BodyReader<'r> {
             }
             Waited::TimedOut | Waited::Stopped => {
                 let e = HttpError::timeout("request body timed out");
-                self.failure = Some(Failure::Refused(e));
+                self.failure = Some(Failure::Refused(e.clone()));
                 Err(failure_error(Failure::Refused(e)))
             }
         }
     }
 
     fn fail_with(&mut self, e: HttpError) -> io::Error {
-        self.failure = Some(Failure::Refused(e));
+        self.failure = Some(Failure::Refused(e.clone()));
         io::Error::new(io::ErrorKind::InvalidData, e)
     }
 
@@ -519,7 +519,8 @@ impl<'r> BodyReader<'r> {
                 // is dropped, as the close's lingering does, the flush
                 // polled first as below. (One that timed out, or was cut
                 // short by the stop, is not waited on again.)
-                Err(_) if matches!(self.failure, Some(Failure::Refused(e)) if e.status != 408) => {
+                Err(_) if matches!(self.failure, Some(Failure::Refused(ref e)) if e.status != 408) =>
+                {
                     let until = after(percore::time::now(), self.config.linger_timeout);
                     loop {
                         let read = wire.wait(wire.conn.read(), until, Some(stop));
@@ -562,7 +563,7 @@ impl<'r> BodyReader<'r> {
         BodyEnd {
             input_used: self.input_used,
             lease,
-            failure: self.failure,
+            failure: self.failure.clone(),
             abandoned,
         }
     }

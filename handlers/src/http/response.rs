@@ -408,10 +408,7 @@ fn remove_field(headers: &mut Vec<u8>, name: &[u8]) {
 }
 
 fn invalid(reason: &'static str) -> HttpError {
-    HttpError {
-        status: 500,
-        reason,
-    }
+    HttpError::new(500, reason)
 }
 
 /// The fields the server sets itself (ASCII case-insensitive).

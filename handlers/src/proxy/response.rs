@@ -247,7 +247,9 @@ impl ResponseParser {
         };
         loop {
             let input = buf.get(body.raw..).unwrap_or_default();
-            let decoded = decoder.decode(input).map_err(|e| Failure::Bad(e.reason))?;
+            let decoded = decoder
+                .decode(input)
+                .map_err(|e| Failure::Bad(e.static_reason()))?;
             let data = body.raw + decoded.data.start..body.raw + decoded.data.end;
             if !data.is_empty() {
                 // Compact the body: chunk framing between data runs is

@@ -87,7 +87,7 @@ impl BodyDecoder {
                 data: 0..0,
                 done: true,
             }),
-            State::Failed(err) => Err(*err),
+            State::Failed(err) => Err(err.clone()),
             State::Length { remaining } => {
                 let take = usize::try_from(*remaining).map_or(input.len(), |r| r.min(input.len()));
                 // `take <= remaining`, so this cannot underflow.
@@ -110,7 +110,7 @@ impl BodyDecoder {
                     Ok(out)
                 }
                 Err(err) => {
-                    self.state = State::Failed(err);
+                    self.state = State::Failed(err.clone());
                     Err(err)
                 }
             },

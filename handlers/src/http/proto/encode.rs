@@ -78,10 +78,7 @@ impl<'a> ResponseHead<'a> {
                 .iter()
                 .all(|(n, v)| is_token(n.as_bytes()) && is_field_value(v));
         if !valid {
-            return Err(HttpError {
-                status: 500,
-                reason: "invalid response header",
-            });
+            return Err(HttpError::new(500, "invalid response header"));
         }
         Ok(())
     }
@@ -228,7 +225,7 @@ pub fn error_text(error: &HttpError, body: &mut Vec<u8>) {
     body.push(b'\n');
 }
 
-fn error_text_parts(error: &HttpError) -> (&'static [u8], &'static [u8], &'static [u8]) {
+fn error_text_parts(error: &HttpError) -> (&'static [u8], &'static [u8], &[u8]) {
     let phrase = reason_phrase(error.status).as_bytes();
     let detail = error.reason.as_bytes();
     let separator: &[u8] = if phrase.is_empty() || detail.is_empty() {

@@ -1,5 +1,6 @@
 //! The one error type of the protocol core: which status to answer, and why.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// A request the server refuses to process.
@@ -27,28 +28,47 @@ use std::fmt;
 ///
 /// fn busy() -> io::Result<()> {
 ///     // The client gets `503 Service Unavailable: try again later`.
-///     Err(HttpError { status: 503, reason: "try again later" }.into())
+///     Err(HttpError::new(503, "try again later").into())
 /// }
 ///
 /// let e = busy().unwrap_err();
 /// assert_eq!(HttpError::of(&e).map(|e| e.status), Some(503));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpError {
     /// Status code to answer with: 400, 408, 413, 414, 417, 431, 500, 501,
     /// 503 or 505 from the server itself; any 400–599 from a service.
     pub status: u16,
-    /// Short, static description of the cause, for the client and the log;
-    /// empty when the status says all there is to say.
-    pub reason: &'static str,
+    /// Short description of the cause, for the client and the log; empty
+    /// when the status says all there is to say. Static text costs
+    /// nothing; an owned one (`format!("no user {id}")`) lets an answer
+    /// say which thing was wrong.
+    pub reason: Cow<'static, str>,
 }
 
 impl HttpError {
+    /// An error with `status` (400–599 to be answered as such, see above)
+    /// and `reason`, static or owned.
+    ///
+    /// ```
+    /// use percore_handlers::http::HttpError;
+    ///
+    /// let id = 7;
+    /// let e = HttpError::new(404, format!("no user {id}"));
+    /// assert_eq!(e.to_string(), "404 no user 7");
+    /// ```
+    pub fn new(status: u16, reason: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            status,
+            reason: reason.into(),
+        }
+    }
+
     /// 400 Bad Request: malformed syntax or ambiguous framing.
     pub(crate) const fn bad_request(reason: &'static str) -> Self {
         Self {
             status: 400,
-            reason,
+            reason: Cow::Borrowed(reason),
         }
     }
 
@@ -56,7 +76,7 @@ impl HttpError {
     pub(crate) const fn timeout(reason: &'static str) -> Self {
         Self {
             status: 408,
-            reason,
+            reason: Cow::Borrowed(reason),
         }
     }
 
@@ -64,7 +84,7 @@ impl HttpError {
     pub(crate) const fn internal() -> Self {
         Self {
             status: 500,
-            reason: "",
+            reason: Cow::Borrowed(""),
         }
     }
 
@@ -72,7 +92,7 @@ impl HttpError {
     pub(crate) const fn too_large(reason: &'static str) -> Self {
         Self {
             status: 413,
-            reason,
+            reason: Cow::Borrowed(reason),
         }
     }
 
@@ -80,7 +100,7 @@ impl HttpError {
     pub(crate) const fn uri_too_long(reason: &'static str) -> Self {
         Self {
             status: 414,
-            reason,
+            reason: Cow::Borrowed(reason),
         }
     }
 
@@ -88,7 +108,7 @@ impl HttpError {
     pub(crate) const fn expectation(reason: &'static str) -> Self {
         Self {
             status: 417,
-            reason,
+            reason: Cow::Borrowed(reason),
         }
     }
 
@@ -96,7 +116,7 @@ impl HttpError {
     pub(crate) const fn fields_too_large(reason: &'static str) -> Self {
         Self {
             status: 431,
-            reason,
+            reason: Cow::Borrowed(reason),
         }
     }
 
@@ -104,7 +124,7 @@ impl HttpError {
     pub(crate) const fn not_implemented(reason: &'static str) -> Self {
         Self {
             status: 501,
-            reason,
+            reason: Cow::Borrowed(reason),
         }
     }
 
@@ -113,7 +133,7 @@ impl HttpError {
     pub(crate) const fn stopping() -> Self {
         Self {
             status: 503,
-            reason: "the server is stopping",
+            reason: Cow::Borrowed("the server is stopping"),
         }
     }
 
@@ -121,7 +141,7 @@ impl HttpError {
     pub(crate) const fn version(reason: &'static str) -> Self {
         Self {
             status: 505,
-            reason,
+            reason: Cow::Borrowed(reason),
         }
     }
 }
@@ -147,10 +167,19 @@ impl From<HttpError> for std::io::Error {
 }
 
 impl HttpError {
+    /// The reason if it is static text, else a generic one: for callers
+    /// that keep reasons without allocating.
+    pub(crate) fn static_reason(&self) -> &'static str {
+        match self.reason {
+            Cow::Borrowed(reason) => reason,
+            Cow::Owned(_) => "malformed",
+        }
+    }
+
     /// The `HttpError` inside an I/O error made from one, if any.
     pub fn of(e: &std::io::Error) -> Option<HttpError> {
         e.get_ref()
             .and_then(|inner| inner.downcast_ref::<HttpError>())
-            .copied()
+            .cloned()
     }
 }

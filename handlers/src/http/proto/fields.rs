@@ -131,19 +131,19 @@ pub(crate) fn decide<'b>(
 /// the grammar, leading zeros (`010`) are refused too: a hop
 /// that reads them as octal would frame the body differently.
 fn parse_length(value: &[u8]) -> Result<u64, HttpError> {
-    let bad = HttpError::bad_request("invalid Content-Length");
+    const BAD: HttpError = HttpError::bad_request("invalid Content-Length");
     if value.is_empty() || (value.len() > 1 && value[0] == b'0') {
-        return Err(bad);
+        return Err(BAD);
     }
     let mut n: u64 = 0;
     for &b in value {
         if !b.is_ascii_digit() {
-            return Err(bad);
+            return Err(BAD);
         }
         n = n
             .checked_mul(10)
             .and_then(|n| n.checked_add(u64::from(b - b'0')))
-            .ok_or(bad)?;
+            .ok_or(BAD)?;
     }
     Ok(n)
 }
