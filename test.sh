@@ -20,4 +20,5 @@ else
             echo "test.sh: ${spec%%:*} is not installed (not root: not installing it); the tests that need it skip"
     done
 fi
-exec cargo test --workspace "$@"
+# The HTTP layer's optional parts (JSON, the `http` crate) are tested too.
+exec cargo test --workspace --features percore-handlers/json,percore-handlers/http "$@"

@@ -195,6 +195,30 @@ pub enum Either<A, B> {
     Right(B),
 }
 
+/// Either of two futures is a future of their common output: code that
+/// picks one of two futures at run time (a router choosing a route) holds
+/// the one it picked inline, with no box.
+impl<A, B> Future for Either<A, B>
+where
+    A: Future,
+    B: Future<Output = A::Output>,
+{
+    type Output = A::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<A::Output> {
+        // SAFETY: the pinned `Either` is never moved out of here, only its
+        // live variant is pinned in place (structural pinning): `Either`
+        // has no `Drop` that could move it, and is `Unpin` only when both
+        // futures are.
+        match unsafe { self.get_unchecked_mut() } {
+            // SAFETY: see above; `a` stays where the pinned `Either` is.
+            Either::Left(a) => unsafe { Pin::new_unchecked(a) }.poll(cx),
+            // SAFETY: as for `Left`.
+            Either::Right(b) => unsafe { Pin::new_unchecked(b) }.poll(cx),
+        }
+    }
+}
+
 /// Runs both futures until one completes; returns its output and drops
 /// the other (its I/O cancelled). When both are ready, either may win
 /// (see the [module docs](self) for the order of polls).

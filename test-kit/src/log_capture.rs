@@ -1,6 +1,7 @@
 //! The process's log (INFO and above) captured in memory, for tests that
 //! check what an operator would read. Memory only, so logging needs no
-//! descriptor (one case runs the process out of them). The subscriber is
+//! descriptor (one case runs the process out of them). Spans log a line
+//! when they close. The subscriber is
 //! process-wide: a test binary installs it on first use.
 
 use std::io;
@@ -30,6 +31,8 @@ pub fn install() {
     INIT.call_once(|| {
         tracing_subscriber::fmt()
             .with_writer(|| Capture)
+            // A span's closing line carries what it recorded last.
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
             .with_ansi(false)
             .init();
     });

@@ -168,9 +168,15 @@ mod config;
 mod conn;
 mod cutoff;
 mod echo;
+#[cfg(feature = "http")]
+mod interop;
+#[cfg(feature = "json")]
+mod json;
 pub mod proto;
+mod query;
 mod request;
 mod response;
+pub mod router;
 mod service;
 mod slots;
 mod stats;
@@ -179,8 +185,11 @@ mod wire;
 
 pub use config::Config;
 pub use echo::{HttpEcho, HELLO};
+#[cfg(feature = "json")]
+pub use json::JSON_TYPE;
 pub use proto::{Header, HttpError, Limits, RequestHead};
 pub use request::Request;
 pub use response::Response;
+pub use router::{RouteError, Routed, Router, Routes};
 pub use service::{HttpHandler, Service};
 pub use stats::{HttpStats, HttpStatsReader};

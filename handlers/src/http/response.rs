@@ -202,8 +202,31 @@ impl<'r> Response<'r> {
         content_type: Option<&[u8]>,
         body: &[u8],
     ) -> Result<(), HttpError> {
+        self.send_with(status, content_type, |out| {
+            out.extend_from_slice(body);
+            Ok(())
+        })
+    }
+
+    /// As [`send`](Self::send), with the body written by `write` straight
+    /// into the (emptied) body buffer: no copy. When `write` fails, the
+    /// body is left empty, status and fields as they were.
+    pub(crate) fn send_with(
+        &mut self,
+        status: u16,
+        content_type: Option<&[u8]>,
+        write: impl FnOnce(&mut Vec<u8>) -> Result<(), HttpError>,
+    ) -> Result<(), HttpError> {
         if self.streaming.is_some() {
             return Err(invalid("response replaced after its head was sent"));
+        }
+        if content_type.is_some_and(|ct| !chars::is_field_value(ct)) {
+            return Err(invalid("invalid response header"));
+        }
+        self.body.clear();
+        if let Err(e) = write(self.body) {
+            self.body.clear();
+            return Err(e);
         }
         if let Some(ct) = content_type {
             if !self.headers.is_empty() {
@@ -213,8 +236,6 @@ impl<'r> Response<'r> {
         }
         self.status = status;
         self.declared = None;
-        self.body.clear();
-        self.body.extend_from_slice(body);
         Ok(())
     }
 
@@ -412,7 +433,7 @@ fn invalid(reason: &'static str) -> HttpError {
 }
 
 /// The fields the server sets itself (ASCII case-insensitive).
-fn is_framing_field(name: &str) -> bool {
+pub(crate) fn is_framing_field(name: &str) -> bool {
     match name.len() {
         4 => name.eq_ignore_ascii_case("date"),
         10 => name.eq_ignore_ascii_case("connection") || name.eq_ignore_ascii_case("keep-alive"),
