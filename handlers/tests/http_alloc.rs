@@ -14,7 +14,9 @@
 
 mod support;
 
-use percore_handlers::http::HttpError;
+use std::io::Write as _;
+
+use percore_handlers::http::{HttpError, Routed, Router};
 use percore_test_kit::alloc::*;
 use percore_test_kit::http::*;
 use percore_test_kit::*;
@@ -108,6 +110,48 @@ backend_tests! {
         drop(c);
     }
 
+    /// A routed request with two path parameters, and the router's own
+    /// 404, 405 and `HEAD`: nothing allocated, routing included.
+    fn a_routed_request_allocates_nothing(backend) {
+        let _serial = serial();
+        let mut config = Config::default();
+        config.max_requests = u32::MAX;
+        let server = TestServer::start(backend, config, || {
+            TRACKED.with(|t| t.set(true));
+            Router::new(())
+                .get("/users/{id}/posts/{post}", post_of)
+                .post("/users/{id}/posts/{post}", post_of)
+                .build()
+                .expect("routes")
+        });
+        let mut c = Client::connect(server.addr);
+        let routed = |c: &mut Client| {
+            assert_eq!(c.roundtrip(&get("/users/7/posts/35")).body, b"42");
+            assert_eq!(c.roundtrip(&get("/users/1/posts/x")).status, 400);
+            assert_eq!(c.roundtrip(&get("/nowhere")).status, 404);
+            assert_eq!(c.roundtrip(b"PUT /users/1/posts/2 HTTP/1.1\r\nHost: t\r\n\r\n").status, 405);
+            c.send(b"HEAD /users/1/posts/2 HTTP/1.1\r\nHost: t\r\n\r\n");
+            assert_eq!(c.response_to(true).status, 200);
+        };
+        for _ in 0..100 {
+            routed(&mut c);
+        }
+        ALLOCS.store(0, Ordering::Relaxed);
+        COUNTING.store(true, Ordering::SeqCst);
+        let mut counted = 0;
+        while counted < 2000 {
+            assert_eq!(c.roundtrip(&get("/users/7/posts/35")).body, b"42");
+            assert_eq!(c.roundtrip(&get("/nowhere")).status, 404);
+            counted += 2;
+        }
+        COUNTING.store(false, Ordering::SeqCst);
+        let allocs = ALLOCS.load(Ordering::Relaxed);
+        let sizes: Vec<usize> = SIZES.iter().map(|s| s.load(Ordering::Relaxed)).collect();
+        println!("{backend}: {allocs} allocations over {counted} routed requests (first sizes {sizes:?})");
+        assert_eq!(allocs, 0, "allocations on the core thread; first sizes {sizes:?}");
+        drop(c);
+    }
+
     /// A service's 4xx keeps the connection, so a client can make one
     /// after another in steady state: the layer's answer to it allocates
     /// nothing beyond the error the service made.
@@ -129,6 +173,14 @@ backend_tests! {
             c.send(b"defghij");
         });
     }
+}
+
+/// Adds the two path parameters, formatted into the reused body.
+async fn post_of(_: &(), req: &mut Routed<'_, '_>, res: &mut Response<'_>) -> std::io::Result<()> {
+    let id: u32 = req.param("id")?;
+    let post: u32 = req.param("post")?;
+    write!(res.body_mut(), "{}", id + post)?;
+    Ok(())
 }
 
 /// 1000 exchanges of `refused` on one connection to a [`Refuser`], after

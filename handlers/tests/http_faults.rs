@@ -281,11 +281,17 @@ backend_tests! {
     }
 
     /// A15: an unsupported major version is 505; malformed versions and
-    /// HTTP/0.9 are 400.
+    /// HTTP/0.9 are 400; a higher minor version (`HTTP/1.2`) is served
+    /// as HTTP/1.1 (RFC 9110 §6.2), the connection kept.
     fn a15_versions(backend) {
         let server = TestServer::echo(backend);
         let line = |v: &str| format!("GET / {v}\r\nHost: t\r\n\r\n").into_bytes();
-        only_error(server.addr, &line("HTTP/1.2"), 505);
+        let got = exchange(server.addr, b"GET / HTTP/1.2\r\nHost: t\r\nConnection: close\r\n\r\n");
+        assert!(got.starts_with(b"HTTP/1.1 200 OK\r\n"), "{:?}", String::from_utf8_lossy(&got));
+        let mut c = Client::connect(server.addr);
+        let r = c.roundtrip(&line("HTTP/1.9"));
+        assert_eq!((r.status, r.closes()), (200, false));
+        assert_eq!(c.roundtrip(&line("HTTP/1.1")).status, 200);
         only_error(server.addr, &line("HTTP/2.0"), 505);
         only_error(server.addr, &line("HTTP/4294967295.255"), 400);
         only_error(server.addr, &line("HTTP/\r\r1.1"), 400);

@@ -140,7 +140,10 @@
 //!   request line too long, 417 unknown expectation, 431 header section
 //!   or trailers too large, 500 service error (or the status of an
 //!   [`HttpError`] it returned), 501 unknown transfer coding, 503 a
-//!   service still running at the end of a stop, 505 unsupported version. See [`Limits`] for the sizes.
+//!   service still running at the end of a stop, 505 unsupported major
+//!   version (`HTTP/2.0` in an HTTP/1 request line; a higher minor
+//!   version such as `HTTP/1.2` is served as HTTP/1.1, as RFC 9110 §6.2
+//!   asks). See [`Limits`] for the sizes.
 //!
 //! # Memory and allocation
 //!

@@ -216,8 +216,24 @@ pub fn parse_head<'h, 'b>(
     limits: &Limits,
 ) -> Result<Option<RequestHead<'h, 'b>>, HttpError> {
     let cap = headers.len().min(limits.max_headers);
+    // The slots are lent twice on the path of a higher minor version, the
+    // first loan dead by then; the borrow checker cannot see it die, as
+    // the other path returns it.
+    let slots: *mut [HeaderSlot<'b>] = &mut headers[..cap];
     let mut req = httparse::Request::new(&mut []);
-    let parsed = req.parse_with_uninit_headers(buf, &mut headers[..cap]);
+    // SAFETY: `slots` points into `headers`, borrowed by us for 'h, and
+    // this is the only reference made from it on every path but the one
+    // below.
+    let parsed = req.parse_with_uninit_headers(buf, unsafe { &mut *slots });
+    if let Err(httparse::Error::Version) = parsed {
+        let request_line = line::request_line(buf, limits)?;
+        if let Some((method, target)) = line::higher_minor(buf, request_line) {
+            // SAFETY: `req`, which holds the first reference, is not used
+            // again on this path (and has no `Drop`): one loan at a time.
+            let slots = unsafe { &mut *slots };
+            return parse_as_1_1(buf, method, target, request_line, slots, limits);
+        }
+    }
     let head_len = match parsed {
         // A complete head no longer than the smallest line or section
         // limit cannot break any of them: the common case skips the scans.
@@ -251,6 +267,62 @@ pub fn parse_head<'h, 'b>(
         content_type: decision.content_type,
         headers,
     }))
+}
+
+/// The head of an `HTTP/1.x` request (`x` above 1) whose request line
+/// [`line::higher_minor`] accepted: its fields parsed as httparse parses
+/// any, the request then served as HTTP/1.1.
+#[cold]
+fn parse_as_1_1<'h, 'b>(
+    buf: &'b [u8],
+    method: &'b str,
+    target: &'b str,
+    request_line: RequestLine,
+    slots: &'h mut [HeaderSlot<'b>],
+    limits: &Limits,
+) -> Result<Option<RequestHead<'h, 'b>>, HttpError> {
+    let RequestLine::Done { next, .. } = request_line else {
+        return Ok(None);
+    };
+    let fields = &buf[next..];
+    let (len, headers) = match httparse::parse_headers(fields, initialised(slots)) {
+        Ok(httparse::Status::Complete(done)) => done,
+        Ok(httparse::Status::Partial) => {
+            line::check_fields(fields, limits)?;
+            return Ok(None);
+        }
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(HttpError::fields_too_large("too many header fields"))
+        }
+        Err(_) => return Err(HttpError::bad_request("malformed header field")),
+    };
+    line::check_fields(&fields[..len], limits)?;
+    let headers: &'h [httparse::Header<'b>] = headers;
+    let decision = fields::decide(headers, 1, limits)?;
+    Ok(Some(RequestHead {
+        method,
+        target,
+        version: 1,
+        head_len: next + len,
+        body: decision.body,
+        keep_alive: decision.keep_alive,
+        expect_continue: decision.expect_continue,
+        content_type: decision.content_type,
+        headers,
+    }))
+}
+
+/// The slots, each set to an empty field, as `httparse::parse_headers`
+/// takes them.
+fn initialised<'s, 'b>(slots: &'s mut [HeaderSlot<'b>]) -> &'s mut [httparse::Header<'b>] {
+    for slot in slots.iter_mut() {
+        slot.write(httparse::EMPTY_HEADER);
+    }
+    let slots: *mut [HeaderSlot<'b>] = slots;
+    // SAFETY: every element was initialised just above, and
+    // `MaybeUninit<T>` has the size, alignment and layout of `T`, so the
+    // slice is a valid `[Header]` of the same length, borrowed as long.
+    unsafe { &mut *(slots as *mut [httparse::Header<'b>]) }
 }
 
 #[cold]

@@ -2,6 +2,7 @@
 //! partial input, and telling an unsupported version (505) from a malformed
 //! request line (400).
 
+use super::chars::is_token;
 use super::{HttpError, Limits};
 
 /// Where the request line ends, as far as the buffer shows.
@@ -92,10 +93,41 @@ pub(crate) fn check_fields(fields: &[u8], limits: &Limits) -> Result<(), HttpErr
 
 /// Decides 505 or 400 when httparse rejected the version.
 ///
+/// The method and target of a complete request line `method SP target SP
+/// HTTP/1.x` whose minor version `x` is above 1: RFC 9110 §6.2 has a
+/// server answer such a request as the highest minor version it
+/// implements, 1.1. httparse refuses any version but 1.0 and 1.1, so the
+/// line is checked here as httparse would (a token, then visible ASCII).
+pub(crate) fn higher_minor(buf: &[u8], line: RequestLine) -> Option<(&str, &str)> {
+    let RequestLine::Done { start, end, .. } = line else {
+        return None;
+    };
+    let mut parts = buf[start..end].split(|&b| b == b' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let minor = match version {
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', minor] => *minor,
+        _ => return None,
+    };
+    let visible = |s: &[u8]| !s.is_empty() && s.iter().all(|&b| (0x21..0x7f).contains(&b));
+    if !(b'2'..=b'9').contains(&minor) || !is_token(method) || !visible(target) {
+        return None;
+    }
+    // Both are ASCII, checked above.
+    Some((
+        std::str::from_utf8(method).ok()?,
+        std::str::from_utf8(target).ok()?,
+    ))
+}
+
 /// httparse reports `HTTP/1.2`, `HTTP/2.0` and `GE T / HTTP/1.1` alike as a
 /// version error. RFC 9112 §2.3 defines `HTTP-version = HTTP-name "/" DIGIT
 /// "." DIGIT`; a request line of exactly `method SP target SP version` with a
-/// well-formed version we do not implement gets 505 (RFC 9110 §15.6.6), and
+/// well-formed version of another major version gets 505 (RFC 9110
+/// §15.6.6; a higher 1.x is served as 1.1 before this is asked), and
 /// anything else, including `HTTP/0.9` and multi-digit versions such as
 /// `HTTP/4294967295.255`, is malformed: 400. `Ok(None)` means the line is
 /// still open and could become either, so more bytes are needed.

@@ -310,7 +310,36 @@ fn a14_host_rules() {
 #[test]
 fn a15_versions() {
     let v = |version: &str| status(format!("GET / {version}\r\nHost: a\r\n\r\n").as_bytes());
-    assert_eq!(v("HTTP/1.2"), 505);
+    // A higher minor version is served as HTTP/1.1 (RFC 9110 §6.2).
+    for minor in ["HTTP/1.2", "HTTP/1.9"] {
+        let req =
+            format!("GET /m?x HTTP/1.9\r\nHost: a\r\nX: y\r\n\r\n").replace("HTTP/1.9", minor);
+        assert_eq!(
+            run(req.as_bytes()),
+            vec![request("GET", "/m?x", b"")],
+            "{minor}"
+        );
+        let mut storage = header_storage::<8>();
+        let head = parse_head(req.as_bytes(), &mut storage, &Limits::default())
+            .expect("a valid head")
+            .expect("a complete head");
+        assert_eq!(
+            (head.version, head.keep_alive, head.headers.len()),
+            (1, true, 2)
+        );
+        assert_eq!(head.head_len, req.len());
+    }
+    assert_eq!(
+        status(b"POST / HTTP/1.2\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
+        400
+    );
+    assert_eq!(
+        status(b"GET / HTTP/1.2\r\nHost: a\r\nBad Field: x\r\n\r\n"),
+        400
+    );
+    assert_eq!(status(b"G@T / HTTP/1.2\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(status(b"GET /\x80 HTTP/1.2\r\nHost: a\r\n\r\n"), 400);
+    assert_eq!(v("HTTP/1.10"), 400);
     assert_eq!(v("HTTP/2.0"), 505);
     assert_eq!(v("HTTP/3.0"), 505);
     assert_eq!(v("HTTP/4294967295.255"), 400);
