@@ -312,8 +312,7 @@ fn a15_versions() {
     let v = |version: &str| status(format!("GET / {version}\r\nHost: a\r\n\r\n").as_bytes());
     // A higher minor version is served as HTTP/1.1 (RFC 9110 §6.2).
     for minor in ["HTTP/1.2", "HTTP/1.9"] {
-        let req =
-            format!("GET /m?x HTTP/1.9\r\nHost: a\r\nX: y\r\n\r\n").replace("HTTP/1.9", minor);
+        let req = format!("GET /m?x {minor}\r\nHost: a\r\nX: y\r\n\r\n");
         assert_eq!(
             run(req.as_bytes()),
             vec![request("GET", "/m?x", b"")],
