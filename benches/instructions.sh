@@ -15,12 +15,14 @@
 #   --cores (added here), e.g.
 #   benches/instructions.sh target/release/http_echo --backend epoll
 # Environment: DURATION=5 CONNS=10 PORT=18190 TOP=25 (functions listed)
+#   URL_PATH=/ (the path every request asks for, e.g. /users/42)
 set -euo pipefail
 
 DURATION=${DURATION:-5}
 CONNS=${CONNS:-10}
 PORT=${PORT:-18190}
 TOP=${TOP:-25}
+URL_PATH=${URL_PATH:-/}
 
 die() { echo "instructions.sh: $*" >&2; exit 1; }
 # shellcheck source=benches/load_common.sh
@@ -43,7 +45,7 @@ for _ in $(seq 300); do
     wait_listening "$server" "$PORT" && break
     kill -0 "$server" 2>/dev/null || die "the server exited; its log: $(cat "$out/server.log")"
 done
-wrk -t1 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$PORT/" >"$out/wrk.txt"
+wrk -t1 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$PORT$URL_PATH" >"$out/wrk.txt"
 # Dump the counts now rather than at exit: a server under valgrind may not
 # get through its graceful stop (io_uring is not fully emulated).
 callgrind_control --dump "$server" >/dev/null 2>&1
@@ -53,6 +55,7 @@ wait "$server" 2>/dev/null || true
 dump=$(ls "$out"/cg.* 2>/dev/null | head -1)
 [[ -n $dump ]] || die "callgrind wrote no dump"
 
+! grep -q "Non-2xx" "$out/wrk.txt" || die "$URL_PATH was not answered 2xx: $(cat "$out/wrk.txt")"
 requests=$(awk '/ requests in / { print $1 }' "$out/wrk.txt")
 [[ -n $requests && $requests -gt 0 ]] || die "wrk completed no request: $(cat "$out/wrk.txt")"
 callgrind_annotate --auto=no --threshold=100 "$dump" >"$out/annotated.txt"
