@@ -32,6 +32,7 @@ pub mod probe;
 pub mod report;
 pub mod scratch;
 pub mod server;
+pub mod signals;
 pub mod stats;
 pub mod summary;
 pub mod sys;
