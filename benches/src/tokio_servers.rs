@@ -73,6 +73,12 @@ impl Work {
                     &certs.key(),
                 )?))
             }
+            Service::Api => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "the API server is a process of its own (axum_api)",
+                ))
+            }
             other => Work::Plain(other),
         })
     }
@@ -130,6 +136,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(service: Service, s
         Service::Echo | Service::UnixEcho => echo(stream).await,
         Service::Http | Service::Https => http_conn(stream).await,
         Service::FanOut { .. } => Ok(()), // served by `tokio_fanout`
+        Service::Api => Ok(()),           // served by `axum_api`
     };
 }
 
