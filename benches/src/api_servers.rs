@@ -8,7 +8,8 @@
 //! the two are applications, each built from its own package as a user
 //! would ship it, and the cell compares them as they are. The harness
 //! reads each one's CPU time as its whole process's (main and signal
-//! threads included, which sleep). What it does not: build the binaries.
+//! threads included, which sleep); its allocations are not counted (the
+//! cells' allocs/op are the client's). What it does not: build the binaries.
 //! They are looked up beside the bench binary (`target/release/`) or at
 //! the paths in `JSON_API` and `AXUM_API`; a missing one makes its cells
 //! skipped, with the command that builds it.
