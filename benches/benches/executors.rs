@@ -2,7 +2,9 @@
 //! percore's uring and epoll executors and on the tokio-ct and tokio-mt
 //! baselines, alternated round-robin in one run, servers on one CPU and
 //! clients on another; over TCP, a Unix socket file, and TLS (the `https`
-//! cells, with a certificate the `openssl` command makes for the run).
+//! cells, with a certificate the `openssl` command makes for the run); and
+//! the `api` cells, a JSON API served by child processes (the `json_api`
+//! example against `axum_api`, in the tokio-ct column).
 //!
 //! What it measures: medians, CV, ratio to tokio-ct with a noise verdict,
 //! server CPU and allocations per operation; results go to stdout and to

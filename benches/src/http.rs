@@ -1,6 +1,6 @@
 //! The HTTP/1.1 wire pieces shared by the tokio baseline servers and the
-//! clients: the fixed request, the fixed response, and a minimal response
-//! framer.
+//! clients: the fixed request, the fixed response, the request and answer
+//! of the `api` cells, and a minimal response framer.
 //!
 //! What it measures: nothing; it is the protocol. What it does not do:
 //! general HTTP. The framer accepts only `200` responses that carry a
@@ -21,6 +21,12 @@ pub const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 /// request of a connection made for its handshake.
 pub const CLOSING_REQUEST: &[u8] =
     b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+
+/// The keep-alive GET of the `api` cells: one user of the JSON API.
+pub const API_USER_REQUEST: &[u8] = b"GET /users/42 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+
+/// The JSON API's answer to [`API_USER_REQUEST`].
+pub const API_USER_BODY: &[u8] = br#"{"id":42,"name":"user-42"}"#;
 
 /// Why a response could not be framed.
 #[derive(Clone, Debug, PartialEq, Eq)]

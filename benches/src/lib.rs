@@ -7,7 +7,8 @@
 //! a Unix socket file, streaming echo, HTTP keep-alive request rates
 //! (closed loop and open loop with coordinated-omission-free latencies),
 //! accept churn, fan-out through the proxy, HTTPS keep-alive requests and
-//! full TLS handshakes; per cell the median,
+//! full TLS handshakes, and a small JSON API (the `json_api` example
+//! against its axum twin, `axum_api`); per cell the median,
 //! its coefficient of variation, the ratio to tokio-ct with a noise verdict,
 //! server CPU time and allocations per operation. What it does not: measure
 //! real networks, multi-core scaling (one server CPU; see `benches/wrk.sh`
@@ -19,6 +20,7 @@
 //! writes the report.
 
 pub mod alloc;
+pub mod api_servers;
 pub mod baseline_http;
 pub mod chart;
 pub mod cli;
@@ -32,6 +34,7 @@ pub mod probe;
 pub mod report;
 pub mod scratch;
 pub mod server;
+pub mod signals;
 pub mod stats;
 pub mod summary;
 pub mod sys;

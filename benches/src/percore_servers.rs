@@ -114,6 +114,11 @@ pub fn start(
         // The proxy with its defaults (policy `all`, 15 s deadline, pool
         // of 1024 idle connections per upstream), as the `fanout` binary
         // runs it with `--width`.
+        Service::Api => {
+            return Err(Unavailable(
+                "the API server is a process of its own (json_api)".to_string(),
+            ))
+        }
         Service::FanOut { width } => {
             let mut config = percore_handlers::proxy::Config::new(supplies.upstreams.to_vec());
             config.width = width;

@@ -1,11 +1,12 @@
 //! The executors under test and a uniform handle to a running server.
 //!
 //! What it measures: nothing by itself; it starts a server of one executor
-//! for one service (echo, HTTP, HTTPS, fan-out, or echo over a Unix socket
-//! file), finds the server's threads by name so the harness can read their
-//! CPU time, and stops the server. What it does not: decide what a server
-//! does per connection (see `tokio_servers`, `tokio_unix` and
-//! `percore_servers`), or make the certificates an HTTPS server presents
+//! for one service (echo, HTTP, HTTPS, fan-out, echo over a Unix socket
+//! file, or the JSON API, whose servers are child processes), finds the
+//! server's threads by name so the harness can read their CPU time, and
+//! stops the server. What it does not: decide what a server does per
+//! connection (see `tokio_servers`, `tokio_unix`, `percore_servers` and
+//! `api_servers`), or make the certificates an HTTPS server presents
 //! (the harness lends them, see [`Supplies`]).
 
 use std::io;
@@ -112,6 +113,10 @@ pub enum Service {
         /// Sub-requests per request.
         width: usize,
     },
+    /// The small JSON API (`GET /users/{id}` and friends), served by
+    /// server binaries run as child processes: the `json_api` example for
+    /// uring and epoll, `axum_api` for tokio-ct (see `api_servers`).
+    Api,
 }
 
 impl Service {
@@ -123,21 +128,24 @@ impl Service {
             Service::Http => "http",
             Service::Https => "https",
             Service::FanOut { .. } => "fan-out",
+            Service::Api => "api",
         }
     }
 
     /// How many groups [`Service::group`] numbers.
-    pub const GROUPS: u8 = 4;
+    pub const GROUPS: u8 = 5;
 
     /// The services whose servers run together (all fan-out widths share
     /// the upstreams): `0` echo (both transports), `1` HTTP, `2` fan-out,
-    /// `3` HTTPS (whose certificates are made for it).
+    /// `3` HTTPS (whose certificates are made for it), `4` the API
+    /// processes.
     pub fn group(self) -> u8 {
         match self {
             Service::Echo | Service::UnixEcho => 0,
             Service::Http => 1,
             Service::FanOut { .. } => 2,
             Service::Https => 3,
+            Service::Api => 4,
         }
     }
 
@@ -179,6 +187,11 @@ pub trait ServerControl: Send {
     fn target(&self) -> Target;
     /// Stops it gracefully and waits for its threads.
     fn stop(self: Box<Self>) -> io::Result<()>;
+    /// The process it runs in, when that is not this one: its CPU time is
+    /// then that whole process's.
+    fn process(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// Why an executor cannot serve: printed as `skipped: <reason>`.
@@ -198,6 +211,7 @@ pub struct RunningServer {
     /// What it serves.
     pub service: Service,
     control: Box<dyn ServerControl>,
+    /// Its threads in this process; empty for a server process of its own.
     tids: Vec<u32>,
     /// The directory of its socket file, removed after the stop.
     socket_dir: Option<SocketDir>,
@@ -224,10 +238,19 @@ impl RunningServer {
         &self.tids
     }
 
-    /// CPU time of the server's threads, seconds; `None` if none of
-    /// its threads could be identified.
+    /// Whether its CPU time can be read: its threads were found, or it
+    /// is a process of its own.
+    pub fn has_cpu_time(&self) -> bool {
+        !self.tids.is_empty() || self.control.process().is_some()
+    }
+
+    /// CPU time of the server's threads (or of its process), seconds;
+    /// `None` if none of its threads could be identified.
     pub fn cpu_seconds(&self) -> Option<f64> {
-        sys::threads_cpu_seconds(&self.tids)
+        match self.control.process() {
+            Some(pid) => sys::process_cpu_seconds(pid),
+            None => sys::threads_cpu_seconds(&self.tids),
+        }
     }
 
     /// Stops the server, waiting at most `limit`: a server that does not
@@ -304,6 +327,17 @@ pub fn start(
         Some(dir) => Target::Unix(dir.socket()),
         None => Target::Tcp(LOOPBACK_ANY_PORT),
     };
+    if service == Service::Api {
+        let control = crate::api_servers::start(executor, cpus)?;
+        return Ok(RunningServer {
+            executor,
+            service,
+            control,
+            tids: Vec::new(),
+            socket_dir,
+            ca,
+        });
+    }
     let before = sys::threads_matching(&owned).unwrap_or_default();
     let control: Box<dyn ServerControl> = match executor {
         Executor::TokioCt => crate::tokio_servers::start_ct(service, &at, cpus, supplies)

@@ -1,8 +1,9 @@
 //! Operating-system helpers of the harness: CPU pinning, per-thread CPU time,
 //! machine information, the date and the output directory.
 //!
-//! What it measures: CPU time of selected threads of this process, from each
-//! thread's CPU-time clock (nanoseconds), or where the kernel refuses it,
+//! What it measures: CPU time of selected threads of this process (or of a
+//! whole server process the harness started), from each thread's (each
+//! process's) CPU-time clock (nanoseconds), or where the kernel refuses it,
 //! from `/proc/self/task/<tid>/stat` (utime + stime in clock ticks, usually
 //! 10 ms: too coarse for a window of a few hundred milliseconds). What it does not: CPU spent by the kernel on
 //! behalf of a thread outside its own accounting (softirq work for loopback
@@ -266,6 +267,35 @@ pub fn threads_cpu_seconds(tids: &[u32]) -> Option<f64> {
     })
 }
 
+/// CPU time, in seconds, of every thread of process `pid` (a server
+/// binary the harness started), read the way [`CpuClock`] reads threads:
+/// from the process's CPU-time clock, which the kernel lets any process
+/// read, or from `/proc/<pid>/stat` in clock ticks. `None` once the process
+/// is gone.
+pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    match CpuClock::get() {
+        CpuClock::Thread => {
+            // As glibc's clock_getcpuclockid builds it: the pid inverted,
+            // shifted past the clock type bits, with CPUCLOCK_SCHED (2).
+            let clock: libc::clockid_t = (!(pid as libc::clockid_t) << 3) | 2;
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `ts` is a valid, writable timespec for the duration
+            // of the call; an unknown clock id is an error return.
+            if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+                return None;
+            }
+            Some(ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
+        }
+        CpuClock::Ticks => fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|l| parse_task_stat(&l))
+            .map(|st| (st.utime + st.stime) as f64 / clock_ticks_per_second()),
+    }
+}
+
 /// Machine description for the report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MachineInfo {
@@ -383,6 +413,26 @@ mod tests {
             assert!(spent > 0.0 && spent < 0.5, "{spent}");
         }
         assert_eq!(thread_cpu_ns(u32::MAX >> 4), None, "no such thread");
+    }
+
+    #[test]
+    fn reads_a_child_process_cpu_time() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"])
+            .spawn()
+            .expect("sh");
+        let mut last = 0.0;
+        while child.try_wait().expect("wait").is_none() {
+            if let Some(s) = process_cpu_seconds(child.id()) {
+                assert!(s >= last, "{s} < {last}");
+                last = s;
+            }
+        }
+        // Clock ticks may round a short run down to nothing.
+        if CpuClock::get() == CpuClock::Thread {
+            assert!(last > 0.0, "no CPU time read while the child ran");
+        }
+        assert_eq!(process_cpu_seconds(child.id()), None, "reaped: gone");
     }
 
     #[test]

@@ -73,6 +73,12 @@ impl Work {
                     &certs.key(),
                 )?))
             }
+            Service::Api => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "the API server is a process of its own (axum_api)",
+                ))
+            }
             other => Work::Plain(other),
         })
     }
@@ -117,7 +123,7 @@ async fn accept_loop(listener: TcpListener, work: Work, mut stop: watch::Receive
 }
 
 /// Resolves once `stop` says so.
-pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
+pub async fn stopped(stop: &mut watch::Receiver<bool>) {
     // An error means the sender is gone: stop as well.
     let _ = stop.wait_for(|s| *s).await;
 }
@@ -130,6 +136,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(service: Service, s
         Service::Echo | Service::UnixEcho => echo(stream).await,
         Service::Http | Service::Https => http_conn(stream).await,
         Service::FanOut { .. } => Ok(()), // served by `tokio_fanout`
+        Service::Api => Ok(()),           // served by `axum_api`
     };
 }
 
@@ -235,6 +242,26 @@ pub fn start_ct_at(
     supplies: &Supplies<'_>,
 ) -> io::Result<Box<dyn ServerControl>> {
     let work = Work::of(service, supplies)?;
+    start_ct_with(addr, cpus, move |l, stop| {
+        accept_loop(l, work.clone(), stop)
+    })
+}
+
+/// A tokio-ct server whose connections `serve` handles (an axum app, say):
+/// one current_thread runtime per CPU in `cpus` (one if empty), on
+/// threads named `tokio-ct-<n>`, each with its own SO_REUSEPORT listener
+/// at `addr` (port 0: any free port, shared by all the runtimes). Each
+/// runtime runs `serve(listener, stop)` until it returns; `stop` turns
+/// true when the server is stopped (see [`stopped`]).
+pub fn start_ct_with<S, F>(
+    addr: SocketAddr,
+    cpus: &[usize],
+    serve: S,
+) -> io::Result<Box<dyn ServerControl>>
+where
+    S: Fn(TcpListener, watch::Receiver<bool>) -> F + Clone + Send + 'static,
+    F: std::future::Future<Output = ()> + 'static,
+{
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut server = CtServer {
         target: Target::Tcp(addr),
@@ -244,10 +271,10 @@ pub fn start_ct_at(
     // Port 0 for the first runtime; the port it got for the others.
     let mut addr = addr;
     for (n, cpu) in ct_slots(cpus).into_iter().enumerate() {
-        let (stop, work) = (stop_rx.clone(), work.clone());
+        let (stop, serve) = (stop_rx.clone(), serve.clone());
         let started = spawn_ct(n, cpu, move || {
             let l = listener(addr)?;
-            Ok((l.local_addr()?, accept_loop(l, work, stop)))
+            Ok((l.local_addr()?, serve(l, stop)))
         });
         match started {
             Ok((thread, bound)) => {

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use percore_benches::cli::parse_cpu_list;
 use percore_benches::server::{Service, Supplies};
+use percore_benches::signals::block_stop_signals;
 use percore_benches::tokio_servers;
 
 struct Options {
@@ -61,21 +62,6 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     Ok(o)
 }
 
-/// Blocks SIGINT and SIGTERM in this thread (and so in every thread started
-/// after it) and returns the set, for `sigwait`.
-fn block_stop_signals() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data, initialised by sigemptyset before use;
-    // pthread_sigmask only reads the set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
-}
-
 fn main() -> ExitCode {
     let o = match parse(std::env::args().skip(1)) {
         Ok(o) => o,
@@ -103,9 +89,7 @@ fn main() -> ExitCode {
         server.target(),
         o.cores.len().max(1)
     );
-    let mut sig = 0;
-    // SAFETY: `signals` is an initialised set; `sig` outlives the call.
-    unsafe { libc::sigwait(&signals, &mut sig) };
+    signals.wait();
     match server.stop() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
-use super::keepalive::{check_body, concurrent_loop, validate_with};
+use super::keepalive::{check_body, concurrent_loop, validate_with, Exchange};
 use super::*;
 use crate::target::Target;
 use crate::tls;
@@ -44,7 +44,11 @@ pub fn https_keepalive(
                 .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
         }
     };
-    concurrent_loop(connect, conns, &check_body, window, probe)
+    let exchange = Exchange {
+        request: http::REQUEST,
+        check: &check_body,
+    };
+    concurrent_loop(connect, conns, exchange, window, probe)
 }
 
 /// One GET on a fresh TLS connection to `addr`: the handshake with

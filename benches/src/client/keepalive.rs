@@ -82,13 +82,22 @@ const RESPONSE_BUF: usize = 64 * 1024;
 /// Whether the body of a framed response (a 200, see
 /// [`http::frame_response`]) is exactly the 20-byte JSON answer.
 pub(super) fn check_body(response: &[u8]) -> io::Result<()> {
+    check_body_is(response, http::BODY)
+}
+
+/// Whether the body of a framed response is exactly `expected`.
+fn check_body_is(response: &[u8], expected: &[u8]) -> io::Result<()> {
     let body = http::header_end(response).map(|head| &response[head..]);
-    if body == Some(http::BODY) {
+    if body == Some(expected) {
         Ok(())
     } else {
         Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            "HTTP body is not the expected JSON",
+            format!(
+                "HTTP body is {:?}, not the expected {:?}",
+                String::from_utf8_lossy(body.unwrap_or_default()),
+                String::from_utf8_lossy(expected)
+            ),
         ))
     }
 }
@@ -100,12 +109,14 @@ async fn send_async<S: AsyncWrite + Unpin>(s: &mut S, request: &[u8]) -> io::Res
     s.flush().await
 }
 
-/// One exchange whose response `check` accepts, before the measured window.
+/// One exchange of `request` whose response `check` accepts, before the
+/// measured window.
 async fn validate_async_with<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
+    request: &[u8],
     check: &dyn Fn(&[u8]) -> io::Result<()>,
 ) -> io::Result<()> {
-    send_async(s, http::REQUEST).await?;
+    send_async(s, request).await?;
     let mut buf = vec![0u8; RESPONSE_BUF];
     let mut filled = 0;
     loop {
@@ -218,16 +229,48 @@ pub fn http_concurrent(
     window: Duration,
     probe: &mut Probe<'_>,
 ) -> io::Result<Load> {
-    concurrent_loop(|| connect_async(addr), conns, &check_body, window, probe)
+    let exchange = Exchange {
+        request: http::REQUEST,
+        check: &check_body,
+    };
+    concurrent_loop(|| connect_async(addr), conns, exchange, window, probe)
+}
+
+/// `conns` keep-alive connections to the JSON API on one tokio
+/// current_thread runtime, each with one `GET /users/42` in flight (closed
+/// loop), each connection's first answer checked byte for byte.
+/// ops = requests.
+pub fn api_concurrent(
+    addr: SocketAddr,
+    conns: usize,
+    window: Duration,
+    probe: &mut Probe<'_>,
+) -> io::Result<Load> {
+    let exchange = Exchange {
+        request: http::API_USER_REQUEST,
+        check: &|r| check_body_is(r, http::API_USER_BODY),
+    };
+    concurrent_loop(|| connect_async(addr), conns, exchange, window, probe)
+}
+
+/// What a closed-loop connection sends, and what it accepts as the first
+/// answer (later answers are only framed: checking each would load the
+/// client CPU, which sets the pace).
+#[derive(Clone, Copy)]
+pub(super) struct Exchange<'a> {
+    /// The request, sent again as soon as its answer is in.
+    pub(super) request: &'static [u8],
+    /// Judges the first answer of each connection.
+    pub(super) check: &'a dyn Fn(&[u8]) -> io::Result<()>,
 }
 
 /// `conns` keep-alive connections made by `connect` on one tokio
-/// current_thread runtime, each validated with `check` and then with one
-/// request in flight (closed loop). ops = requests.
+/// current_thread runtime, each validated with the exchange's check and
+/// then with one request in flight (closed loop). ops = requests.
 pub(super) fn concurrent_loop<S, C, F>(
     connect: C,
     conns: usize,
-    check: &dyn Fn(&[u8]) -> io::Result<()>,
+    exchange: Exchange<'_>,
     window: Duration,
     probe: &mut Probe<'_>,
 ) -> io::Result<Load>
@@ -236,13 +279,14 @@ where
     C: Fn() -> F,
     F: Future<Output = io::Result<S>>,
 {
+    let Exchange { request, check } = exchange;
     block_on(
         window + IO_TIMEOUT * 2 + Duration::from_millis(conns as u64 * 5),
         async {
             let mut streams = Vec::with_capacity(conns);
             for _ in 0..conns {
                 let mut s = connect().await?;
-                validate_async_with(&mut s, check).await?;
+                validate_async_with(&mut s, request, check).await?;
                 streams.push((s, vec![0u8; RESPONSE_BUF]));
             }
             probe.start();
@@ -253,7 +297,7 @@ where
                     let mut filled = 0;
                     let mut ops = 0u64;
                     while ops < MAX_OPS {
-                        send_async(&mut s, http::REQUEST)
+                        send_async(&mut s, request)
                             .await
                             .map_err(|e| after_requests(e, ops))?;
                         read_response_async(&mut s, &mut buf, &mut filled)
@@ -331,11 +375,9 @@ pub fn fan_out_concurrent(
     window: Duration,
     probe: &mut Probe<'_>,
 ) -> io::Result<Load> {
-    concurrent_loop(
-        || connect_async(addr),
-        conns,
-        &|r| check_fan_out(r, width),
-        window,
-        probe,
-    )
+    let exchange = Exchange {
+        request: http::REQUEST,
+        check: &|r| check_fan_out(r, width),
+    };
+    concurrent_loop(|| connect_async(addr), conns, exchange, window, probe)
 }

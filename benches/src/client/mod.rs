@@ -34,7 +34,7 @@ mod open_loop;
 pub use echo::{bidirectional, chunk_roundtrip, concurrent_pingpong, pingpong};
 pub use https::{fresh_https_get, https_handshakes, https_keepalive};
 pub use keepalive::{
-    check_fan_out, fan_out_concurrent, fan_out_single, http_concurrent, http_single,
+    api_concurrent, check_fan_out, fan_out_concurrent, fan_out_single, http_concurrent, http_single,
 };
 pub use open_loop::open_loop;
 

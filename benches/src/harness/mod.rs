@@ -118,6 +118,9 @@ pub fn run(
                 }
             }
         }
+        if services.contains(&Service::Api) {
+            note(&mut outcome, console, crate::api_servers::describe());
+        }
         let supplies = Supplies {
             upstreams: &upstream_addrs,
             certificates: certificates.as_ref(),
@@ -126,7 +129,7 @@ pub fn run(
             for &service in &services {
                 match server::start(e, service, &placement.server_cpus, &claimed, &supplies) {
                     Ok(s) => {
-                        if s.tids().is_empty() {
+                        if !s.has_cpu_time() {
                             note(
                                 &mut outcome,
                                 console,
@@ -404,6 +407,7 @@ mod tests {
                 "local_socket_throughput/bidirectional/64KiB",
                 "https/keepalive",
                 "https/handshake",
+                "api/users",
             ] {
                 assert!(ids.iter().any(|i| i == want), "missing {want}");
             }

@@ -7,6 +7,10 @@
 //! connections as `http_server/concurrent` does in the clear, `handshake`
 //! full TLS 1.3 handshakes, one request per connection, and the server
 //! CPU each one costs.
+//!
+//! The `api` category loads a small JSON API, `GET /users/42` over 100
+//! kept-alive connections: the `json_api` example on uring and epoll, its
+//! axum twin `axum_api` in the tokio-ct column (see `api_servers`).
 
 use std::io;
 use std::net::SocketAddr;
@@ -444,6 +448,16 @@ pub fn jobs(mode: &Mode) -> Vec<Job> {
         ],
         target_rate: None,
     });
+    // The JSON API example against its axum twin, wrk-style: many
+    // kept-alive connections, each with one request in flight.
+    v.push(Job {
+        category: "api",
+        workload: "users".to_string(),
+        service: Service::Api,
+        run: tcp(move |a, p| client::api_concurrent(a, API_CONNECTIONS, w, p)),
+        metrics: one("req/s", Better::Higher, ops_per_s),
+        target_rate: None,
+    });
     v
 }
 
@@ -462,6 +476,10 @@ pub const HTTPS_CONNECTIONS: usize = 16;
 /// Blocking client threads of `https/handshake`: enough that the server
 /// finds the next handshake waiting while a client verifies the last one.
 pub const HANDSHAKE_CLIENTS: usize = 4;
+
+/// Kept-alive connections of `api/users`, each with one request in
+/// flight (`wrk -c100`).
+pub const API_CONNECTIONS: usize = 100;
 
 /// How many `HttpEcho` upstreams the fan-out proxies send to (widths above
 /// it send several sub-requests to each, round-robin).
