@@ -90,7 +90,7 @@ pub use executor::{JoinError, JoinHandle};
 pub use handler::{Connection, Handler};
 pub use runtime::{
     block_on, core_count, core_index, core_stats, count_requests, current_backend, drain_deadline,
-    is_shutting_down, shutdown_signal, spawn_local, submit_to, until_stopped, CoreContext,
-    ListenerStats, Server, ServerBuilder, ServerHandle, ShutdownSignal, StatsReader, StatsSnapshot,
-    Stopper, SubmitError,
+    is_shutting_down, shutdown_signal, spawn_blocking, spawn_local, submit_to, until_stopped,
+    Blocking, CoreContext, ListenerStats, Server, ServerBuilder, ServerHandle, ShutdownSignal,
+    StatsReader, StatsSnapshot, Stopper, SubmitError,
 };

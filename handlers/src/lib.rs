@@ -8,6 +8,7 @@
 )]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod client;
 pub mod echo;
 pub mod http;
 mod log_limit;

@@ -9,11 +9,14 @@ use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::Poll;
 
+mod blocking;
+
 pub use crate::core::messaging::{core_count, core_index, submit_to, SubmitError};
 pub use crate::server::{
     CoreContext, ListenerStats, Server, ServerBuilder, ServerHandle, StatsReader, Stopper,
 };
 pub use crate::stats::{Counter, StatsSnapshot};
+pub use blocking::{spawn_blocking, Blocking};
 
 use crate::core::{config, context, shared};
 use crate::executor::{JoinError, JoinHandle};

@@ -6,17 +6,17 @@
 use std::cell::Cell;
 use std::future::poll_fn;
 use std::ops::Range;
-use std::sync::Arc;
 use std::time::Instant;
 
 use percore::net::Stream;
 use percore::time::now;
 
-use super::client::{tls_reason, Exchange, ExchangeError, Failure, IoFailure};
 use super::service::FanOut;
 use super::stats::bump;
 use super::upstream::Upstream;
 use super::warn::{Reason, Role};
+use crate::client::connect::connect;
+use crate::client::exchange::{Exchange, ExchangeError, Failure};
 use percore_proxy_core::combine::entry_bound;
 use percore_proxy_core::forward::write_request;
 
@@ -79,7 +79,7 @@ pub(crate) struct Job<'a> {
     /// The request line, the same for every branch.
     pub(crate) line: &'a [u8],
     /// Everything after the `Host` line (see
-    /// [`write_shared`](super::client::write_shared)).
+    /// [`write_shared`](super::subrequest::write_shared)).
     pub(crate) shared: &'a [u8],
     /// RFC 9110 §9.2.2: may be retried.
     pub(crate) idempotent: bool,
@@ -222,22 +222,11 @@ impl FanOut {
     /// has TLS: both within the connect timeout.
     async fn connect(&self, upstream: &Upstream) -> Result<Stream, Failure> {
         bump(&self.stats.connects);
-        let connect = async {
-            let conn = Stream::connect(&upstream.addr)
-                .await
-                .map_err(|e| Failure::Connect(IoFailure::from(&e)))?;
-            match &upstream.tls {
-                None => Ok(conn),
-                Some((config, name)) => conn
-                    .connect_tls(Arc::clone(config), name)
-                    .await
-                    .map_err(|e| Failure::Tls(tls_reason(&e))),
-            }
-        };
-        match percore::time::timeout(self.config.connect_timeout, connect).await {
-            Ok(result) => result,
-            Err(_) => Err(Failure::ConnectTimeout),
-        }
+        let tls = upstream
+            .tls
+            .as_ref()
+            .map(|(config, name)| (config, name.as_str()));
+        connect(&upstream.addr, tls, self.config.connect_timeout).await
     }
 
     /// A WARN line (rate-limited) for a failed sub-request to upstream

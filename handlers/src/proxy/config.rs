@@ -7,6 +7,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::client::PoolConfig;
+
 /// When a fanned-out request is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
@@ -63,37 +65,6 @@ impl FromStr for Policy {
         match k {
             Ok(k) if k >= 1 => Ok(Policy::Quorum(k)),
             _ => Err(EXPECTED),
-        }
-    }
-}
-
-/// The per-core, per-upstream keep-alive pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PoolConfig {
-    /// Most idle connections kept per upstream per core; a connection
-    /// released when the pool is full is closed. The pool only holds what
-    /// was once needed at the same time (concurrent requests × branches to
-    /// this upstream), so this bounds the descriptors a burst leaves
-    /// behind; set it too low and steady load turns into connect churn
-    /// (width 16 × 32 clients over 2 upstreams needs 256). Default 1024.
-    pub max_idle: usize,
-    /// An idle connection older than this is closed instead of reused,
-    /// and within half this again (at most a minute later) even if no
-    /// request comes; one the upstream closed is closed then too. Keep it
-    /// below the upstreams' keep-alive timeout (nginx 75 s, percore
-    /// http 30 s, many servers 5 s), so that the proxy, not the upstream,
-    /// closes idle connections and the reuse race (the upstream
-    /// closing a connection as it is reused) stays rare.
-    /// Default 4 s.
-    pub idle_timeout: Duration,
-}
-
-impl Default for PoolConfig {
-    fn default() -> Self {
-        Self {
-            max_idle: 1024,
-            idle_timeout: Duration::from_secs(4),
         }
     }
 }

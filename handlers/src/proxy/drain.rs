@@ -56,11 +56,11 @@ use percore::net::Stream;
 use percore::time::{now, sleep_until, timeout_at};
 
 use super::branch::Job;
-use super::client::{Answer, Exchange, ExchangeError};
 use super::scratch::BufPool;
 use super::service::FanOut;
 use super::stats::{bump, Counters};
-use super::upstream::Pool;
+use crate::client::exchange::{Answer, Exchange, ExchangeError};
+use crate::client::pool::Pool;
 
 /// A core's drain: its idle workers, and what a drain needs.
 #[derive(Debug)]

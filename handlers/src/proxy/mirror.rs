@@ -24,15 +24,16 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use percore::net::{Endpoint, Stream};
+use percore::net::Endpoint;
 use percore::time::{now, timeout};
 
-use super::client::{Exchange, Failure, IoFailure, ResponseLimits};
 use super::scratch::BufPool;
 use super::stats::{bump, Counters};
 use super::upstream::Upstream;
 use super::warn::{FailureLog, Reason, Role};
 use super::PoolConfig;
+use crate::client::connect::connect;
+use crate::client::exchange::{Exchange, Failure, ResponseLimits};
 use percore_proxy_core::forward::write_request;
 
 /// Shadow exchanges in flight at once per core.
@@ -164,21 +165,13 @@ impl Mirror {
         let pooled = self.upstream.pool.checkout(now());
         let conn = match pooled {
             Some(conn) => conn,
-            None => {
-                let connect = Stream::connect(&self.upstream.addr);
-                let connected = match timeout(self.connect_timeout, connect).await {
-                    Ok(Ok(conn)) => Ok(conn),
-                    Ok(Err(e)) => Err(Failure::Connect(IoFailure::from(&e))),
-                    Err(_) => Err(Failure::ConnectTimeout),
-                };
-                match connected {
-                    Ok(conn) => conn,
-                    Err(failure) => {
-                        self.bufs.put(buf);
-                        return Err(failure);
-                    }
+            None => match connect(&self.upstream.addr, None, self.connect_timeout).await {
+                Ok(conn) => conn,
+                Err(failure) => {
+                    self.bufs.put(buf);
+                    return Err(failure);
                 }
-            }
+            },
         };
         let mut exchange = match Exchange::send(conn, buf, self.limits, head_only).await {
             Ok(exchange) => exchange,

@@ -20,7 +20,9 @@
 //!    upstreams, each a future that takes a keep-alive connection from the
 //!    core's pool for its upstream (`upstream.rs`), or connects under
 //!    [`Config::connect_timeout`] (with a TLS handshake inside it when
-//!    [`Config::upstream_tls`] is set), and runs one exchange (`client.rs`).
+//!    [`Config::upstream_tls`] is set), and runs one exchange. The pool,
+//!    the connect, the exchange and its response parser are the
+//!    [`client`](crate::client)'s.
 //! 3. The branches run concurrently inside the request's own task, joined
 //!    by a small hand-written join (`join.rs`) under the [`Policy`] and the
 //!    request's [`Config::deadline`]. When the policy is met, or can no
@@ -158,16 +160,15 @@
 //! ```
 
 mod branch;
-mod client;
 mod config;
 mod drain;
 mod join;
 mod mirror;
 mod refuse;
-mod response;
 mod scratch;
 mod service;
 mod stats;
+mod subrequest;
 mod target;
 mod upstream;
 mod via;

@@ -19,7 +19,7 @@
 use std::fmt;
 use std::time::Instant;
 
-use super::client::Failure;
+use crate::client::exchange::Failure;
 use crate::log_limit::{LeftOut, LogLimit};
 
 /// Linux's "too many open files" for the process (`EMFILE`) and for the

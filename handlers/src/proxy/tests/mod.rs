@@ -1,16 +1,16 @@
 //! Unit tests of the proxy's pure parts: request targets, request
-//! serialisation, JSON escaping and config parsing; the response parser's
-//! are in `response`, the failure lines' in `warn`, dropping a request's
+//! serialisation, JSON escaping and config parsing (the response parser's
+//! are the client's); the failure lines' in `warn`, dropping a request's
 //! branches in `join`.
 
 mod join;
-mod response;
 mod warn;
 
-use super::client::{write_request_line, write_shared, Failure, IoFailure};
+use super::subrequest::{write_request_line, write_shared};
 use super::target::origin_form;
 use super::upstream::Health;
 use super::{Config, EjectionConfig, Policy};
+use crate::client::exchange::{Failure, IoFailure};
 use percore_proxy_core::combine::{
     entry_bound, entry_prefix, write_entry, write_json_string, Entry,
 };

@@ -3,8 +3,8 @@
 
 use std::io;
 
-use super::super::client::{Failure, IoFailure};
 use super::super::warn::{Line, Reason, Role};
+use crate::client::exchange::{Failure, IoFailure};
 
 fn os(code: i32) -> IoFailure {
     IoFailure::from(&io::Error::from_raw_os_error(code))

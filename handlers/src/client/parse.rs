@@ -1,13 +1,16 @@
-//! The parser of an upstream's response: incremental over a growing
+//! The parser of a server's response: incremental over a growing
 //! buffer, with the [`head`] scanner for the head and the HTTP module's
 //! [`BodyDecoder`] for `Content-Length` and chunked bodies (or the body
 //! runs until end of stream), de-chunking in place.
 //!
 //! It does no I/O, so the unit tests feed it responses split at every
-//! byte; [`Exchange`](super::client::Exchange) drives it over a connection,
-//! in a branch and, for a branch cut off, in the drain.
+//! byte; [`Exchange`](super::exchange::Exchange) drives it over a
+//! connection: for a client request, in a proxy branch and, for a branch
+//! cut off, in the proxy's drain.
 
-use super::client::{Answer, Failure, ResponseLimits};
+use std::ops::Range;
+
+use super::exchange::{Answer, Failure, ResponseLimits};
 use crate::http::proto::{BodyDecoder, BodyKind, HeadRetry, Limits};
 use percore_proxy_core::head::{self, Fields, HeadError};
 
@@ -23,6 +26,9 @@ pub(crate) struct ResponseParser {
     /// Body bytes are dropped as they are decoded (see
     /// [`discard_body`](Self::discard_body)).
     discard: bool,
+    /// Where the final response's head lies in the buffer, once read.
+    /// Taking body bytes leaves it in place: they come after it.
+    head: Option<Range<usize>>,
 }
 
 #[derive(Debug)]
@@ -71,6 +77,38 @@ impl ResponseParser {
             state: State::Head { start: 0 },
             retry: HeadRetry::default(),
             discard: false,
+            head: None,
+        }
+    }
+
+    /// Where the final response's head (status line to the empty line)
+    /// lies in the buffer, once it was read whole.
+    pub(crate) fn head(&self) -> Option<Range<usize>> {
+        self.head.clone()
+    }
+
+    /// Where the body bytes decoded so far, and not yet taken, lie in the
+    /// buffer; empty before the head is in. Once `feed` gave the answer,
+    /// the answer's body says it instead.
+    pub(crate) fn body_so_far(&self) -> Range<usize> {
+        match &self.state {
+            State::Body(body) => body.start..body.end,
+            State::Head { .. } => 0..0,
+        }
+    }
+
+    /// Drops the body bytes of [`body_so_far`](Self::body_so_far) from
+    /// `buf`, once the caller has passed them on: a body read piece by
+    /// piece holds a read's worth at a time. For a body delimited by the
+    /// end of stream the body limit then counts the bytes not taken.
+    pub(crate) fn take_body(&mut self, buf: &mut Vec<u8>) {
+        if let State::Body(body) = &mut self.state {
+            if body.decoder.is_some() {
+                body.forget(buf);
+            } else {
+                buf.truncate(body.start);
+                body.end = body.start;
+            }
         }
     }
 
@@ -114,12 +152,18 @@ impl ResponseParser {
                         None if eof => return Err(Failure::Truncated),
                         None => return Ok(None),
                         Some(Parsed::Whole(mut answer)) => {
+                            self.head = Some(start..answer.body.start);
                             if self.discard {
                                 answer.body.end = answer.body.start;
                             }
                             return Ok(Some(answer));
                         }
-                        Some(Parsed::Next(next)) => self.state = next,
+                        Some(Parsed::Next(next)) => {
+                            if let State::Body(body) = &next {
+                                self.head = Some(start..body.start);
+                            }
+                            self.state = next;
+                        }
                     }
                 }
                 State::Body(body) => {

@@ -1,45 +1,42 @@
-//! One HTTP/1.1 exchange with an upstream: the sub-request's bytes, how a
-//! branch fails, and [`Exchange`], which sends a sub-request and reads its
-//! response with the parser of `response.rs`.
+//! One HTTP/1.1 exchange with a server: how it fails ([`Failure`]), and
+//! [`Exchange`], which sends a request and reads its response with the
+//! parser of `parse.rs`. The client's requests, the proxy's branches, its
+//! drain and its mirror all run their exchanges through it.
 
 use std::fmt;
 use std::future::{poll_fn, Future};
 use std::io;
-use std::net::IpAddr;
 use std::ops::Range;
 use std::pin::pin;
 use std::task::{ready, Context, Poll};
 
 use percore::net::Stream;
 
-use super::response::ResponseParser;
-use super::target::OriginForm;
-use crate::http::proto::write_decimal;
-use percore_proxy_core::forward::write_forwarded;
+use super::parse::ResponseParser;
 
-/// Why one branch failed.
+/// Why an exchange (or the connect before it) failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Failure {
     /// Connecting failed (refused, unreachable, out of descriptors).
     Connect(IoFailure),
     /// Connecting took longer than the connect timeout.
     ConnectTimeout,
-    /// The TLS handshake with the upstream failed, for this reason.
+    /// The TLS handshake with the server failed, for this reason.
     Tls(&'static str),
     /// Sending or receiving failed (reset, broken pipe).
     Io(IoFailure),
-    /// The upstream closed before the first byte of a response.
+    /// The server closed before the first byte of a response.
     Closed,
-    /// The upstream closed inside the response.
+    /// The server closed inside the response.
     Truncated,
     /// The response is malformed, ambiguous or over a limit.
     Bad(&'static str),
-    /// The request deadline passed first.
+    /// The proxy's request deadline passed first.
     Deadline,
 }
 
 impl Failure {
-    /// The status the client gets for it: 504 for time, 502 for the rest.
+    /// The status a gateway answers for it: 504 for time, 502 for the rest.
     pub(crate) fn status(self) -> u16 {
         match self {
             Failure::ConnectTimeout | Failure::Deadline => 504,
@@ -63,7 +60,7 @@ impl fmt::Display for Failure {
     }
 }
 
-/// Why a TLS handshake with an upstream failed, in words kept without
+/// Why a TLS handshake with a server failed, in words kept without
 /// allocating: a certificate an operator must fix apart from the rest.
 pub(crate) fn tls_reason(e: &io::Error) -> &'static str {
     use percore::tls::rustls::{CertificateError as Cert, Error};
@@ -82,14 +79,14 @@ pub(crate) fn tls_reason(e: &io::Error) -> &'static str {
             }
             _ => "the certificate was refused",
         },
-        Some(Error::AlertReceived(_)) => "the upstream refused it (an alert)",
-        Some(_) => "the upstream's answer is not a handshake rustls accepts",
-        None if e.kind() == io::ErrorKind::UnexpectedEof => "the upstream closed midway",
+        Some(Error::AlertReceived(_)) => "the server refused it (an alert)",
+        Some(_) => "the server's answer is not a handshake rustls accepts",
+        None if e.kind() == io::ErrorKind::UnexpectedEof => "the server closed midway",
         None => "the connection failed midway",
     }
 }
 
-/// An I/O error as a failed branch keeps it: its kind and, when the OS
+/// An I/O error as a failed exchange keeps it: its kind and, when the OS
 /// gave one, its error number. `io::Error` itself is neither `Copy` nor
 /// free to keep (a custom error is boxed); the kind alone loses the reason
 /// an operator needs: running out of descriptors (`EMFILE`) has no stable
@@ -128,7 +125,7 @@ impl fmt::Display for IoFailure {
     }
 }
 
-/// A complete upstream response, its body in the exchange's buffer.
+/// A complete response, its body in the exchange's buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Answer {
     pub(crate) status: u16,
@@ -138,7 +135,7 @@ pub(crate) struct Answer {
     pub(crate) reusable: bool,
 }
 
-/// A failed exchange, and whether the upstream had started to answer
+/// A failed exchange, and whether the server had started to answer
 /// (which rules out a retry: it saw the request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ExchangeError {
@@ -147,7 +144,7 @@ pub(crate) struct ExchangeError {
 }
 
 impl ExchangeError {
-    /// The sub-request could not be sent: the upstream saw none of its
+    /// The request could not be sent: the server sent none of its
     /// answer, so a retry is allowed.
     pub(crate) fn send_failed(e: &io::Error) -> Self {
         Self {
@@ -157,53 +154,20 @@ impl ExchangeError {
     }
 }
 
-/// Limits on an upstream response.
+/// Limits on a response.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ResponseLimits {
     pub(crate) max_head: usize,
     pub(crate) max_body: usize,
 }
 
-// ===== request bytes =====
-
-/// Writes what every branch of a request shares, after its `Host` line:
-/// the end-to-end fields, `Via` (ending in `via`), `X-Forwarded-For` (see
-/// [`write_forwarded`]), the framing and the body. Every line ends in CRLF
-/// whatever the client used. The body is re-framed with
-/// `Content-Length` (the HTTP layer has already de-chunked it and rejected
-/// ambiguous framing).
-pub(crate) fn write_shared(
-    out: &mut Vec<u8>,
-    headers: &[httparse::Header<'_>],
-    client: Option<IpAddr>,
-    via: &[u8],
-    body: &[u8],
-    has_body: bool,
-) {
-    write_forwarded(out, headers, client, via);
-    if has_body || !body.is_empty() {
-        out.extend_from_slice(b"Content-Length: ");
-        write_decimal(out, body.len() as u64);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(body);
-}
-
-/// Writes the request line every sub-request of a request starts with.
-pub(crate) fn write_request_line(out: &mut Vec<u8>, method: &str, target: OriginForm<'_>) {
-    out.extend_from_slice(method.as_bytes());
-    out.push(b' ');
-    target.write_to(out);
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-}
-
 // ===== the exchange =====
 
-/// One sub-request sent on a connection, and its response being read: the
+/// One request sent on a connection, and its response being read: the
 /// connection, the bytes read so far and the parser's state, together so
-/// that a branch cut off while it reads can hand the whole of it to the
-/// drain, which reads on from where the branch stopped (`drain.rs`).
+/// that a proxy branch cut off while it reads can hand the whole of it to
+/// the drain, which reads on from where the branch stopped, and a client
+/// response can be read on piece by piece.
 #[derive(Debug)]
 pub(crate) struct Exchange {
     conn: Stream,
@@ -212,7 +176,7 @@ pub(crate) struct Exchange {
 }
 
 impl Exchange {
-    /// Sends `buf` (a whole sub-request) on `conn`; the response is then
+    /// Sends `buf` (a whole request) on `conn`; the response is then
     /// read into the same buffer. On a failed send, the error and the
     /// buffer (the connection is closed). Cancelled while sending, the
     /// connection is closed and the driver keeps the buffer until the
@@ -230,7 +194,7 @@ impl Exchange {
         }
     }
 
-    /// The exchange of a sub-request already sent on `conn`, its response
+    /// The exchange of a request already sent on `conn`, its response
     /// to be read into `buf` (emptied here: it held the request).
     pub(crate) fn sent(
         conn: Stream,
@@ -262,25 +226,55 @@ impl Exchange {
         cx: &mut Context<'_>,
     ) -> Poll<Result<Answer, ExchangeError>> {
         loop {
-            // A read is cancel-safe and holds no state of its own (the
-            // receive belongs to the stream): one made per poll loses
-            // nothing, and the exchange stays free to move.
-            let eof = match ready!(pin!(self.conn.read()).poll(cx)) {
-                Ok(Some(bytes)) => {
-                    self.buf.extend_from_slice(&bytes);
-                    false
-                }
-                Ok(None) => true,
-                Err(e) => return Poll::Ready(Err(self.error(Failure::Io(IoFailure::from(&e))))),
-            };
-            match self.parser.feed(&mut self.buf, eof) {
-                Ok(Some(answer)) => return Poll::Ready(Ok(answer)),
-                Ok(None) if !eof => {}
-                // `feed` decides every end of stream; this is a safety net.
-                Ok(None) => return Poll::Ready(Err(self.error(Failure::Truncated))),
-                Err(failure) => return Poll::Ready(Err(self.error(failure))),
+            if let Some(answer) = ready!(self.poll_step(cx))? {
+                return Poll::Ready(Ok(answer));
             }
         }
+    }
+
+    /// One read, fed to the parser: the answer once the response is
+    /// complete, `None` when more is to be read. A client reading a
+    /// response piece by piece looks at the parser's progress in between
+    /// ([`head`](Self::head), [`body_so_far`](Self::body_so_far)).
+    #[inline]
+    pub(crate) fn poll_step(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<Answer>, ExchangeError>> {
+        // A read is cancel-safe and holds no state of its own (the
+        // receive belongs to the stream): one made per poll loses
+        // nothing, and the exchange stays free to move.
+        let eof = match ready!(pin!(self.conn.read()).poll(cx)) {
+            Ok(Some(bytes)) => {
+                self.buf.extend_from_slice(&bytes);
+                false
+            }
+            Ok(None) => true,
+            Err(e) => return Poll::Ready(Err(self.error(Failure::Io(IoFailure::from(&e))))),
+        };
+        Poll::Ready(match self.parser.feed(&mut self.buf, eof) {
+            Ok(Some(answer)) => Ok(Some(answer)),
+            Ok(None) if !eof => Ok(None),
+            // `feed` decides every end of stream; this is a safety net.
+            Ok(None) => Err(self.error(Failure::Truncated)),
+            Err(failure) => Err(self.error(failure)),
+        })
+    }
+
+    /// The final response's head, once read whole.
+    pub(crate) fn head(&self) -> Option<&[u8]> {
+        self.parser.head().and_then(|range| self.buf.get(range))
+    }
+
+    /// The body bytes decoded and not yet taken (see
+    /// [`ResponseParser::body_so_far`]).
+    pub(crate) fn body_so_far(&self) -> &[u8] {
+        self.buf.get(self.parser.body_so_far()).unwrap_or_default()
+    }
+
+    /// Drops the bytes of [`body_so_far`](Self::body_so_far).
+    pub(crate) fn take_body(&mut self) {
+        self.parser.take_body(&mut self.buf);
     }
 
     fn error(&self, failure: Failure) -> ExchangeError {

@@ -1,9 +1,9 @@
-//! Unit tests of the proxy's response parser: every framing split at
+//! Unit tests of the response parser: every framing split at
 //! every byte, fed a byte at a time, bad responses, and random mutations
 //! fed in random pieces.
 
-use super::super::client::{Failure, ResponseLimits};
-use super::super::response::ResponseParser;
+use super::super::exchange::{Failure, ResponseLimits};
+use super::super::parse::ResponseParser;
 
 const LIMITS: ResponseLimits = ResponseLimits {
     max_head: 1024,

@@ -1,0 +1,198 @@
+//! An HTTP/1.1 client for code running on a core: a handler or
+//! [`Service`](crate::http::Service) that calls other HTTP services.
+//!
+//! A [`Client`] belongs to one core, as everything a handler holds does:
+//! make one per core in the server's factory (or lazily on the core) and
+//! clone it freely (an `Rc` inside). It keeps a keep-alive pool per origin
+//! (`scheme://host:port`) and a cache of resolved host names, neither
+//! shared with other cores and neither locked.
+//!
+//! # How a request goes
+//!
+//! 1. [`Client::get`] (or [`Client::request`] and the like) takes a URL,
+//!    `http://host[:port][/path][?query]`, and gives a [`RequestBuilder`]
+//!    for header fields, a body and timeouts.
+//! 2. [`RequestBuilder::send`] takes an idle pooled connection to the
+//!    origin, or makes one: an IP literal is used as is; a host name is
+//!    resolved on a thread of its own, never on the core (the system's
+//!    resolver may block for seconds), and the answer cached on the core
+//!    for [`Config::dns_ttl`]. It writes the request and reads the
+//!    response's head.
+//! 3. The [`ClientResponse`] gives the status and fields, and the body,
+//!    whole ([`ClientResponse::body`], up to [`Config::max_body`]) or in
+//!    pieces as they arrive ([`ClientResponse::chunk`]), whatever its
+//!    framing: `Content-Length`, chunked, or until the server closes.
+//! 4. A response read to its end cleanly, on a connection that allows
+//!    reuse, puts the connection back in the pool; anything else closes
+//!    it (a pooled connection never holds part of a response).
+//!
+//! Each stage has its own timeout ([`Config`], or per request), and an
+//! error says which passed: `GET http://127.0.0.1:8080/x: reading the
+//! response head timed out after 5s`. [`ClientError::kind`] sorts errors
+//! for code that reacts to them. An idempotent request that failed on a
+//! reused connection before any byte of a response is sent once more, on
+//! a new connection (the server closed the idle connection as it was
+//! reused); nothing else is retried.
+//!
+//! The fan-out proxy ([`proxy`](crate::proxy)) runs on the same pieces:
+//! the per-origin pool, the exchange that sends a request and reads its
+//! response, the response parser and the connect.
+//!
+//! # https
+//!
+//! `https://` URLs work when [`Config::tls`] holds a rustls client config
+//! (percore bundles no root certificates: the config says what to
+//! trust). Without one they fail with [`ErrorKind::Unsupported`]: "https
+//! is not supported by this client without a TLS config".
+//!
+//! # Not (yet) here
+//!
+//! Streaming request bodies (a body is given whole), redirects, cookies,
+//! proxies, compression and HTTP/2.
+//!
+//! # Examples
+//!
+//! A service that answers with what another service says:
+//!
+//! ```no_run
+//! use std::io;
+//!
+//! use percore_handlers::client::Client;
+//! use percore_handlers::http::{HttpHandler, Request, Response, Service};
+//!
+//! struct Gateway {
+//!     client: Client,
+//! }
+//!
+//! impl Service for Gateway {
+//!     async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+//!         let url = format!("http://127.0.0.1:8080/users{}", req.path());
+//!         let mut answer = self
+//!             .client
+//!             .get(&url)
+//!             .header("Accept", "application/json")
+//!             .send()
+//!             .await?;
+//!         let body = answer.body().await?;
+//!         res.send(answer.status(), Some(b"application/json"), &body)?;
+//!         Ok(())
+//!     }
+//! }
+//!
+//! percore::Server::builder()
+//!     .address("127.0.0.1:8081".parse().unwrap())
+//!     // One client per core, made on the core by the factory.
+//!     .serve(|_core| HttpHandler::new(Gateway { client: Client::new() }))
+//!     .unwrap();
+//! ```
+
+mod config;
+pub(crate) mod connect;
+mod error;
+pub(crate) mod exchange;
+pub(crate) mod parse;
+pub(crate) mod pool;
+mod request;
+mod resolve;
+mod response;
+mod url;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+pub use config::Config;
+pub use error::{ClientError, ErrorKind, Op};
+pub use pool::PoolConfig;
+pub use request::RequestBuilder;
+pub use response::ClientResponse;
+
+use pool::Pool;
+use resolve::Resolver;
+use url::Url;
+
+/// A per-core HTTP/1.1 client: pools of keep-alive connections and a
+/// cache of resolved names. Cheap to clone (an `Rc`); not `Send`, as it
+/// belongs to the core it was made on. See the [module docs](self).
+#[derive(Debug, Clone, Default)]
+pub struct Client(Rc<Shared>);
+
+#[derive(Debug, Default)]
+struct Shared {
+    config: Config,
+    /// Per origin: `https`, host (lowercased) and port.
+    pools: RefCell<HashMap<(bool, String, u16), Rc<Pool>>>,
+    /// Made with the first name to resolve.
+    resolver: RefCell<Option<Rc<Resolver>>>,
+}
+
+impl Client {
+    /// A client with the default [`Config`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A client with `config`.
+    pub fn with_config(config: Config) -> Self {
+        Self(Rc::new(Shared {
+            config,
+            ..Shared::default()
+        }))
+    }
+
+    /// A `GET` of `url`, to send.
+    pub fn get(&self, url: &str) -> RequestBuilder {
+        self.request("GET", url)
+    }
+
+    /// A `HEAD` of `url`, to send.
+    pub fn head(&self, url: &str) -> RequestBuilder {
+        self.request("HEAD", url)
+    }
+
+    /// A `POST` to `url`, to send (with a [`body`](RequestBuilder::body)).
+    pub fn post(&self, url: &str) -> RequestBuilder {
+        self.request("POST", url)
+    }
+
+    /// A `PUT` to `url`, to send.
+    pub fn put(&self, url: &str) -> RequestBuilder {
+        self.request("PUT", url)
+    }
+
+    /// A `DELETE` of `url`, to send.
+    pub fn delete(&self, url: &str) -> RequestBuilder {
+        self.request("DELETE", url)
+    }
+
+    /// A request with any `method` (as sent: methods are case-sensitive),
+    /// to send.
+    pub fn request(&self, method: &str, url: &str) -> RequestBuilder {
+        RequestBuilder::new(self.clone(), method, url)
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &Config {
+        &self.0.config
+    }
+
+    /// The pool of `url`'s origin.
+    fn pool(&self, url: &Url) -> Rc<Pool> {
+        let key = (url.tls, url.host.clone(), url.port);
+        let mut pools = self.0.pools.borrow_mut();
+        pools
+            .entry(key)
+            .or_insert_with(|| Rc::new(Pool::new(self.0.config.pool)))
+            .clone()
+    }
+
+    fn resolver(&self) -> Rc<Resolver> {
+        let mut resolver = self.0.resolver.borrow_mut();
+        resolver
+            .get_or_insert_with(|| Rc::new(Resolver::new(self.0.config.dns_ttl)))
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests;
