@@ -6,31 +6,13 @@
 
 mod support;
 
-use std::future::Future;
 use std::io;
-use std::time::Duration;
 
 use percore_handlers::client::{Client, ErrorKind};
 use percore_test_kit::http::*;
 use percore_test_kit::*;
+use support::client::on_core;
 use support::http::*;
-
-/// A failure guard only: no verdict waits on it.
-const HANG: Duration = Duration::from_secs(60);
-
-/// Runs `f` on a core of `backend` (the client belongs to one).
-fn on_core<F>(backend: Backend, f: F) -> F::Output
-where
-    F: Future + 'static,
-    F::Output: 'static,
-{
-    percore::block_on(backend, async move {
-        percore::time::timeout(HANG, f)
-            .await
-            .expect("the client hung")
-    })
-    .expect("run a core")
-}
 
 /// What the client is tested against.
 struct Api;

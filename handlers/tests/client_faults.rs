@@ -8,7 +8,8 @@
 //! Every timeout under test runs against a server that never sends what
 //! is waited for, so any value gives the same verdict.
 
-use std::future::Future;
+mod support;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,27 +18,15 @@ use std::time::Duration;
 
 use percore_handlers::client::{Client, ErrorKind, Op};
 use percore_test_kit::*;
+use support::client::on_core;
 
-/// A failure guard only: no verdict waits on it.
+/// A failure guard only: how long a test server waits on a silent
+/// client.
 const HANG: Duration = Duration::from_secs(60);
 
 /// A timeout under test: its server never answers, so its length only
 /// sets how long the test takes.
 const SHORT: Duration = Duration::from_millis(200);
-
-/// Runs `f` on a core of `backend`.
-fn on_core<F>(backend: Backend, f: F) -> F::Output
-where
-    F: Future + 'static,
-    F::Output: 'static,
-{
-    percore::block_on(backend, async move {
-        percore::time::timeout(HANG, f)
-            .await
-            .expect("the client hung")
-    })
-    .expect("run a core")
-}
 
 /// A server on 127.0.0.1 that runs `script` on each connection it
 /// accepts (with the connection's number, from 0), each on a thread of

@@ -27,12 +27,13 @@ use crate::sync::oneshot;
 /// # Examples
 ///
 /// ```no_run
-/// # async fn doc() -> std::io::Result<()> {
-/// use std::net::ToSocketAddrs;
+/// use std::net::{SocketAddr, ToSocketAddrs};
 ///
-/// let addrs = percore::spawn_blocking(|| ("localhost", 80).to_socket_addrs()).await??;
-/// # let _ = addrs;
-/// # Ok(()) }
+/// async fn lookup(host: String) -> std::io::Result<Vec<SocketAddr>> {
+///     let addrs = percore::spawn_blocking(move || (host.as_str(), 80).to_socket_addrs()).await??;
+///     Ok(addrs.collect())
+/// }
+/// # let _ = lookup;
 /// ```
 pub fn spawn_blocking<T, F>(f: F) -> Blocking<T>
 where

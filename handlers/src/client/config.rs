@@ -53,10 +53,9 @@ impl Default for Config {
         Self {
             // Fewer than the proxy's 1024: a client serves a handler's
             // calls, not a fan-out's branches.
-            pool: {
-                let mut pool = PoolConfig::default();
-                pool.max_idle = 64;
-                pool
+            pool: PoolConfig {
+                max_idle: 64,
+                ..PoolConfig::default()
             },
             resolve_timeout: Duration::from_secs(10),
             dns_ttl: Duration::from_secs(30),

@@ -173,6 +173,11 @@ impl RequestBuilder {
     ///
     /// An invalid URL or request, a failed resolve, connect or exchange, a
     /// malformed response head, or a stage's timeout; see [`ErrorKind`].
+    ///
+    /// # Panics
+    ///
+    /// Polled outside a percore core: the client's pools and name cache
+    /// run tasks on the core.
     pub async fn send(self) -> Result<ClientResponse, ClientError> {
         let request = Rc::clone(&self.request);
         let url = match &self.url {

@@ -37,6 +37,10 @@ pub struct ClientResponse {
 
 /// Where the body is.
 #[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "most responses spend their life reading; boxing the exchange would allocate for each"
+)]
 enum Body {
     /// Still coming on the connection.
     Reading(Exchange),

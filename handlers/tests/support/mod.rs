@@ -1,7 +1,9 @@
 //! What the handlers' tests share beyond `percore-test-kit`: servers of
 //! this crate's handlers. The echo tests start [`start_echo`] servers; the
-//! HTTP and fan-out tests use [`http`] and [`fanout`].
+//! HTTP and fan-out tests use [`http`] and [`fanout`], the client tests
+//! [`client`] too.
 
+pub mod client;
 pub mod fanout;
 pub mod http;
 

@@ -371,3 +371,58 @@ fn discarded_bodies_end_where_kept_ones_do() {
         }
     }
 }
+
+/// A body taken piece by piece as it is decoded (as a streamed client
+/// response takes it), fed split at every byte, adds up to the body, and
+/// the head stays where the parser says it is.
+#[test]
+fn shotgun_taking_the_body_as_it_comes() {
+    let cases: [(&[u8], bool, &[u8]); 3] = [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world", false, b"hello world"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+            false,
+            b"abcde",
+        ),
+        (b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close", true, b"until close"),
+    ];
+    for (wire, eof, body) in cases {
+        let head_len = wire
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("head")
+            + 4;
+        for split in 0..=wire.len() {
+            let mut parser = ResponseParser::new(LIMITS, false);
+            let mut buf = Vec::new();
+            let mut taken = Vec::new();
+            let mut done = false;
+            for (piece, last) in [(&wire[..split], false), (&wire[split..], eof)] {
+                buf.extend_from_slice(piece);
+                let answer = parser.feed(&mut buf, last).expect("valid");
+                if let Some(head) = parser.head() {
+                    assert_eq!(&buf[head], &wire[..head_len], "split at {split}");
+                }
+                match answer {
+                    Some(answer) => {
+                        taken.extend_from_slice(&buf[answer.body]);
+                        // Nothing is fed after the answer.
+                        done = true;
+                        break;
+                    }
+                    None => {
+                        taken.extend_from_slice(&buf[parser.body_so_far()]);
+                        parser.take_body(&mut buf);
+                    }
+                }
+            }
+            assert!(done, "{:?} split at {split}", String::from_utf8_lossy(wire));
+            assert_eq!(
+                taken,
+                body,
+                "{:?} split at {split}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+    }
+}
