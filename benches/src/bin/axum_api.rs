@@ -97,10 +97,10 @@ async fn create_user(
 
 #[derive(Deserialize, Serialize)]
 struct Search {
-    #[serde(default)]
-    q: String,
     #[serde(default = "ten")]
     limit: u32,
+    #[serde(default)]
+    q: String,
 }
 
 fn ten() -> u32 {
@@ -118,8 +118,8 @@ async fn stats(State(core): State<Arc<Core>>) -> Json<Value> {
 #[derive(Serialize)]
 struct Weather {
     city: String,
-    upstream_status: u16,
     upstream_bytes: usize,
+    upstream_status: u16,
 }
 
 async fn weather(

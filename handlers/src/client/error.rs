@@ -9,6 +9,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::exchange::{Failure, IoFailure};
+use crate::http::HttpError;
 
 /// A stage of a request, as a timeout names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -176,15 +177,24 @@ impl ClientError {
 
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let request = &self.0.request;
+        write!(f, "{} {}: {}", request.method, request.url, What(&self.0))
+    }
+}
+
+/// What happened, without the request.
+struct What<'a>(&'a Inner);
+
+impl fmt::Display for What<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Inner {
-            request,
             kind,
             io,
             timeout,
             limit,
             detail,
-        } = &*self.0;
-        write!(f, "{} {}: ", request.method, request.url)?;
+            ..
+        } = self.0;
         match kind {
             ErrorKind::InvalidUrl(why) => write!(f, "invalid URL: {why}"),
             ErrorKind::InvalidRequest(why) => write!(f, "invalid request: {why}"),
@@ -221,17 +231,31 @@ impl fmt::Display for ClientError {
 
 impl Error for ClientError {}
 
+impl From<ClientError> for HttpError {
+    /// For a handler that passes a failed call on to its own client:
+    /// `504 Gateway Timeout` for a timeout, else `502 Bad Gateway`, saying
+    /// what failed but not the URL, which may be an internal address
+    /// (`Bad Gateway: upstream: connecting failed: Connection refused (os
+    /// error 111)`). Log the [`ClientError`] itself for the whole story.
+    fn from(e: ClientError) -> HttpError {
+        let status = if e.is_timeout() { 504 } else { 502 };
+        HttpError::new(status, format!("upstream: {}", What(&e.0)))
+    }
+}
+
 impl From<ClientError> for io::Error {
     /// For a [`Service`](crate::http::Service) that calls another service
-    /// and passes its failures on with `?`: timeouts become
-    /// [`io::ErrorKind::TimedOut`], the rest [`io::ErrorKind::Other`],
-    /// the message kept.
+    /// and passes its failures on with `?`: the [`HttpError`] of
+    /// `From<ClientError>` inside, so the client gets a 502 or 504 that
+    /// says what failed (and the server logs it); the kind is
+    /// [`io::ErrorKind::TimedOut`] for a timeout, else
+    /// [`io::ErrorKind::Other`].
     fn from(e: ClientError) -> io::Error {
         let kind = if e.is_timeout() {
             io::ErrorKind::TimedOut
         } else {
             io::ErrorKind::Other
         };
-        io::Error::new(kind, e.to_string())
+        io::Error::new(kind, HttpError::from(e))
     }
 }

@@ -1,0 +1,112 @@
+//! The `json_api` example as a user runs it, in a child process, on both
+//! backends: each route's answer, the router's 404 and 405, the refusals
+//! of bad parameters and bodies, and `/weather/{city}` calling an
+//! `http_echo` upstream (and failing clearly when it is down).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+use percore_test_kit::*;
+
+const JSON_API: &str = env!("CARGO_BIN_EXE_json_api");
+const HTTP_ECHO: &str = env!("CARGO_BIN_EXE_http_echo");
+
+fn start(bin: &str, backend: &str, args: &[&str]) -> ChildServer {
+    let mut cmd = Command::new(bin);
+    cmd.args(["--port", "0", "--cores", &server_cpu().to_string()])
+        .args(["--backend", backend])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .env_remove("PERCORE_BACKEND")
+        .env_remove("PERCORE_FAULT");
+    ChildServer::spawn(cmd, Duration::from_secs(60))
+        .unwrap_or_else(|f| panic!("did not start: {f:?}"))
+}
+
+/// One request on a connection of its own: the status and the body.
+fn exchange(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<(&str, &str)>,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n");
+    if let Some((content_type, body)) = body {
+        req.push_str(&format!(
+            "Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ));
+    } else {
+        req.push_str("\r\n");
+    }
+    s.write_all(req.as_bytes()).expect("send");
+    let mut bytes = Vec::new();
+    s.read_to_end(&mut bytes).expect("read the response");
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (status, body)
+}
+
+fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    exchange(addr, "GET", path, None)
+}
+
+fn stop(child: ChildServer) {
+    child.signal(libc::SIGTERM);
+    let (status, log) = child.wait(Duration::from_secs(60));
+    assert!(status.success(), "exited with {status}:\n{log}");
+}
+
+backend_process_tests! {
+    /// Every route, with JSON out and in, typed parameters and their 400s,
+    /// the router's 404 and 405, and the upstream call.
+    fn every_route_answers(backend) {
+        let echo = start(HTTP_ECHO, backend, &[]);
+        let upstream = echo.addr.to_string();
+        let api = start(JSON_API, backend, &["--upstream", &upstream]);
+        let a = api.addr;
+        assert_eq!(get(a, "/users/42"), (200, r#"{"id":42,"name":"user-42"}"#.into()));
+        let (status, body) = get(a, "/users/x");
+        assert_eq!(status, 400);
+        assert!(body.contains("path parameter `id`"), "{body}");
+        let json = Some(("application/json", r#"{"name":"ann"}"#));
+        assert_eq!(exchange(a, "POST", "/users", json), (201, r#"{"id":1,"name":"ann"}"#.into()));
+        assert_eq!(exchange(a, "POST", "/users", json), (201, r#"{"id":2,"name":"ann"}"#.into()));
+        assert_eq!(exchange(a, "POST", "/users", Some(("text/plain", "x"))).0, 415);
+        assert_eq!(exchange(a, "POST", "/users", Some(("application/json", "{"))).0, 400);
+        let (status, body) = get(a, "/search?q=caf%C3%A9+au+lait&limit=3");
+        assert_eq!((status, body.as_str()), (200, r#"{"limit":3,"q":"café au lait"}"#));
+        assert_eq!(get(a, "/search?limit=x").0, 400);
+        // Eight answers so far on the one core, this one the ninth.
+        assert_eq!(get(a, "/stats"), (200, r#"{"requests":9}"#.into()));
+        let (status, body) = get(a, "/weather/san%20jose");
+        assert_eq!(status, 200);
+        assert_eq!(body, r#"{"city":"san jose","upstream_bytes":20,"upstream_status":200}"#);
+        assert_eq!(exchange(a, "DELETE", "/users/1", None).0, 405);
+        assert_eq!(get(a, "/nowhere").0, 404);
+        stop(api);
+        stop(echo);
+    }
+
+    /// An upstream that refuses connections is a 502 that says so.
+    fn the_upstream_call_fails_clearly(backend) {
+        let dead = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let dead_addr = dead.local_addr().expect("addr").to_string();
+        drop(dead);
+        let api = start(JSON_API, backend, &["--upstream", &dead_addr]);
+        let (status, body) = get(api.addr, "/weather/x");
+        assert_eq!(status, 502);
+        assert!(body.starts_with("Bad Gateway: upstream: connecting failed: "), "{body}");
+        assert!(!body.contains(&dead_addr), "the upstream's address stays inside: {body}");
+        stop(api);
+    }
+}
