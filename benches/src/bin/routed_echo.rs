@@ -7,8 +7,14 @@
 //! `URL_PATH=/users/7/posts/35 benches/instructions.sh
 //! target/release/routed_echo` against `http_echo` is the router's cost.
 //!
-//! Usage: `routed_echo [--port P] [--cores 0,1] [--backend uring|epoll|auto]`
-//! on 127.0.0.1:P (default 8080); stops on SIGINT or SIGTERM.
+//! With `--trace on`, each request runs in the router's tracing span and a
+//! subscriber logs every span's close (to nowhere), so the difference is
+//! what the span costs when it is used; `--trace idle` turns the span on
+//! with no subscriber, which is what it costs when nothing listens.
+//!
+//! Usage: `routed_echo [--port P] [--cores 0,1] [--backend uring|epoll|auto]
+//! [--trace off|idle|on]` on 127.0.0.1:P (default 8080); stops on SIGINT or
+//! SIGTERM.
 
 use std::io;
 use std::net::SocketAddr;
@@ -33,6 +39,7 @@ fn main() -> ExitCode {
     let mut port = 8080u16;
     let mut cores = None;
     let mut backend = Backend::Auto;
+    let mut trace = "off".to_owned();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let value = args.next().unwrap_or_default();
@@ -40,19 +47,27 @@ fn main() -> ExitCode {
             "--port" => port = value.parse().unwrap_or(port),
             "--cores" => cores = parse_cpu_list(&value).ok(),
             "--backend" => backend = value.parse().unwrap_or(Backend::Auto),
+            "--trace" if ["off", "idle", "on"].contains(&value.as_str()) => trace = value,
             other => {
                 eprintln!("routed_echo: unknown option {other}");
                 return ExitCode::from(2);
             }
         }
     }
+    if trace == "on" {
+        tracing_subscriber::fmt()
+            .with_writer(io::sink)
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .init();
+    }
+    let traced = trace != "off";
     let mut builder = percore::Server::builder()
         .address(SocketAddr::from(([127, 0, 0, 1], port)))
         .backend(backend);
     if let Some(cores) = cores {
         builder = builder.cores(cores);
     }
-    let served = builder.serve(|_core| {
+    let served = builder.serve(move |_core| {
         let routes = Router::new(())
             .get("/", hello)
             .get("/health", hello)
@@ -65,7 +80,8 @@ fn main() -> ExitCode {
             .get("/search", hello)
             .get("/orders/{id}", hello)
             .get("/static/{*path}", hello)
-            .get("/stats", hello);
+            .get("/stats", hello)
+            .trace(traced);
         HttpHandler::new(routes.build().expect("the routes do not conflict"))
     });
     match served {

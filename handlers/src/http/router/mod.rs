@@ -102,7 +102,11 @@
 //! `request` with `method` and `route`, and `status` and `micros`
 //! (the handler's time) recorded when it ends; a subscriber that logs
 //! span closes (`tracing_subscriber::fmt().with_span_events(FmtSpan::CLOSE)`)
-//! prints one line per request. Off, it costs nothing.
+//! prints one line per request. Off, it costs nothing; on with no
+//! subscriber listening, about 60 user-space instructions per request
+//! (against 4,600 for a routed request in all, on epoll); a
+//! `tracing_subscriber::fmt` subscriber that formats every close, about
+//! 32,000 (`routed_echo --trace` in `benches/`).
 
 mod chain;
 mod routed;
