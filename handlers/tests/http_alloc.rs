@@ -6,7 +6,9 @@
 //! reach its working size. The window covers over 10,000 keep-alive
 //! requests of every shape the echo serves: GET, HEAD, POST with small and
 //! multi-read bodies, chunked POST, 405, and pipelined batches; and a
-//! service's 4xx, also when it is answered before its body's rest came.
+//! service's 4xx, also when it is answered before its body's rest came;
+//! and through the router, a request with two typed path parameters and
+//! the router's own 404, 405 and `HEAD`.
 //!
 //! On failure the sizes of the first allocations are printed; set
 //! `PERCORE_ALLOC_TRAP=1` to abort at the first one and read its backtrace

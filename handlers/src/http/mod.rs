@@ -3,6 +3,10 @@
 //!
 //! # Writing an HTTP service
 //!
+//! Most applications route: a [`Router`] maps methods and path patterns
+//! to async functions, with typed parameters, and is a [`Service`]
+//! (see [`router`]). The rest of this page is what every service gets.
+//!
 //! Implement [`Service`]: look at the [`Request`], fill in the
 //! [`Response`]. Wrap it in an [`HttpHandler`] (one per core, made by the
 //! server's factory) and serve it. The service never touches framing:
