@@ -70,7 +70,10 @@ struct Shared {
 /// register, set once per core (a second reader for the same core, from
 /// another listener's factory, is ignored), then read without a lock.
 #[derive(Debug)]
-struct CoreSlots<R>(OnceLock<Box<[OnceLock<(usize, R)>]>>);
+struct CoreSlots<R>(OnceLock<Box<[Slot<R>]>>);
+
+/// A core's CPU and reader, once registered.
+type Slot<R> = OnceLock<(usize, R)>;
 
 impl<R> Default for CoreSlots<R> {
     fn default() -> Self {
