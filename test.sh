@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, as CI does. As root it first installs
-# what the tests use (curl, nginx, wrk, strace, iproute2, openssl, python3), and a test that
+# what the tests use (curl, nginx, wrk, strace, iproute2, openssl, python3,
+# prometheus with promtool, haproxy), and a test that
 # finds one of those missing then fails instead of skipping; as another
 # user it says what is missing, and those tests skip with the reason.
 #
@@ -10,10 +11,10 @@ cd "$(dirname "$0")"
 # shellcheck source=.ci/tools.sh
 . .ci/tools.sh
 
-tools=(curl nginx:nginx wrk strace ip:iproute2 openssl python3)
+tools=(curl nginx:nginx wrk strace ip:iproute2 openssl python3 prometheus promtool:prometheus haproxy)
 if [ "$(id -u)" -eq 0 ]; then
     need_tools "${tools[@]}"
-    export PERCORE_TEST_TOOLS=curl,nginx,wrk,openssl,python3
+    export PERCORE_TEST_TOOLS=curl,nginx,wrk,openssl,python3,prometheus,promtool,haproxy
 else
     for spec in "${tools[@]}"; do
         command -v "${spec%%:*}" >/dev/null 2>&1 ||

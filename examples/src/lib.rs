@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use clap::{error::ErrorKind, Args, Command, CommandFactory, Parser};
 use percore::net::UnixAddr;
-use percore::{Backend, CoreContext, Handler, Server};
+use percore::{Backend, CoreContext, Handler, Readiness, Server};
+use percore_handlers::http::HttpHandler;
+use percore_handlers::metrics::{Admin, Metrics};
 
 mod http_args;
 mod stats_lines;
@@ -79,6 +81,18 @@ pub struct CommonArgs {
     /// net.ipv4.tcp_migrate_req)
     #[arg(long)]
     pub take_over: bool,
+    /// Serve /metrics (Prometheus), /healthz and /readyz on this port (0
+    /// picks a free one), on --admin-host
+    #[arg(long, value_name = "PORT", value_parser = number::<u16>)]
+    pub admin: Option<u16>,
+    /// The address of the --admin port (e.g. 0.0.0.0 for a balancer on
+    /// another host)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1", value_parser = resolve_host)]
+    pub admin_host: IpAddr,
+    /// On a stop, answer /readyz 503 and keep serving for N ms before
+    /// closing the listeners, so a balancer stops sending first
+    #[arg(long = "unready-ms", value_name = "N", default_value = "0", value_parser = millis)]
+    pub unready_delay: Duration,
 }
 
 /// The end of every server's `--help`: signals and environment.
@@ -293,13 +307,38 @@ where
     F: Fn(&CoreContext) -> H + Send + Sync + 'static,
     X: Fn(usize) -> Vec<String> + Send + 'static,
 {
+    let metrics = Metrics::new(Readiness::new());
+    run_with_metrics(name, common, &metrics, factory, extra)
+}
+
+/// [`run_with_stats`], with `metrics` served on `--admin` (when given):
+/// the factory registers each core's HTTP or proxy counters in it. The
+/// server's readiness is the one `metrics` was made with.
+///
+/// # Errors
+///
+/// Start-up and core errors.
+pub fn run_with_metrics<H, F, X>(
+    name: &str,
+    common: &CommonArgs,
+    metrics: &Metrics,
+    factory: F,
+    extra: X,
+) -> io::Result<()>
+where
+    H: Handler,
+    F: Fn(&CoreContext) -> H + Send + Sync + 'static,
+    X: Fn(usize) -> Vec<String> + Send + 'static,
+{
     let mut builder = Server::builder()
         .address(SocketAddr::new(common.host, common.port))
         .backend(common.backend)
         .max_connections(common.max_connections)
         .drain_timeout(common.drain)
         .wait_batching((!common.wait_batch.is_zero()).then_some(common.wait_batch))
-        .take_over(common.take_over);
+        .take_over(common.take_over)
+        .readiness(metrics.readiness().clone())
+        .unready_delay(common.unready_delay);
     if let Some(cores) = &common.cores {
         builder = builder.cores(cores.iter().copied());
     }
@@ -318,7 +357,14 @@ where
         let factory = factory.clone();
         builder = builder.add_listener(unix.clone(), move |core| factory(core));
     }
+    if let Some(port) = common.admin {
+        let admin = Admin::new(metrics.clone());
+        builder = builder.add_listener(SocketAddr::new(common.admin_host, port), move |_core| {
+            HttpHandler::new(admin.clone())
+        });
+    }
     let handle = builder.start(move |core| factory(core))?;
+    metrics.set_server(handle.stats_reader());
     handle.shutdown_on_signals()?;
     let unix = match &common.unix {
         Some(_) => format!(" and {}", handle.listeners()[1].addr),
@@ -338,6 +384,14 @@ where
             n => format!("{n} cores"),
         }
     );
+    if common.admin.is_some() {
+        if let Some(admin) = handle.listeners().last() {
+            tracing::info!(
+                "{name} admin on http://{}/metrics (/healthz, /readyz)",
+                admin.addr
+            );
+        }
+    }
     if common.stats {
         let stopper_stats = handle.stats_reader();
         std::thread::Builder::new()

@@ -69,6 +69,7 @@ mod driver;
 mod executor;
 pub mod future;
 mod handler;
+mod histogram;
 pub mod net;
 mod op;
 pub mod runtime;
@@ -91,6 +92,6 @@ pub use handler::{Connection, Handler};
 pub use runtime::{
     block_on, core_count, core_index, core_stats, count_requests, current_backend, drain_deadline,
     is_shutting_down, shutdown_signal, spawn_blocking, spawn_local, submit_to, until_stopped,
-    Blocking, CoreContext, ListenerStats, Server, ServerBuilder, ServerHandle, ShutdownSignal,
-    StatsReader, StatsSnapshot, Stopper, SubmitError,
+    Blocking, CoreContext, ListenerStats, Readiness, Server, ServerBuilder, ServerHandle,
+    ShutdownSignal, StatsReader, StatsSnapshot, Stopper, SubmitError,
 };

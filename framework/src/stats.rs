@@ -110,6 +110,8 @@ pub(crate) struct CoreStats {
     pub(crate) ring_buffers_out: Counter,
     pub(crate) cpu_time_us: Counter,
     pub(crate) backend: Counter,
+    /// The io_uring set-up flags granted, as `Ladder::code` (0: no ring).
+    pub(crate) ring_setup: Counter,
 }
 
 impl CoreStats {
@@ -147,6 +149,7 @@ impl CoreStats {
             in_flight: self.in_flight.get(),
             ring_buffers_out: self.ring_buffers_out.get(),
             cpu_time: std::time::Duration::from_micros(self.cpu_time_us.get()),
+            ring_flags: ring_flags(self.ring_setup.get()),
         }
     }
 }
@@ -224,6 +227,14 @@ pub struct StatsSnapshot {
     pub ring_buffers_out: u64,
     /// CPU time the core's thread has used.
     pub cpu_time: std::time::Duration,
+    /// The io_uring set-up flags the kernel granted this core's ring
+    /// (`SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG`, `COOP_TASKRUN|TASKRUN_FLAG`,
+    /// `SQPOLL` or `none`); `None` on epoll, or before the core started.
+    pub ring_flags: Option<&'static str>,
+}
+
+fn ring_flags(code: u64) -> Option<&'static str> {
+    crate::driver::uring::ring_flags(code)
 }
 
 impl fmt::Display for StatsSnapshot {

@@ -12,4 +12,5 @@ pub mod client;
 pub mod echo;
 pub mod http;
 mod log_limit;
+pub mod metrics;
 pub mod proxy;

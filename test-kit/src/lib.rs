@@ -33,12 +33,15 @@ mod certs;
 mod child;
 mod client;
 mod flood;
+mod haproxy;
+mod hosts;
 pub mod http;
 pub mod log_capture;
 mod netns;
 mod nginx;
 mod panics;
 mod probe;
+mod prometheus;
 mod race;
 mod rng;
 mod server;
@@ -55,6 +58,8 @@ pub use child::{
 };
 pub use client::{connect, ping, read_to_end, reset, roundtrip, IO_TIMEOUT};
 pub use flood::{flood, Outcomes, FLOOD_BATCH};
+pub use haproxy::{Haproxy, StatRow};
+pub use hosts::Hosts;
 pub use netns::private_network;
 pub use nginx::Nginx;
 pub use panics::quiet_expected_panics;
@@ -62,12 +67,13 @@ pub use percore::{Backend, Server, ServerBuilder, ServerHandle, StatsSnapshot};
 pub use probe::{
     core_thread_ticks, cpu_ticks, fd_count, fd_table, settle_fds, vm_rss_kib, wait_until,
 };
+pub use prometheus::Prometheus;
 pub use race::{join2, Deadline};
 pub use rng::{pattern, random_pool, Rng};
 pub use server::{builder, check_backend, idle_in_flight, server_cpu, sum, PlainEcho};
 pub use streams::{within_polls, Progress, Streams};
 pub use target::{ClientSock, Target};
-pub use tools::{curl, python3, wrk};
+pub use tools::{curl, installed, python3, wrk};
 
 /// Writes each test once and stamps it out per backend, into modules
 /// `uring` and `epoll`. Each stamped test holds [`serial`], and skips

@@ -29,16 +29,31 @@ pub fn python3(script: &str, args: &[&str]) -> Option<Output> {
     )
 }
 
+/// Whether `tool` is on `PATH`; prints why the test skips when it is
+/// not, and fails when the test script promised it.
+pub fn installed(tool: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()) {
+        return true;
+    }
+    missing(tool);
+    false
+}
+
+fn missing(tool: &str) {
+    let promised = std::env::var("PERCORE_TEST_TOOLS").unwrap_or_default();
+    assert!(
+        !promised.split(',').any(|t| t == tool),
+        "{tool} not installed, though the test script installs it"
+    );
+    println!("skipped: {tool} not installed");
+}
+
 fn run(tool: &str, cmd: &mut Command) -> Option<Output> {
     match cmd.output() {
         Ok(out) => Some(out),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let promised = std::env::var("PERCORE_TEST_TOOLS").unwrap_or_default();
-            assert!(
-                !promised.split(',').any(|t| t == tool),
-                "{tool} not installed, though the test script installs it"
-            );
-            println!("skipped: {tool} not installed");
+            missing(tool);
             None
         }
         Err(e) => panic!("run {tool}: {e}"),

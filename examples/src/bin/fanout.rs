@@ -16,7 +16,7 @@ use std::time::Duration;
 use clap::{Args, Parser};
 use percore::net::Endpoint;
 use percore_examples::{
-    exit_with, init_logging, number, parse_args, positive, positive_millis, run_with_stats,
+    exit_with, init_logging, number, parse_args, positive, positive_millis, run_with_metrics,
     usage_error, CommonArgs, CoreReaders, HttpArgs,
 };
 use percore_handlers::http::{HttpHandler, HttpStatsReader};
@@ -295,16 +295,20 @@ fn main() {
     let proxies = CoreReaders::<ProxyStatsReader>::default();
     let fronts = CoreReaders::<HttpStatsReader>::default();
     let (proxy_registry, front_registry) = (proxies.clone(), fronts.clone());
+    let metrics = percore_handlers::metrics::Metrics::new(percore::Readiness::new());
+    let exported = metrics.clone();
     let factory = move |core: &percore::CoreContext| {
         // Validated above, so this cannot fail; a core without a proxy
         // would be worse than a clear stop at start-up.
         let proxy = FanOut::new(config.clone()).expect("config validated at start-up");
         proxy_registry.register(core.index, proxy.stats_reader());
+        exported.register_proxy(core, proxy.stats_reader());
         let handler = HttpHandler::with_config(proxy, http);
         front_registry.register(core.index, handler.stats_reader());
+        exported.register_http(core, handler.stats_reader());
         handler
     };
-    let result = run_with_stats("fanout", &common, factory, move |index| {
+    let result = run_with_metrics("fanout", &common, &metrics, factory, move |index| {
         let front = fronts.line(index, |r| format!("http {}", r.snapshot()));
         let proxy = proxies.line(index, |r| format!("fanout {}", r.snapshot()));
         front.into_iter().chain(proxy).collect()

@@ -5,15 +5,17 @@
 //!
 //! ```text
 //! http_echo [--port 8080] [--host 127.0.0.1] [--cores 0,1] [--backend auto] [--stats]
-//!           [--keepalive-requests 1000]
+//!           [--keepalive-requests 1000] [--admin 9100] [--unready-ms 0]
 //! ```
 
 use clap::Parser;
+use percore::Readiness;
 use percore_examples::{
-    exit_with, init_logging, parse_args, run_with_stats, CommonArgs, CoreReaders, HttpArgs,
+    exit_with, init_logging, parse_args, run_with_metrics, CommonArgs, CoreReaders, HttpArgs,
     HTTP_STATS_NOTE,
 };
 use percore_handlers::http::{HttpEcho, HttpHandler, HttpStatsReader};
+use percore_handlers::metrics::Metrics;
 
 /// An HTTP/1.1 echo server on percore: `GET` and `HEAD` answer
 /// `{"message":"Hello!"}`, `POST` and `PUT` echo the body, other methods
@@ -33,16 +35,19 @@ fn main() {
     init_logging();
     let http = CoreReaders::<HttpStatsReader>::default();
     let registry = http.clone();
+    let metrics = Metrics::new(Readiness::new());
+    let exported = metrics.clone();
     let factory = move |core: &percore::CoreContext| {
         let handler = HttpHandler::with_config(HttpEcho, config);
         registry.register(core.index, handler.stats_reader());
+        exported.register_http(core, handler.stats_reader());
         handler
     };
     let lines = move |index| {
         let line = http.line(index, |r| format!("http {}", r.snapshot()));
         line.into_iter().collect()
     };
-    if let Err(e) = run_with_stats("http_echo", &common, factory, lines) {
+    if let Err(e) = run_with_metrics("http_echo", &common, &metrics, factory, lines) {
         exit_with(1, &format!("http_echo: {e}"));
     }
 }

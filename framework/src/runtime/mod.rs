@@ -12,6 +12,8 @@ use std::task::Poll;
 mod blocking;
 
 pub use crate::core::messaging::{core_count, core_index, submit_to, SubmitError};
+pub use crate::histogram::{Histogram, HistogramSnapshot};
+pub use crate::server::Readiness;
 pub use crate::server::{
     CoreContext, ListenerStats, Server, ServerBuilder, ServerHandle, StatsReader, Stopper,
 };

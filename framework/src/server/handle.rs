@@ -5,11 +5,12 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::listen::{ListenerCounters, ListenerStats};
+use super::Readiness;
 use crate::core::shared::CoreShared;
 use crate::net::Endpoint;
 use crate::stats::StatsSnapshot;
@@ -27,10 +28,38 @@ pub(super) struct Inner {
     pub(super) backend: Backend,
     /// When the stop began, for the "stopped" line.
     pub(super) stopping_since: std::sync::OnceLock<Instant>,
+    pub(super) readiness: Readiness,
+    /// How long a stop serves on, unready, before it begins.
+    pub(super) unready_delay: Duration,
 }
 
 impl Inner {
+    /// A stop request: unready at once, and the stop itself after the
+    /// unready delay (at once for a second request).
+    fn stop(self: &Arc<Self>) {
+        if !self.readiness.leave() || self.unready_delay.is_zero() {
+            self.shutdown();
+            return;
+        }
+        let addr = &self.main_addr;
+        let delay = self.unready_delay;
+        let _ = std::panic::catch_unwind(|| {
+            tracing::info!(%addr, ?delay, "unready: stopping after the delay");
+        });
+        let inner = self.clone();
+        let spawned = thread::Builder::new()
+            .name("percore-unready".into())
+            .spawn(move || {
+                thread::sleep(delay);
+                inner.shutdown();
+            });
+        if spawned.is_err() {
+            self.shutdown();
+        }
+    }
+
     fn shutdown(&self) {
+        self.readiness.leave();
         let first = self.shutdown.trigger();
         if first {
             let _ = self.stopping_since.set(Instant::now());
@@ -80,9 +109,16 @@ impl ServerHandle {
     /// limit; the rest are closed unserved and counted in
     /// [`StatsSnapshot::closed_unserved`]) and closes it, lets open
     /// connections finish until the drain deadline, then cancels the rest.
-    /// Returns at once; [`ServerHandle::join`] waits for the end.
+    /// Returns at once; [`ServerHandle::join`] waits for the end. With an
+    /// [`unready_delay`](super::ServerBuilder::unready_delay), all this
+    /// begins after the delay, the server unready meanwhile.
     pub fn shutdown(&self) {
-        self.inner.shutdown();
+        self.inner.stop();
+    }
+
+    /// Whether the server wants traffic (see [`Readiness`]).
+    pub fn readiness(&self) -> Readiness {
+        self.inner.readiness.clone()
     }
 
     /// A `Send + Sync` trigger for [`ServerHandle::shutdown`], for other
@@ -216,7 +252,7 @@ pub struct Stopper(Arc<Inner>);
 impl Stopper {
     /// Begins the graceful stop; see [`ServerHandle::shutdown`].
     pub fn stop(&self) {
-        self.0.shutdown();
+        self.0.stop();
     }
 }
 

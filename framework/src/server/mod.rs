@@ -8,6 +8,7 @@ mod fd_limit;
 mod handle;
 mod listen;
 mod listening;
+mod readiness;
 mod serve;
 mod signal;
 mod start;
@@ -22,6 +23,7 @@ use crate::{Backend, Handler};
 pub use handle::{ServerHandle, StatsReader, Stopper};
 use listen::ListenerSpec;
 pub use listen::ListenerStats;
+pub use readiness::Readiness;
 
 /// What a handler factory learns about the core it builds a handler for.
 #[derive(Debug, Clone)]
@@ -60,6 +62,8 @@ impl Server {
             config: CoreConfig::default(),
             backlog: 1024,
             take_over: false,
+            readiness: Readiness::new(),
+            unready_delay: Duration::ZERO,
         }
     }
 }
@@ -83,6 +87,8 @@ pub struct ServerBuilder {
     config: CoreConfig,
     backlog: i32,
     take_over: bool,
+    readiness: Readiness,
+    unready_delay: Duration,
 }
 
 impl ServerBuilder {
@@ -310,6 +316,23 @@ impl ServerBuilder {
     /// stops.
     pub fn take_over(mut self, take_over: bool) -> Self {
         self.take_over = take_over;
+        self
+    }
+
+    /// Where the server reports whether it wants traffic (see
+    /// [`Readiness`]); keep a clone for the health check. A server makes
+    /// its own when not given one ([`ServerHandle::readiness`]).
+    pub fn readiness(mut self, readiness: Readiness) -> Self {
+        self.readiness = readiness;
+        self
+    }
+
+    /// How long a stop keeps serving, unready, before it stops accepting
+    /// (default zero): a balancer checking the readiness every `interval`
+    /// stops sending within a few intervals, and no connection it sends
+    /// meanwhile is refused. A second stop request ends the wait.
+    pub fn unready_delay(mut self, delay: Duration) -> Self {
+        self.unready_delay = delay;
         self
     }
 }

@@ -165,6 +165,8 @@ impl ServerBuilder {
                 listeners: addrs.iter().cloned().zip(counters).collect(),
                 backend,
                 stopping_since: std::sync::OnceLock::new(),
+                readiness: self.readiness.clone(),
+                unready_delay: self.unready_delay,
             }),
             threads,
         };
@@ -178,6 +180,7 @@ impl ServerBuilder {
             let _ = handle.join_threads();
             return Err(e);
         }
+        self.readiness.set_serving();
         if addrs.len() == 1 {
             tracing::info!(addr = %main_addr, %backend, cores = ?cpus, "serving");
         } else {

@@ -129,6 +129,10 @@ impl<S: Service> Conn<'_, S> {
             Some(reason) => self.h.counters.answered(status, reason),
             None => self.h.counters.response(status),
         }
+        if let Some(exchange) = &exchange {
+            let took = std::time::Instant::now().saturating_duration_since(exchange.started);
+            self.h.counters.latency.record(took);
+        }
         if self.h.config.access_log {
             access::log(&self.wire.conn, exchange, status, ending);
         }

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use percore::runtime::Counter;
+use percore::runtime::{Counter, Histogram, HistogramSnapshot};
 
 /// A copy of one core's HTTP counters (see
 /// [`HttpHandler::stats`](super::HttpHandler::stats) and
@@ -105,6 +105,13 @@ impl HttpStatsReader {
     pub fn snapshot(&self) -> HttpStats {
         self.0.snapshot()
     }
+
+    /// The core's request latencies now: for each response counted, the
+    /// time from the read that brought its request to the response in the
+    /// output (as the access log's `micros`).
+    pub fn latency(&self) -> HistogramSnapshot {
+        self.0.latency.snapshot()
+    }
 }
 
 /// Why the layer answered a request itself, beside the status it sent.
@@ -140,6 +147,8 @@ pub(crate) struct Counters {
     timeouts: Counter,
     service_errors: Counter,
     cut_off: Counter,
+    /// Each response's latency, from the read that brought its request.
+    pub(crate) latency: Histogram,
 }
 
 impl Counters {
