@@ -219,7 +219,10 @@ backend_process_tests! {
     /// serves on, HAProxy takes it out on that (L7STS), and no request
     /// fails.
     fn graceful_stop_is_drained_first(backend) {
-        let Some(mut fleet) = Fleet::start(backend, 5000) else { return };
+        // HAProxy needs two failed checks 250 ms apart to take it out:
+        // ten seconds of unready service leave it forty times that, on a
+        // machine as loaded as it may be.
+        let Some(mut fleet) = Fleet::start(backend, 10_000) else { return };
         let load = Load::start(fleet.front);
         std::thread::sleep(Duration::from_millis(500));
         let leaving = fleet.take(1);
