@@ -21,6 +21,12 @@
 //!         res
 //!     }
 //! }
+//!
+//! fn main() -> std::io::Result<()> {
+//!     percore::Server::builder()
+//!         .address("127.0.0.1:7000".parse().unwrap())
+//!         .serve(|_core| Slow)
+//! }
 //! ```
 //!
 //! # How it works, and what it costs
