@@ -106,7 +106,7 @@ pub fn describe() -> String {
 /// # Errors
 ///
 /// [`Unavailable`] when the executor has no API server, its binary is
-/// missing, or it exits or stays deaf before [`START_LIMIT`]; the reason
+/// missing, or it exits or stays deaf before `START_LIMIT` (10 s); the reason
 /// carries the end of its output.
 pub fn start(executor: Executor, cpus: &[usize]) -> Result<Box<dyn ServerControl>, Unavailable> {
     let Some(binary) = Binary::of(executor) else {
