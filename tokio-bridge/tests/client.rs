@@ -13,7 +13,7 @@ use percore::net::TcpStream;
 use percore::{Connection, Handler};
 use percore_test_kit::upstream::Fake;
 use percore_test_kit::{builder, check_backend, connect};
-use percore_tokio::hyper::Io;
+use percore_tokio::hyper::{Exec, Io};
 use percore_tokio::CompatExt;
 
 /// Asks `upstream` for `/` once per command byte: `t` over a tokio
@@ -69,13 +69,14 @@ async fn via_tokio(upstream: SocketAddr) -> std::io::Result<Bytes> {
     Ok(body.to_bytes())
 }
 
-/// The same client on a percore socket: no tokio involved.
+/// The same client on a percore socket, its connection spawned by
+/// hyper's executor on the core: no tokio involved.
 async fn via_percore(upstream: SocketAddr) -> std::io::Result<Bytes> {
     let socket = TcpStream::connect(upstream).await?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(Io::new(socket.into()))
         .await
         .map_err(std::io::Error::other)?;
-    percore::spawn_local(connection);
+    hyper::rt::Executor::execute(&Exec, connection);
     let response = sender
         .send_request(get(upstream))
         .await

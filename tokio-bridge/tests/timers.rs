@@ -27,8 +27,8 @@ impl Drop for Guard {
 }
 
 /// Answers one command byte:
-/// - `T`: tokio's sleep, timeout (elapsed and not), interval; answers
-///   what each did.
+/// - `T`: tokio's sleep, timeout (elapsed and not), interval and
+///   `tokio::spawn`; answers what each did.
 /// - `S`: a long tokio sleep, until the client closes (the handler then
 ///   drops the sleep mid-flight).
 /// - `R`: a task that reads a tokio socket to `peer`, which never sends;
@@ -94,6 +94,11 @@ async fn timers() -> &'static [u8] {
     let mut ticks = tokio::time::interval(Duration::from_millis(5));
     for _ in 0..3 {
         ticks.tick().await;
+    }
+    // tokio::spawn runs on the runtime's thread, off the core.
+    let elsewhere = tokio::spawn(async { std::thread::current().name().map(str::to_owned) });
+    if elsewhere.await.ok().flatten().as_deref() != Some(percore_tokio::THREAD_NAME) {
+        return b"tokio::spawn ran elsewhere";
     }
     b"timers ok"
 }

@@ -4,9 +4,9 @@
 //! (`/slow` sleeps on tokio's timer).
 //!
 //! ```text
-//! axum_app [--port 8082]
-//! curl -s 127.0.0.1:8082/users/7                # {"id":7,"name":"user7"}
-//! curl -s -d '{"name":"ann"}' -H 'content-type: application/json' 127.0.0.1:8082/users
+//! axum_app [--port 8083] [--cores 0,1] [--backend auto]
+//! curl -s 127.0.0.1:8083/users/7                # {"id":7,"name":"user7"}
+//! curl -s -d '{"name":"ann"}' -H 'content-type: application/json' 127.0.0.1:8083/users
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +17,7 @@ use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use clap::Parser;
+use percore_examples::{exit_with, init_logging, parse_args, run, CommonArgs};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -58,18 +59,20 @@ async fn slow() -> &'static str {
 
 // ===== serving it on percore =====
 
-#[derive(Parser)]
-#[command(about = "An axum app served by percore")]
-struct Args {
-    /// The port to listen on, on 127.0.0.1.
-    #[arg(long, default_value_t = 8082)]
-    port: u16,
+/// An axum app, written as for tokio, served by percore.
+#[derive(Debug, Parser)]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
 }
 
-fn main() -> std::io::Result<()> {
-    let args = Args::parse();
-    percore_examples::init_logging();
-    percore::Server::builder()
-        .address(([127, 0, 0, 1], args.port).into())
-        .serve(|_core| percore_tokio::hyper::HyperHandler::new(app()))
+fn main() {
+    let Cli { common } = parse_args("8083");
+    init_logging();
+    // The factory runs on each core's thread: one router, and one state,
+    // per core.
+    let factory = |_: &percore::CoreContext| percore_tokio::hyper::HyperHandler::new(app());
+    if let Err(e) = run("axum_app", &common, factory) {
+        exit_with(1, &format!("axum_app: {e}"));
+    }
 }
