@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, as CI does. As root it first installs
 # what the tests use (curl, nginx, wrk, strace, iproute2, openssl, python3,
-# prometheus with promtool, haproxy), and a test that
+# prometheus with promtool, haproxy, postgresql), and a test that
 # finds one of those missing then fails instead of skipping; as another
 # user it says what is missing, and those tests skip with the reason.
 #
@@ -11,15 +11,17 @@ cd "$(dirname "$0")"
 # shellcheck source=.ci/tools.sh
 . .ci/tools.sh
 
-tools=(curl nginx:nginx wrk strace ip:iproute2 openssl python3 prometheus promtool:prometheus haproxy)
+# PostgreSQL's binaries are not on PATH: its package's pg_ctlcluster is.
+tools=(curl nginx:nginx wrk strace ip:iproute2 openssl python3 prometheus promtool:prometheus haproxy pg_ctlcluster:postgresql)
 if [ "$(id -u)" -eq 0 ]; then
     need_tools "${tools[@]}"
-    export PERCORE_TEST_TOOLS=curl,nginx,wrk,openssl,python3,prometheus,promtool,haproxy
+    export PERCORE_TEST_TOOLS=curl,nginx,wrk,openssl,python3,prometheus,promtool,haproxy,postgresql
 else
     for spec in "${tools[@]}"; do
         command -v "${spec%%:*}" >/dev/null 2>&1 ||
             echo "test.sh: ${spec%%:*} is not installed (not root: not installing it); the tests that need it skip"
     done
 fi
-# The HTTP layer's optional parts (JSON, the `http` crate) are tested too.
-exec cargo test --workspace --features percore-handlers/json,percore-handlers/http "$@"
+# The HTTP layer's optional parts (JSON, the `http` crate) and hyper on
+# percore are tested too.
+exec cargo test --workspace --features percore-handlers/json,percore-handlers/http,percore-tokio/hyper "$@"

@@ -23,13 +23,15 @@
 #   --cores (added here: ports PORT and PORT+1, CPU 0), e.g.
 #   benches/duel.sh "uring:target/release/http_echo --backend uring" \
 #                   "tokio:target/release/tokio_baseline --service http"
-# Environment: CONNS=1000 RUNS=3 DURATION=10 PORT=18090
+# Environment: CONNS=1000 RUNS=3 DURATION=10 PORT=18090 URL_PATH=/
 set -euo pipefail
 
 CONNS=${CONNS:-1000}
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-10}
 PORT=${PORT:-18090}
+# The path wrk asks for, on both servers.
+URL_PATH=${URL_PATH:-/}
 
 die() { echo "duel.sh: $*" >&2; exit 1; }
 # shellcheck source=benches/load_common.sh
@@ -51,7 +53,7 @@ for run in $(seq "$RUNS"); do
     duel_start
     # Warm-up, not measured.
     for i in 0 1; do
-        taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$((PORT + i))/" >/dev/null 2>&1 &
+        taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$((PORT + i))$URL_PATH" >/dev/null 2>&1 &
         clients+=($!)
     done
     wait "${clients[@]}" || true
@@ -59,7 +61,7 @@ for run in $(seq "$RUNS"); do
     t0=("$(cpu_ticks "${pids[0]}")" "$(cpu_ticks "${pids[1]}")")
     u0=("$(user_ticks "${pids[0]}")" "$(user_ticks "${pids[1]}")")
     for i in 0 1; do
-        taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$((PORT + i))/" >"$tmp/wrk.$i" 2>&1 &
+        taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$((PORT + i))$URL_PATH" >"$tmp/wrk.$i" 2>&1 &
         clients+=($!)
     done
     for pid in "${clients[@]}"; do wait "$pid" || die "wrk failed"; done

@@ -5,11 +5,12 @@
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Command, Output, Stdio};
 
-const BINARIES: [&str; 4] = [
+const BINARIES: [&str; 5] = [
     env!("CARGO_BIN_EXE_echo"),
     env!("CARGO_BIN_EXE_http_echo"),
     env!("CARGO_BIN_EXE_fanout"),
     env!("CARGO_BIN_EXE_counter"),
+    env!("CARGO_BIN_EXE_axum_app"),
 ];
 
 /// The write end of a pipe whose read end is already closed, as a reader

@@ -40,6 +40,7 @@ pub mod log_capture;
 mod netns;
 mod nginx;
 mod panics;
+mod postgres;
 mod probe;
 mod prometheus;
 mod race;
@@ -64,6 +65,7 @@ pub use netns::private_network;
 pub use nginx::Nginx;
 pub use panics::quiet_expected_panics;
 pub use percore::{Backend, Server, ServerBuilder, ServerHandle, StatsSnapshot};
+pub use postgres::Postgres;
 pub use probe::{
     core_thread_ticks, cpu_ticks, fd_count, fd_table, settle_fds, vm_rss_kib, wait_until,
 };

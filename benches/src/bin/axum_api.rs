@@ -5,8 +5,13 @@
 //! runtime per core, pinned, each with its own SO_REUSEPORT listener and
 //! its own state, so counters and the upstream pool are per core.
 //!
-//! Usage: `axum_api [--port P] [--cores 0,1] [--upstream HOST:PORT]`,
-//! listening on 127.0.0.1:P (default 8080) until SIGINT or SIGTERM.
+//! With `--on-percore uring|epoll` the very same app is served by percore
+//! instead (percore-tokio's `HyperHandler`, one router per core): the
+//! other side of `benches/axum_percore.sh`.
+//!
+//! Usage: `axum_api [--port P] [--cores 0,1] [--upstream HOST:PORT]
+//! [--on-percore uring|epoll]`, listening on 127.0.0.1:P (default 8080)
+//! until SIGINT or SIGTERM.
 //! `benches/api_parity.sh` checks that both servers answer alike.
 
 use std::net::SocketAddr;
@@ -153,6 +158,8 @@ struct Options {
     port: u16,
     cores: Vec<usize>,
     upstream: Option<String>,
+    /// Served by percore on this backend rather than by tokio.
+    on_percore: Option<String>,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
@@ -160,6 +167,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         port: 8080,
         cores: Vec::new(),
         upstream: None,
+        on_percore: None,
     };
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or(format!("{flag} needs a value"));
@@ -167,6 +175,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
             "--port" => o.port = value()?.parse().map_err(|e| format!("--port: {e}"))?,
             "--cores" => o.cores = parse_cpu_list(&value()?)?,
             "--upstream" => o.upstream = Some(value()?),
+            "--on-percore" => o.on_percore = Some(value()?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -178,13 +187,16 @@ fn main() -> ExitCode {
         Ok(o) => o,
         Err(e) => {
             eprintln!(
-                "axum_api: {e}\nusage: axum_api [--port P] [--cores 0,1] [--upstream HOST:PORT]"
+                "axum_api: {e}\nusage: axum_api [--port P] [--cores 0,1] [--upstream HOST:PORT] [--on-percore uring|epoll]"
             );
             return ExitCode::from(2);
         }
     };
-    let signals = block_stop_signals();
     let addr = SocketAddr::from(([127, 0, 0, 1], o.port));
+    if let Some(backend) = &o.on_percore {
+        return on_percore(addr, &o.cores, backend, o.upstream);
+    }
+    let signals = block_stop_signals();
     let upstream = o.upstream;
     let started = start_ct_with(addr, &o.cores, move |listener, mut stop| {
         // As the other baselines: answers leave at once, not after Nagle.
@@ -219,4 +231,39 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Serves the same app on percore, until SIGINT or SIGTERM.
+#[cfg(feature = "percore")]
+fn on_percore(
+    addr: SocketAddr,
+    cores: &[usize],
+    backend: &str,
+    upstream: Option<String>,
+) -> ExitCode {
+    let run = || -> std::io::Result<()> {
+        let backend: percore::Backend = backend.parse().map_err(std::io::Error::other)?;
+        let mut builder = percore::Server::builder().address(addr).backend(backend);
+        if !cores.is_empty() {
+            builder = builder.cores(cores.iter().copied());
+        }
+        let server = builder
+            .start(move |_core| percore_tokio::hyper::HyperHandler::new(app(upstream.clone())))?;
+        eprintln!("axum_api: on percore ({}), {addr}", server.backend());
+        server.shutdown_on_signals()?;
+        server.join()
+    };
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("axum_api --on-percore: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(not(feature = "percore"))]
+fn on_percore(_: SocketAddr, _: &[usize], _: &str, _: Option<String>) -> ExitCode {
+    eprintln!("axum_api: built without the feature `percore`");
+    ExitCode::from(2)
 }
