@@ -38,14 +38,19 @@ pub struct Sleep {
     armed_for: Option<Waker>,
 }
 
-/// Waits until `duration` has passed.
+/// Waits until `duration` has passed since the call: never less.
+///
+/// The deadline is taken from the clock itself, not from the core's turn
+/// clock ([`now`]): the turn began before this call, on a busy core maybe
+/// milliseconds before, and a sleep counted from there could end early.
+/// Code that sets many deadlines per request may count them from [`now`]
+/// with [`sleep_until`], as the HTTP layer does, and save the clock read.
 ///
 /// # Panics
 ///
-/// When called outside a percore core thread: the deadline is taken from
-/// the core's clock ([`now`]) at once.
+/// When polled outside a percore core thread.
 pub fn sleep(duration: Duration) -> Sleep {
-    sleep_until(now() + duration)
+    sleep_until(Instant::now() + duration)
 }
 
 /// Waits until `deadline`.
