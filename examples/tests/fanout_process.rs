@@ -14,18 +14,8 @@ use percore_test_kit::*;
 const FANOUT: &str = env!("CARGO_BIN_EXE_fanout");
 const HTTP_ECHO: &str = env!("CARGO_BIN_EXE_http_echo");
 
-/// `BIN --host 127.0.0.1 --cores CPU --backend BACKEND <args>`, logging at
-/// info, with nothing inherited that would change the backend or inject
-/// faults.
 fn cmd(bin: &str, backend: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(bin);
-    cmd.args(["--host", "127.0.0.1", "--cores", &server_cpu().to_string()])
-        .args(["--backend", backend])
-        .args(args)
-        .env("RUST_LOG", "info")
-        .env_remove("PERCORE_BACKEND")
-        .env_remove("PERCORE_FAULT");
-    cmd
+    server_command(bin, backend, args)
 }
 
 fn start(cmd: Command) -> ChildServer {

@@ -5,7 +5,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::Command;
 use std::time::Duration;
 
 use percore_test_kit::*;
@@ -14,13 +13,8 @@ const JSON_API: &str = env!("CARGO_BIN_EXE_json_api");
 const HTTP_ECHO: &str = env!("CARGO_BIN_EXE_http_echo");
 
 fn start(bin: &str, backend: &str, args: &[&str]) -> ChildServer {
-    let mut cmd = Command::new(bin);
-    cmd.args(["--port", "0", "--cores", &server_cpu().to_string()])
-        .args(["--backend", backend])
-        .args(args)
-        .env("RUST_LOG", "info")
-        .env_remove("PERCORE_BACKEND")
-        .env_remove("PERCORE_FAULT");
+    let mut cmd = server_command(bin, backend, &["--port", "0"]);
+    cmd.args(args);
     ChildServer::spawn(cmd, Duration::from_secs(60))
         .unwrap_or_else(|f| panic!("did not start: {f:?}"))
 }

@@ -280,3 +280,22 @@ pub fn stat_from_log(log: &str, key: &str) -> Option<u64> {
     }
     total
 }
+
+/// `BIN --host 127.0.0.1 --cores CPU --backend BACKEND ARGS`: a shipped
+/// server binary as the tests run it, on the server CPU, logging at info,
+/// with nothing inherited that would change its backend or inject faults.
+pub fn server_command(bin: &str, backend: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "--host",
+        "127.0.0.1",
+        "--cores",
+        &crate::server_cpu().to_string(),
+    ])
+    .args(["--backend", backend])
+    .args(args)
+    .env("RUST_LOG", "info")
+    .env_remove("PERCORE_BACKEND")
+    .env_remove("PERCORE_FAULT");
+    cmd
+}
