@@ -115,18 +115,19 @@ impl<T: 'static> Drop for Submit<T> {
             return;
         };
         let mut extra = Some(Retained::Owned(Box::new(data)));
-        let leftover =
-            current::try_with_io(|core| match &mut *core.driver.borrow_mut() {
-                Driver::Uring(d) if core.id == id => {
-                    d.release(key, extra.take().unwrap_or(Retained::None))
-                }
-                _ => None,
-            });
+        let leftover = current::try_with_io(|core| match &mut *core.driver.borrow_mut() {
+            Driver::Uring(d) if core.id == id => {
+                d.release(key, extra.take().unwrap_or(Retained::None))
+            }
+            _ => None,
+        });
         // Dropped outside the driver's borrow: it may hold a buffer whose
         // own drop reaches the driver.
         drop(leftover);
         if let Some(extra) = extra {
-            tracing::error!("a file operation's future was dropped away from its core; its buffer is leaked");
+            tracing::error!(
+                "a file operation's future was dropped away from its core; its buffer is leaked"
+            );
             std::mem::forget(extra);
         }
     }
