@@ -232,7 +232,7 @@ backend_tests! {
         if unsafe { libc::geteuid() } != 0 {
             let path = root.join("locked");
             std::fs::write(&path, b"x").expect("create");
-            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0))
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o000))
                 .expect("chmod 0");
             run(backend, async move {
                 let e = File::open(&path).await.expect_err("mode 0");
