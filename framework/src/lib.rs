@@ -67,6 +67,7 @@ mod core;
 mod current;
 mod driver;
 mod executor;
+pub mod fs;
 pub mod future;
 mod handler;
 mod histogram;

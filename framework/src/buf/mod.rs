@@ -4,10 +4,12 @@
 //! future that started the operation was dropped. So I/O takes buffers by
 //! value ([`IoBuf`]) and gives them back with the result ([`BufResult`]),
 //! and received data arrives in a [`RecvBuf`] lease from the core's pool.
+//! A file read fills a buffer the caller lends ([`IoBufMut`]).
 //! Several buffers sent together by one gathered write are an [`IoBufs`].
 
 pub(crate) mod fixed;
 mod io_buf;
+mod io_buf_mut;
 pub(crate) mod io_bufs;
 pub(crate) mod pool;
 mod recv;
@@ -15,6 +17,7 @@ mod slice;
 
 pub use fixed::FixedBuf;
 pub use io_buf::IoBuf;
+pub use io_buf_mut::IoBufMut;
 pub use io_bufs::IoBufs;
 pub use recv::RecvBuf;
 pub use slice::Slice;

@@ -4,6 +4,7 @@
 
 pub(crate) mod accept;
 pub(crate) mod connect;
+pub(crate) mod file;
 pub(crate) mod msg_space;
 pub(crate) mod recv;
 pub(crate) mod send;

@@ -40,6 +40,10 @@ pub(crate) enum OpKind {
     Recv,
     Send,
     Connect,
+    /// Opens a file: an orphaned completion carries an fd to close.
+    Open,
+    /// Any other file or path operation: nothing to clean up.
+    File,
 }
 
 /// Resources the kernel may still use while the operation is in flight.
@@ -57,6 +61,9 @@ pub(crate) enum Retained {
     Buffer(Rc<OwnedFd>, Box<dyn Any>),
     /// A pool buffer that a single-shot receive writes into.
     PoolBuf(Rc<OwnedFd>, Box<[u8]>),
+    /// What a dropped file operation's future owned (its buffer, its
+    /// file, its paths), kept whole until the completion.
+    Owned(Box<dyn Any>),
     /// What an operation retained from its start, and what its future
     /// handed over when it was dropped: both stay until the completion.
     Both(Box<(Retained, Retained)>),
@@ -312,7 +319,7 @@ impl super::Driver {
                 unsafe { ring.recycle(bid) };
             }
         }
-        if kind == OpKind::Accept && cqe.res >= 0 {
+        if matches!(kind, OpKind::Accept | OpKind::Open) && cqe.res >= 0 {
             // SAFETY: per the contract, the kernel created this fd for this
             // completion, and nothing else owns it.
             drop(unsafe { OwnedFd::from_raw_fd(cqe.res) });

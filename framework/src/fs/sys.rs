@@ -1,0 +1,159 @@
+//! The blocking file syscalls the epoll backend makes, inline (with
+//! `RWF_NOWAIT`) or on the pool, and `statx` for both backends'
+//! metadata. The only place in `fs` that calls `libc` for them.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
+
+/// Whether a `RWF_NOWAIT` call's error means "would block: go to the
+/// pool" rather than a real failure. File systems without `RWF_NOWAIT`
+/// support say so with `EOPNOTSUPP`.
+pub(crate) fn would_block(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EOPNOTSUPP))
+}
+
+fn offset(pos: u64) -> io::Result<i64> {
+    i64::try_from(pos)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset past i64::MAX"))
+}
+
+/// `preadv2` of one buffer at `pos`. A file that cannot seek (a FIFO)
+/// is read at its current position instead, as io_uring does.
+///
+/// # Safety
+///
+/// `ptr..ptr+len` is writable memory that outlives the call.
+pub(crate) unsafe fn pread(
+    fd: RawFd,
+    ptr: *mut u8,
+    len: usize,
+    pos: u64,
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    let iov = libc::iovec {
+        iov_base: ptr.cast(),
+        iov_len: len,
+    };
+    rw(offset(pos)?, |pos| {
+        // SAFETY: `iov` names memory writable for the call (this
+        // function's contract), and lives across it.
+        unsafe { libc::preadv2(fd, &iov, 1, pos, flags) }
+    })
+}
+
+/// `pwritev2` of one buffer at `pos` (or at the end, for a file opened
+/// to append; at the current position, for one that cannot seek).
+///
+/// # Safety
+///
+/// `ptr..ptr+len` is readable memory that outlives the call.
+pub(crate) unsafe fn pwrite(
+    fd: RawFd,
+    ptr: *const u8,
+    len: usize,
+    pos: u64,
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    let iov = libc::iovec {
+        iov_base: ptr.cast_mut().cast(),
+        iov_len: len,
+    };
+    rw(offset(pos)?, |pos| {
+        // SAFETY: `iov` names memory readable for the call (this
+        // function's contract), and lives across it.
+        unsafe { libc::pwritev2(fd, &iov, 1, pos, flags) }
+    })
+}
+
+fn rw(pos: i64, mut call: impl FnMut(i64) -> isize) -> io::Result<usize> {
+    let mut pos = pos;
+    loop {
+        let n = call(pos);
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => {}
+            Some(libc::ESPIPE) if pos != -1 => pos = -1,
+            _ => return Err(e),
+        }
+    }
+}
+
+fn check(ret: libc::c_int) -> io::Result<()> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `fsync`, or `fdatasync` when `data_only`.
+pub(crate) fn fsync(fd: RawFd, data_only: bool) -> io::Result<()> {
+    // SAFETY: plain calls on an fd number; a stale one is EBADF.
+    check(unsafe {
+        if data_only {
+            libc::fdatasync(fd)
+        } else {
+            libc::fsync(fd)
+        }
+    })
+}
+
+/// `ftruncate`.
+pub(crate) fn ftruncate(fd: RawFd, len: u64) -> io::Result<()> {
+    let len = offset(len)?;
+    // SAFETY: a plain call on an fd number; a stale one is EBADF.
+    check(unsafe { libc::ftruncate(fd, len) })
+}
+
+/// `statx` of `path` relative to `dirfd` (or of `dirfd` itself, with an
+/// empty path and `AT_EMPTY_PATH`).
+pub(crate) fn statx(dirfd: RawFd, path: &CStr, flags: libc::c_int) -> io::Result<libc::statx> {
+    // SAFETY: `statx` is plain integers, for which zero is a valid value.
+    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `path` is NUL-terminated and `buf` writable, both for the
+    // call's duration.
+    check(unsafe {
+        libc::statx(
+            dirfd,
+            path.as_ptr(),
+            flags | libc::AT_STATX_SYNC_AS_STAT,
+            libc::STATX_BASIC_STATS,
+            &mut buf,
+        )
+    })?;
+    Ok(buf)
+}
+
+/// A zeroed `statx` record on the heap, for io_uring to fill.
+pub(crate) fn statx_buf() -> Box<libc::statx> {
+    // SAFETY: `statx` is plain integers, for which zero is a valid value.
+    Box::new(unsafe { std::mem::zeroed() })
+}
+
+/// `open` relative to the working directory, close-on-exec.
+pub(crate) fn open(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> io::Result<OwnedFd> {
+    loop {
+        // SAFETY: `path` is NUL-terminated for the call's duration.
+        let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC, mode) };
+        if fd >= 0 {
+            // SAFETY: `open` just created `fd`, and nothing else owns it.
+            return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+/// Closes `fd`, reporting what `close` says (a deferred write error on
+/// some file systems) instead of dropping it silently.
+pub(crate) fn close(fd: OwnedFd) -> io::Result<()> {
+    // SAFETY: `fd` is owned here and given up: `close` is its one close,
+    // and it is not retried after EINTR (Linux has closed it by then).
+    check(unsafe { libc::close(fd.into_raw_fd()) })
+}
