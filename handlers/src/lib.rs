@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod echo;
+pub mod files;
 pub mod http;
 mod log_limit;
 pub mod metrics;
