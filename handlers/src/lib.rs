@@ -1,5 +1,5 @@
-//! The handlers that ship with percore: raw TCP echo, HTTP/1.1, and the
-//! fan-out proxy.
+//! The handlers that ship with percore: raw TCP echo, HTTP/1.1, static
+//! files, and the fan-out proxy.
 #![warn(
     missing_docs,
     missing_debug_implementations,

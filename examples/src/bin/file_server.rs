@@ -41,7 +41,10 @@ fn main() {
     // error, not a stream of 404s.
     let files = match StaticFiles::new(&cli.root) {
         Ok(files) => files,
-        Err(e) => exit_with(2, &format!("file_server: --root {}: {e}", cli.root.display())),
+        Err(e) => exit_with(
+            2,
+            &format!("file_server: --root {}: {e}", cli.root.display()),
+        ),
     };
     let http = CoreReaders::<HttpStatsReader>::default();
     let registry = http.clone();

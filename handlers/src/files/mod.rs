@@ -150,7 +150,7 @@ impl StaticFiles {
             None => Target::Missing,
         };
         match target {
-            Target::File(path, meta) => self.send_file(req, &path, &meta, res).await,
+            Target::File(path) => self.send_file(req, &path, res).await,
             Target::Directory => {
                 let mut location = req.path().to_owned();
                 location.push('/');
@@ -173,7 +173,6 @@ impl StaticFiles {
         &self,
         req: &Request<'_>,
         path: &Path,
-        meta: &percore::fs::Metadata,
         res: &mut Response<'_>,
     ) -> io::Result<()> {
         // The resolved path has no links; refusing one at the last step
@@ -192,7 +191,7 @@ impl StaticFiles {
             Err(e) => return Err(e),
         };
         // The open file's own metadata: the one whose bytes are sent.
-        let meta = file.metadata().await.unwrap_or_else(|_| meta.clone());
+        let meta = file.metadata().await?;
         let len = meta.len();
         let tags = Validators::of(&meta);
         res.header("ETag", tags.etag.as_bytes())?;
@@ -224,15 +223,11 @@ impl StaticFiles {
         let name = path.file_name().map_or(&b""[..], |n| n.as_encoded_bytes());
         res.header("Content-Type", mime::content_type(name).as_bytes())?;
         res.set_content_length(end - start)?;
-        if method_is_head(req) {
+        if req.method() == "HEAD" {
             return Ok(());
         }
         stream(&file, start, end, res).await
     }
-}
-
-fn method_is_head(req: &Request<'_>) -> bool {
-    req.method() == "HEAD"
 }
 
 /// Sends bytes `start..end` of `file`, a piece at a time. A piece that

@@ -21,8 +21,9 @@ use percore::fs::Metadata;
 /// A request path's place under the root.
 #[derive(Debug)]
 pub(crate) enum Target {
-    /// A regular file: its resolved path (free of links) and metadata.
-    File(PathBuf, Metadata),
+    /// A regular file: its resolved path, free of links. (Its metadata is
+    /// read again from the open file, whose bytes are the ones sent.)
+    File(PathBuf),
     /// A directory named without its trailing slash: redirect.
     Directory,
     /// Nothing to serve: refused, missing, outside the root, or neither a
@@ -61,7 +62,7 @@ pub(crate) async fn resolve(
         return Ok(Target::Missing);
     };
     if meta.is_file() {
-        return Ok(Target::File(path, meta));
+        return Ok(Target::File(path));
     }
     if !meta.is_dir() {
         return Ok(Target::Missing);
@@ -71,7 +72,7 @@ pub(crate) async fn resolve(
     }
     let index_path = path.join(index);
     Ok(match walk(root, index_path).await? {
-        Some((path, meta)) if meta.is_file() => Target::File(path, meta),
+        Some((path, meta)) if meta.is_file() => Target::File(path),
         _ => Target::Missing,
     })
 }
