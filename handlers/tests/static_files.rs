@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use percore_handlers::files::StaticFiles;
+use percore_handlers::http::{Routed, Router};
 use percore_test_kit::http::*;
 use percore_test_kit::*;
 use support::http::*;
@@ -78,6 +79,15 @@ fn raw(addr: std::net::SocketAddr, req: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
     out
+}
+
+async fn assets(
+    files: &StaticFiles,
+    req: &mut Routed<'_, '_>,
+    res: &mut Response<'_>,
+) -> std::io::Result<()> {
+    let rest = req.param_raw("rest").unwrap_or_default();
+    files.serve(req, &format!("/{rest}"), res).await
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -263,6 +273,25 @@ backend_tests! {
         assert_eq!(server.stats().panics, 0);
         // The server goes on serving.
         assert_eq!(one(server.addr, &get("/hello.txt")).status, 200);
+    }
+
+    /// From a router route: the rest of the path names the file, and the
+    /// same refusals hold.
+    fn from_a_router_route(backend) {
+        let tree = Tree::new(&format!("router-{backend:?}"));
+        let files = StaticFiles::new(tree.root()).expect("a root");
+        let server = TestServer::start(backend, Config::default(), move || {
+            Router::new(files.clone()).get("/static/{*rest}", assets).build().expect("routes")
+        });
+        let mut c = Client::connect(server.addr);
+        let r = c.roundtrip(&get("/static/hello.txt"));
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"hello, world\n"[..]));
+        let r = c.roundtrip(&get("/static/a"));
+        assert_eq!((r.status, r.header("location")), (301, Some("/static/a/")));
+        for path in ["/static/../secret", "/static/%2e%2e/secret", "/static/leak"] {
+            let out = raw(server.addr, &request("GET", path, ""));
+            assert!(!contains(&out, SECRET), "{path} leaked");
+        }
     }
 
     /// nginx serving the same directory answers the same statuses and

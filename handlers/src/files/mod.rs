@@ -41,7 +41,10 @@
 //!   slashes, backslashes and NUL bytes are refused, and a symbolic link
 //!   is followed only if it stays under the root (see `resolve`). Every
 //!   refusal, like a missing file, is a `404`: a client cannot tell
-//!   what exists outside.
+//!   what exists outside. The checks look at the tree before the file is
+//!   opened (the open itself refuses a final link): a tree that someone
+//!   rearranges with links while it is served is outside what they
+//!   guard, so the root should be writable only by whoever may publish.
 //! - A directory is served by its `index.html`, never listed. A directory
 //!   named without its trailing slash gets `301` to the slash form (as
 //!   nginx does), so that the index's relative links resolve.
