@@ -4,9 +4,9 @@
 //! (`/slow` sleeps on tokio's timer).
 //!
 //! ```text
-//! axum_app [--port 8083] [--cores 0,1] [--backend auto]
-//! curl -s 127.0.0.1:8083/users/7                # {"id":7,"name":"user7"}
-//! curl -s -d '{"name":"ann"}' -H 'content-type: application/json' 127.0.0.1:8083/users
+//! axum_app [--port 8084] [--cores 0,1] [--backend auto]
+//! curl -s 127.0.0.1:8084/users/7                # {"id":7,"name":"user7"}
+//! curl -s -d '{"name":"ann"}' -H 'content-type: application/json' 127.0.0.1:8084/users
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,7 +67,7 @@ struct Cli {
 }
 
 fn main() {
-    let Cli { common } = parse_args("8083");
+    let Cli { common } = parse_args("8084");
     init_logging();
     // The factory runs on each core's thread: one router, and one state,
     // per core.
