@@ -33,4 +33,12 @@ impl HeapPool {
             free.push(buf);
         }
     }
+
+    /// Frees the kept buffers beyond `keep`; returns how many it freed.
+    pub(crate) fn shrink_to(&self, keep: usize) -> usize {
+        let mut free = self.free.borrow_mut();
+        let freed = free.len().saturating_sub(keep);
+        free.truncate(keep);
+        freed
+    }
 }

@@ -123,6 +123,14 @@ impl Driver {
         }
     }
 
+    /// Frees what the driver keeps for reuse beyond its start-up
+    /// reserve, after a spike (see `server::give_back`).
+    pub(crate) fn give_back(&mut self) {
+        if let Driver::Uring(d) = self {
+            d.give_back();
+        }
+    }
+
     pub(crate) fn drain(&mut self, deadline: Instant) -> usize {
         match self {
             Driver::Uring(d) => d.drain(deadline),

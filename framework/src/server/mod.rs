@@ -5,6 +5,7 @@ pub(crate) mod backend;
 mod bind;
 pub mod cpus;
 mod fd_limit;
+mod give_back;
 mod handle;
 mod listen;
 mod listening;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
+use super::give_back::{self, Level};
 use super::listen::{ListenerCounters, Spawner};
 use super::SocketFile;
 use crate::core::context;
@@ -41,7 +42,7 @@ pub(crate) struct ServeLimits {
 /// to drop (the accept loop at the limit, the drain at shutdown).
 #[derive(Default)]
 struct Tracker {
-    active: Cell<usize>,
+    level: Level,
     waiter: RefCell<Option<Waker>>,
 }
 
@@ -55,7 +56,7 @@ impl Drop for ConnGuard {
     fn drop(&mut self) {
         let tracker = &self.tracker;
         self.counters.closed();
-        tracker.active.set(tracker.active.get() - 1);
+        tracker.level.closed();
         context::try_with_core(|core| core.shared.stats.active.sub(1));
         if let Some(w) = tracker.waiter.borrow_mut().take() {
             w.wake();
@@ -67,7 +68,7 @@ impl Tracker {
     /// Waits until fewer than `limit` connections are open.
     async fn below(&self, limit: usize) {
         poll_fn(|cx| {
-            if self.active.get() < limit {
+            if self.level.active.get() < limit {
                 Poll::Ready(())
             } else {
                 *self.waiter.borrow_mut() = Some(cx.waker().clone());
@@ -94,10 +95,12 @@ pub(crate) async fn serve_core(
             .iter()
             .map(|listener| Box::pin(accept_loop(listener, &tracker, limits)))
             .collect();
+        let mut giving_back = pin!(give_back::after_spikes(&tracker.level));
         let accepting = pin!(poll_fn(|cx| {
             for accept in &mut loops {
                 let _never_ends = accept.as_mut().poll(cx);
             }
+            let _never_ends = giving_back.as_mut().poll(cx);
             Poll::<()>::Pending
         }));
         race(stopping, accepting).await;
@@ -117,13 +120,13 @@ pub(crate) async fn serve_core(
         now.checked_add(limits.drain_timeout)
             .unwrap_or(now + crate::time::current::CENTURY)
     });
-    let open = tracker.active.get();
+    let open = tracker.level.active.get();
     if open > 0 {
         tracing::info!(open, drain = ?limits.drain_timeout, "draining connections");
         let drained = crate::time::timeout_at(deadline, tracker.below(1)).await;
         if drained.is_err() {
             tracing::warn!(
-                left = tracker.active.get(),
+                left = tracker.level.active.get(),
                 "drain deadline passed; cancelling the remaining connections"
             );
         }
@@ -198,7 +201,7 @@ async fn accept_loop(listener: &CoreListener, tracker: &Rc<Tracker>, limits: Ser
     let mut last_warning: Option<Instant> = None;
     let mut last_limit_warning: Option<Instant> = None;
     loop {
-        if tracker.active.get() >= limits.max_connections {
+        if tracker.level.active.get() >= limits.max_connections {
             stats.accept_paused.add(1);
             // A core that sits at its limit pauses on every accept: say so
             // now and then, not each time.
@@ -334,7 +337,7 @@ fn serve_accepted(
     stats.accepted.add(1);
     stats.active.add(1);
     listener.counters.opened();
-    tracker.active.set(tracker.active.get() + 1);
+    tracker.level.opened();
     let guard = ConnGuard {
         tracker: tracker.clone(),
         counters: listener.counters.clone(),
@@ -370,10 +373,10 @@ fn take_queued(listener: &CoreListener, tracker: &Rc<Tracker>, limits: ServeLimi
     // Bounded by the backlog, so that clients still connecting cannot keep
     // a stopping core here.
     while taken + unserved < limits.backlog {
-        let at_limit = tracker.active.get() >= limits.max_connections;
+        let at_limit = tracker.level.active.get() >= limits.max_connections;
         left_to_kernel = at_limit && hand_over;
         match listener.acceptor.accept_queued(!left_to_kernel) {
-            Some(Ok(stream)) if tracker.active.get() < limits.max_connections => {
+            Some(Ok(stream)) if tracker.level.active.get() < limits.max_connections => {
                 serve_accepted(listener, stream, tracker, &stats);
                 taken += 1;
             }

@@ -402,3 +402,19 @@ impl Drop for Mmap {
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
+
+/// Asks glibc's allocator to return the free pages of its heaps to the
+/// kernel; whether it returned any. Other allocators keep their own
+/// counsel: nothing to do there.
+pub(crate) fn release_free_heap() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim only walks and trims glibc's own heaps,
+        // under their locks; it frees nothing that is in use.
+        unsafe { libc::malloc_trim(0) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}

@@ -17,8 +17,10 @@ use super::proto::{header_storage, HeaderSlot};
 const HEADER_SLOTS: usize = 100;
 
 /// Slot arrays a core keeps for the next exchanges: as many as exchanges
-/// were in progress at once on it, up to this many (3.2 KiB each).
-const KEEP: usize = 256;
+/// were in progress at once on it, up to this many (3.2 KiB each). Few:
+/// those made for a spike of slow requests are spread over the heap, and
+/// each kept one would pin its pages after the spike.
+const KEEP: usize = 32;
 
 type Storage = Box<[HeaderSlot<'static>; HEADER_SLOTS]>;
 

@@ -89,6 +89,12 @@ pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> i
                 Ok(parsed) => parsed,
                 Err(next) => break next,
             };
+            if turn.waits_for_body(&head, bytes) {
+                // The body's rest is still to come, perhaps slowly: the
+                // connection keeps what it has, not the receive buffer.
+                turn.spill(&mut state);
+                continue;
+            }
             let head_len = head.head_len;
             let (exchange, mut req, mut res) =
                 conn.exchange(&mut state, &mut bufs, head, max_body, bytes);

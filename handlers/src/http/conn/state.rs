@@ -11,7 +11,7 @@ use percore::buf::RecvBuf;
 use super::Conn;
 use crate::http::config::Config;
 use crate::http::cutoff::cut_at;
-use crate::http::proto::{max_head_len, HeadRetry, HttpError, Limits};
+use crate::http::proto::{max_head_len, BodyKind, HeadRetry, HttpError, Limits, RequestHead};
 use crate::http::request::BodyEnd;
 use crate::http::stats::Reason;
 use crate::http::wire::{after, Waited, KEEP_CAPACITY};
@@ -244,6 +244,38 @@ impl Buffers {
 // ===== impl Turn =====
 
 impl Turn {
+    /// Whether the request `head`, at the start of `bytes`, is in a
+    /// receive lease and its body does not end in it: the exchange would
+    /// hold the lease while the body's rest comes. A chunked body counts
+    /// as ended when the input ends as its last chunk does.
+    #[inline]
+    pub(super) fn waits_for_body(&self, head: &RequestHead<'_, '_>, bytes: &[u8]) -> bool {
+        if !matches!(self.input, Input::Lease(_)) {
+            return false;
+        }
+        let after_head = bytes.len().saturating_sub(head.head_len) as u64;
+        match head.body {
+            BodyKind::None => false,
+            BodyKind::Length(n) => n > after_head,
+            BodyKind::Chunked => !bytes.ends_with(b"0\r\n\r\n"),
+        }
+    }
+
+    /// Moves the turn's bytes from the next request on out of its lease
+    /// into the connection's `carry` buffer, and gives the lease back.
+    /// Cold: only a request whose body spans reads comes here, and the
+    /// copy is at most one read.
+    #[cold]
+    pub(super) fn spill(&mut self, state: &mut State) {
+        if let Input::Lease(lease) = &self.input {
+            let mut carry = mem::take(&mut state.carry);
+            carry.clear();
+            carry.extend_from_slice(lease.get(self.pos..).unwrap_or_default());
+            self.input = Input::Carry(carry);
+            self.pos = 0;
+        }
+    }
+
     /// The turn's bytes from the next request on.
     #[inline]
     pub(super) fn rest(&self) -> &[u8] {
