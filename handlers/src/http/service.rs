@@ -269,8 +269,8 @@ impl<S> Drop for HttpHandler<S> {
 }
 
 impl<S: Service> Handler for HttpHandler<S> {
-    async fn serve(&self, conn: Connection) -> io::Result<()> {
-        super::conn::serve(self, conn).await
+    fn serve(&self, conn: Connection) -> impl Future<Output = io::Result<()>> {
+        super::conn::serve(self, conn)
     }
 }
 

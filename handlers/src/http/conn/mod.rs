@@ -31,6 +31,7 @@
 
 mod state;
 
+use std::future::Future;
 use std::io;
 use std::pin::pin;
 use std::time::Instant;
@@ -41,6 +42,7 @@ use super::access::Exchange;
 use super::close::quiet;
 use super::complete::{after_discard, drains, Outcome};
 use super::cutoff::Cutoff;
+use super::pooled::Pooled;
 use super::proto::{parse_head, BodyKind, HeaderSlot, HttpError, RequestHead};
 use super::request::{BodyEnd, BodyReader};
 use super::service::HttpHandler;
@@ -49,7 +51,7 @@ use super::stats::Reason;
 use super::unwind::CatchUnwind;
 use super::wire::{after, StopSlot, Wire};
 use super::{Request, Response, Service};
-use state::{names_head, Buffers, Read, State};
+use state::{names_head, Buffers, Read, State, Turn};
 
 /// Output above this is sent before more pipelined requests are processed,
 /// which bounds the output of a connection that pipelines many requests.
@@ -57,109 +59,146 @@ const OUT_HIGH_WATER: usize = 32 * 1024;
 
 /// Serves HTTP/1.1 on `conn` until the client leaves, a timeout or an
 /// error ends it, or the server stops.
-pub(crate) async fn serve<S: Service>(h: &HttpHandler<S>, conn: Connection) -> io::Result<()> {
+///
+/// Not an `async fn`: its arguments would stay in the future beside the
+/// `Conn` made of them, on every connection, idle or not.
+pub(crate) fn serve<S: Service>(
+    h: &HttpHandler<S>,
+    conn: Connection,
+) -> impl Future<Output = io::Result<()>> + '_ {
     let config = &h.config;
     let started = percore::time::now();
     let conn = Conn::new(h, conn, started);
     let mut state = State::new(config, started);
     let mut bufs = Buffers::default();
-    loop {
-        // The one write of this turn's answers, then the next read.
-        if let Err(e) = conn.wire.flush().await {
-            return quiet(e);
-        }
-        let watch = (!state.stopping).then_some(&conn.stop);
-        let deadline = state.read_deadline(config);
-        let read = conn.wire.wait(conn.wire.conn.read(), deadline, watch).await;
-        let mut turn = match state.after_read(&conn, read) {
-            Read::Turn(turn) => turn,
-            Read::Again => continue,
-            Read::Close => return conn.close().await,
-            Read::End(result) => return result,
-        };
+    async move {
+        loop {
+            // The one write of this turn's answers, then the next read.
+            if let Err(e) = conn.wire.flush().await {
+                return quiet(e);
+            }
+            let watch = (!state.stopping).then_some(&conn.stop);
+            let deadline = state.read_deadline(config);
+            let read = conn.wire.wait(conn.wire.conn.read(), deadline, watch).await;
+            let mut turn = match state.after_read(&conn, read) {
+                Read::Turn(turn) => turn,
+                Read::Again => continue,
+                Read::Close => return Pooled::with(|| conn.close()).await,
+                Read::End(result) => return result,
+            };
 
-        // The requests of this read, in order, one exchange each.
-        let next = loop {
-            let bytes = turn.rest();
-            if bytes.is_empty() {
-                break Next::Read;
-            }
-            let mut slots = Slots::take();
-            let (head, max_body) = match conn.parse(&mut state, bytes, slots.get()) {
-                Ok(parsed) => parsed,
-                Err(next) => break next,
+            // The requests of this read, served by a future of their own in a
+            // pooled allocation: an idle connection's future does not hold
+            // room for an exchange's states.
+            let served = Pooled::with(|| serve_turn(&conn, &mut state, &mut bufs, &mut turn)).await;
+            let next = match served {
+                Ended::Turn(next) => next,
+                Ended::Connection(result) => return result,
             };
-            if turn.waits_for_body(&head, bytes) {
-                // The body's rest is still to come, perhaps slowly: the
-                // connection keeps what it has, not the receive buffer.
-                turn.spill(&mut state);
-                continue;
-            }
-            let head_len = head.head_len;
-            let (exchange, mut req, mut res) =
-                conn.exchange(&mut state, &mut bufs, head, max_body, bytes);
-            let called = {
-                let call = pin!(h.service.call(&mut req, &mut res));
-                Cutoff::new(CatchUnwind(call), &conn.stop).await
-            };
-            let result = match called {
-                Some(Ok(result)) => returned(result, &res),
-                Some(Err(panic)) => return conn.answer_panic(exchange, &res, panic).await,
-                None => {
-                    let slow_body = req.body.awaiting_client();
-                    return conn.answer_stopping(exchange, &res, slow_body).await;
-                }
-            };
-            // Answered before the rest of the body is read and dropped
-            // (`first`), as nginx does: a client still uploading gets the
-            // service's answer (a 401, a 404) now, not after its upload.
-            // The answer stands even if the upload then fails, which only
-            // closes the connection.
-            let mut first = false;
-            let end = match req.body.end_now() {
-                Some(end) => end,
-                None if drains(&result, &res) && req.body.rest_to_come() => {
-                    first = true;
-                    BodyEnd::unknown()
-                }
-                // The body ended (or failed) in what had come; or a rest
-                // still to come is left, and the connection closes.
-                None => req.body.finish(None).await,
-            };
-            let outcome = conn.settle(exchange, &req, &mut res, result, &end);
-            let (outcome, end) = if first {
-                let discard = (outcome == Outcome::Keep).then_some(&conn.stop);
-                let end = req.body.finish(discard).await;
-                (after_discard(outcome, &end), end)
-            } else {
-                (outcome, end)
-            };
-            // `res` and `req` end here, releasing the buffers they borrow.
-            bufs.shrink();
-            turn.advance(head_len, end, &mut state);
-            match outcome {
-                Outcome::Keep => {}
-                Outcome::Close => break Next::Close,
-                Outcome::Abort => break Next::Abort,
-            }
-            state.idle_deadline = after(percore::time::now(), config.idle_timeout);
-            if conn.wire.pending() >= OUT_HIGH_WATER {
-                if let Err(e) = conn.wire.flush().await {
-                    return quiet(e);
-                }
-            }
-        };
 
-        match next {
-            Next::Read => state.used_up(turn),
-            Next::Partial => state.keep_partial(turn),
-            Next::Close => {
-                drop(turn);
-                return conn.close().await;
+            match next {
+                Next::Read => state.used_up(turn),
+                Next::Partial => state.keep_partial(turn),
+                Next::Close => {
+                    drop(turn);
+                    return Pooled::with(|| conn.close()).await;
+                }
+                Next::Abort => return Ok(()),
             }
-            Next::Abort => return Ok(()),
         }
     }
+}
+
+/// Serves the requests of one read, in order, one exchange each.
+async fn serve_turn<S: Service>(
+    conn: &Conn<'_, S>,
+    state: &mut State,
+    bufs: &mut Buffers,
+    turn: &mut Turn,
+) -> Ended {
+    let (h, config) = (conn.h, &conn.h.config);
+    // The body limit of a request whose bytes were just spilled: its head
+    // is parsed again, but the service is not asked twice.
+    let mut spilled: Option<u64> = None;
+    loop {
+        let bytes = turn.rest();
+        if bytes.is_empty() {
+            return Ended::Turn(Next::Read);
+        }
+        let mut slots = Slots::take();
+        let (head, max_body) = match conn.parse(state, bytes, slots.get(), spilled.take()) {
+            Ok(parsed) => parsed,
+            Err(next) => return Ended::Turn(next),
+        };
+        if turn.waits_for_body(&head, bytes) {
+            // The body's rest is still to come, perhaps slowly: the
+            // connection keeps what it has, not the receive buffer.
+            turn.spill(state);
+            spilled = Some(max_body);
+            continue;
+        }
+        let head_len = head.head_len;
+        let (exchange, mut req, mut res) = conn.exchange(state, bufs, head, max_body, bytes);
+        let called = {
+            let call = pin!(h.service.call(&mut req, &mut res));
+            Cutoff::new(CatchUnwind(call), &conn.stop).await
+        };
+        let result = match called {
+            Some(Ok(result)) => returned(result, &res),
+            Some(Err(panic)) => {
+                return Ended::Connection(conn.answer_panic(exchange, &res, panic).await)
+            }
+            None => {
+                let slow_body = req.body.awaiting_client();
+                return Ended::Connection(conn.answer_stopping(exchange, &res, slow_body).await);
+            }
+        };
+        // Answered before the rest of the body is read and dropped
+        // (`first`), as nginx does: a client still uploading gets the
+        // service's answer (a 401, a 404) now, not after its upload.
+        // The answer stands even if the upload then fails, which only
+        // closes the connection.
+        let mut first = false;
+        let end = match req.body.end_now() {
+            Some(end) => end,
+            None if drains(&result, &res) && req.body.rest_to_come() => {
+                first = true;
+                BodyEnd::unknown()
+            }
+            // The body ended (or failed) in what had come; or a rest
+            // still to come is left, and the connection closes.
+            None => req.body.finish(None).await,
+        };
+        let outcome = conn.settle(exchange, &req, &mut res, result, &end);
+        let (outcome, end) = if first {
+            let discard = (outcome == Outcome::Keep).then_some(&conn.stop);
+            let end = req.body.finish(discard).await;
+            (after_discard(outcome, &end), end)
+        } else {
+            (outcome, end)
+        };
+        // `res` and `req` end here, releasing the buffers they borrow.
+        bufs.shrink();
+        turn.advance(head_len, end, state);
+        match outcome {
+            Outcome::Keep => {}
+            Outcome::Close => return Ended::Turn(Next::Close),
+            Outcome::Abort => return Ended::Turn(Next::Abort),
+        }
+        state.idle_deadline = after(percore::time::now(), config.idle_timeout);
+        if conn.wire.pending() >= OUT_HIGH_WATER {
+            if let Err(e) = conn.wire.flush().await {
+                return Ended::Connection(quiet(e));
+            }
+        }
+    }
+}
+
+/// How a turn ended: the connection goes on as [`Next`] says, or is over
+/// with this result.
+enum Ended {
+    Turn(Next),
+    Connection(io::Result<()>),
 }
 
 /// The parts of a connection that every step needs. The layer's own
@@ -215,7 +254,7 @@ impl<'h, S: Service> Conn<'h, S> {
     }
 
     /// Parses the request head at the start of `bytes`, with its body
-    /// limit. `Err` ends the turn: the head is incomplete
+    /// limit (`decided` when known already). `Err` ends the turn: the head is incomplete
     /// ([`Next::Partial`]), or was refused, its answer in the output
     /// ([`Next::Close`]).
     #[inline]
@@ -224,10 +263,11 @@ impl<'h, S: Service> Conn<'h, S> {
         state: &mut State,
         bytes: &'b [u8],
         storage: &'s mut [HeaderSlot<'b>],
+        decided: Option<u64>,
     ) -> Result<(RequestHead<'s, 'b>, u64), Next> {
         match parse_head(bytes, storage, &state.parse_limits)
             .map_err(|e| (e, None))
-            .and_then(|head| self.body_limit(head))
+            .and_then(|head| self.body_limit(head, decided))
         {
             Ok(Some(limited)) => Ok(limited),
             Ok(None) => {
@@ -298,13 +338,15 @@ impl<'h, S: Service> Conn<'h, S> {
     fn body_limit<'s, 'b>(
         &self,
         head: Option<RequestHead<'s, 'b>>,
+        decided: Option<u64>,
     ) -> Result<Option<(RequestHead<'s, 'b>, u64)>, Refusal<'b>> {
         let Some(head) = head else {
             return Ok(None);
         };
         let configured = self.h.config.limits.max_body;
-        let max = match head.body {
-            BodyKind::None | BodyKind::Length(0) => return Ok(Some((head, configured))),
+        let max = match (head.body, decided) {
+            (BodyKind::None | BodyKind::Length(0), _) => return Ok(Some((head, configured))),
+            (_, Some(max)) => max,
             _ => self.h.service.body_limit(&head, configured),
         };
         match head.body {
@@ -333,12 +375,20 @@ mod tests {
 
     /// Every connection's task holds its `serve` future, idle or not, and
     /// a future is as large as its largest state. With the 100 header
-    /// slots inside it was 5,128 bytes; lent per exchange, 1,936 (rustc
-    /// 1.95, a debug build). The bound leaves room for compilers to lay it
-    /// out otherwise, not for the slots to come back.
+    /// slots inside it was 5,128 bytes; with them lent per exchange, 1,936;
+    /// with each read's exchanges in a pooled future of their own, what is
+    /// left is the connection's own state (`Conn`, `State`, `Buffers`)
+    /// and the wait of a read or a write. The bound leaves room for
+    /// compilers to lay it out otherwise, not for an exchange to come back.
     #[test]
-    fn an_idle_connection_holds_no_header_slots() {
+    fn an_idle_connection_holds_no_exchange() {
         let size = future_size(serve::<HttpEcho>);
-        assert!(size <= 2560, "the connection's future is {size} bytes");
+        println!(
+            "serve: {size} bytes; Conn {}, State {}, Buffers {}",
+            std::mem::size_of::<Conn<'_, HttpEcho>>(),
+            std::mem::size_of::<State>(),
+            std::mem::size_of::<Buffers>()
+        );
+        assert!(size <= 1024, "the connection's future is {size} bytes");
     }
 }
