@@ -407,13 +407,13 @@ impl Driver {
         }
     }
 
-    /// Hands the resources of finished orphans to the caller to drop.
     /// Frees the spare multishot queues beyond the start-up reserve:
     /// made during a spike, they would pin the pages they are spread on.
     pub(crate) fn give_back(&mut self) {
         self.spare_queues.truncate(SPARE_QUEUES_RESERVED);
     }
 
+    /// Hands the resources of finished orphans to the caller to drop.
     pub(crate) fn take_graveyard(&mut self, out: &mut Vec<Retained>) {
         out.append(&mut self.graveyard);
     }
