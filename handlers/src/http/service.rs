@@ -40,12 +40,14 @@ use crate::log_limit::LogLimit;
 /// target (at most one line a second per core, the next saying how many
 /// were left out); one answered with a 4xx, the client's doing, at debug.
 ///
-/// Each connection holds the future of `call` inline, idle or not, so its
-/// size is part of every connection's memory (an `http_echo` connection is
-/// about 5.6 KB in all): a route whose future keeps a large value across
-/// an `.await` (say, a 16 KiB array) is better boxed
-/// (`Box::pin(async { .. }).await`), so that only the requests that take
-/// it pay for it.
+/// The future of `call` lives in an allocation the core lends for the
+/// requests of each read, not in the connection: an idle connection does
+/// not hold it (an idle `http_echo` connection is about 1.6 KB in all),
+/// and a core keeps as many such allocations as it has busy connections.
+/// A route whose future keeps a large value across an `.await` (say, a
+/// 16 KiB array) makes each of them that large; boxed
+/// (`Box::pin(async { .. }).await`), only the requests that take it pay
+/// for it.
 ///
 /// A panic in `call` is answered with a bare 500 too (unless the response
 /// head was already sent by [`Response::flush`]; the body then ends
