@@ -179,6 +179,7 @@ mod echo;
 mod interop;
 #[cfg(feature = "json")]
 mod json;
+mod lend;
 mod pooled;
 pub mod proto;
 mod query;

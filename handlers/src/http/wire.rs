@@ -13,6 +13,8 @@ use std::time::Instant;
 use percore::time::Sleep;
 use percore::Connection;
 
+use super::lend::{self, Pool};
+
 /// Output kept between flushes is freed above this capacity, so a
 /// connection that once sent a large response does not hold it while idle.
 pub(crate) const KEEP_CAPACITY: usize = 64 * 1024;
@@ -97,6 +99,10 @@ impl Wire {
     /// Runs `f` on the pending output.
     pub(crate) fn with_out<R>(&self, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
         let mut out = self.out.take();
+        if out.capacity() == 0 {
+            // Idle, it held none: one is lent until the output is out.
+            out = lend::OUT.try_with(Pool::take).unwrap_or_default();
+        }
         let r = f(&mut out);
         self.out.set(out);
         r
@@ -104,7 +110,10 @@ impl Wire {
 
     /// Bytes waiting to be written.
     pub(crate) fn pending(&self) -> usize {
-        self.with_out(|out| out.len())
+        let out = self.out.take();
+        let pending = out.len();
+        self.out.set(out);
+        pending
     }
 
     /// Writes all pending output, within the write timeout.
@@ -162,15 +171,22 @@ impl Wire {
         };
         match waited {
             Waited::Done((Ok(()), mut buf)) => {
-                buf.clear();
-                if buf.capacity() > KEEP_CAPACITY {
-                    buf = Vec::new();
-                }
                 // Anything queued meanwhile (only possible if a service
-                // overlapped a body read with a flush) goes after it.
+                // overlapped a body read with a flush) goes after it;
+                // else the buffer goes back to the core, and the
+                // connection, all its output out, holds none.
                 let queued = self.out.take();
-                buf.extend_from_slice(&queued);
-                self.out.set(buf);
+                if queued.is_empty() {
+                    give_out(buf);
+                } else {
+                    buf.clear();
+                    if buf.capacity() > KEEP_CAPACITY {
+                        buf = Vec::new();
+                    }
+                    buf.extend_from_slice(&queued);
+                    give_out(queued);
+                    self.out.set(buf);
+                }
                 Ok(())
             }
             Waited::Done((Err(e), _)) => {
@@ -357,4 +373,10 @@ impl Drop for StopSlot {
             slots.free.push(self.index);
         }
     }
+}
+
+/// Gives an output buffer back to the core's pool.
+#[inline]
+fn give_out(buf: Vec<u8>) {
+    let _ = lend::OUT.try_with(|pool| pool.give(buf));
 }

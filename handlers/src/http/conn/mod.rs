@@ -1,33 +1,40 @@
 //! The connection loop: reads, splits the input into requests, calls the
 //! service for each, and writes the answers of one read in one send.
 //!
-//! A connection is three parts. [`Conn`] is what every step needs: the
-//! handler, the stop slot and the wire; the layer's answers and the close
-//! are its methods. [`State`] is what the connection keeps between reads.
-//! [`Buffers`] are lent to each exchange's request and response, which
-//! can then still answer through the `Conn`.
+//! A connection is two parts and a loan. [`Conn`] is what every step
+//! needs: the handler, the stop slot and the wire; the layer's answers and
+//! the close are its methods. [`State`] is what the connection keeps
+//! between reads. [`Buffers`] are lent by the core for a read's requests
+//! and lent in turn to each exchange's request and response, which can
+//! then still answer through the `Conn`.
 //!
-//! [`serve`] is the loop, and every wait of a request is in its one body.
-//! The steps between the waits are plain methods: a step that waits would
-//! be a future nested in `serve`'s, copied and polled through on every
-//! request, which costs instructions that the loop does not.
+//! [`serve`] is the loop of reads and writes, the only waits of an idle
+//! connection; [`serve_turn`] serves the requests of one read, every wait
+//! of an exchange in its one body, in a future of its own that the core
+//! lends per read ([`Pooled`]): an idle connection's task holds no room
+//! for an exchange. The steps between the waits are plain methods: a step
+//! that waits would be a future nested in `serve_turn`'s, copied and
+//! polled through on every request, which costs instructions that the
+//! loop does not.
 //!
 //! # Buffers
 //!
 //! The input of a turn is the receive lease itself whenever the requests
 //! in it are complete, so the common case copies nothing and an idle
-//! connection holds no lease. Only when a request head spans reads are its
-//! bytes copied into the connection's `carry` buffer (bounded by the head
-//! limits, which [`parse_head`] enforces on partial input too). Bodies that
-//! span reads are read by the [`BodyReader`] straight from the socket; what
-//! it reads past the body is where the next request starts. Responses gather
-//! in one output buffer that is written once per turn. All of these are
-//! per-connection `Vec`s that keep their capacity (up to
-//! [`KEEP_CAPACITY`](super::wire::KEEP_CAPACITY)), so steady-state
-//! requests allocate nothing. The header slots a parse needs are lent per
-//! exchange by the core ([`Slots`]), so an idle connection's future holds
-//! none. [`State`], [`Buffers`] and each read's [`Turn`](state::Turn) are
-//! in [`state`].
+//! connection holds no lease. When a request head spans reads, or a body
+//! does not end in its read, the bytes from that request on are copied
+//! into the connection's `carry` buffer (bounded by the head limits, which
+//! [`parse_head`] enforces on partial input too) and the lease goes back:
+//! a slow client holds what it sent, not a receive buffer. The rest of a
+//! body is read by the [`BodyReader`] straight from the socket; what it
+//! reads past the body is where the next request starts. Responses gather
+//! in one output buffer that is written once per turn. The output buffer
+//! and the [`Buffers`] are lent by the core while the connection is busy
+//! and kept by it between loans (up to
+//! [`KEEP_CAPACITY`](super::wire::KEEP_CAPACITY) each), as are the header
+//! slots a parse needs ([`Slots`]), so steady-state requests allocate
+//! nothing and an idle connection holds none of them. [`State`],
+//! [`Buffers`] and each read's [`Turn`](state::Turn) are in [`state`].
 
 mod state;
 
@@ -51,7 +58,7 @@ use super::stats::Reason;
 use super::unwind::CatchUnwind;
 use super::wire::{after, StopSlot, Wire};
 use super::{Request, Response, Service};
-use state::{names_head, Buffers, Read, State, Turn};
+use state::{names_head, Buffers, LentBuffers, Read, State, Turn};
 
 /// Output above this is sent before more pipelined requests are processed,
 /// which bounds the output of a connection that pipelines many requests.
@@ -70,7 +77,6 @@ pub(crate) fn serve<S: Service>(
     let started = percore::time::now();
     let conn = Conn::new(h, conn, started);
     let mut state = State::new(config, started);
-    let mut bufs = Buffers::default();
     async move {
         loop {
             // The one write of this turn's answers, then the next read.
@@ -90,7 +96,7 @@ pub(crate) fn serve<S: Service>(
             // The requests of this read, served by a future of their own in a
             // pooled allocation: an idle connection's future does not hold
             // room for an exchange's states.
-            let served = Pooled::with(|| serve_turn(&conn, &mut state, &mut bufs, &mut turn)).await;
+            let served = Pooled::with(|| serve_turn(&conn, &mut state, &mut turn)).await;
             let next = match served {
                 Ended::Turn(next) => next,
                 Ended::Connection(result) => return result,
@@ -110,13 +116,12 @@ pub(crate) fn serve<S: Service>(
 }
 
 /// Serves the requests of one read, in order, one exchange each.
-async fn serve_turn<S: Service>(
-    conn: &Conn<'_, S>,
-    state: &mut State,
-    bufs: &mut Buffers,
-    turn: &mut Turn,
-) -> Ended {
+async fn serve_turn<S: Service>(conn: &Conn<'_, S>, state: &mut State, turn: &mut Turn) -> Ended {
     let (h, config) = (conn.h, &conn.h.config);
+    // Declared first, so dropped (given back) after the exchanges that
+    // borrow it.
+    let mut lent = LentBuffers::take();
+    let bufs = lent.get();
     // The body limit of a request whose bytes were just spilled: its head
     // is parsed again, but the service is not asked twice.
     let mut spilled: Option<u64> = None;

@@ -11,6 +11,7 @@ use percore::buf::RecvBuf;
 use super::Conn;
 use crate::http::config::Config;
 use crate::http::cutoff::cut_at;
+use crate::http::lend::{Pool, Reusable};
 use crate::http::proto::{max_head_len, BodyKind, HeadRetry, HttpError, Limits, RequestHead};
 use crate::http::request::BodyEnd;
 use crate::http::stats::Reason;
@@ -46,8 +47,10 @@ pub(super) struct State {
     pub(super) head_cut: Option<Instant>,
 }
 
-/// The buffers an exchange lends its request and response. They keep
-/// their capacity between requests (see [`shrink`]).
+/// The buffers an exchange lends its request and response. The core
+/// lends them to a connection for the requests of a read
+/// ([`LentBuffers`]), and keeps their capacity between requests (see
+/// [`shrink`]).
 #[derive(Default)]
 pub(super) struct Buffers {
     /// A request body that is not contiguous in the input.
@@ -227,6 +230,54 @@ impl State {
     pub(super) fn put_back(&mut self, mut carry: Vec<u8>) {
         carry.clear();
         self.carry = carry;
+    }
+}
+
+thread_local! {
+    static BUFFERS: Pool<Box<Buffers>> = const { Pool::new() };
+}
+
+/// A read's [`Buffers`], lent by the core; back in its pool when dropped,
+/// so an idle connection holds none. Boxed, so lending moves a pointer.
+pub(super) struct LentBuffers(Option<Box<Buffers>>);
+
+impl LentBuffers {
+    #[inline]
+    pub(super) fn take() -> Self {
+        LentBuffers(Some(BUFFERS.try_with(Pool::take).unwrap_or_default()))
+    }
+
+    /// The buffers (always there until the drop).
+    #[inline]
+    pub(super) fn get(&mut self) -> &mut Buffers {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl Drop for LentBuffers {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(bufs) = self.0.take() {
+            let _ = BUFFERS.try_with(|pool| pool.give(bufs));
+        }
+    }
+}
+
+impl Reusable for Box<Buffers> {
+    /// Emptied, so no byte of one connection's exchange can reach
+    /// another's; the large ones are freed.
+    #[inline]
+    fn reset(&mut self) -> bool {
+        self.shrink();
+        self.gather.clear();
+        self.res_headers.clear();
+        self.res_body.clear();
+        true
+    }
+
+    #[inline]
+    fn is_unallocated(&self) -> bool {
+        false
     }
 }
 
