@@ -347,10 +347,20 @@ fn serve_accepted(
 
 /// Serves a connection on its own task, counted (by `guard`) until it
 /// ends.
+///
+/// The stream comes in a box, freed as soon as the stream moves into the
+/// handler's future: what an `async` block captures keeps its room in the
+/// task for as long as the task lives, and a connection's task is most of
+/// what an idle connection costs.
 pub(crate) fn spawn_connection<H: Handler>(stream: Stream, handler: &Rc<H>, guard: ConnGuard) {
     let handler = handler.clone();
+    let stream = Box::new(stream);
     drop(spawn_local(async move {
         let _guard = guard;
+        let stream: Stream = {
+            let boxed = stream;
+            *boxed
+        };
         if let Err(e) = handler.serve(stream).await {
             context::try_with_core(|core| core.shared.stats.errors_io.add(1));
             tracing::debug!(error = %e, "connection ended with an error");

@@ -12,7 +12,7 @@ use super::Conn;
 use crate::http::config::Config;
 use crate::http::cutoff::cut_at;
 use crate::http::lend::{Pool, Reusable};
-use crate::http::proto::{max_head_len, BodyKind, HeadRetry, HttpError, Limits, RequestHead};
+use crate::http::proto::{BodyKind, HeadRetry, HttpError, RequestHead};
 use crate::http::request::BodyEnd;
 use crate::http::stats::Reason;
 use crate::http::wire::{after, Waited, KEEP_CAPACITY};
@@ -35,12 +35,6 @@ pub(super) struct State {
     pub(super) head_started: Option<Instant>,
     /// When to parse the incomplete head in `carry` again.
     pub(super) retry: HeadRetry,
-    /// The longest a complete head may be, under the configured limits.
-    pub(super) max_head: usize,
-    /// The limits the parser checks: the configured ones but the body's.
-    /// That one is the service's to choose per request (see
-    /// [`Conn::parse`]), so the parser does not check `Content-Length`.
-    pub(super) parse_limits: Limits,
     /// The server's stop was seen while waiting for a request.
     pub(super) stopping: bool,
     /// Once stopping: see [`stop_cut_off`].
@@ -102,11 +96,6 @@ impl State {
             idle_deadline: after(started, config.head_timeout),
             head_started: None,
             retry: HeadRetry::default(),
-            max_head: max_head_len(&config.limits),
-            parse_limits: Limits {
-                max_body: u64::MAX,
-                ..config.limits
-            },
             stopping: false,
             head_cut: None,
         }
@@ -134,7 +123,7 @@ impl State {
         read: Waited<io::Result<Option<RecvBuf>>>,
     ) -> Read {
         match read {
-            Waited::Done(Ok(Some(lease))) => self.turn(lease),
+            Waited::Done(Ok(Some(lease))) => self.turn(lease, conn.h.max_head),
             // End of stream: everything complete was answered; an
             // incomplete head can never be, so it is dropped.
             Waited::Done(Ok(None)) => Read::End(Ok(())),
@@ -166,7 +155,7 @@ impl State {
     /// reads, `carry` with the lease added. The head is parsed again only
     /// when the new bytes may end it; until then, read again.
     #[inline]
-    pub(super) fn turn(&mut self, lease: RecvBuf) -> Read {
+    pub(super) fn turn(&mut self, lease: RecvBuf, max_head: usize) -> Read {
         if self.carry.is_empty() {
             return Read::Turn(Turn {
                 input: Input::Lease(lease),
@@ -175,7 +164,7 @@ impl State {
         }
         self.carry.extend_from_slice(&lease);
         drop(lease);
-        if !self.retry.due(&self.carry, self.max_head) {
+        if !self.retry.due(&self.carry, max_head) {
             // Still incomplete: nothing in the new bytes can end it.
             return Read::Again;
         }
