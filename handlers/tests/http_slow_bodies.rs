@@ -8,10 +8,9 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
+use percore_test_kit::http::*;
 use percore_test_kit::*;
 use support::http::*;
 
@@ -28,51 +27,23 @@ fn rss_kib() -> u64 {
     vm_rss_kib("self")
 }
 
-/// Reads one response to a POST; returns its body.
-fn response_body(stream: &mut TcpStream) -> Vec<u8> {
-    let mut got = Vec::new();
-    let mut byte = [0u8; 1];
-    while !got.ends_with(b"\r\n\r\n") {
-        assert_eq!(
-            stream.read(&mut byte).expect("read a head"),
-            1,
-            "closed mid-head"
-        );
-        got.push(byte[0]);
-    }
-    let head = String::from_utf8(got).expect("an ASCII head");
-    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Length: "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no Content-Length in {head:?}"));
-    let mut body = vec![0u8; length];
-    stream.read_exact(&mut body).expect("read the body");
-    body
-}
-
 backend_tests! {
     fn slow_bodies_hold_their_bytes_and_give_memory_back(backend) {
         let server = TestServer::echo(backend);
         // Warm: the core's first buffers and tables are not the flood's.
         for _ in 0..50 {
-            let mut warm = TcpStream::connect(server.addr).expect("connect");
-            warm.write_all(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc").expect("send");
-            warm.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
-            assert_eq!(response_body(&mut warm), b"abc");
+            assert_eq!(one(server.addr, &post("/", "text/plain", b"abc")).body, b"abc");
         }
         let bodies: Vec<Vec<u8>> = (0..CLIENTS).map(body).collect();
         let requests_before = server.stats().requests;
         let before = rss_kib();
 
-        let mut clients: Vec<TcpStream> = bodies
+        let head = format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {BODY}\r\n\r\n");
+        let mut clients: Vec<Client> = bodies
             .iter()
             .map(|body| {
-                let mut c = TcpStream::connect(server.addr).expect("connect");
-                let head = format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {BODY}\r\n\r\n");
-                c.write_all(&[head.as_bytes(), &body[..FIRST]].concat()).expect("send a head");
-                c.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+                let mut c = Client::connect(server.addr);
+                c.send(&[head.as_bytes(), &body[..FIRST]].concat());
                 c
             })
             .collect();
@@ -86,10 +57,11 @@ backend_tests! {
 
         // Nothing lost: each gets its whole body back.
         for (i, c) in clients.iter_mut().enumerate() {
-            c.write_all(&bodies[i][FIRST..]).expect("send the rest");
+            c.send(&bodies[i][FIRST..]);
         }
         for (i, c) in clients.iter_mut().enumerate() {
-            assert!(response_body(c) == bodies[i], "client {i}'s body came back otherwise");
+            let r = c.response();
+            assert!(r.status == 200 && r.body == bodies[i], "client {i}: {} and its body otherwise", r.status);
         }
         drop(clients);
         drop(bodies);
