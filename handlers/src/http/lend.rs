@@ -1,6 +1,6 @@
-//! Buffers a core lends its connections while they are busy: the output
-//! of a read's answers, and the request's and response's buffers of its
-//! exchanges. An idle connection holds none of them; a core keeps those
+//! Buffers a core lends its connections while they are busy: the
+//! request's and response's buffers of an exchange. An idle connection
+//! holds none of them; a core keeps those
 //! given back for the next connection that needs them, so a steady state
 //! allocates nothing.
 
@@ -75,11 +75,6 @@ impl<T: Reusable> Pool<T> {
             }
         }
     }
-}
-
-thread_local! {
-    /// The output buffers of the core's connections.
-    pub(crate) static OUT: Pool<Vec<u8>> = const { Pool::new() };
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ use crate::log_limit::LogLimit;
 ///
 /// The future of `call` lives in an allocation the core lends for the
 /// requests of each read, not in the connection: an idle connection does
-/// not hold it (an idle `http_echo` connection is about 0.9 KB in all),
+/// not hold it (an idle `http_echo` connection is about 1.2 KB in all),
 /// and a core keeps as many such allocations as it has busy connections.
 /// A route whose future keeps a large value across an `.await` (say, a
 /// 16 KiB array) makes each of them that large; boxed

@@ -80,6 +80,11 @@ impl Drop for Slots {
         let _ = FREE.try_with(|free| {
             let mut free = free.borrow_mut();
             if free.len() < KEEP {
+                if free.capacity() == 0 {
+                    // All the room it will need, at once: a new high-water
+                    // mark of exchanges later allocates nothing for the list.
+                    free.reserve_exact(KEEP);
+                }
                 free.push(storage);
             }
         });

@@ -13,8 +13,6 @@ use std::time::Instant;
 use percore::time::Sleep;
 use percore::Connection;
 
-use super::lend::{self, Pool};
-
 /// Output kept between flushes is freed above this capacity, so a
 /// connection that once sent a large response does not hold it while idle.
 pub(crate) const KEEP_CAPACITY: usize = 64 * 1024;
@@ -99,10 +97,6 @@ impl Wire {
     /// Runs `f` on the pending output.
     pub(crate) fn with_out<R>(&self, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
         let mut out = self.out.take();
-        if out.capacity() == 0 {
-            // Idle, it held none: one is lent until the output is out.
-            out = lend::OUT.try_with(Pool::take).unwrap_or_default();
-        }
         let r = f(&mut out);
         self.out.set(out);
         r
@@ -171,22 +165,15 @@ impl Wire {
         };
         match waited {
             Waited::Done((Ok(()), mut buf)) => {
-                // Anything queued meanwhile (only possible if a service
-                // overlapped a body read with a flush) goes after it;
-                // else the buffer goes back to the core, and the
-                // connection, all its output out, holds none.
-                let queued = self.out.take();
-                if queued.is_empty() {
-                    give_out(buf);
-                } else {
-                    buf.clear();
-                    if buf.capacity() > KEEP_CAPACITY {
-                        buf = Vec::new();
-                    }
-                    buf.extend_from_slice(&queued);
-                    give_out(queued);
-                    self.out.set(buf);
+                buf.clear();
+                if buf.capacity() > KEEP_CAPACITY {
+                    buf = Vec::new();
                 }
+                // Anything queued meanwhile (only possible if a service
+                // overlapped a body read with a flush) goes after it.
+                let queued = self.out.take();
+                buf.extend_from_slice(&queued);
+                self.out.set(buf);
                 Ok(())
             }
             Waited::Done((Err(e), _)) => {
@@ -373,10 +360,4 @@ impl Drop for StopSlot {
             slots.free.push(self.index);
         }
     }
-}
-
-/// Gives an output buffer back to the core's pool.
-#[inline]
-fn give_out(buf: Vec<u8>) {
-    let _ = lend::OUT.try_with(|pool| pool.give(buf));
 }

@@ -4,9 +4,8 @@
 //! A connection is two parts and a loan. [`Conn`] is what every step
 //! needs: the handler, the stop slot and the wire; the layer's answers and
 //! the close are its methods. [`State`] is what the connection keeps
-//! between reads. [`Buffers`] are lent by the core for a read's requests
-//! and lent in turn to each exchange's request and response, which can
-//! then still answer through the `Conn`.
+//! between reads. [`Buffers`] are lent by the core to each exchange's
+//! request and response, which can then still answer through the `Conn`.
 //!
 //! [`serve`] is the loop of reads and writes, the only waits of an idle
 //! connection; [`serve_turn`] serves the requests of one read, every wait
@@ -28,12 +27,12 @@
 //! a slow client holds what it sent, not a receive buffer. The rest of a
 //! body is read by the [`BodyReader`] straight from the socket; what it
 //! reads past the body is where the next request starts. Responses gather
-//! in one output buffer that is written once per turn. The output buffer
-//! and the [`Buffers`] are lent by the core while the connection is busy
-//! and kept by it between loans (up to
-//! [`KEEP_CAPACITY`](super::wire::KEEP_CAPACITY) each), as are the header
-//! slots a parse needs ([`Slots`]), so steady-state requests allocate
-//! nothing and an idle connection holds none of them. [`State`],
+//! in one output buffer that is written once per turn; the connection
+//! keeps it (up to [`KEEP_CAPACITY`](super::wire::KEEP_CAPACITY)). The
+//! [`Buffers`] are lent by the core per exchange and kept by it between
+//! loans, as are the header slots a parse needs ([`Slots`]), so
+//! steady-state requests allocate nothing and an idle connection holds
+//! neither. [`State`],
 //! [`Buffers`] and each read's [`Turn`](state::Turn) are in [`state`].
 
 mod state;
@@ -116,10 +115,6 @@ pub(crate) fn serve<S: Service>(
 /// Serves the requests of one read, in order, one exchange each.
 async fn serve_turn<S: Service>(conn: &Conn<'_, S>, state: &mut State, turn: &mut Turn) -> Ended {
     let (h, config) = (conn.h, &conn.h.config);
-    // Declared first, so dropped (given back) after the exchanges that
-    // borrow it.
-    let mut lent = LentBuffers::take();
-    let bufs = lent.get();
     // The body limit of a request whose bytes were just spilled: its head
     // is parsed again, but the service is not asked twice.
     let mut spilled: Option<u64> = None;
@@ -153,6 +148,10 @@ async fn serve_turn<S: Service>(conn: &Conn<'_, S>, state: &mut State, turn: &mu
             continue;
         }
         let head_len = head.head_len;
+        // Lent for the exchange, as the header slots are; declared before
+        // the request and response that borrow them, so given back after.
+        let mut lent = LentBuffers::take();
+        let bufs = lent.get();
         let (exchange, mut req, mut res) = conn.exchange(state, bufs, head, max_body, bytes);
         let called = {
             let call = pin!(h.service.call(&mut req, &mut res));
