@@ -11,12 +11,8 @@
 //! it.
 
 use std::cell::Cell;
-use std::time::Duration;
 
 use crate::core::context;
-
-/// How often a core looks at its counts.
-const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// Connections closed since the core's busiest moment that make it give
 /// memory back. At a few KiB each, less is not worth a trim.
@@ -43,8 +39,11 @@ impl Level {
         self.peak.set(self.peak.get().max(active));
     }
 
-    pub(crate) fn closed(&self) {
+    /// Counts a connection closed; whether that makes enough closed
+    /// since the peak to give memory back (see [`now`]).
+    pub(crate) fn closed_and_fell(&self) -> bool {
         self.active.set(self.active.get() - 1);
+        self.fell()
     }
 
     /// Whether enough have closed since the peak to give memory back
@@ -60,25 +59,24 @@ impl Level {
     }
 }
 
-/// Runs for as long as the core accepts: gives memory back each time its
-/// open connections have fallen far from their peak.
-pub(crate) async fn after_spikes(level: &Level) {
-    loop {
-        crate::time::sleep(CHECK_EVERY).await;
-        if level.fell() {
-            let pooled = context::with_core(|core| {
-                core.io.driver.borrow_mut().give_back();
-                core.io.pool.shrink_to(POOL_KEEPS)
-            });
-            let trimmed = crate::sys::release_free_heap();
-            tracing::debug!(
-                open = level.active.get(),
-                pooled_freed = pooled,
-                trimmed,
-                "connections fell from their peak: memory given back"
-            );
+/// Gives memory back, on the core whose connections fell: it runs as the
+/// connection that made the fall closes, no timer needed (a periodic one
+/// would allocate timer slots on a busy core).
+pub(crate) fn now() {
+    let pooled = context::try_with_core(|core| {
+        // The closing connection's task may be dropped while the driver
+        // is in use (a cancellation at the core's end): skip it then.
+        if let Ok(mut driver) = core.io.driver.try_borrow_mut() {
+            driver.give_back();
         }
-    }
+        core.io.pool.shrink_to(POOL_KEEPS)
+    });
+    let trimmed = crate::sys::release_free_heap();
+    tracing::debug!(
+        pooled_freed = pooled.unwrap_or(0),
+        trimmed,
+        "connections fell from their peak: memory given back"
+    );
 }
 
 #[cfg(test)]
@@ -92,24 +90,19 @@ mod tests {
             level.opened();
         }
         for _ in 0..CLOSED_SINCE_PEAK - 1 {
-            level.closed();
+            assert!(!level.closed_and_fell(), "short of the threshold");
         }
-        assert!(!level.fell(), "one short of the threshold");
-        level.closed();
-        assert!(level.fell());
+        assert!(level.closed_and_fell());
         assert!(!level.fell(), "the peak starts again after a fall");
         // The last few of a spike, once all closed.
         for _ in 0..level.active.get() - 1 {
-            level.closed();
+            assert!(!level.closed_and_fell(), "some still open");
         }
-        assert!(!level.fell(), "one still open");
-        level.closed();
-        assert!(level.fell(), "all {EMPTIED_AFTER}+ closed");
+        assert!(level.closed_and_fell(), "all {EMPTIED_AFTER}+ closed");
         // Churn at a level never falls.
         for _ in 0..10_000 {
             level.opened();
-            level.closed();
+            assert!(!level.closed_and_fell());
         }
-        assert!(!level.fell());
     }
 }

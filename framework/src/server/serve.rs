@@ -56,7 +56,9 @@ impl Drop for ConnGuard {
     fn drop(&mut self) {
         let tracker = &self.tracker;
         self.counters.closed();
-        tracker.level.closed();
+        if tracker.level.closed_and_fell() {
+            give_back::now();
+        }
         context::try_with_core(|core| core.shared.stats.active.sub(1));
         if let Some(w) = tracker.waiter.borrow_mut().take() {
             w.wake();
@@ -95,12 +97,10 @@ pub(crate) async fn serve_core(
             .iter()
             .map(|listener| Box::pin(accept_loop(listener, &tracker, limits)))
             .collect();
-        let mut giving_back = pin!(give_back::after_spikes(&tracker.level));
         let accepting = pin!(poll_fn(|cx| {
             for accept in &mut loops {
                 let _never_ends = accept.as_mut().poll(cx);
             }
-            let _never_ends = giving_back.as_mut().poll(cx);
             Poll::<()>::Pending
         }));
         race(stopping, accepting).await;
