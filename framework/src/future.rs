@@ -210,7 +210,8 @@ where
         // live variant is pinned in place (structural pinning): `Either`
         // has no `Drop` that could move it, and is `Unpin` only when both
         // futures are.
-        match unsafe { self.get_unchecked_mut() } {
+        let this = unsafe { self.get_unchecked_mut() };
+        match this {
             // SAFETY: see above; `a` stays where the pinned `Either` is.
             Either::Left(a) => unsafe { Pin::new_unchecked(a) }.poll(cx),
             // SAFETY: as for `Left`.
