@@ -84,6 +84,21 @@ impl FixedBuf {
         self.len = 0;
     }
 
+    /// The whole buffer, for a file read to fill from its start.
+    pub(crate) fn whole_mut_ptr(&mut self) -> *mut u8 {
+        self.pool.ptr(self.index)
+    }
+
+    /// Marks the first `n` bytes as the buffer's contents.
+    ///
+    /// # Safety
+    ///
+    /// `n <= capacity()`, and the first `n` bytes were written.
+    pub(crate) unsafe fn set_filled(&mut self, n: usize) {
+        debug_assert!(n <= self.capacity());
+        self.len = n;
+    }
+
     /// The bytes written so far.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: the first `len` bytes were written through this lease.

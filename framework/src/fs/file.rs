@@ -50,10 +50,10 @@ use crate::op::file::Submit;
 pub struct File {
     /// Shared with the operations in flight (and the pool's jobs), which
     /// keep it open until they are done.
-    fd: Arc<OwnedFd>,
+    pub(super) fd: Arc<OwnedFd>,
     /// Opened with `O_DIRECT`: an `EINVAL` then most likely means a
     /// misaligned buffer, offset or length, and says so.
-    direct: bool,
+    pub(super) direct: bool,
 }
 
 /// How to open a file: `std::fs::OpenOptions`'s options, plus the mode
@@ -360,6 +360,27 @@ impl File {
         pool::run(move || sys::ftruncate(fd.as_raw_fd(), len)).await?
     }
 
+    /// Allocates disk space for `len` bytes from `pos` (`fallocate`), so
+    /// that later writes there cannot fail for lack of space; a range past
+    /// the end extends the file, which reads as zeroes.
+    ///
+    /// # Errors
+    ///
+    /// What `fallocate` says: `StorageFull`, `Unsupported` on a file
+    /// system without it, ...
+    pub async fn allocate(&self, pos: u64, len: u64) -> io::Result<()> {
+        if on_uring() {
+            let sqe = opcode::Fallocate::new(types::Fd(self.raw()), len)
+                .offset(pos)
+                .build();
+            // SAFETY: the SQE points to no memory; `Submit` keeps the fd.
+            let (res, _fd) = unsafe { Submit::new(self.fd.clone(), sqe, OpKind::File) }.await;
+            return res.map(drop);
+        }
+        let fd = self.fd.clone();
+        pool::run(move || sys::fallocate(fd.as_raw_fd(), 0, pos, len)).await?
+    }
+
     /// The file's metadata (`statx` on io_uring, on the pool on epoll).
     ///
     /// # Errors
@@ -397,7 +418,7 @@ impl File {
         }
     }
 
-    fn raw(&self) -> RawFd {
+    pub(super) fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 
@@ -506,7 +527,7 @@ impl File {
     }
 
     /// Names the likely cause of an `EINVAL` on an `O_DIRECT` file.
-    fn explain(&self, e: io::Error) -> io::Error {
+    pub(super) fn explain(&self, e: io::Error) -> io::Error {
         if self.direct && e.raw_os_error() == Some(libc::EINVAL) {
             return io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -521,7 +542,7 @@ impl File {
 /// A read or write job unwound with the caller's buffer, which then has
 /// nothing to give back. The job is one syscall, which does not unwind.
 #[cold]
-fn lost<T>() -> T {
+pub(super) fn lost<T>() -> T {
     panic!("a file I/O job unwound with its buffer")
 }
 
@@ -535,7 +556,7 @@ fn step(n: usize) -> Step {
 
 /// A length as an SQE holds it: longer calls move at most 4 GiB − 1 bytes,
 /// a short count the callers handle.
-fn sqe_len(len: usize) -> u32 {
+pub(super) fn sqe_len(len: usize) -> u32 {
     u32::try_from(len).unwrap_or(u32::MAX)
 }
 

@@ -10,7 +10,16 @@
 //! - **epoll**: a read or write first tries `preadv2`/`pwritev2` with
 //!   `RWF_NOWAIT`, which completes at once when the page cache has the
 //!   data; otherwise, and for every other call, it runs on a small pool
-//!   of threads shared by the cores, whose result wakes the core.
+//!   of threads shared by the cores, whose result wakes the core. File
+//!   systems differ: on Linux 6.18 ext4 takes reads with `RWF_NOWAIT`
+//!   but not buffered writes, and tmpfs neither (`EOPNOTSUPP`), so there
+//!   those go to the pool, one job (and its allocation) per call.
+//!
+//! Several buffers go in one call with [`File::writev_at`] and
+//! [`File::readv_at`]; the core's registered buffers
+//! ([`FixedBuf`](crate::buf::FixedBuf)) with [`File::read_fixed_at`] and
+//! [`File::write_fixed_at`], which on io_uring spare each call the
+//! mapping of its pages.
 //!
 //! Buffers are owned, as everywhere in percore: each call takes its buffer
 //! and hands it back with the result ([`BufResult`](crate::buf::BufResult)).
@@ -24,9 +33,11 @@
 
 mod aligned;
 mod file;
+mod fixed;
 mod metadata;
 mod pool;
 mod sys;
+mod vectored;
 
 use std::ffi::CString;
 use std::io;

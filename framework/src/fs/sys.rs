@@ -31,15 +31,12 @@ pub(crate) unsafe fn pread(
     pos: u64,
     flags: libc::c_int,
 ) -> io::Result<usize> {
-    let iov = libc::iovec {
+    let iov = [libc::iovec {
         iov_base: ptr.cast(),
         iov_len: len,
-    };
-    rw(offset(pos)?, |pos| {
-        // SAFETY: `iov` names memory writable for the call (this
-        // function's contract), and lives across it.
-        unsafe { libc::preadv2(fd, &iov, 1, pos, flags) }
-    })
+    }];
+    // SAFETY: this function's contract is `preadv`'s for one iovec.
+    unsafe { preadv(fd, &iov, pos, flags) }
 }
 
 /// `pwritev2` of one buffer at `pos` (or at the end, for a file opened
@@ -55,15 +52,56 @@ pub(crate) unsafe fn pwrite(
     pos: u64,
     flags: libc::c_int,
 ) -> io::Result<usize> {
-    let iov = libc::iovec {
+    let iov = [libc::iovec {
         iov_base: ptr.cast_mut().cast(),
         iov_len: len,
-    };
+    }];
+    // SAFETY: this function's contract is `pwritev`'s for one iovec.
+    unsafe { pwritev(fd, &iov, pos, flags) }
+}
+
+/// `preadv2` into the memory `iov` names, filled in order.
+///
+/// # Safety
+///
+/// Every iovec names writable memory that outlives the call.
+pub(crate) unsafe fn preadv(
+    fd: RawFd,
+    iov: &[libc::iovec],
+    pos: u64,
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    let count = iov_count(iov);
     rw(offset(pos)?, |pos| {
-        // SAFETY: `iov` names memory readable for the call (this
-        // function's contract), and lives across it.
-        unsafe { libc::pwritev2(fd, &iov, 1, pos, flags) }
+        // SAFETY: the iovecs name memory writable for the call (this
+        // function's contract), and live across it.
+        unsafe { libc::preadv2(fd, iov.as_ptr(), count, pos, flags) }
     })
+}
+
+/// `pwritev2` of the bytes `iov` names, in order.
+///
+/// # Safety
+///
+/// Every iovec names readable memory that outlives the call.
+pub(crate) unsafe fn pwritev(
+    fd: RawFd,
+    iov: &[libc::iovec],
+    pos: u64,
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    let count = iov_count(iov);
+    rw(offset(pos)?, |pos| {
+        // SAFETY: the iovecs name memory readable for the call (this
+        // function's contract), and live across it.
+        unsafe { libc::pwritev2(fd, iov.as_ptr(), count, pos, flags) }
+    })
+}
+
+/// An iovec count as the calls take it; callers pass at most
+/// `UIO_MAXIOV` (1,024).
+fn iov_count(iov: &[libc::iovec]) -> libc::c_int {
+    libc::c_int::try_from(iov.len()).unwrap_or(libc::c_int::MAX)
 }
 
 fn rw(pos: i64, mut call: impl FnMut(i64) -> isize) -> io::Result<usize> {
@@ -107,6 +145,19 @@ pub(crate) fn ftruncate(fd: RawFd, len: u64) -> io::Result<()> {
     let len = offset(len)?;
     // SAFETY: a plain call on an fd number; a stale one is EBADF.
     check(unsafe { libc::ftruncate(fd, len) })
+}
+
+/// `fallocate`: `mode` 0 allocates (and extends), `FALLOC_FL_KEEP_SIZE`
+/// allocates without changing the length.
+pub(crate) fn fallocate(fd: RawFd, mode: libc::c_int, pos: u64, len: u64) -> io::Result<()> {
+    let (pos, len) = (offset(pos)?, offset(len)?);
+    loop {
+        // SAFETY: a plain call on an fd number; a stale one is EBADF.
+        match check(unsafe { libc::fallocate(fd, mode, pos, len) }) {
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+            res => return res,
+        }
+    }
 }
 
 /// `statx` of `path` relative to `dirfd` (or of `dirfd` itself, with an

@@ -80,9 +80,11 @@ impl FixedPool {
 }
 
 impl Driver {
-    /// Registers the core's write pool, if it has one, and checks, with a
-    /// one-byte send on a socket pair, that this kernel sends from
-    /// registered buffers. Any failure leaves the pool as plain memory.
+    /// Registers the core's write pool, if it has one (marking it
+    /// registered, which file reads and writes use), and checks, with a
+    /// one-byte send on a socket pair, that this kernel also sends from
+    /// registered buffers. A failed registration leaves the pool as plain
+    /// memory.
     pub(super) fn register_fixed(&mut self) -> bool {
         static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         let Some(pool) = self.fixed_pool.clone() else {
@@ -106,6 +108,7 @@ impl Driver {
             });
             return false;
         }
+        pool.set_registered(true);
         // SAFETY: `iovecs[0]` is buffer 0 of the pool just registered, whose
         // memory outlives the ring (above).
         unsafe { self.probe_fixed_send(iovecs[0].iov_base.cast()) }

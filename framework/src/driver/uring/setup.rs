@@ -220,9 +220,6 @@ impl Driver {
             driver.multishot = false;
         }
         driver.fixed_send = driver.register_fixed();
-        if let Some(pool) = &driver.fixed_pool {
-            pool.set_registered(driver.fixed_send);
-        }
         tracing::debug!(fixed_send = driver.fixed_send, "fixed write buffers");
         if driver.multishot {
             driver.recv_limit = driver.probe_recv_limit();

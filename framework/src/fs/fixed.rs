@@ -1,0 +1,137 @@
+//! [`File::read_fixed_at`] and [`File::write_fixed_at`]: file I/O from the
+//! core's registered buffers ([`FixedBuf`]).
+//!
+//! On io_uring a registered buffer spares each call the pinning and
+//! mapping of its pages (`READ_FIXED`/`WRITE_FIXED`), which for files,
+//! unlike for sockets, the kernel supports. On epoll the buffer is plain
+//! memory: a page-cache hit is read or written inline with `RWF_NOWAIT`;
+//! a miss goes to the pool through a copy, since a `FixedBuf` belongs to
+//! its core and cannot travel to a pool thread.
+
+use std::os::fd::AsRawFd;
+
+use io_uring::{opcode, types};
+
+use super::file::{lost, sqe_len, File};
+use super::{on_uring, pool, sys};
+use crate::buf::{BufResult, FixedBuf, IoBuf};
+use crate::driver::uring::OpKind;
+use crate::op::file::Submit;
+
+impl File {
+    /// Reads into `buf`, from its start up to its capacity, from the
+    /// file's offset `pos`; `buf` then holds the bytes read (its
+    /// [`len`](FixedBuf::len)). Returns how many, zero at the end of the
+    /// file.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_at`](File::read_at).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use percore::buf::FixedBuf;
+    ///
+    /// # percore::block_on(percore::Backend::Auto, async {
+    /// let file = percore::fs::File::open("/etc/hostname").await?;
+    /// // `None` when the core's registered buffers are all in use.
+    /// let buf = FixedBuf::take().expect("a free registered buffer");
+    /// let (res, buf) = file.read_fixed_at(buf, 0).await;
+    /// println!("{} bytes: {:?}", res?, buf.as_slice());
+    /// # std::io::Result::Ok(())
+    /// # }).unwrap().unwrap();
+    /// ```
+    pub async fn read_fixed_at(&self, buf: FixedBuf, pos: u64) -> BufResult<usize, FixedBuf> {
+        let mut buf = buf;
+        let (ptr, len) = (buf.whole_mut_ptr(), buf.capacity());
+        let (res, mut buf) = if on_uring() {
+            let fd = types::Fd(self.raw());
+            let sqe = match buf.fixed_index() {
+                Some(index) => opcode::ReadFixed::new(fd, ptr, sqe_len(len), index)
+                    .offset(pos)
+                    .build(),
+                None => opcode::Read::new(fd, ptr, sqe_len(len)).offset(pos).build(),
+            };
+            // SAFETY: `ptr..ptr+len` is `buf`'s memory in the core's pool
+            // mapping (registered as buffer `index`, if it is), which
+            // `Submit` keeps leased with the fd.
+            let (res, (_fd, buf)) =
+                unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
+            (res.map(|n| n as usize), buf)
+        } else {
+            // SAFETY: `ptr..ptr+len` is `buf`'s memory, leased here across
+            // the call.
+            match unsafe { sys::pread(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) } {
+                Err(e) if sys::would_block(&e) => {
+                    let fd = self.fd.clone();
+                    let job = move || {
+                        let mut copy = Vec::with_capacity(len);
+                        // SAFETY: `copy`'s spare capacity, owned by the job.
+                        let res =
+                            unsafe { sys::pread(fd.as_raw_fd(), copy.as_mut_ptr(), len, pos, 0) };
+                        if let Ok(n) = res {
+                            // SAFETY: the kernel wrote `n <= len` bytes.
+                            unsafe { copy.set_len(n) };
+                        }
+                        (res, copy)
+                    };
+                    let (res, copy) = pool::run(job).await.unwrap_or_else(|_| lost());
+                    buf.clear();
+                    buf.extend_from_slice(&copy);
+                    (res, buf)
+                }
+                res => (res, buf),
+            }
+        };
+        if let Ok(n) = res {
+            // SAFETY: `n <= capacity` bytes were written from the start
+            // (the kernel's count; on the pool path, by the copy above).
+            unsafe { buf.set_filled(n) };
+        }
+        (res.map_err(|e| self.explain(e)), buf)
+    }
+
+    /// Writes the bytes of `buf` at the file's offset `pos`; returns how
+    /// many were written.
+    ///
+    /// # Errors
+    ///
+    /// As [`write_at`](File::write_at).
+    pub async fn write_fixed_at(&self, buf: FixedBuf, pos: u64) -> BufResult<usize, FixedBuf> {
+        let (ptr, len) = (buf.stable_ptr(), buf.len());
+        let (res, buf) = if on_uring() {
+            let fd = types::Fd(self.raw());
+            let sqe = match buf.fixed_index() {
+                Some(index) => opcode::WriteFixed::new(fd, ptr, sqe_len(len), index)
+                    .offset(pos)
+                    .build(),
+                None => opcode::Write::new(fd, ptr, sqe_len(len))
+                    .offset(pos)
+                    .build(),
+            };
+            // SAFETY: `ptr..ptr+len` are `buf`'s bytes in the core's pool
+            // mapping (registered as buffer `index`, if it is), which
+            // `Submit` keeps leased with the fd.
+            let (res, (_fd, buf)) =
+                unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
+            (res.map(|n| n as usize), buf)
+        } else {
+            // SAFETY: `ptr..ptr+len` are `buf`'s bytes, leased here across
+            // the call.
+            match unsafe { sys::pwrite(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) } {
+                Err(e) if sys::would_block(&e) => {
+                    let (fd, copy) = (self.fd.clone(), buf.as_slice().to_vec());
+                    let job = move || {
+                        // SAFETY: `copy`'s bytes, owned by the job.
+                        unsafe { sys::pwrite(fd.as_raw_fd(), copy.as_ptr(), copy.len(), pos, 0) }
+                    };
+                    let res = pool::run(job).await.unwrap_or_else(Err);
+                    (res, buf)
+                }
+                res => (res, buf),
+            }
+        };
+        (res.map_err(|e| self.explain(e)), buf)
+    }
+}
