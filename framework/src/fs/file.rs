@@ -54,6 +54,8 @@ pub struct File {
     /// Opened with `O_DIRECT`: an `EINVAL` then most likely means a
     /// misaligned buffer, offset or length, and says so.
     pub(super) direct: bool,
+    /// Which `RWF_NOWAIT` calls the file system takes (epoll).
+    pub(super) nowait: sys::NoWait,
 }
 
 /// How to open a file: `std::fs::OpenOptions`'s options, plus the mode
@@ -201,6 +203,7 @@ impl OpenOptions {
         Ok(File {
             fd: Arc::new(fd),
             direct,
+            nowait: sys::NoWait::new(),
         })
     }
 }
@@ -460,9 +463,12 @@ impl File {
                 unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
             (res.map(|n| n as usize), buf)
         } else {
-            // SAFETY: `ptr..ptr+len` is writable memory of `buf`, owned
-            // here across the call.
-            match unsafe { sys::pread(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) } {
+            let inline = self.nowait.attempt(false, || {
+                // SAFETY: `ptr..ptr+len` is writable memory of `buf`, owned
+                // here across the call.
+                unsafe { sys::pread(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) }
+            });
+            match inline {
                 Err(e) if sys::would_block(&e) => {
                     let fd = self.fd.clone();
                     let job = move || {
@@ -506,9 +512,12 @@ impl File {
                 unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
             (res.map(|n| n as usize), buf)
         } else {
-            // SAFETY: `ptr..ptr+len` are initialised bytes of `buf`, owned
-            // here across the call.
-            match unsafe { sys::pwrite(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) } {
+            let inline = self.nowait.attempt(true, || {
+                // SAFETY: `ptr..ptr+len` are initialised bytes of `buf`, owned
+                // here across the call.
+                unsafe { sys::pwrite(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) }
+            });
+            match inline {
                 Err(e) if sys::would_block(&e) => {
                     let fd = self.fd.clone();
                     let job = move || {
@@ -565,6 +574,7 @@ impl From<std::fs::File> for File {
         File {
             fd: Arc::new(file.into()),
             direct: false,
+            nowait: sys::NoWait::new(),
         }
     }
 }

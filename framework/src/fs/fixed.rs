@@ -60,9 +60,12 @@ impl File {
                 unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
             (res.map(|n| n as usize), buf)
         } else {
-            // SAFETY: `ptr..ptr+len` is `buf`'s memory, leased here across
-            // the call.
-            match unsafe { sys::pread(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) } {
+            let inline = self.nowait.attempt(false, || {
+                // SAFETY: `ptr..ptr+len` is `buf`'s memory, leased here across
+                // the call.
+                unsafe { sys::pread(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) }
+            });
+            match inline {
                 Err(e) if sys::would_block(&e) => {
                     let fd = self.fd.clone();
                     let job = move || {
@@ -117,9 +120,12 @@ impl File {
                 unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
             (res.map(|n| n as usize), buf)
         } else {
-            // SAFETY: `ptr..ptr+len` are `buf`'s bytes, leased here across
-            // the call.
-            match unsafe { sys::pwrite(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) } {
+            let inline = self.nowait.attempt(true, || {
+                // SAFETY: `ptr..ptr+len` are `buf`'s bytes, leased here across
+                // the call.
+                unsafe { sys::pwrite(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) }
+            });
+            match inline {
                 Err(e) if sys::would_block(&e) => {
                     let (fd, copy) = (self.fd.clone(), buf.as_slice().to_vec());
                     let job = move || {

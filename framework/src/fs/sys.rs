@@ -5,12 +5,50 @@
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether a `RWF_NOWAIT` call's error means "would block: go to the
 /// pool" rather than a real failure. File systems without `RWF_NOWAIT`
 /// support say so with `EOPNOTSUPP`.
 pub(crate) fn would_block(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EOPNOTSUPP))
+}
+
+/// Whether a file's file system takes `RWF_NOWAIT` reads and writes,
+/// learnt from the first `EOPNOTSUPP` of each: after it, calls of that
+/// kind go straight to the pool, without a call that cannot succeed.
+#[derive(Debug)]
+pub(crate) struct NoWait {
+    reads: AtomicBool,
+    writes: AtomicBool,
+}
+
+impl NoWait {
+    pub(crate) fn new() -> NoWait {
+        NoWait {
+            reads: AtomicBool::new(true),
+            writes: AtomicBool::new(true),
+        }
+    }
+
+    /// Makes `call`, an `RWF_NOWAIT` read (or write, if `write`), unless
+    /// the file system is known to refuse it: then, as after a refusal,
+    /// the answer is `EOPNOTSUPP`, which [`would_block`] sends to the pool.
+    pub(crate) fn attempt(
+        &self,
+        write: bool,
+        call: impl FnOnce() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let works = if write { &self.writes } else { &self.reads };
+        if !works.load(Ordering::Relaxed) {
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        }
+        let res = call();
+        if matches!(&res, Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP)) {
+            works.store(false, Ordering::Relaxed);
+        }
+        res
+    }
 }
 
 fn offset(pos: u64) -> io::Result<i64> {

@@ -57,9 +57,12 @@ impl File {
                 unsafe { Submit::new((self.fd.clone(), bufs, space), sqe, OpKind::File) }.await;
             (res.map(|n| n as usize), bufs, space)
         } else {
-            // SAFETY: the iovecs name initialised bytes of `bufs`, owned
-            // here across the call.
-            match unsafe { sys::pwritev(self.raw(), &space.iov, pos, libc::RWF_NOWAIT) } {
+            let inline = self.nowait.attempt(true, || {
+                // SAFETY: the iovecs name initialised bytes of `bufs`, owned
+                // here across the call.
+                unsafe { sys::pwritev(self.raw(), &space.iov, pos, libc::RWF_NOWAIT) }
+            });
+            match inline {
                 Err(e) if sys::would_block(&e) => {
                     let fd = self.fd.clone();
                     let job = move || {
@@ -116,9 +119,12 @@ impl File {
                 unsafe { Submit::new((self.fd.clone(), bufs, space), sqe, OpKind::File) }.await;
             (res.map(|n| n as usize), bufs, space)
         } else {
-            // SAFETY: the iovecs name writable memory of `bufs`, owned here
-            // across the call.
-            match unsafe { sys::preadv(self.raw(), &space.iov, pos, libc::RWF_NOWAIT) } {
+            let inline = self.nowait.attempt(false, || {
+                // SAFETY: the iovecs name writable memory of `bufs`, owned here
+                // across the call.
+                unsafe { sys::preadv(self.raw(), &space.iov, pos, libc::RWF_NOWAIT) }
+            });
+            match inline {
                 Err(e) if sys::would_block(&e) => {
                     let fd = self.fd.clone();
                     let job = move || {
