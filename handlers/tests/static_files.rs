@@ -2,7 +2,8 @@
 //! encoded dots and slashes, NUL, backslashes, links leading out),
 //! content types, 304 by tag and by date, ranges (206, 416, several),
 //! `HEAD`, 405, directories, a 1 MiB file byte for byte, a file
-//! truncated while it is sent, and the same answers as nginx serving the
+//! truncated while it is sent, the open-file cache (files opened once,
+//! bounded, off when asked), and the same answers as nginx serving the
 //! same directory.
 
 mod support;
@@ -52,8 +53,13 @@ impl Tree {
     }
 
     fn serve(&self, backend: Backend) -> TestServer {
-        let files = StaticFiles::new(self.root()).expect("a root");
-        TestServer::start(backend, Config::default(), move || files.clone())
+        serve(backend, StaticFiles::new(self.root()).expect("a root"))
+    }
+
+    /// The fds this process holds open on files of the tree.
+    fn open_fds(&self) -> usize {
+        let base = self.0.display().to_string();
+        fd_table().iter().filter(|fd| fd.contains(&base)).count()
     }
 }
 
@@ -62,6 +68,13 @@ impl Drop for Tree {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+fn serve(backend: Backend, files: StaticFiles) -> TestServer {
+    TestServer::start(backend, Config::default(), move || files.clone())
+}
+
+/// A period no test outlasts: entries never expire while it runs.
+const HOUR: Duration = Duration::from_secs(3600);
 
 fn request(method: &str, path: &str, extra: &str) -> Vec<u8> {
     format!("{method} {path} HTTP/1.1\r\nHost: t\r\n{extra}\r\n").into_bytes()
@@ -326,5 +339,103 @@ backend_tests! {
                 assert_eq!(ours.header("content-range"), theirs.header("content-range"));
             }
         }
+    }
+
+    /// With the cache on, a file asked for again and again is opened
+    /// once, and served from the open file even once replaced: the
+    /// entry's period has not run out.
+    fn the_cache_opens_a_file_once(backend) {
+        let tree = Tree::new(&format!("once-{backend:?}"));
+        let files = StaticFiles::new(tree.root()).expect("a root").cache(16, HOUR);
+        let server = serve(backend, files.clone());
+        let mut c = Client::connect(server.addr);
+        for _ in 0..5 {
+            let r = c.roundtrip(&get("/hello.txt"));
+            assert_eq!((r.status, r.body.as_slice()), (200, &b"hello, world\n"[..]));
+        }
+        let r = c.send(&request("HEAD", "/hello.txt", "")).response_to(true);
+        assert_eq!(r.status, 200);
+        assert_eq!(files.cache_stats().opened, 1);
+        assert_eq!(files.cache_stats().held, 1);
+        assert_eq!(tree.open_fds(), 1, "{:?}", fd_table());
+        // Replaced by rename: the cached file is still the one served.
+        let fresh = tree.root().join("hello.new");
+        std::fs::write(&fresh, b"replaced\n").unwrap();
+        std::fs::rename(&fresh, tree.root().join("hello.txt")).unwrap();
+        assert_eq!(c.roundtrip(&get("/hello.txt")).body, b"hello, world\n");
+        assert_eq!(files.cache_stats().opened, 1);
+        // Misses are not cached: each 404 looks again.
+        assert_eq!(c.roundtrip(&get("/later.txt")).status, 404);
+        std::fs::write(tree.root().join("later.txt"), b"here\n").unwrap();
+        assert_eq!(c.roundtrip(&get("/later.txt")).body, b"here\n");
+        drop(c);
+        drop(server);
+        // The core's thread is gone, and its table with it.
+        assert_eq!(files.cache_stats().held, 0);
+        assert_eq!(tree.open_fds(), 0, "{:?}", fd_table());
+    }
+
+    /// With a period of zero there is no cache: a file replaced by
+    /// rename is served with its new bytes at once.
+    fn no_cache_serves_a_replaced_file_at_once(backend) {
+        let tree = Tree::new(&format!("nocache-{backend:?}"));
+        let files = StaticFiles::new(tree.root()).expect("a root").cache(16, Duration::ZERO);
+        let server = serve(backend, files.clone());
+        let mut c = Client::connect(server.addr);
+        assert_eq!(c.roundtrip(&get("/hello.txt")).body, b"hello, world\n");
+        let fresh = tree.root().join("hello.new");
+        std::fs::write(&fresh, b"replaced\n").unwrap();
+        std::fs::rename(&fresh, tree.root().join("hello.txt")).unwrap();
+        let r = c.roundtrip(&get("/hello.txt"));
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"replaced\n"[..]));
+        assert_eq!(files.cache_stats(), Default::default());
+        assert_eq!(tree.open_fds(), 0, "{:?}", fd_table());
+    }
+
+    /// More distinct files than the capacity: the cache holds no more
+    /// than its capacity open, and serves every one right.
+    fn the_cache_holds_no_more_than_its_capacity(backend) {
+        let tree = Tree::new(&format!("cap-{backend:?}"));
+        for i in 0..20 {
+            std::fs::write(tree.root().join(format!("n{i}.txt")), format!("file {i}\n")).unwrap();
+        }
+        let files = StaticFiles::new(tree.root()).expect("a root").cache(4, HOUR);
+        let server = serve(backend, files.clone());
+        let mut c = Client::connect(server.addr);
+        for round in 0..2 {
+            for i in 0..20 {
+                let r = c.roundtrip(&get(&format!("/n{i}.txt")));
+                assert_eq!(r.body, format!("file {i}\n").as_bytes(), "round {round}");
+                let stats = files.cache_stats();
+                assert!(stats.held <= 4, "{stats:?}");
+                assert!(tree.open_fds() <= 4, "{:?}", fd_table());
+            }
+        }
+        // Twenty names in turn through four places: every one missed.
+        assert_eq!(files.cache_stats().opened, 40);
+        // A file hit often stays while the others pass through.
+        for i in 0..20 {
+            assert_eq!(c.roundtrip(&get("/hello.txt")).status, 200);
+            assert_eq!(c.roundtrip(&get(&format!("/n{i}.txt"))).status, 200);
+        }
+        assert_eq!(files.cache_stats().opened, 40 + 1 + 20);
+    }
+
+    /// A file cut short after the cache opened it: the length announced
+    /// is the cached one, and the response ends short as it does when the
+    /// file shrinks while it is sent.
+    fn a_cached_file_truncated(backend) {
+        let tree = Tree::new(&format!("cached-trunc-{backend:?}"));
+        let files = StaticFiles::new(tree.root()).expect("a root").cache(16, HOUR);
+        let server = serve(backend, files.clone());
+        let r = one(server.addr, &get("/big.bin"));
+        assert_eq!((r.status, r.body.len()), (200, 1 << 20));
+        std::fs::OpenOptions::new().write(true).open(tree.root().join("big.bin")).unwrap().set_len(1000).unwrap();
+        let out = raw(server.addr, &get("/big.bin"));
+        assert!(out.starts_with(b"HTTP/1.1 200"), "{:?}", String::from_utf8_lossy(&out[..out.len().min(200)]));
+        assert!(out.len() < 1 << 20, "the whole length was sent");
+        assert_eq!(server.stats().panics, 0);
+        assert_eq!(files.cache_stats().opened, 1);
+        assert_eq!(one(server.addr, &get("/hello.txt")).status, 200);
     }
 }

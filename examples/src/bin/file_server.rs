@@ -4,10 +4,11 @@
 //!
 //! ```text
 //! file_server --root DIR [--port 8083] [--host 127.0.0.1] [--cores 0,1] [--backend auto]
-//!             [--stats] [--admin 9100]
+//!             [--cache-entries 1000] [--cache-valid-ms 1000] [--stats] [--admin 9100]
 //! ```
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
 use percore::Readiness;
@@ -15,7 +16,7 @@ use percore_examples::{
     exit_with, init_logging, parse_args, run_with_metrics, CommonArgs, CoreReaders, HttpArgs,
     HTTP_STATS_NOTE,
 };
-use percore_handlers::files::StaticFiles;
+use percore_handlers::files::{StaticFiles, DEFAULT_CACHE_ENTRIES, DEFAULT_CACHE_VALID};
 use percore_handlers::http::{HttpHandler, HttpStatsReader};
 use percore_handlers::metrics::Metrics;
 
@@ -27,6 +28,14 @@ struct Cli {
     /// The directory to serve.
     #[arg(long, value_name = "DIR")]
     root: PathBuf,
+    /// Files each core keeps open (the open-file cache); 0 turns the
+    /// cache off.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CACHE_ENTRIES)]
+    cache_entries: usize,
+    /// How long a cached file is served before its path is looked at
+    /// again, in milliseconds; 0 turns the cache off.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_CACHE_VALID.as_millis() as u64)]
+    cache_valid_ms: u64,
     #[command(flatten)]
     common: CommonArgs,
     #[command(flatten)]
@@ -40,7 +49,7 @@ fn main() {
     // Resolved once here, before any core starts: a bad root is a usage
     // error, not a stream of 404s.
     let files = match StaticFiles::new(&cli.root) {
-        Ok(files) => files,
+        Ok(files) => files.cache(cli.cache_entries, Duration::from_millis(cli.cache_valid_ms)),
         Err(e) => exit_with(
             2,
             &format!("file_server: --root {}: {e}", cli.root.display()),
