@@ -4,12 +4,11 @@
 //! `write_fixed_at`) over a file in the page cache make zero heap
 //! allocations on the core's thread.
 //!
-//! On epoll these are the inline `RWF_NOWAIT` calls. A call the kernel
-//! will not make that way goes to the pool, whose job allocates, and is
-//! outside this test: on Linux 6.18 that is every buffered write to ext4
-//! and every call on tmpfs (`EOPNOTSUPP`), so where the test's file
-//! system refuses `RWF_NOWAIT` writes, epoll's rounds are reads only,
-//! and the test says so. On failure the sizes of the first allocations
+//! On epoll a call is made inline with `RWF_NOWAIT` when the file
+//! system takes it, and otherwise on the file pool, whose read and write
+//! jobs allocate nothing either: on Linux 6.18 ext4 refuses `RWF_NOWAIT`
+//! for buffered writes, so there the writes below go through the pool.
+//! On failure the sizes of the first allocations
 //! are printed; `PERCORE_ALLOC_TRAP=1` aborts at the first one with its
 //! backtrace.
 
@@ -27,54 +26,28 @@ const MEASURED: usize = 2_000;
 const FILE_LEN: usize = 256 * 1024;
 
 /// One round of every call, at an offset that moves round to round.
-async fn round(file: &File, i: usize, state: &mut State, writes: bool) {
+async fn round(file: &File, i: usize, state: &mut State) {
     let pos = ((i * 4096) % (FILE_LEN - 64 * 1024)) as u64;
-    let (res, mut buf) = file.read_at(std::mem::take(&mut state.plain), pos).await;
+    let (res, buf) = file.read_at(std::mem::take(&mut state.plain), pos).await;
     assert_eq!(res.expect("read_at"), buf.capacity());
-    if writes {
-        let (res, back) = file.write_at(buf, pos).await;
-        assert_eq!(res.expect("write_at"), back.len());
-        buf = back;
-    }
+    let (res, mut buf) = file.write_at(buf, pos).await;
+    assert_eq!(res.expect("write_at"), buf.len());
     buf.clear();
     state.plain = buf;
 
-    let (res, mut bufs) = file.readv_at(std::mem::take(&mut state.many), pos).await;
+    let (res, bufs) = file.readv_at(std::mem::take(&mut state.many), pos).await;
     assert_eq!(res.expect("readv_at"), 3 * 4096);
-    if writes {
-        let (res, back) = file.writev_at(bufs, pos).await;
-        assert_eq!(res.expect("writev_at"), 3 * 4096);
-        bufs = back;
-    }
+    let (res, mut bufs) = file.writev_at(bufs, pos).await;
+    assert_eq!(res.expect("writev_at"), 3 * 4096);
     bufs.iter_mut().for_each(Vec::clear);
     state.many = bufs;
 
     let fixed = state.fixed.take().expect("a fixed buffer");
-    let (res, mut fixed) = file.read_fixed_at(fixed, pos).await;
+    let (res, fixed) = file.read_fixed_at(fixed, pos).await;
     assert_eq!(res.expect("read_fixed_at"), fixed.capacity());
-    if writes {
-        let (res, back) = file.write_fixed_at(fixed, pos).await;
-        assert_eq!(res.expect("write_fixed_at"), back.len());
-        fixed = back;
-    }
+    let (res, fixed) = file.write_fixed_at(fixed, pos).await;
+    assert_eq!(res.expect("write_fixed_at"), fixed.len());
     state.fixed = Some(fixed);
-}
-
-/// Whether the file system under `path` takes a buffered write with
-/// `RWF_NOWAIT` (else epoll sends every write to the pool).
-fn nowait_writes(path: &std::path::Path) -> bool {
-    use std::os::fd::AsRawFd;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .expect("open");
-    let byte = [7u8];
-    let iov = libc::iovec {
-        iov_base: byte.as_ptr().cast_mut().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: `iov` names one readable byte for the call.
-    unsafe { libc::pwritev2(file.as_raw_fd(), &iov, 1, 0, libc::RWF_NOWAIT) == 1 }
 }
 
 struct State {
@@ -93,12 +66,6 @@ backend_tests! {
         // already has, in the page cache.
         std::fs::write(&path, vec![7u8; FILE_LEN]).expect("write the file");
         std::fs::File::open(&path).and_then(|f| f.sync_all()).expect("sync");
-        let writes = backend == percore::Backend::Uring || nowait_writes(&path);
-        if !writes {
-            println!(
-                "epoll: reads only: this file system refuses RWF_NOWAIT writes, which go to the pool"
-            );
-        }
         TRAP.store(std::env::var_os("PERCORE_ALLOC_TRAP").is_some(), Ordering::SeqCst);
         let allocs = percore::block_on(backend, async move {
             let mut options = OpenOptions::new();
@@ -109,12 +76,13 @@ backend_tests! {
                 fixed: FixedBuf::take(),
             };
             for i in 0..WARM_UP {
-                round(&file, i, &mut state, writes).await;
+                round(&file, i, &mut state).await;
             }
             TRACKED.with(|t| t.set(true));
+            ALLOCS.store(0, Ordering::SeqCst);
             COUNTING.store(true, Ordering::SeqCst);
             for i in 0..MEASURED {
-                round(&file, WARM_UP + i, &mut state, writes).await;
+                round(&file, WARM_UP + i, &mut state).await;
             }
             COUNTING.store(false, Ordering::SeqCst);
             TRACKED.with(|t| t.set(false));

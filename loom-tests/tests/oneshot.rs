@@ -64,6 +64,66 @@ fn receiver_dropped_during_send() {
     });
 }
 
+/// A receiver reused for a second exchange (the file pool's reply
+/// channels): `reset` succeeds only once the first sender is gone, and
+/// then the second value, sent from another thread, arrives; a reset that
+/// comes too early changes nothing.
+#[test]
+fn reset_reuses_the_channel() {
+    check("oneshot::reset_reuses_the_channel", || {
+        let bell = Doorbell::new();
+        let (tx, mut rx) = oneshot::channel::<u32>();
+        let t = thread::spawn(move || tx.send(1));
+        assert_eq!(recv(&rx, &bell), Some(1));
+        // The sender may not have let go yet: then `reset` refuses.
+        let tx = match rx.reset() {
+            Some(tx) => tx,
+            None => {
+                t.join().unwrap();
+                rx.reset().expect("the sender is gone")
+            }
+        };
+        let t2 = thread::spawn(move || tx.send(2));
+        assert_eq!(recv(&rx, &bell), Some(2));
+        t2.join().unwrap();
+    });
+}
+
+/// Sets its flag when dropped, and fails if dropped twice.
+struct Kept(Arc<Oracle>);
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        assert!(
+            !self.0.swap(true, Relaxed),
+            "the kept value was freed twice"
+        );
+    }
+}
+
+/// A receiver given up with something to keep (a buffer a pool thread
+/// still writes): it lives while the sender does, and is freed once
+/// both ends are gone, whichever lets go last.
+#[test]
+fn kept_until_sent() {
+    check("oneshot::kept_until_sent", || {
+        let freed = Arc::new(Oracle::new(false));
+        let (tx, rx) = oneshot::channel::<u32>();
+        let seen = freed.clone();
+        let t = thread::spawn(move || {
+            let alive = !seen.load(Relaxed);
+            tx.send(1);
+            alive
+        });
+        rx.keep_until_sent(Box::new(Kept(freed.clone())));
+        assert!(
+            t.join().unwrap(),
+            "the kept value was freed while the sender lived"
+        );
+        assert!(freed.load(Relaxed), "the kept value was never freed");
+    });
+}
+
 type Message = Box<dyn FnOnce() + Send>;
 
 /// `submit_to` racing the target core's stop: the caller pushes a closure

@@ -470,17 +470,11 @@ impl File {
             });
             match inline {
                 Err(e) if sys::would_block(&e) => {
-                    let fd = self.fd.clone();
-                    let job = move || {
-                        let mut buf = buf;
-                        let ptr = buf.stable_mut_ptr().wrapping_add(from);
-                        // SAFETY: as above: the job owns `buf` (and the fd)
-                        // across the call, and drops them itself if its
-                        // caller is gone.
-                        let res = unsafe { sys::pread(fd.as_raw_fd(), ptr, len, pos, 0) };
-                        (res, buf)
-                    };
-                    pool::run(job).await.unwrap_or_else(|_| lost())
+                    let iov = [iovec(ptr, len)];
+                    // SAFETY: `iov` names the spare heap memory of `buf`,
+                    // which the pool call holds (or, dropped, keeps) until
+                    // the pool thread is done.
+                    unsafe { pool::read_write(self.fd.clone(), false, &iov, pos, buf) }.await
                 }
                 res => (res, buf),
             }
@@ -519,15 +513,11 @@ impl File {
             });
             match inline {
                 Err(e) if sys::would_block(&e) => {
-                    let fd = self.fd.clone();
-                    let job = move || {
-                        let ptr = buf.stable_ptr().wrapping_add(from);
-                        // SAFETY: as above: the job owns `buf` (and the fd)
-                        // across the call.
-                        let res = unsafe { sys::pwrite(fd.as_raw_fd(), ptr, len, pos, 0) };
-                        (res, buf)
-                    };
-                    pool::run(job).await.unwrap_or_else(|_| lost())
+                    let iov = [iovec(ptr.cast_mut(), len)];
+                    // SAFETY: `iov` names initialised heap bytes of `buf`,
+                    // which the pool call holds (or, dropped, keeps) until
+                    // the pool thread is done.
+                    unsafe { pool::read_write(self.fd.clone(), true, &iov, pos, buf) }.await
                 }
                 res => (res, buf),
             }
@@ -548,11 +538,12 @@ impl File {
     }
 }
 
-/// A read or write job unwound with the caller's buffer, which then has
-/// nothing to give back. The job is one syscall, which does not unwind.
-#[cold]
-pub(super) fn lost<T>() -> T {
-    panic!("a file I/O job unwound with its buffer")
+/// One iovec.
+pub(super) fn iovec(ptr: *mut u8, len: usize) -> libc::iovec {
+    libc::iovec {
+        iov_base: ptr.cast(),
+        iov_len: len,
+    }
 }
 
 fn step(n: usize) -> Step {

@@ -6,13 +6,13 @@
 //! unlike for sockets, the kernel supports. On epoll the buffer is plain
 //! memory: a page-cache hit is read or written inline with `RWF_NOWAIT`;
 //! a miss goes to the pool through a copy, since a `FixedBuf` belongs to
-//! its core and cannot travel to a pool thread.
+//! its core and cannot travel to a pool thread (the copy is reused).
 
-use std::os::fd::AsRawFd;
+use std::cell::RefCell;
 
 use io_uring::{opcode, types};
 
-use super::file::{lost, sqe_len, File};
+use super::file::{iovec, sqe_len, File};
 use super::{on_uring, pool, sys};
 use crate::buf::{BufResult, FixedBuf, IoBuf};
 use crate::driver::uring::OpKind;
@@ -67,21 +67,20 @@ impl File {
             });
             match inline {
                 Err(e) if sys::would_block(&e) => {
-                    let fd = self.fd.clone();
-                    let job = move || {
-                        let mut copy = Vec::with_capacity(len);
-                        // SAFETY: `copy`'s spare capacity, owned by the job.
-                        let res =
-                            unsafe { sys::pread(fd.as_raw_fd(), copy.as_mut_ptr(), len, pos, 0) };
-                        if let Ok(n) = res {
-                            // SAFETY: the kernel wrote `n <= len` bytes.
-                            unsafe { copy.set_len(n) };
-                        }
-                        (res, copy)
-                    };
-                    let (res, copy) = pool::run(job).await.unwrap_or_else(|_| lost());
-                    buf.clear();
-                    buf.extend_from_slice(&copy);
+                    let mut copy = take_copy(len);
+                    let iov = [iovec(copy.as_mut_ptr(), len)];
+                    // SAFETY: `iov` names the spare heap memory of `copy`,
+                    // which the pool call holds (or, dropped, keeps) until
+                    // the pool thread is done.
+                    let call = unsafe { pool::read_write(self.fd.clone(), false, &iov, pos, copy) };
+                    let (res, mut copy) = call.await;
+                    if let Ok(n) = res {
+                        // SAFETY: the kernel wrote `n <= len` bytes.
+                        unsafe { copy.set_len(n) };
+                        buf.clear();
+                        buf.extend_from_slice(&copy);
+                    }
+                    give_copy(copy);
                     (res, buf)
                 }
                 res => (res, buf),
@@ -127,12 +126,15 @@ impl File {
             });
             match inline {
                 Err(e) if sys::would_block(&e) => {
-                    let (fd, copy) = (self.fd.clone(), buf.as_slice().to_vec());
-                    let job = move || {
-                        // SAFETY: `copy`'s bytes, owned by the job.
-                        unsafe { sys::pwrite(fd.as_raw_fd(), copy.as_ptr(), copy.len(), pos, 0) }
-                    };
-                    let res = pool::run(job).await.unwrap_or_else(Err);
+                    let mut copy = take_copy(len);
+                    copy.extend_from_slice(buf.as_slice());
+                    let iov = [iovec(copy.as_mut_ptr(), len)];
+                    // SAFETY: `iov` names the heap bytes of `copy`, which
+                    // the pool call holds (or, dropped, keeps) until the
+                    // pool thread is done.
+                    let call = unsafe { pool::read_write(self.fd.clone(), true, &iov, pos, copy) };
+                    let (res, copy) = call.await;
+                    give_copy(copy);
                     (res, buf)
                 }
                 res => (res, buf),
@@ -140,4 +142,29 @@ impl File {
         };
         (res.map_err(|e| self.explain(e)), buf)
     }
+}
+
+thread_local! {
+    /// Copies a core keeps for its fixed buffers' pool calls on epoll.
+    static COPIES: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Copies kept: one per fixed-buffer call a core has at the pool at once.
+const KEEP_COPIES: usize = 4;
+
+/// An empty `Vec` with room for `len` bytes, reused if the core has one.
+fn take_copy(len: usize) -> Vec<u8> {
+    let mut copy = COPIES.with(|c| c.borrow_mut().pop()).unwrap_or_default();
+    copy.clear();
+    copy.reserve(len);
+    copy
+}
+
+fn give_copy(copy: Vec<u8>) {
+    COPIES.with(|c| {
+        let mut copies = c.borrow_mut();
+        if copies.len() < KEEP_COPIES {
+            copies.push(copy);
+        }
+    });
 }

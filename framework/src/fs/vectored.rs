@@ -11,7 +11,7 @@ use std::os::fd::AsRawFd;
 
 use io_uring::{opcode, types};
 
-use super::file::{lost, File};
+use super::file::File;
 use super::{on_uring, pool, sys};
 use crate::buf::io_bufs::sealed::Gather;
 use crate::buf::io_bufs_mut::sealed::Scatter;
@@ -63,6 +63,24 @@ impl File {
                 unsafe { sys::pwritev(self.raw(), &space.iov, pos, libc::RWF_NOWAIT) }
             });
             match inline {
+                Err(e) if sys::would_block(&e) && space.iov.len() <= pool::INLINE_IOVECS => {
+                    // SAFETY: the iovecs name heap memory of `bufs` (its
+                    // initialised bytes), which the pool call holds (or,
+                    // dropped, keeps) until the pool thread is done.
+                    let call =
+                        unsafe { pool::read_write(self.fd.clone(), true, &space.iov, pos, bufs) };
+                    let (res, bufs) = call.await;
+                    (res, bufs, space)
+                }
+                Err(e) if sys::would_block(&e) && space.iov.len() <= pool::INLINE_IOVECS => {
+                    // SAFETY: the iovecs name heap memory of `bufs` (its
+                    // spare capacity), which the pool call holds (or,
+                    // dropped, keeps) until the pool thread is done.
+                    let call =
+                        unsafe { pool::read_write(self.fd.clone(), false, &space.iov, pos, bufs) };
+                    let (res, bufs) = call.await;
+                    (res, bufs, space)
+                }
                 Err(e) if sys::would_block(&e) => {
                     let fd = self.fd.clone();
                     let job = move || {
@@ -193,6 +211,13 @@ fn mark_filled(bufs: &mut impl Scatter, n: usize) {
         unsafe { bufs.set_init(index, filled) };
         left -= filled;
     }
+}
+
+/// A job unwound with the caller's buffers, which then has nothing to
+/// give back. The job is one syscall, which does not unwind.
+#[cold]
+fn lost<T>() -> T {
+    panic!("a file I/O job unwound with its buffers")
 }
 
 fn count(space: &MsgSpace) -> u32 {

@@ -4,6 +4,12 @@
 //! another. Dropping the sender without sending (the target core stopped,
 //! or the call panicked) closes the channel, so the receiver always learns
 //! the outcome.
+//!
+//! A receiver whose sender is gone can be [`reset`](Receiver::reset) for
+//! another exchange, which spares a frequent caller (the file pool's
+//! reads and writes) an allocation per call; and a receiver given up early
+//! can [`keep`](Receiver::keep_until_sent) something alive until the
+//! sender is done (the buffer a pool thread is still writing).
 
 use std::task::{Context, Poll, Waker};
 
@@ -13,6 +19,8 @@ struct State<T> {
     value: Option<T>,
     waker: Option<Waker>,
     closed: bool,
+    /// Dropped with the state, once both ends are gone.
+    kept: Option<Box<dyn Send>>,
 }
 
 /// Sends the one value.
@@ -27,6 +35,7 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
         value: None,
         waker: None,
         closed: false,
+        kept: None,
     }));
     (Sender(state.clone()), Receiver(state))
 }
@@ -75,6 +84,27 @@ impl<T> Receiver<T> {
             _ => state.waker = Some(cx.waker().clone()),
         }
         Poll::Pending
+    }
+
+    /// Makes this receiver ready for another exchange, and returns its new
+    /// sender, if the last sender is gone (else `None`, and nothing
+    /// changes: the old sender may still send).
+    pub fn reset(&mut self) -> Option<Sender<T>> {
+        Arc::get_mut(&mut self.0)?;
+        let mut state = lock(&self.0);
+        state.value = None;
+        state.waker = None;
+        state.closed = false;
+        state.kept = None;
+        drop(state);
+        Some(Sender(self.0.clone()))
+    }
+
+    /// Gives up the receiver, keeping `value` alive until the sender is
+    /// gone too (sent or dropped): it is dropped with the channel, on
+    /// whichever thread lets go of it last.
+    pub fn keep_until_sent(self, value: Box<dyn Send>) {
+        lock(&self.0).kept = Some(value);
     }
 }
 
