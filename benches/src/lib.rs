@@ -25,6 +25,7 @@ pub mod baseline_http;
 pub mod chart;
 pub mod cli;
 pub mod client;
+pub mod file_io;
 pub mod harness;
 pub mod http;
 pub mod pair;
