@@ -95,9 +95,13 @@ fn main() {
     if fx.fs_type == "tmpfs" {
         header.push("warning: tmpfs has no device: cold reads are warm".into());
     }
-    if !cfg!(feature = "percore") {
-        header.push("note: built without the percore feature: its columns are skipped".into());
-    }
+    #[cfg(feature = "percore")]
+    header.push(
+        percore_benches::file_io::percore_io::fixed_buffers()
+            .unwrap_or_else(|e| format!("uring fixed: io_uring did not start: {e}")),
+    );
+    #[cfg(not(feature = "percore"))]
+    header.push("note: built without the percore feature: its columns are skipped".into());
     for h in &header {
         println!("{h}");
     }

@@ -133,9 +133,7 @@ impl Workload {
     pub fn impls(&self) -> &'static [Impl] {
         use Impl::*;
         match self {
-            Workload::SeqWrite { .. } | Workload::RandRead { .. } => {
-                &[Std, Tokio, Uring, UringFixed, Epoll]
-            }
+            Workload::SeqWrite { .. } => &[Std, Tokio, Uring, UringFixed, Epoll],
             Workload::WarmRead => &[Std, Tokio, Uring, UringFixed, UringNowait, Epoll],
             _ => &[Std, Tokio, Uring, Epoll],
         }

@@ -11,13 +11,14 @@ use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use percore::buf::{FixedBuf, IoBuf};
 use percore::fs::File;
 use percore::Backend;
 
 use super::fixture::{self, Fixture};
 use super::meter::Meter;
 use super::plan::Plan;
-use super::{Impl, Outcome, Workload, READ_LEN};
+use super::{size_label, Impl, Outcome, Workload, READ_LEN, VEC_BUFS, VEC_BUF_LEN};
 
 /// Runs one cell of `w` for `imp` (one of the percore columns) on a new
 /// core of its backend, on a thread of its own.
@@ -32,21 +33,38 @@ pub fn run(imp: Impl, w: Workload, fx: &Arc<Fixture>, plan: &Plan) -> io::Result
         _ => Backend::Uring,
     };
     let (fx, plan) = (fx.clone(), plan.clone());
-    // A thread per cell: the ring's clean-up after `block_on` may
-    // interrupt a later blocking call of the thread that ran it.
-    std::thread::spawn(move || percore::block_on(backend, cell(imp, w, fx, plan)))
-        .join()
-        .map_err(|_| io::Error::other("the cell's thread panicked"))??
+    on_thread(backend, move || cell(imp, w, fx, plan))?
 }
 
 async fn cell(imp: Impl, w: Workload, fx: Arc<Fixture>, plan: Plan) -> io::Result<Outcome> {
-    if imp == Impl::UringFixed {
-        return Ok(Outcome::Skipped(
-            "no read_fixed_at/write_fixed_at yet".into(),
-        ));
-    }
     let mut m = Meter::new();
     match w {
+        Workload::SeqWrite { size, chunk } if imp == Impl::UringFixed => {
+            let Some(mut buf) = FixedBuf::take() else {
+                return Ok(Outcome::Skipped("no free FixedBuf on the core".into()));
+            };
+            if chunk > buf.capacity() {
+                let why = format!("a FixedBuf holds {}", size_label(buf.capacity() as u64));
+                return Ok(Outcome::Skipped(why));
+            }
+            buf.extend_from_slice(&fixture::pattern(chunk));
+            for _ in 0..plan.files_per_cell(size) {
+                let path = fx.scratch_file("percore-fixed");
+                let f = File::create(&path).await?;
+                m.start();
+                let mut pos = 0;
+                while pos < size {
+                    let (res, back) = f.write_fixed_at(buf, pos).await;
+                    buf = back;
+                    whole(res?, chunk)?;
+                    pos += chunk as u64;
+                }
+                m.stop(size / chunk as u64, size);
+                f.sync_all().await?;
+                f.close().await?;
+                percore::fs::remove_file(&path).await?;
+            }
+        }
         Workload::SeqWrite { size, chunk } => {
             let mut buf = fixture::pattern(chunk);
             for _ in 0..plan.files_per_cell(size) {
@@ -66,11 +84,49 @@ async fn cell(imp: Impl, w: Workload, fx: Arc<Fixture>, plan: Plan) -> io::Resul
                 percore::fs::remove_file(&path).await?;
             }
         }
-        Workload::Writev { .. } => {
-            return Ok(Outcome::Skipped("no writev_at yet".into()));
+        Workload::Writev { size } => {
+            let mut bufs: [Vec<u8>; VEC_BUFS] =
+                std::array::from_fn(|_| fixture::pattern(VEC_BUF_LEN));
+            let per_call = VEC_BUFS * VEC_BUF_LEN;
+            for _ in 0..plan.files_per_cell(size) {
+                let path = fx.scratch_file("percore-writev");
+                let f = File::create(&path).await?;
+                m.start();
+                let (mut pos, mut calls) = (0, 0);
+                while pos < size {
+                    let (res, back) = f.writev_at(bufs, pos).await;
+                    bufs = back;
+                    pos += whole(res?, per_call)? as u64;
+                    calls += 1;
+                }
+                m.stop(calls, size);
+                f.sync_all().await?;
+                f.close().await?;
+                percore::fs::remove_file(&path).await?;
+            }
         }
-        Workload::Readv { .. } => {
-            return Ok(Outcome::Skipped("no readv_at yet".into()));
+        Workload::Readv { cold } => {
+            let mut bufs: [Vec<u8>; VEC_BUFS] =
+                std::array::from_fn(|_| Vec::with_capacity(VEC_BUF_LEN));
+            for _ in 0..plan.readv_passes(cold) {
+                if cold {
+                    fixture::drop_cache(&fx.vec_file)?;
+                }
+                let f = File::open(&fx.vec_file).await?;
+                m.start();
+                let (mut pos, mut calls) = (0, 0);
+                loop {
+                    let (res, back) = f.readv_at(bufs, pos).await;
+                    bufs = back;
+                    calls += 1;
+                    match res? {
+                        0 => break,
+                        n => pos += n as u64,
+                    }
+                }
+                m.stop(calls, pos);
+                f.close().await?;
+            }
         }
         Workload::OpenClose { depth } => {
             let files = fx.tree(depth);
@@ -81,6 +137,10 @@ async fn cell(imp: Impl, w: Workload, fx: Arc<Fixture>, plan: Plan) -> io::Resul
                 }
             }
             m.stop((plan.tree_passes * files.len()) as u64, 0);
+        }
+        Workload::RandRead { .. } | Workload::WarmRead if imp == Impl::UringFixed => {
+            let why = "a fixed read fills the FixedBuf's whole capacity, not 4 KiB";
+            return Ok(Outcome::Skipped(why.into()));
         }
         Workload::RandRead { qd } => {
             let f = Rc::new(File::open(&fx.warm_file).await?);
@@ -100,6 +160,52 @@ async fn cell(imp: Impl, w: Workload, fx: Arc<Fixture>, plan: Plan) -> io::Resul
         }
     }
     Ok(Outcome::Ran(m.sample()))
+}
+
+/// `n` if it is the `want` bytes a call was given; a regular file with
+/// room takes them all, so a short count is reported, not continued.
+fn whole(n: usize, want: usize) -> io::Result<usize> {
+    if n == want {
+        Ok(n)
+    } else {
+        Err(io::Error::other(format!("short call: {n} of {want} bytes")))
+    }
+}
+
+/// What the `uring fixed` cells use: the size of a [`FixedBuf`] and
+/// whether the kernel took the pool's registration (else the cells are
+/// plain reads and writes from the same memory).
+///
+/// # Errors
+///
+/// io_uring could not start.
+pub fn fixed_buffers() -> io::Result<String> {
+    on_thread(Backend::Uring, || async {
+        match FixedBuf::take() {
+            None => "uring fixed: no FixedBuf on an io_uring core".to_string(),
+            Some(buf) => format!(
+                "uring fixed: FixedBuf of {}, {}",
+                size_label(buf.capacity() as u64),
+                if IoBuf::fixed_index(&buf).is_some() {
+                    "registered with the ring"
+                } else {
+                    "NOT registered (RLIMIT_MEMLOCK?): plain reads and writes"
+                }
+            ),
+        }
+    })
+}
+
+/// `block_on` on a thread of its own: the ring's clean-up after it may
+/// interrupt a later blocking call of the thread that ran it.
+fn on_thread<T, F>(backend: Backend, make: impl FnOnce() -> F + Send + 'static) -> io::Result<T>
+where
+    T: Send + 'static,
+    F: std::future::Future<Output = T> + 'static,
+{
+    std::thread::spawn(move || percore::block_on(backend, make()))
+        .join()
+        .map_err(|_| io::Error::other("the core's thread panicked"))?
 }
 
 /// [`READ_LEN`] reads at `offsets` by `qd` tasks that each take every
