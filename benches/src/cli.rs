@@ -1,8 +1,9 @@
 //! Command-line arguments of the bench binary.
 //!
 //! What it handles: what `cargo bench` passes (`--bench`), our own
-//! `--quick`, `--exec LIST`, `--list` and `--help`, and free-standing filter
-//! strings.
+//! `--quick`, `--exec LIST`, `--list` and `--help`, free-standing filter
+//! strings, and the `file_io` target's `--big` and `--dir DIR` (cargo
+//! bench passes the same arguments to every target), which it ignores.
 //! What it does not: criterion's or libtest's other options (rejected with a
 //! message rather than silently ignored).
 
@@ -34,6 +35,8 @@ usage: cargo bench -p percore-benches -- [--quick] [--exec LIST] [--list] [FILTE
   --list        print the workloads that would run, and run nothing
   FILTER        run only workloads whose `category/workload` contains it,
                 or that report the cell it names (`open_loop/http/10k_rps/p99`)
+  --big, --dir  the file_io target's, ignored here (file I/O: std, tokio::fs
+                and percore; `cargo bench --bench file_io -- --help`)
 
 Results: the table on stdout, and results.csv, report.md (what each column
 means) and one SVG chart per category in percore-bench/ of the target
@@ -70,6 +73,13 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Args, String> {
                 a.executors = parse_executors(&list)?;
             }
             s if s.starts_with("--exec=") => a.executors = parse_executors(&s[7..])?,
+            // The file_io target's options (cargo bench passes the same
+            // arguments to every target): nothing to do here.
+            "--big" => {}
+            "--dir" => {
+                it.next().ok_or("--dir needs a directory")?;
+            }
+            s if s.starts_with("--dir=") => {}
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
             s => a.filters.push(s.to_string()),
         }
@@ -129,6 +139,13 @@ mod tests {
         assert!(p(&["--exec", "nope"]).is_err());
         assert!(p(&["--exec"]).is_err());
         assert!(p(&["--nocapture"]).is_err());
+    }
+
+    #[test]
+    fn file_io_options_pass() {
+        let a = p(&["--bench", "--quick", "--big", "--dir", "/x"]).unwrap();
+        assert!(a.quick && a.filters.is_empty());
+        assert!(p(&["--dir"]).is_err());
     }
 
     #[test]
