@@ -36,6 +36,7 @@ mod file;
 mod fixed;
 mod metadata;
 mod pool;
+mod resident;
 mod sys;
 mod vectored;
 

@@ -8,6 +8,7 @@ pub(crate) mod file;
 pub(crate) mod msg_space;
 pub(crate) mod recv;
 pub(crate) mod send;
+pub(crate) mod send_file;
 pub(crate) mod send_msg;
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
