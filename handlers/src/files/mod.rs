@@ -61,13 +61,15 @@
 //!
 //! # Reading
 //!
-//! A file is read with [`percore::fs::File::read_at`], which never blocks
-//! the core, in pieces of 64 KiB at most, each sent with
-//! [`Response::flush`] before the next is read: a large file costs a
-//! connection no more memory than a small one. A file that shrinks while
-//! it is sent ends the response short, and the connection with it (the
-//! length was already announced), which a client sees as a truncated
-//! body.
+//! The body goes out with [`Response::send_file`]: a range of 16 KiB or
+//! more that is in the page cache, on a connection without TLS, with
+//! `sendfile` (no copy through the process); anything else is read with
+//! [`percore::fs::File::read_at`], which never blocks the core, in pieces
+//! of 64 KiB at most, each sent before the next is read. Either way a
+//! large file costs a connection no more memory than a small one. A file
+//! that shrinks while it is sent ends the response short, and the
+//! connection with it (the length was already announced), which a client
+//! sees as a truncated body.
 //!
 //! # The open-file cache
 //!
@@ -93,16 +95,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use percore::fs::{File, OpenOptions};
+use percore::fs::OpenOptions;
 
 use crate::http::{Request, Response, Service};
 pub use cache::CacheStats;
 use cache::{Cache, Open};
 use conditional::{Range, Validators};
 use resolve::Target;
-
-/// The largest piece of a file read and sent at once.
-const CHUNK: usize = 64 * 1024;
 
 /// Entries per core in the open-file cache, unless [`StaticFiles::cache`]
 /// says otherwise.
@@ -311,37 +310,7 @@ async fn send_file(req: &Request<'_>, open: &Open, res: &mut Response<'_>) -> io
     if req.method() == "HEAD" {
         return Ok(());
     }
-    stream(&open.file, start, end, res).await
-}
-
-/// Sends bytes `start..end` of `file`, a piece at a time. A piece that
-/// fits is sent with the response; a longer body is flushed piece by
-/// piece, so that one buffer of [`CHUNK`] bytes is all it holds.
-async fn stream(file: &File, start: u64, end: u64, res: &mut Response<'_>) -> io::Result<()> {
-    let total = end - start;
-    let mut buf = Vec::with_capacity(usize::try_from(total).unwrap_or(CHUNK).min(CHUNK));
-    let mut pos = start;
-    while pos < end {
-        buf.clear();
-        let (read, back) = file.read_at(buf, pos).await;
-        buf = back;
-        let n = read?;
-        if n == 0 {
-            // Shorter than its length said: truncated while sent. The
-            // error closes the connection, the body incomplete.
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the file shrank while it was sent",
-            ));
-        }
-        let n = n.min(usize::try_from(end - pos).unwrap_or(usize::MAX));
-        res.write(&buf[..n]);
-        pos += n as u64;
-        if total > CHUNK as u64 {
-            res.flush().await?;
-        }
-    }
-    Ok(())
+    res.send_file(&open.file, start, end - start).await
 }
 
 impl Service for StaticFiles {

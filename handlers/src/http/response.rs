@@ -1,6 +1,8 @@
 //! [`Response`]: what a service answers, gathered in the connection's
 //! reused buffers and framed by the server.
 
+mod file;
+
 use std::io;
 
 use super::proto::{chars, encode_chunk, Framing, HttpError, ResponseHead};

@@ -196,6 +196,59 @@ impl Wire {
         }
     }
 
+    /// Sends bytes `pos..pos + len` of `file` with `sendfile`, after the
+    /// pending output (which the caller flushed), within the write
+    /// timeout from each piece's progress, as [`flush`](Self::flush).
+    ///
+    /// # Errors
+    ///
+    /// As `flush`; `UnexpectedEof` if the file ends first (it shrank).
+    pub(crate) async fn send_file(
+        &self,
+        file: &percore::fs::File,
+        pos: u64,
+        len: u64,
+    ) -> io::Result<()> {
+        if let Some(kind) = self.write_failed.get() {
+            return Err(io::Error::new(
+                kind,
+                "an earlier write on this connection failed",
+            ));
+        }
+        let (mut pos, end) = (pos, pos.saturating_add(len));
+        while pos < end {
+            let want = usize::try_from(end - pos).unwrap_or(usize::MAX);
+            let deadline = after(percore::time::now(), self.write_timeout);
+            let send = pin!(self.conn.send_file(file, pos, want));
+            match self.wait(send, deadline, None).await {
+                Waited::Done(Ok(0)) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the file shrank while it was sent",
+                    ))
+                }
+                Waited::Done(Ok(n)) => pos += n as u64,
+                Waited::Done(Err(e)) => {
+                    // Refused before any byte went out (a TLS stream):
+                    // the caller may still send another way.
+                    if e.kind() != io::ErrorKind::Unsupported {
+                        self.write_failed.set(Some(e.kind()));
+                    }
+                    return Err(e);
+                }
+                Waited::TimedOut | Waited::Stopped => {
+                    self.write_failed.set(Some(io::ErrorKind::TimedOut));
+                    let _ = self.conn.set_linger(Some(std::time::Duration::ZERO));
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "write timed out: the client stopped reading",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Polls `fut` until it completes, `deadline` passes, or (with `stop`)
     /// the server begins to stop.
     ///
