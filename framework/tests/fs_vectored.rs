@@ -220,6 +220,33 @@ backend_tests! {
         });
     }
 
+    /// A file opened on the core (`RESOLVE_CACHED`, which adds
+    /// `O_NONBLOCK` for the open) is left as asked: blocking unless the
+    /// options said `O_NONBLOCK`.
+    fn opened_as_asked(backend) {
+        use std::os::fd::AsRawFd;
+        let scratch = Scratch::new("flags");
+        let path = scratch.file();
+        std::fs::write(&path, b"x").expect("write");
+        let (plain, nonblocking) = run(backend, async move {
+            // Twice: the first open may have warmed the dentry cache.
+            for _ in 0..2 {
+                drop(File::open(&path).await.expect("open"));
+            }
+            let flags = |f: &File| {
+                // SAFETY: a plain call on an open fd.
+                unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) }
+            };
+            let plain = flags(&File::open(&path).await.expect("open"));
+            let mut options = OpenOptions::new();
+            options.read(true).custom_flags(libc::O_NONBLOCK);
+            let nonblocking = flags(&options.open(&path).await.expect("open"));
+            (plain, nonblocking)
+        });
+        assert_eq!(plain & libc::O_NONBLOCK, 0, "flags {plain:#x}");
+        assert_ne!(nonblocking & libc::O_NONBLOCK, 0, "flags {nonblocking:#x}");
+    }
+
     /// A read dropped while it waits on an empty FIFO (the ring's read on
     /// io_uring, a pool job on epoll) keeps its buffer until the wait
     /// ends, then drops it: no buffer is leaked or freed early.

@@ -45,45 +45,44 @@ impl File {
     pub async fn read_fixed_at(&self, buf: FixedBuf, pos: u64) -> BufResult<usize, FixedBuf> {
         let mut buf = buf;
         let (ptr, len) = (buf.whole_mut_ptr(), buf.capacity());
-        let (res, mut buf) = if on_uring() {
-            let fd = types::Fd(self.raw());
-            let sqe = match buf.fixed_index() {
-                Some(index) => opcode::ReadFixed::new(fd, ptr, sqe_len(len), index)
-                    .offset(pos)
-                    .build(),
-                None => opcode::Read::new(fd, ptr, sqe_len(len)).offset(pos).build(),
-            };
-            // SAFETY: `ptr..ptr+len` is `buf`'s memory in the core's pool
-            // mapping (registered as buffer `index`, if it is), which
-            // `Submit` keeps leased with the fd.
-            let (res, (_fd, buf)) =
-                unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
-            (res.map(|n| n as usize), buf)
-        } else {
-            let inline = self.nowait.attempt(false, || {
-                // SAFETY: `ptr..ptr+len` is `buf`'s memory, leased here across
-                // the call.
-                unsafe { sys::pread(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) }
-            });
-            match inline {
-                Err(e) if sys::would_block(&e) => {
-                    let mut copy = take_copy(len);
-                    let iov = [iovec(copy.as_mut_ptr(), len)];
-                    // SAFETY: `iov` names the spare heap memory of `copy`,
-                    // which the pool call holds (or, dropped, keeps) until
-                    // the pool thread is done.
-                    let call = unsafe { pool::read_write(self.fd.clone(), false, &iov, pos, copy) };
-                    let (res, mut copy) = call.await;
-                    if let Ok(n) = res {
-                        // SAFETY: the kernel wrote `n <= len` bytes.
-                        unsafe { copy.set_len(n) };
-                        buf.clear();
-                        buf.extend_from_slice(&copy);
-                    }
-                    give_copy(copy);
-                    (res, buf)
+        let inline = self.inline(false, || {
+            // SAFETY: `ptr..ptr+len` is `buf`'s memory, leased here across
+            // the call.
+            unsafe { sys::pread(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) }
+        });
+        let (res, mut buf) = match inline {
+            Some(res) => (res, buf),
+            None if on_uring() => {
+                let fd = types::Fd(self.raw());
+                let sqe = match buf.fixed_index() {
+                    Some(index) => opcode::ReadFixed::new(fd, ptr, sqe_len(len), index)
+                        .offset(pos)
+                        .build(),
+                    None => opcode::Read::new(fd, ptr, sqe_len(len)).offset(pos).build(),
+                };
+                // SAFETY: `ptr..ptr+len` is `buf`'s memory in the core's pool
+                // mapping (registered as buffer `index`, if it is), which
+                // `Submit` keeps leased with the fd.
+                let (res, (_fd, buf)) =
+                    unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
+                (res.map(|n| n as usize), buf)
+            }
+            None => {
+                let mut copy = take_copy(len);
+                let iov = [iovec(copy.as_mut_ptr(), len)];
+                // SAFETY: `iov` names the spare heap memory of `copy`,
+                // which the pool call holds (or, dropped, keeps) until
+                // the pool thread is done.
+                let call = unsafe { pool::read_write(self.fd.clone(), false, &iov, pos, copy) };
+                let (res, mut copy) = call.await;
+                if let Ok(n) = res {
+                    // SAFETY: the kernel wrote `n <= len` bytes.
+                    unsafe { copy.set_len(n) };
+                    buf.clear();
+                    buf.extend_from_slice(&copy);
                 }
-                res => (res, buf),
+                give_copy(copy);
+                (res, buf)
             }
         };
         if let Ok(n) = res {
@@ -102,42 +101,41 @@ impl File {
     /// As [`write_at`](File::write_at).
     pub async fn write_fixed_at(&self, buf: FixedBuf, pos: u64) -> BufResult<usize, FixedBuf> {
         let (ptr, len) = (buf.stable_ptr(), buf.len());
-        let (res, buf) = if on_uring() {
-            let fd = types::Fd(self.raw());
-            let sqe = match buf.fixed_index() {
-                Some(index) => opcode::WriteFixed::new(fd, ptr, sqe_len(len), index)
-                    .offset(pos)
-                    .build(),
-                None => opcode::Write::new(fd, ptr, sqe_len(len))
-                    .offset(pos)
-                    .build(),
-            };
-            // SAFETY: `ptr..ptr+len` are `buf`'s bytes in the core's pool
-            // mapping (registered as buffer `index`, if it is), which
-            // `Submit` keeps leased with the fd.
-            let (res, (_fd, buf)) =
-                unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
-            (res.map(|n| n as usize), buf)
-        } else {
-            let inline = self.nowait.attempt(true, || {
-                // SAFETY: `ptr..ptr+len` are `buf`'s bytes, leased here across
-                // the call.
-                unsafe { sys::pwrite(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) }
-            });
-            match inline {
-                Err(e) if sys::would_block(&e) => {
-                    let mut copy = take_copy(len);
-                    copy.extend_from_slice(buf.as_slice());
-                    let iov = [iovec(copy.as_mut_ptr(), len)];
-                    // SAFETY: `iov` names the heap bytes of `copy`, which
-                    // the pool call holds (or, dropped, keeps) until the
-                    // pool thread is done.
-                    let call = unsafe { pool::read_write(self.fd.clone(), true, &iov, pos, copy) };
-                    let (res, copy) = call.await;
-                    give_copy(copy);
-                    (res, buf)
-                }
-                res => (res, buf),
+        let inline = self.inline(true, || {
+            // SAFETY: `ptr..ptr+len` are `buf`'s bytes, leased here across
+            // the call.
+            unsafe { sys::pwrite(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) }
+        });
+        let (res, buf) = match inline {
+            Some(res) => (res, buf),
+            None if on_uring() => {
+                let fd = types::Fd(self.raw());
+                let sqe = match buf.fixed_index() {
+                    Some(index) => opcode::WriteFixed::new(fd, ptr, sqe_len(len), index)
+                        .offset(pos)
+                        .build(),
+                    None => opcode::Write::new(fd, ptr, sqe_len(len))
+                        .offset(pos)
+                        .build(),
+                };
+                // SAFETY: `ptr..ptr+len` are `buf`'s bytes in the core's pool
+                // mapping (registered as buffer `index`, if it is), which
+                // `Submit` keeps leased with the fd.
+                let (res, (_fd, buf)) =
+                    unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
+                (res.map(|n| n as usize), buf)
+            }
+            None => {
+                let mut copy = take_copy(len);
+                copy.extend_from_slice(buf.as_slice());
+                let iov = [iovec(copy.as_mut_ptr(), len)];
+                // SAFETY: `iov` names the heap bytes of `copy`, which
+                // the pool call holds (or, dropped, keeps) until the
+                // pool thread is done.
+                let call = unsafe { pool::read_write(self.fd.clone(), true, &iov, pos, copy) };
+                let (res, copy) = call.await;
+                give_copy(copy);
+                (res, buf)
             }
         };
         (res.map_err(|e| self.explain(e)), buf)

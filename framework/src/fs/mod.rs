@@ -4,16 +4,21 @@
 //! core until the disk answers. [`File`] does the same work as an
 //! operation of the core's backend instead:
 //!
-//! - **io_uring**: every call is one SQE (`openat`, `read`, `write`,
+//! - **Both backends** first try what cannot wait, on the core: a read
+//!   or write with `preadv2`/`pwritev2` and `RWF_NOWAIT`, which completes
+//!   at once when the page cache has the data, and an open with `openat2`
+//!   and `RESOLVE_CACHED`, which succeeds when every path component is in
+//!   the dentry cache. One syscall each, where a trip through the ring or
+//!   the pool costs several times that.
+//! - **io_uring**: everything else is one SQE (`openat`, `read`, `write`,
 //!   `fsync`, `statx`, `ftruncate`, `close`, `unlinkat`, `renameat`,
 //!   `mkdirat`), completed like a socket's.
-//! - **epoll**: a read or write first tries `preadv2`/`pwritev2` with
-//!   `RWF_NOWAIT`, which completes at once when the page cache has the
-//!   data; otherwise, and for every other call, it runs on a small pool
-//!   of threads shared by the cores, whose result wakes the core. File
-//!   systems differ: on Linux 6.18 ext4 takes reads with `RWF_NOWAIT`
-//!   but not buffered writes, and tmpfs neither (`EOPNOTSUPP`), so there
-//!   those go to the pool, one job (and its allocation) per call.
+//! - **epoll**: everything else runs on a small pool of threads shared by
+//!   the cores, whose result wakes the core; `close` runs on the core.
+//! - File systems differ: on Linux 6.18 ext4 takes reads with
+//!   `RWF_NOWAIT` but not buffered writes, and tmpfs neither
+//!   (`EOPNOTSUPP`); a file learns that from its first refusal, and its
+//!   writes then go straight to the ring or the pool.
 //!
 //! Several buffers go in one call with [`File::writev_at`] and
 //! [`File::readv_at`]; the core's registered buffers

@@ -4,7 +4,7 @@
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether a `RWF_NOWAIT` call's error means "would block: go to the
@@ -237,6 +237,57 @@ pub(crate) fn open(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> io::R
             return Err(e);
         }
     }
+}
+
+/// `struct open_how` of `openat2(2)` (`libc`'s cannot be built: it is
+/// marked non-exhaustive).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// Opens `path` on the core if that cannot wait: `openat2` with
+/// `RESOLVE_CACHED` (every path component in the dentry cache, no I/O to
+/// look it up) and `O_NONBLOCK` (a FIFO's open does not wait for its other
+/// end), which is then cleared unless `flags` asked for it. `None` on any
+/// failure, for the caller to open the way that may wait (and gives the
+/// real error). Creating or truncating always needs that way.
+pub(crate) fn open_cached(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> Option<OwnedFd> {
+    if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 {
+        return None;
+    }
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC | libc::O_NONBLOCK) as u64,
+        mode: u64::from(mode),
+        resolve: libc::RESOLVE_CACHED,
+    };
+    // SAFETY: `path` is NUL-terminated and `how` readable for the call,
+    // with its size passed along.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::c_long::from(libc::AT_FDCWD),
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    let fd = libc::c_int::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: `openat2` just created `fd`, and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    if flags & libc::O_NONBLOCK == 0 {
+        // Left set, it would change how the file's later calls behave (an
+        // io_uring read of an `O_NONBLOCK` file fails with `EAGAIN`
+        // instead of waiting).
+        let plain = (flags | libc::O_CLOEXEC) & !libc::O_NONBLOCK;
+        // SAFETY: a plain call on the fd just opened.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, plain) } < 0 {
+            return None;
+        }
+    }
+    Some(fd)
 }
 
 /// Closes `fd`, reporting what `close` says (a deferred write error on

@@ -46,55 +46,46 @@ impl File {
     pub async fn writev_at<B: IoBufs + Send>(&self, bufs: B, pos: u64) -> BufResult<usize, B> {
         let mut space = current::with_io(|core| core.msg_spaces.take());
         gather(&mut space.iov, &bufs);
-        let (res, bufs, space) = if on_uring() {
-            let sqe = opcode::Writev::new(types::Fd(self.raw()), space.iov.as_ptr(), count(&space))
-                .offset(pos)
-                .build();
-            // SAFETY: the SQE points to the iovecs in `space`'s heap array,
-            // which point into `bufs`'s bytes; `Submit` keeps both, and the
-            // fd, to the completion.
-            let (res, (_fd, bufs, space)) =
-                unsafe { Submit::new((self.fd.clone(), bufs, space), sqe, OpKind::File) }.await;
-            (res.map(|n| n as usize), bufs, space)
-        } else {
-            let inline = self.nowait.attempt(true, || {
-                // SAFETY: the iovecs name initialised bytes of `bufs`, owned
-                // here across the call.
-                unsafe { sys::pwritev(self.raw(), &space.iov, pos, libc::RWF_NOWAIT) }
-            });
-            match inline {
-                Err(e) if sys::would_block(&e) && space.iov.len() <= pool::INLINE_IOVECS => {
-                    // SAFETY: the iovecs name heap memory of `bufs` (its
-                    // initialised bytes), which the pool call holds (or,
-                    // dropped, keeps) until the pool thread is done.
-                    let call =
-                        unsafe { pool::read_write(self.fd.clone(), true, &space.iov, pos, bufs) };
-                    let (res, bufs) = call.await;
-                    (res, bufs, space)
-                }
-                Err(e) if sys::would_block(&e) && space.iov.len() <= pool::INLINE_IOVECS => {
-                    // SAFETY: the iovecs name heap memory of `bufs` (its
-                    // spare capacity), which the pool call holds (or,
-                    // dropped, keeps) until the pool thread is done.
-                    let call =
-                        unsafe { pool::read_write(self.fd.clone(), false, &space.iov, pos, bufs) };
-                    let (res, bufs) = call.await;
-                    (res, bufs, space)
-                }
-                Err(e) if sys::would_block(&e) => {
-                    let fd = self.fd.clone();
-                    let job = move || {
-                        let mut iov = Vec::new();
-                        gather(&mut iov, &bufs);
-                        // SAFETY: as above: the job owns `bufs` (and the
-                        // fd) across the call.
-                        let res = unsafe { sys::pwritev(fd.as_raw_fd(), &iov, pos, 0) };
-                        (res, bufs)
-                    };
-                    let (res, bufs) = pool::run(job).await.unwrap_or_else(|_| lost());
-                    (res, bufs, space)
-                }
-                res => (res, bufs, space),
+        let inline = self.inline(true, || {
+            // SAFETY: the iovecs name initialised bytes of `bufs`, owned
+            // here across the call.
+            unsafe { sys::pwritev(self.raw(), &space.iov, pos, libc::RWF_NOWAIT) }
+        });
+        let (res, bufs, space) = match inline {
+            Some(res) => (res, bufs, space),
+            None if on_uring() => {
+                let sqe =
+                    opcode::Writev::new(types::Fd(self.raw()), space.iov.as_ptr(), count(&space))
+                        .offset(pos)
+                        .build();
+                // SAFETY: the SQE points to the iovecs in `space`'s heap array,
+                // which point into `bufs`'s bytes; `Submit` keeps both, and the
+                // fd, to the completion.
+                let (res, (_fd, bufs, space)) =
+                    unsafe { Submit::new((self.fd.clone(), bufs, space), sqe, OpKind::File) }.await;
+                (res.map(|n| n as usize), bufs, space)
+            }
+            None if space.iov.len() <= pool::INLINE_IOVECS => {
+                // SAFETY: the iovecs name heap memory of `bufs` (its
+                // initialised bytes), which the pool call holds (or,
+                // dropped, keeps) until the pool thread is done.
+                let call =
+                    unsafe { pool::read_write(self.fd.clone(), true, &space.iov, pos, bufs) };
+                let (res, bufs) = call.await;
+                (res, bufs, space)
+            }
+            None => {
+                let fd = self.fd.clone();
+                let job = move || {
+                    let mut iov = Vec::new();
+                    gather(&mut iov, &bufs);
+                    // SAFETY: as above: the job owns `bufs` (and the
+                    // fd) across the call.
+                    let res = unsafe { sys::pwritev(fd.as_raw_fd(), &iov, pos, 0) };
+                    (res, bufs)
+                };
+                let (res, bufs) = pool::run(job).await.unwrap_or_else(|_| lost());
+                (res, bufs, space)
             }
         };
         give_back(space);
@@ -126,37 +117,46 @@ impl File {
         let mut bufs = bufs;
         let mut space = current::with_io(|core| core.msg_spaces.take());
         scatter(&mut space.iov, &mut bufs);
-        let (res, mut bufs, space) = if on_uring() {
-            let sqe = opcode::Readv::new(types::Fd(self.raw()), space.iov.as_ptr(), count(&space))
-                .offset(pos)
-                .build();
-            // SAFETY: the SQE points to the iovecs in `space`'s heap array,
-            // which point into `bufs`'s spare heap memory; `Submit` keeps
-            // both, and the fd, to the completion.
-            let (res, (_fd, bufs, space)) =
-                unsafe { Submit::new((self.fd.clone(), bufs, space), sqe, OpKind::File) }.await;
-            (res.map(|n| n as usize), bufs, space)
-        } else {
-            let inline = self.nowait.attempt(false, || {
-                // SAFETY: the iovecs name writable memory of `bufs`, owned here
-                // across the call.
-                unsafe { sys::preadv(self.raw(), &space.iov, pos, libc::RWF_NOWAIT) }
-            });
-            match inline {
-                Err(e) if sys::would_block(&e) => {
-                    let fd = self.fd.clone();
-                    let job = move || {
-                        let mut iov = Vec::new();
-                        scatter(&mut iov, &mut bufs);
-                        // SAFETY: as above: the job owns `bufs` (and the
-                        // fd) across the call.
-                        let res = unsafe { sys::preadv(fd.as_raw_fd(), &iov, pos, 0) };
-                        (res, bufs)
-                    };
-                    let (res, bufs) = pool::run(job).await.unwrap_or_else(|_| lost());
-                    (res, bufs, space)
-                }
-                res => (res, bufs, space),
+        let inline = self.inline(false, || {
+            // SAFETY: the iovecs name writable memory of `bufs`, owned here
+            // across the call.
+            unsafe { sys::preadv(self.raw(), &space.iov, pos, libc::RWF_NOWAIT) }
+        });
+        let (res, mut bufs, space) = match inline {
+            Some(res) => (res, bufs, space),
+            None if on_uring() => {
+                let sqe =
+                    opcode::Readv::new(types::Fd(self.raw()), space.iov.as_ptr(), count(&space))
+                        .offset(pos)
+                        .build();
+                // SAFETY: the SQE points to the iovecs in `space`'s heap array,
+                // which point into `bufs`'s spare heap memory; `Submit` keeps
+                // both, and the fd, to the completion.
+                let (res, (_fd, bufs, space)) =
+                    unsafe { Submit::new((self.fd.clone(), bufs, space), sqe, OpKind::File) }.await;
+                (res.map(|n| n as usize), bufs, space)
+            }
+            None if space.iov.len() <= pool::INLINE_IOVECS => {
+                // SAFETY: the iovecs name heap memory of `bufs` (its
+                // spare capacity), which the pool call holds (or,
+                // dropped, keeps) until the pool thread is done.
+                let call =
+                    unsafe { pool::read_write(self.fd.clone(), false, &space.iov, pos, bufs) };
+                let (res, bufs) = call.await;
+                (res, bufs, space)
+            }
+            None => {
+                let fd = self.fd.clone();
+                let job = move || {
+                    let mut iov = Vec::new();
+                    scatter(&mut iov, &mut bufs);
+                    // SAFETY: as above: the job owns `bufs` (and the
+                    // fd) across the call.
+                    let res = unsafe { sys::preadv(fd.as_raw_fd(), &iov, pos, 0) };
+                    (res, bufs)
+                };
+                let (res, bufs) = pool::run(job).await.unwrap_or_else(|_| lost());
+                (res, bufs, space)
             }
         };
         give_back(space);
