@@ -91,6 +91,12 @@ fn main() {
         format!("files: {} ({})", fx.dir.display(), fx.fs_type),
         format!("mode: {}", plan.describe()),
         format!("date: {}", sys::utc_now_string()),
+        format!(
+            "load average at the start (1, 5, 15 min): {}",
+            std::fs::read_to_string("/proc/loadavg")
+                .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+                .unwrap_or_else(|_| "unknown".into())
+        ),
     ];
     if fx.fs_type == "tmpfs" {
         header.push("warning: tmpfs has no device: cold reads are warm".into());

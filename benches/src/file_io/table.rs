@@ -214,11 +214,12 @@ pub fn markdown(rows: &[Row]) -> String {
 
 /// What the columns mean, under the table.
 pub const LEGEND: &str = "\
-rate: median of the rounds, MB/s (10^6 bytes) or operations per second of
-wall-clock time in the timed part. cpu µs/op: median process CPU time per
-operation, every thread counted (tokio's blocking pool, percore's file
-pool and io_uring's kernel workers, which are threads of the process). spread: (max - min) / median of the rounds' rates.
-÷ std, ÷ tokio: this rate over std's and tokio::fs's; above 1 is faster.
+rate: median of the rounds, MB/s (10^6 bytes) or operations per second
+of wall-clock time in the timed part. cpu µs/op: median process CPU time
+per operation, every thread counted (tokio's blocking pool, percore's
+file pool, and io_uring's kernel workers, which are threads of the
+process). spread: (max - min) / median of the rounds' rates. ÷ std,
+÷ tokio: this rate over std's and tokio::fs's; above 1 is faster.
 Writes go to the page cache: the flush and the removal of each file come
 after the clock stops. Reads at QD32 are 32 tasks on one thread.
 ";
