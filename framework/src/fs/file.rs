@@ -189,7 +189,7 @@ impl OpenOptions {
         // A path the dentry cache knows opens on the core in one syscall;
         // a round trip through the ring or the pool costs several times
         // that (`file_io`'s `open_close` cells).
-        let fd = if let Some(fd) = sys::open_cached(&path, flags, mode) {
+        let fd = if let Some(fd) = sys::open_cached(&path, flags) {
             fd
         } else if on_uring() {
             let sqe = opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), path.as_ptr())

@@ -254,13 +254,14 @@ struct OpenHow {
 /// end), which is then cleared unless `flags` asked for it. `None` on any
 /// failure, for the caller to open the way that may wait (and gives the
 /// real error). Creating or truncating always needs that way.
-pub(crate) fn open_cached(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> Option<OwnedFd> {
+pub(crate) fn open_cached(path: &CStr, flags: libc::c_int) -> Option<OwnedFd> {
     if flags & (libc::O_CREAT | libc::O_TRUNC) != 0 {
         return None;
     }
     let how = OpenHow {
         flags: (flags | libc::O_CLOEXEC | libc::O_NONBLOCK) as u64,
-        mode: u64::from(mode),
+        // `openat2` refuses a mode without `O_CREAT`, excluded above.
+        mode: 0,
         resolve: libc::RESOLVE_CACHED,
     };
     // SAFETY: `path` is NUL-terminated and `how` readable for the call,
