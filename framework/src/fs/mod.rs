@@ -42,6 +42,7 @@ mod fixed;
 mod metadata;
 mod pool;
 mod resident;
+mod rw;
 mod sys;
 mod vectored;
 
