@@ -206,10 +206,10 @@ where
     type Output = A::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<A::Output> {
-        // SAFETY: the pinned `Either` is never moved out of here, only its
-        // live variant is pinned in place (structural pinning): `Either`
-        // has no `Drop` that could move it, and is `Unpin` only when both
-        // futures are.
+        // `Either` has no `Drop` that could move it, and is `Unpin` only
+        // when both futures are: its variants are pinned structurally.
+        // SAFETY: the pinned `Either` is never moved out of here; only its
+        // live variant is pinned in place, below.
         let this = unsafe { self.get_unchecked_mut() };
         match this {
             // SAFETY: see above; `a` stays where the pinned `Either` is.

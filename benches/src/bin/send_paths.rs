@@ -90,9 +90,9 @@ fn send(path: Path, file: &std::fs::File, mib: usize) -> io::Result<f64> {
                     let n = check(n, "pread")?;
                     let mut sent = 0;
                     while sent < n {
-                        // SAFETY: `buf[sent..n]` is initialised.
-                        let k =
-                            unsafe { libc::send(sock, buf[sent..].as_ptr().cast(), n - sent, 0) };
+                        let rest = &buf[sent..n];
+                        // SAFETY: `rest` is initialised and borrowed for the call.
+                        let k = unsafe { libc::send(sock, rest.as_ptr().cast(), rest.len(), 0) };
                         sent += check(k, "send")?;
                     }
                     n

@@ -63,8 +63,8 @@ impl File {
                 // SAFETY: `ptr..ptr+len` is `buf`'s memory in the core's pool
                 // mapping (registered as buffer `index`, if it is), which
                 // `Submit` keeps leased with the fd.
-                let (res, (_fd, buf)) =
-                    unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
+                let submit = unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) };
+                let (res, (_fd, buf)) = submit.await;
                 (res.map(|n| n as usize), buf)
             }
             None => {
@@ -121,8 +121,8 @@ impl File {
                 // SAFETY: `ptr..ptr+len` are `buf`'s bytes in the core's pool
                 // mapping (registered as buffer `index`, if it is), which
                 // `Submit` keeps leased with the fd.
-                let (res, (_fd, buf)) =
-                    unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
+                let submit = unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) };
+                let (res, (_fd, buf)) = submit.await;
                 (res.map(|n| n as usize), buf)
             }
             None => {

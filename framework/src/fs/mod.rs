@@ -161,8 +161,8 @@ async fn stat(dir: Option<Arc<OwnedFd>>, path: CString, flags: i32) -> io::Resul
             .build();
         // SAFETY: the SQE points into the path's and the record's heap
         // memory, which `Submit` keeps with the directory's fd.
-        let (res, (_dir, _path, buf)) =
-            unsafe { Submit::new((dir, path, buf), sqe, OpKind::File) }.await;
+        let submit = unsafe { Submit::new((dir, path, buf), sqe, OpKind::File) };
+        let (res, (_dir, _path, buf)) = submit.await;
         return res.map(|_| Metadata::from_statx(*buf));
     }
     pool::run(move || {

@@ -36,8 +36,8 @@ impl File {
                     .build();
                 // SAFETY: `ptr..ptr+len` is the spare part of `buf`'s heap
                 // memory, which `Submit` keeps with the fd.
-                let (res, (_fd, buf)) =
-                    unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
+                let submit = unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) };
+                let (res, (_fd, buf)) = submit.await;
                 (res.map(|n| n as usize), buf)
             }
             None => {
@@ -78,8 +78,8 @@ impl File {
                     .build();
                 // SAFETY: `ptr..ptr+len` are initialised bytes of `buf`'s heap
                 // memory, which `Submit` keeps with the fd.
-                let (res, (_fd, buf)) =
-                    unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) }.await;
+                let submit = unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) };
+                let (res, (_fd, buf)) = submit.await;
                 (res.map(|n| n as usize), buf)
             }
             None => {

@@ -58,19 +58,20 @@ impl File {
                     opcode::Writev::new(types::Fd(self.raw()), space.iov.as_ptr(), count(&space))
                         .offset(pos)
                         .build();
+                let kept = (self.fd.clone(), bufs, space);
                 // SAFETY: the SQE points to the iovecs in `space`'s heap array,
                 // which point into `bufs`'s bytes; `Submit` keeps both, and the
                 // fd, to the completion.
-                let (res, (_fd, bufs, space)) =
-                    unsafe { Submit::new((self.fd.clone(), bufs, space), sqe, OpKind::File) }.await;
+                let submit = unsafe { Submit::new(kept, sqe, OpKind::File) };
+                let (res, (_fd, bufs, space)) = submit.await;
                 (res.map(|n| n as usize), bufs, space)
             }
             None if space.iov.len() <= pool::INLINE_IOVECS => {
+                let fd = self.fd.clone();
                 // SAFETY: the iovecs name heap memory of `bufs` (its
                 // initialised bytes), which the pool call holds (or,
                 // dropped, keeps) until the pool thread is done.
-                let call =
-                    unsafe { pool::read_write(self.fd.clone(), true, &space.iov, pos, bufs) };
+                let call = unsafe { pool::read_write(fd, true, &space.iov, pos, bufs) };
                 let (res, bufs) = call.await;
                 (res, bufs, space)
             }
@@ -129,19 +130,20 @@ impl File {
                     opcode::Readv::new(types::Fd(self.raw()), space.iov.as_ptr(), count(&space))
                         .offset(pos)
                         .build();
+                let kept = (self.fd.clone(), bufs, space);
                 // SAFETY: the SQE points to the iovecs in `space`'s heap array,
                 // which point into `bufs`'s spare heap memory; `Submit` keeps
                 // both, and the fd, to the completion.
-                let (res, (_fd, bufs, space)) =
-                    unsafe { Submit::new((self.fd.clone(), bufs, space), sqe, OpKind::File) }.await;
+                let submit = unsafe { Submit::new(kept, sqe, OpKind::File) };
+                let (res, (_fd, bufs, space)) = submit.await;
                 (res.map(|n| n as usize), bufs, space)
             }
             None if space.iov.len() <= pool::INLINE_IOVECS => {
+                let fd = self.fd.clone();
                 // SAFETY: the iovecs name heap memory of `bufs` (its
                 // spare capacity), which the pool call holds (or,
                 // dropped, keeps) until the pool thread is done.
-                let call =
-                    unsafe { pool::read_write(self.fd.clone(), false, &space.iov, pos, bufs) };
+                let call = unsafe { pool::read_write(fd, false, &space.iov, pos, bufs) };
                 let (res, bufs) = call.await;
                 (res, bufs, space)
             }

@@ -109,9 +109,10 @@ impl Future for SendFile<'_> {
                             // The descriptor, as for a send: this future
                             // borrows the stream, and its `Drop` hands one
                             // to the slot. The SQE points to no memory.
+                            let retained = Retained::None;
                             // SAFETY: see above.
-                            this.key =
-                                Some(unsafe { d.push(sqe, OpKind::Send, false, Retained::None) });
+                            let key = unsafe { d.push(sqe, OpKind::Send, false, retained) };
+                            this.key = Some(key);
                         }
                         Some(libc::EINTR) => {}
                         _ => break Poll::Ready(Err(err)),

@@ -299,10 +299,10 @@ pub(crate) fn eventfd() -> io::Result<OwnedFd> {
 /// Adds one to an eventfd's counter, which makes it readable.
 pub(crate) fn eventfd_signal(fd: BorrowedFd<'_>) -> io::Result<()> {
     let one: u64 = 1;
+    let bytes = (&one as *const u64).cast::<libc::c_void>();
     // SAFETY: `fd` is borrowed; the kernel reads the 8 bytes of `one`, a
     // live local.
-    let written =
-        cvt(unsafe { libc::write(fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) });
+    let written = cvt(unsafe { libc::write(fd.as_raw_fd(), bytes, 8) });
     match written {
         Ok(_) => Ok(()),
         // The counter is saturated: the reader has not run yet and will
