@@ -4,54 +4,16 @@
 //! read dropped in flight nor thousands of opens leak an fd.
 
 use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use percore::fs::{self, AlignedBuf, File, OpenOptions};
-use percore::{block_on, spawn_local};
-use percore_test_kit::{backend_tests, fd_count, fd_table, Rng};
+use percore::spawn_local;
+use percore_test_kit::{backend_tests, fd_count, fd_table, on_core, Rng, TempDir};
 
 /// A failure guard only: no verdict waits on it.
 const HANG: Duration = Duration::from_secs(60);
-
-/// A fresh directory of the test's own, under `base`, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(base: &Path, name: &str) -> TempDir {
-        let dir = base.join(format!("percore-fs-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the test's directory");
-        TempDir(dir)
-    }
-
-    fn tmp(name: &str) -> TempDir {
-        TempDir::new(&std::env::temp_dir(), name)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn run<T: 'static>(
-    backend: percore::Backend,
-    f: impl std::future::Future<Output = T> + 'static,
-) -> T {
-    block_on(backend, async move {
-        percore::time::timeout(HANG, f)
-            .await
-            .expect("the test hung")
-    })
-    .expect("run a core")
-}
 
 /// Waits on the core (so that it reaps completions and pool replies)
 /// until the fd count is back to `baseline`.
@@ -73,7 +35,7 @@ backend_tests! {
     fn concurrent_writes_read_back(backend) {
         let dir = TempDir::tmp("concurrent");
         let path = dir.path("data");
-        run(backend, async move {
+        on_core(backend, async move {
             let mut rng = Rng::new(0x5eed);
             let mut data = vec![0u8; 1 << 20];
             rng.fill(&mut data);
@@ -118,7 +80,7 @@ backend_tests! {
     fn offset_past_4_gib(backend) {
         let dir = TempDir::tmp("sparse");
         let path = dir.path("sparse");
-        run(backend, async move {
+        on_core(backend, async move {
             let pos = 5 << 30;
             let file = OpenOptions::new()
                 .read(true)
@@ -154,7 +116,7 @@ backend_tests! {
             .unwrap_or_else(std::env::temp_dir);
         let dir = TempDir::new(&base, "direct");
         let path = dir.path("direct");
-        run(backend, async move {
+        on_core(backend, async move {
             let opened = OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -188,8 +150,8 @@ backend_tests! {
     /// keeps its kind.
     fn errors_keep_their_kind(backend) {
         let dir = TempDir::tmp("errors");
-        let root = dir.0.clone();
-        run(backend, async move {
+        let root = dir.dir().to_path_buf();
+        on_core(backend, async move {
             let e = File::open(root.join("missing")).await.expect_err("missing");
             assert_eq!(e.kind(), ErrorKind::NotFound);
             let e = fs::metadata(root.join("missing")).await.expect_err("missing");
@@ -227,14 +189,14 @@ backend_tests! {
     /// `ReadOnlyFilesystem` instead, or the test says why not.
     fn permission_and_full_device(backend) {
         let dir = TempDir::tmp("perm");
-        let root = dir.0.clone();
+        let root = dir.dir().to_path_buf();
         // SAFETY: `geteuid` reads the process's credentials, nothing else.
         if unsafe { libc::geteuid() } != 0 {
             let path = root.join("locked");
             std::fs::write(&path, b"x").expect("create");
             std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o000))
                 .expect("chmod 0");
-            run(backend, async move {
+            on_core(backend, async move {
                 let e = File::open(&path).await.expect_err("mode 0");
                 assert_eq!(e.kind(), ErrorKind::PermissionDenied);
             });
@@ -257,7 +219,7 @@ backend_tests! {
             return;
         }
         let inner = mnt.clone();
-        run(backend, async move {
+        on_core(backend, async move {
             let file = File::create(inner.join("big")).await.expect("create");
             let (res, _) = file.write_all_at(vec![7u8; 1 << 20], 0).await;
             assert_eq!(res.expect_err("64 KiB device").kind(), ErrorKind::StorageFull);
@@ -265,7 +227,7 @@ backend_tests! {
         let remounted = mount(&["-o", "remount,ro"]);
         let inner = mnt.clone();
         if remounted.is_ok() {
-            run(backend, async move {
+            on_core(backend, async move {
                 let e = File::create(inner.join("new")).await.expect_err("read-only");
                 assert_eq!(e.kind(), ErrorKind::ReadOnlyFilesystem);
             });
@@ -285,7 +247,7 @@ backend_tests! {
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
         // SAFETY: `c` is a NUL-terminated path for the call's duration.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
-        let (left, baseline) = run(backend, async move {
+        let (left, baseline) = on_core(backend, async move {
             // Inside the core: its ring or epoll and eventfd are open.
             let baseline = fd_count();
             // O_RDWR: opening a FIFO so never waits for the other end.
@@ -308,7 +270,7 @@ backend_tests! {
         let dir = TempDir::tmp("cycles");
         let path = dir.path("f");
         std::fs::write(&path, b"x").expect("create");
-        let (left, baseline) = run(backend, async move {
+        let (left, baseline) = on_core(backend, async move {
             let baseline = fd_count();
             for i in 0..10_000 {
                 let file = File::open(&path).await.expect("open");

@@ -4,52 +4,13 @@
 //! reserves and extends, and a read dropped while it waits gives its
 //! buffer back (dropped) once the kernel or the pool is done with it.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use percore::block_on;
 use percore::buf::{FixedBuf, IoBuf, IoBufMut};
 use percore::fs::{File, OpenOptions};
-use percore_test_kit::{backend_tests, Rng};
-
-/// A failure guard only: no verdict waits on it.
-const HANG: Duration = Duration::from_secs(60);
-
-fn run<T: 'static>(
-    backend: percore::Backend,
-    f: impl std::future::Future<Output = T> + 'static,
-) -> T {
-    block_on(backend, async move {
-        percore::time::timeout(HANG, f)
-            .await
-            .expect("the test hung")
-    })
-    .expect("run a core")
-}
-
-/// A fresh file path of the test's own, its directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("percore-fsv-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the test's directory");
-        Scratch(dir)
-    }
-
-    fn file(&self) -> PathBuf {
-        self.0.join("f")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use percore_test_kit::{backend_tests, on_core, Rng, TempDir};
 
 /// `RLIMIT_MEMLOCK`'s soft limit: under a few MiB a core cannot register
 /// its buffers, and its file calls use them as plain memory.
@@ -113,13 +74,13 @@ backend_tests! {
     /// through scattered reads whose buffers split the bytes at other
     /// places: each buffer holds exactly its share, in order.
     fn gathered_and_scattered(backend) {
-        let scratch = Scratch::new("vectored");
-        let path = scratch.file();
+        let scratch = TempDir::tmp("vectored");
+        let path = scratch.path("f");
         let mut rng = Rng::new(0x5eed_0001);
         let mut data = vec![0u8; 200_000];
         rng.fill(&mut data);
         let expected = data.clone();
-        let read_back = run(backend, async move {
+        let read_back = on_core(backend, async move {
             let file = read_write(&path).await;
             let (a, b) = (data[..10].to_vec(), data[10..5_000].to_vec());
             let (res, _) = file.writev_at((a, b), 0).await;
@@ -163,9 +124,9 @@ backend_tests! {
     /// Registered buffers: written at scattered offsets, read back both
     /// through registered buffers and through a plain `Vec`.
     fn fixed_buffers(backend) {
-        let scratch = Scratch::new("fixed");
-        let path = scratch.file();
-        run(backend, async move {
+        let scratch = TempDir::tmp("fixed");
+        let path = scratch.path("f");
+        on_core(backend, async move {
             let file = OpenOptions::new().read(true).write(true).create(true).open(&path).await.expect("open");
             let mut buf = FixedBuf::take().expect("a free registered buffer");
             if backend == percore::Backend::Uring && memlock() >= 4 << 20 {
@@ -203,9 +164,9 @@ backend_tests! {
     /// `allocate` extends a file with zeroes and reserves its blocks;
     /// `FALLOC`'s errors keep their kind.
     fn allocate_reserves_and_extends(backend) {
-        let scratch = Scratch::new("allocate");
-        let path = scratch.file();
-        run(backend, async move {
+        let scratch = TempDir::tmp("allocate");
+        let path = scratch.path("f");
+        on_core(backend, async move {
             let file = read_write(&path).await;
             file.allocate(0, 1 << 20).await.expect("allocate 1 MiB");
             let meta = file.metadata().await.expect("metadata");
@@ -225,10 +186,10 @@ backend_tests! {
     /// options said `O_NONBLOCK`.
     fn opened_as_asked(backend) {
         use std::os::fd::AsRawFd;
-        let scratch = Scratch::new("flags");
-        let path = scratch.file();
+        let scratch = TempDir::tmp("flags");
+        let path = scratch.path("f");
         std::fs::write(&path, b"x").expect("write");
-        let (plain, nonblocking) = run(backend, async move {
+        let (plain, nonblocking) = on_core(backend, async move {
             // Twice: the first open may have warmed the dentry cache.
             for _ in 0..2 {
                 drop(File::open(&path).await.expect("open"));
@@ -251,14 +212,14 @@ backend_tests! {
     /// io_uring, a pool job on epoll) keeps its buffer until the wait
     /// ends, then drops it: no buffer is leaked or freed early.
     fn dropped_read_drops_its_buffer(backend) {
-        let scratch = Scratch::new("fifo");
-        let path = scratch.file();
+        let scratch = TempDir::tmp("fifo");
+        let path = scratch.path("f");
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
         // SAFETY: `c` is a NUL-terminated path for the call's duration.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
         let drops = Arc::new(AtomicUsize::new(0));
         let seen = drops.clone();
-        let after = run(backend, async move {
+        let after = on_core(backend, async move {
             let fifo = OpenOptions::new().read(true).write(true).open(&path).await.expect("open");
             let unblock = std::fs::OpenOptions::new().read(true).write(true).open(&path).expect("open");
             let buf = Counted { bytes: Vec::with_capacity(64), drops: seen.clone() };

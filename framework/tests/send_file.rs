@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use percore::fs::File;
 use percore::net::TcpStream;
-use percore_test_kit::{backend_tests, Rng};
+use percore_test_kit::{backend_tests, Rng, TempDir};
 
 /// A failure guard only: no verdict waits on it.
 const HANG: Duration = Duration::from_secs(60);
@@ -19,24 +19,6 @@ const HANG: Duration = Duration::from_secs(60);
 /// More than loopback's socket buffers hold, so that a late reader makes
 /// the sender wait.
 const LEN: usize = 24 * 1024 * 1024 + 123;
-
-struct Scratch(std::path::PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir =
-            std::env::temp_dir().join(format!("percore-sendfile-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create the test's directory");
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Sends `path` from `from` to a reader that waits `late` before reading;
 /// returns what the reader got.
@@ -86,8 +68,8 @@ fn on_tmpfs(dir: &std::path::Path) -> bool {
 backend_tests! {
     /// The whole file, and its tail from an odd offset, byte for byte.
     fn sends_the_file(backend) {
-        let scratch = Scratch::new("whole");
-        let path = scratch.0.join("f");
+        let scratch = TempDir::tmp("whole");
+        let path = scratch.path("f");
         let mut data = vec![0u8; LEN];
         Rng::new(0xf11e).fill(&mut data);
         std::fs::write(&path, &data).expect("write");
@@ -101,8 +83,8 @@ backend_tests! {
     /// says `EAGAIN`, and the send waits for room (epoll's readiness,
     /// io_uring's `POLLOUT` poll) rather than spin or fail.
     fn waits_for_room(backend) {
-        let scratch = Scratch::new("late");
-        let path = scratch.0.join("f");
+        let scratch = TempDir::tmp("late");
+        let path = scratch.path("f");
         let mut data = vec![0u8; LEN];
         Rng::new(0x1a7e).fill(&mut data);
         std::fs::write(&path, &data).expect("write");
@@ -113,12 +95,12 @@ backend_tests! {
     /// `cached` says yes for a range just read, no once the file's pages
     /// were dropped from the page cache.
     fn knows_what_is_cached(backend) {
-        let scratch = Scratch::new("cached");
-        let path = scratch.0.join("f");
+        let scratch = TempDir::tmp("cached");
+        let path = scratch.path("f");
         std::fs::write(&path, vec![5u8; 1 << 20]).expect("write");
         let std_file = std::fs::File::open(&path).expect("open");
         std_file.sync_all().expect("sync");
-        let dir = scratch.0.clone();
+        let dir = scratch.dir().to_path_buf();
         let (warm, cold) = percore::block_on(backend, async move {
             let file = File::open(&path).await.expect("open");
             let (res, _) = file.read_at(Vec::with_capacity(1 << 20), 0).await;

@@ -45,6 +45,7 @@ mod probe;
 mod prometheus;
 mod race;
 mod rng;
+mod scratch;
 mod server;
 mod streams;
 mod target;
@@ -72,6 +73,7 @@ pub use probe::{
 pub use prometheus::Prometheus;
 pub use race::{join2, Deadline};
 pub use rng::{pattern, random_pool, Rng};
+pub use scratch::{on_core, TempDir};
 pub use server::{builder, check_backend, idle_in_flight, server_cpu, sum, PlainEcho};
 pub use streams::{within_polls, Progress, Streams};
 pub use target::{ClientSock, Target};
