@@ -67,6 +67,30 @@ impl Executor {
                 join::finish(&on_cancel, Err(why));
             }
         });
+        let key = self.insert(Some(shared.clone()), cancel, future);
+        JoinHandle { shared, key }
+    }
+
+    /// Spawns a task whose output nobody awaits (a connection's): no join
+    /// slot, no cancel report, so nothing but the task is allocated.
+    pub(crate) fn spawn_detached<F>(&self, future: F)
+    where
+        F: Future<Output = ()> + 'static,
+    {
+        // A closure that captures nothing: boxing it allocates nothing.
+        self.insert(None, Box::new(|_| {}), future);
+    }
+
+    fn insert<F>(
+        &self,
+        output: Option<join::Shared<F::Output>>,
+        cancel: Box<dyn Fn(JoinError)>,
+        future: F,
+    ) -> TaskKey
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
         let mut tasks = self.tasks.borrow_mut();
         let generation = self.next_generation.get().wrapping_add(1);
         self.next_generation.set(generation);
@@ -74,13 +98,13 @@ impl Executor {
             index: tasks.vacant_key() as u32,
             generation,
         };
-        let task: Arc<dyn Runnable> = Task::new(key, self.owner.clone(), shared.clone(), future);
+        let task: Arc<dyn Runnable> = Task::new(key, self.owner.clone(), output, future);
         tasks.insert(TaskSlot {
             task: task.clone(),
             cancel,
         });
         self.queue.borrow_mut().push_back(task);
-        JoinHandle { shared, key }
+        key
     }
 
     /// Queues a task woken on its own core.

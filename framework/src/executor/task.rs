@@ -61,9 +61,9 @@ pub(crate) struct Task<F: Future> {
 /// block awaiting the future would be twice its size (rustc keeps a
 /// captured future beside the awaited one), and a connection's future is
 /// most of its memory. The slot's `Rc` lives and dies with the future, on
-/// the owner core.
+/// the owner core. A detached task has no slot: nobody awaits its output.
 struct Running<F: Future> {
-    output: join::Shared<F::Output>,
+    output: Option<join::Shared<F::Output>>,
     future: F,
 }
 
@@ -84,7 +84,7 @@ impl<F: Future + 'static> Task<F> {
     pub(crate) fn new(
         key: TaskKey,
         owner: Arc<Owner>,
-        output: join::Shared<F::Output>,
+        output: Option<join::Shared<F::Output>>,
         future: F,
     ) -> Arc<Task<F>> {
         Arc::new(Task {
@@ -146,7 +146,9 @@ impl<F: Future + 'static> Runnable for Task<F> {
         // (`abort` assigns `None`): it is pinned for its whole life.
         let future = unsafe { Pin::new_unchecked(&mut running.future) };
         let value = std::task::ready!(future.poll(&mut Context::from_waker(&waker)));
-        join::finish(&running.output, Ok(value));
+        if let Some(output) = &running.output {
+            join::finish(output, Ok(value));
+        }
         Poll::Ready(())
     }
 

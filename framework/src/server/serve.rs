@@ -17,7 +17,7 @@ use super::SocketFile;
 use crate::core::context;
 use crate::net::{Acceptor, Stream};
 use crate::sync::CountDown;
-use crate::{spawn_local, Handler};
+use crate::Handler;
 
 /// One listener as a core serves it: its socket, how it serves a
 /// connection, and its counters.
@@ -301,7 +301,8 @@ pub(crate) fn spawn_tls_connection<H: Handler>(
         return;
     };
     let handler = handler.clone();
-    drop(spawn_local(async move {
+    crate::executor::current::with_executor(|executor| {
+        executor.spawn_detached(async move {
         let _guard = guard;
         let handshake = crate::time::timeout(tls.timeout, stream.accept_tls(tls.config));
         let done = handshake.await;
@@ -324,7 +325,8 @@ pub(crate) fn spawn_tls_connection<H: Handler>(
             context::try_with_core(|core| core.shared.stats.errors_io.add(1));
             tracing::debug!(error = %e, "connection ended with an error");
         }
-    }));
+    })
+    });
 }
 
 /// Counts an accepted connection and hands it to its listener's handler.
@@ -355,17 +357,19 @@ fn serve_accepted(
 pub(crate) fn spawn_connection<H: Handler>(stream: Stream, handler: &Rc<H>, guard: ConnGuard) {
     let handler = handler.clone();
     let stream = Box::new(stream);
-    drop(spawn_local(async move {
-        let _guard = guard;
-        let stream: Stream = {
-            let boxed = stream;
-            *boxed
-        };
-        if let Err(e) = handler.serve(stream).await {
-            context::try_with_core(|core| core.shared.stats.errors_io.add(1));
-            tracing::debug!(error = %e, "connection ended with an error");
-        }
-    }));
+    crate::executor::current::with_executor(|executor| {
+        executor.spawn_detached(async move {
+            let _guard = guard;
+            let stream: Stream = {
+                let boxed = stream;
+                *boxed
+            };
+            if let Err(e) = handler.serve(stream).await {
+                context::try_with_core(|core| core.shared.stats.errors_io.add(1));
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        })
+    });
 }
 
 /// At a stop: serves the connections already complete in the listener

@@ -51,7 +51,9 @@ pub(crate) struct Wire {
     /// One timer for the connection's whole life. Deadlines are applied
     /// lazily (see [`Wire::wait`]), so a request costs no timer-wheel work.
     sleep: RefCell<Sleep>,
-    write_timeout: std::time::Duration,
+    /// In milliseconds, rounded up; `u32::MAX` is no bound. A `Duration`
+    /// would be 16 bytes in every connection, idle ones too.
+    write_timeout_ms: u32,
     /// Why a flush failed (the client left or stopped reading), if one did.
     write_failed: Cell<Option<io::ErrorKind>>,
     /// The current response's head went out before its service returned
@@ -71,9 +73,17 @@ impl Wire {
             conn,
             out: Cell::new(Vec::new()),
             sleep: RefCell::new(percore::time::sleep_until(first)),
-            write_timeout,
+            write_timeout_ms: u32::try_from(write_timeout.as_micros().div_ceil(1000))
+                .unwrap_or(u32::MAX),
             write_failed: Cell::new(None),
             head_out: Cell::new(false),
+        }
+    }
+
+    fn write_timeout(&self) -> std::time::Duration {
+        match self.write_timeout_ms {
+            u32::MAX => std::time::Duration::MAX,
+            ms => std::time::Duration::from_millis(u64::from(ms)),
         }
     }
 
@@ -154,7 +164,7 @@ impl Wire {
                 let deadline = match progress {
                     Some((at, deadline)) if at == sent => deadline,
                     _ => {
-                        let deadline = after(percore::time::now(), self.write_timeout);
+                        let deadline = after(percore::time::now(), self.write_timeout());
                         progress = Some((sent, deadline));
                         deadline
                     }
@@ -218,7 +228,7 @@ impl Wire {
         let (mut pos, end) = (pos, pos.saturating_add(len));
         while pos < end {
             let want = usize::try_from(end - pos).unwrap_or(usize::MAX);
-            let deadline = after(percore::time::now(), self.write_timeout);
+            let deadline = after(percore::time::now(), self.write_timeout());
             let send = pin!(self.conn.send_file(file, pos, want));
             match self.wait(send, deadline, None).await {
                 Waited::Done(Ok(0)) => {
