@@ -62,6 +62,13 @@ pub(crate) struct Timers {
 }
 
 impl Timers {
+    /// The id as a `Sleep` keeps it: 4 bytes rather than 8 in every
+    /// connection's timer. Two cores alias only if 2^32 cores were made
+    /// between them in one process.
+    pub(crate) fn short_id(&self) -> u32 {
+        self.id as u32
+    }
+
     pub(crate) fn new(id: usize) -> Timers {
         Timers {
             id,

@@ -31,7 +31,7 @@ pub struct Sleep {
     /// The armed timer: the unique id of the core whose wheel holds it, and
     /// its key there. A `Sleep` may move to another core (it is `Send`),
     /// where that key names some other timer.
-    key: Option<(usize, TimerKey)>,
+    key: Option<(u32, TimerKey)>,
     /// The waker the armed timer holds, kept here too: a poll by the same
     /// task before the deadline then answers without touching the wheel,
     /// whose entry (one per connection) is a cache miss on a busy core.
@@ -91,7 +91,7 @@ impl Sleep {
         self.armed_for = None;
         if let Some((owner, key)) = self.key {
             with_timers(|timers| {
-                if owner != timers.id {
+                if owner != timers.short_id() {
                     // Armed on another core: armed anew here at the next poll.
                     self.key = None;
                     return;
@@ -114,7 +114,7 @@ impl Future for Sleep {
             // touch (that entry fires there once, and stays): arm anew here.
             let armed = this
                 .key
-                .filter(|&(owner, _)| owner == timers.id)
+                .filter(|&(owner, _)| owner == timers.short_id())
                 .map(|(_, key)| key);
             let Some(key) = armed else {
                 this.key = None;
@@ -124,7 +124,7 @@ impl Future for Sleep {
                 }
                 let tick = timers.clock.tick_of(deadline);
                 let key = timers.wheel.borrow_mut().insert(tick, cx.waker().clone());
-                this.key = Some((timers.id, key));
+                this.key = Some((timers.short_id(), key));
                 this.armed_for = Some(cx.waker().clone());
                 return Poll::Pending;
             };
@@ -157,7 +157,7 @@ impl Drop for Sleep {
     fn drop(&mut self) {
         if let Some((owner, key)) = self.key.take() {
             try_with_timers(|timers| {
-                if timers.id == owner {
+                if timers.short_id() == owner {
                     timers.wheel.borrow_mut().remove(key);
                 }
             });

@@ -21,7 +21,19 @@ const SLOT_CAPACITY: usize = 4;
 
 /// Names one armed timer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TimerKey(usize);
+pub(crate) struct TimerKey(u32);
+
+impl TimerKey {
+    /// A `u32` keeps every connection's `Sleep` 8 bytes smaller. The slab
+    /// never holds 2^32 entries: that would be hundreds of GiB of timers.
+    fn of(index: usize) -> TimerKey {
+        TimerKey(index as u32)
+    }
+
+    fn index(self) -> usize {
+        self.0 as usize
+    }
+}
 
 struct Entry {
     /// Deadline in ticks (ms since the wheel started).
@@ -61,7 +73,7 @@ impl Wheel {
     /// Arms a timer for tick `when`. A deadline that has already passed
     /// fires at the next [`Wheel::advance`].
     pub(crate) fn insert(&mut self, when: u64, waker: Waker) -> TimerKey {
-        let key = TimerKey(self.entries.insert(Entry {
+        let key = TimerKey::of(self.entries.insert(Entry {
             when,
             waker: Some(waker),
             place: None,
@@ -73,12 +85,12 @@ impl Wheel {
     /// Whether the timer fired (then it stays fired until removed).
     pub(crate) fn has_fired(&self, key: TimerKey) -> bool {
         self.entries
-            .get(key.0)
+            .get(key.index())
             .is_none_or(|entry| entry.place.is_none())
     }
 
     pub(crate) fn set_waker(&mut self, key: TimerKey, waker: &Waker) {
-        if let Some(entry) = self.entries.get_mut(key.0) {
+        if let Some(entry) = self.entries.get_mut(key.index()) {
             match &entry.waker {
                 Some(w) if w.will_wake(waker) => {}
                 _ => entry.waker = Some(waker.clone()),
@@ -89,13 +101,13 @@ impl Wheel {
     /// Disarms and forgets a timer, fired or not.
     pub(crate) fn remove(&mut self, key: TimerKey) {
         self.unplace(key);
-        self.entries.remove(key.0);
+        self.entries.remove(key.index());
     }
 
     /// Moves an armed (or fired) timer to a new deadline.
     pub(crate) fn reset(&mut self, key: TimerKey, when: u64) {
         self.unplace(key);
-        if let Some(entry) = self.entries.get_mut(key.0) {
+        if let Some(entry) = self.entries.get_mut(key.index()) {
             entry.when = when;
             self.place(key);
         }
@@ -132,7 +144,7 @@ impl Wheel {
             std::mem::swap(&mut due, &mut self.levels[level][slot]);
             self.occupied[level] &= !(1u64 << slot);
             for &key in &due {
-                let Some(entry) = self.entries.get_mut(key.0) else {
+                let Some(entry) = self.entries.get_mut(key.index()) else {
                     continue;
                 };
                 entry.place = None;
@@ -153,7 +165,7 @@ impl Wheel {
     }
 
     fn place(&mut self, key: TimerKey) {
-        let Some(entry) = self.entries.get_mut(key.0) else {
+        let Some(entry) = self.entries.get_mut(key.index()) else {
             return;
         };
         // A past deadline goes into the current level-0 slot: `advance`
@@ -178,7 +190,7 @@ impl Wheel {
     }
 
     fn unplace(&mut self, key: TimerKey) {
-        let Some(entry) = self.entries.get_mut(key.0) else {
+        let Some(entry) = self.entries.get_mut(key.index()) else {
             return;
         };
         let Some((level, slot, index)) = entry.place.take() else {
@@ -188,7 +200,7 @@ impl Wheel {
         let bucket = &mut self.levels[level][slot];
         bucket.swap_remove(index);
         if let Some(&moved) = bucket.get(index) {
-            if let Some(moved_entry) = self.entries.get_mut(moved.0) {
+            if let Some(moved_entry) = self.entries.get_mut(moved.index()) {
                 moved_entry.place = Some((level as u8, slot as u8, index as u32));
             }
         }

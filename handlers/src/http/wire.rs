@@ -380,20 +380,29 @@ impl StopWatch {
         StopSlot {
             watch: self.clone(),
             index,
-            registered: RefCell::new(None),
+            registered: Cell::new(None),
         }
     }
 }
 
 /// One connection's registration in the [`StopWatch`].
-#[derive(Debug)]
 pub(crate) struct StopSlot {
     watch: Rc<StopWatch>,
     index: usize,
     /// The waker last put in the slot, kept here too: a poll by the same
     /// task then leaves the per-core slot table alone (its line is a cache
     /// miss per request when a core serves many connections).
-    registered: RefCell<Option<Waker>>,
+    /// A `Cell`, not a `RefCell`: its borrow flag would be 8 bytes more in
+    /// every connection.
+    registered: Cell<Option<Waker>>,
+}
+
+impl std::fmt::Debug for StopSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StopSlot")
+            .field("index", &self.index)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StopSlot {
@@ -402,15 +411,19 @@ impl StopSlot {
         if self.watch.stopping.get() {
             return true;
         }
-        let mut registered = self.registered.borrow_mut();
+        let registered = self.registered.take();
         if registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            self.registered.set(registered);
             return false;
         }
         let mut slots = self.watch.slots.borrow_mut();
         if let Some(slot) = slots.wakers.get_mut(self.index) {
             *slot = Some(cx.waker().clone());
-            *registered = Some(cx.waker().clone());
+            self.registered.set(Some(cx.waker().clone()));
         }
+        drop(slots);
+        // The waker replaced is dropped last, outside the table's borrow.
+        drop(registered);
         false
     }
 }

@@ -392,7 +392,8 @@ mod tests {
     /// slots inside it was 5,128 bytes; with them lent per exchange, 1,936;
     /// with each read's exchanges and its write in a pooled future of
     /// their own, 504; with the peer's address boxed and the write timeout
-    /// in milliseconds, 464 (debug and release builds): the connection's
+    /// in milliseconds, the stop slot's waker in a `Cell` and the timer's
+    /// key in 8 bytes, 448 (debug and release builds): the connection's
     /// `Conn` and `State` and the wait of a read. The bound leaves room for
     /// compilers to lay it out otherwise, not for an exchange, a write or
     /// another inline address to come back.
