@@ -145,6 +145,13 @@ impl Driver {
                     self.stats.multishot_ended.add(1);
                 }
                 if !(*cancelling && cqe.res == -libc::ECANCELED) {
+                    // A queue is lent only while it holds completions (see
+                    // `poll_stream`): an idle connection holds none.
+                    if queue.capacity() == 0 {
+                        if let Some(spare) = self.spare_queues.pop() {
+                            *queue = spare;
+                        }
+                    }
                     queue.push_back(cqe);
                 }
                 let behind = queue.len() >= stream_cap;

@@ -248,7 +248,8 @@ impl Driver {
     ) -> OpKey {
         let state = if multishot {
             OpState::Stream {
-                queue: self.spare_queues.pop().unwrap_or_default(),
+                // Empty until a completion comes: then it takes a spare.
+                queue: VecDeque::new(),
                 waker: None,
                 ended: false,
                 cancelling: false,
@@ -315,6 +316,17 @@ impl Driver {
             unreachable!("poll_stream on a missing or single-shot slot")
         };
         if let Some(cqe) = queue.pop_front() {
+            // Emptied: its room goes back to the core's spares (or is
+            // freed when they are full), so that a connection waiting for
+            // its next bytes holds no queue. The next completion takes a
+            // spare; the spares outnumber the streams that hold completions
+            // at once, so after warm-up that allocates nothing.
+            if queue.is_empty() && queue.capacity() > 0 {
+                let emptied = std::mem::take(queue);
+                if self.spare_queues.len() < SPARE_QUEUES {
+                    self.spare_queues.push(emptied);
+                }
+            }
             return Poll::Ready(Some(cqe));
         }
         if *ended {

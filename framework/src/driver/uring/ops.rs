@@ -152,7 +152,7 @@ impl super::Driver {
             self.forget_cancel(key);
         }
         if let OpState::Stream { mut queue, .. } = op.state {
-            if self.spare_queues.len() < SPARE_QUEUES {
+            if queue.capacity() > 0 && self.spare_queues.len() < SPARE_QUEUES {
                 queue.clear();
                 self.spare_queues.push(queue);
             }

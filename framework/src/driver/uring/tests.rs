@@ -316,3 +316,57 @@ fn dropping_a_driver_with_io_in_flight_and_no_drain_is_caught() {
     d.park(Some(Duration::ZERO));
     drop(d);
 }
+
+/// A standing receive holds a completion queue only while completions
+/// wait in it: once they are taken, the queue goes back to the core's
+/// spares, where the next completion finds it (an idle connection holds
+/// no queue, and no allocation follows warm-up).
+#[test]
+fn a_drained_stream_lends_its_queue_back() {
+    let mut d = driver(8, 16, fault::Counted::default());
+    let (peer, socket) = crate::sys::socket_pair().expect("socketpair");
+    let socket = Rc::new(socket);
+    let sqe = opcode::RecvMulti::new(types::Fd(socket.as_raw_fd()), BUF_GROUP).build();
+    // SAFETY: the receive writes only into the driver's ring buffers, and
+    // the slot keeps the socket open.
+    let key = unsafe { d.push(sqe, OpKind::Recv, true, Retained::Fd(socket.clone())) };
+    let queue_capacity = |d: &Drained| match &d.ops.get(key.0).expect("slot").state {
+        OpState::Stream { queue, .. } => queue.capacity(),
+        _ => unreachable!("a multishot slot"),
+    };
+    assert_eq!(queue_capacity(&d), 0, "armed, before any completion");
+    let waker = Waker::from(Arc::new(Count(AtomicUsize::new(0))));
+    let mut cx = Context::from_waker(&waker);
+    let mut peer = std::fs::File::from(peer);
+    for round in 0..3 {
+        std::io::Write::write_all(&mut peer, b"ping").expect("write");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let cqe = loop {
+            d.park(Some(Duration::from_millis(100)));
+            if let Poll::Ready(cqe) = d.poll_stream(key, &mut cx) {
+                break cqe.expect("a completion");
+            }
+            assert!(Instant::now() < deadline, "no completion in round {round}");
+        };
+        assert_eq!(cqe.res, 4, "round {round}");
+        let ring = d.buf_ring.clone().expect("buffer ring");
+        let bid = io_uring::cqueue::buffer_select(cqe.flags).expect("a ring buffer");
+        // SAFETY: the completion just taken reported `bid` with 4 bytes,
+        // and nothing else holds it; dropping the lease gives it back.
+        let lease = unsafe { crate::buf::RecvBuf::from_ring(ring, bid, 4) };
+        drop(lease);
+        assert_eq!(
+            queue_capacity(&d),
+            0,
+            "round {round}: the drained queue was kept"
+        );
+        assert_eq!(
+            d.spare_queues.len(),
+            1,
+            "round {round}: one queue, lent and back"
+        );
+    }
+    assert!(d.release(key, Retained::None).is_none(), "still in flight");
+    drop(peer);
+    d.drain(Instant::now() + Duration::from_secs(60));
+}
