@@ -23,7 +23,7 @@
 //! connection holds no lease. When a request head spans reads, or a body
 //! does not end in its read, the bytes from that request on are copied
 //! into the connection's `carry` buffer (bounded by the head limits, which
-//! [`parse_head`] enforces on partial input too) and the lease goes back:
+//! [`parse_head`](super::proto::parse_head) enforces on partial input too) and the lease goes back:
 //! a slow client holds what it sent, not a receive buffer. The rest of a
 //! body is read by the [`BodyReader`] straight from the socket; what it
 //! reads past the body is where the next request starts. Responses gather
@@ -49,7 +49,7 @@ use super::close::quiet;
 use super::complete::{after_discard, drains, Outcome};
 use super::cutoff::Cutoff;
 use super::pooled::Pooled;
-use super::proto::{parse_head, BodyKind, HeaderSlot, HttpError, RequestHead};
+use super::proto::{BodyKind, HttpError, RequestHead};
 use super::request::{BodyEnd, BodyReader};
 use super::service::HttpHandler;
 use super::slots::Slots;
@@ -129,7 +129,7 @@ async fn serve_turn<S: Service>(conn: &Conn<'_, S>, state: &mut State, turn: &mu
             return Ended::Turn(Next::Read);
         }
         let mut slots = Slots::take();
-        let (head, max_body) = match conn.parse(state, bytes, slots.get(), spilled.take()) {
+        let (head, max_body) = match conn.parse(state, bytes, &mut slots, spilled.take()) {
             Ok(parsed) => parsed,
             Err(Next::Partial) => {
                 if let Err(e) = conn.wire.flush().await {
@@ -276,10 +276,11 @@ impl<'h, S: Service> Conn<'h, S> {
         &self,
         state: &mut State,
         bytes: &'b [u8],
-        storage: &'s mut [HeaderSlot<'b>],
+        slots: &'s mut Slots,
         decided: Option<u64>,
     ) -> Result<(RequestHead<'s, 'b>, u64), Next> {
-        match parse_head(bytes, storage, &self.h.parse_limits)
+        match slots
+            .parse(bytes, &self.h.parse_limits)
             .map_err(|e| (e, None))
             .and_then(|head| self.body_limit(head, decided))
         {

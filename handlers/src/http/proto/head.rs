@@ -17,6 +17,9 @@ pub const fn header_storage<'b, const N: usize>() -> [HeaderSlot<'b>; N] {
     [MaybeUninit::uninit(); N]
 }
 
+/// The reason of the 431 for a head with more fields than its slots.
+pub(crate) const TOO_MANY_FIELDS: &str = "too many header fields";
+
 /// When an incomplete head is worth parsing again.
 ///
 /// Parsers such as httparse start from the first byte on every call, so a
@@ -321,7 +324,7 @@ fn parse_as_1_1<'h, 'b>(
             return Ok(None);
         }
         Err(httparse::Error::TooManyHeaders) => {
-            return Err(HttpError::fields_too_large("too many header fields"))
+            return Err(HttpError::fields_too_large(TOO_MANY_FIELDS))
         }
         Err(_) => return Err(HttpError::bad_request("malformed header field")),
     };
@@ -391,7 +394,7 @@ fn check_limits(
             return Ok(None);
         }
         Err(httparse::Error::TooManyHeaders) => {
-            return Err(HttpError::fields_too_large("too many header fields"))
+            return Err(HttpError::fields_too_large(TOO_MANY_FIELDS))
         }
         Err(httparse::Error::Version) => {
             return line::classify_version(buf, request_line).map(|_| None)
