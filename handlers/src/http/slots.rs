@@ -79,12 +79,12 @@ impl Slots {
         limits: &Limits,
     ) -> Result<Option<RequestHead<'s, 'b>>, HttpError> {
         if matches!(self.0, Some(Held::Small(_))) && limits.max_headers > SMALL_SLOTS {
+            // The borrow checker keeps a borrow that is returned on one
+            // path alive on all of them; the error path holds none.
             let this: *mut Slots = self;
-            // SAFETY: `this` is `self`, borrowed mutably for 's. The head
-            // this parse returns is handed out only when it is not the
-            // too-many-fields error; that error owns its text and borrows
-            // nothing, so on the path that goes on, no reference made
-            // from `this` is alive when `self` is used again.
+            // SAFETY: `this` is `self`; past the match only the owned
+            // too-many-fields error was made from it, so no reference from
+            // `this` is alive when `self` is used again.
             let first = unsafe { &mut *this };
             match parse_head(buf, first.get(), limits) {
                 Err(e) if e.status == 431 && e.reason == TOO_MANY_FIELDS => {}
