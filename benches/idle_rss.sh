@@ -24,18 +24,7 @@ die() { echo "idle_rss.sh: $*" >&2; exit 1; }
 require_counts CONNS PORT
 [[ $# -ge 1 ]] || die "usage: idle_rss.sh \"LABEL:COMMAND\" ..."
 command -v python3 >/dev/null 2>&1 || die "python3 is required"
-ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-[[ $(ulimit -n) -gt $((CONNS + 100)) ]] || die "RLIMIT_NOFILE $(ulimit -n) is too low for CONNS=$CONNS"
-
-work=$(mktemp -d)
-pid=
-client=
-stop() {
-    for p in $client $pid; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in $client $pid; do wait "$p" 2>/dev/null || true; done
-    client= pid=
-}
-on_exit 'stop; rm -rf "$work"'
+conns_setup "$CONNS"
 
 cat >"$work/idle.py" <<'PY'
 import socket, sys, time
@@ -79,6 +68,6 @@ $(tail -n 20 "$work/server.log")"
     grep -q answered "$work/client.out" || die "$label did not answer $CONNS connections in 2 minutes"
     sleep 2
     idle=$(rss_kb "$pid")
-    stop
+    stop_run
     printf '%-10s %9s KB %9s KB %16s\n' "$label" "$before" "$idle" "$(( (idle - before) * 1024 / CONNS ))"
 done

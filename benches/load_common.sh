@@ -34,6 +34,26 @@ on_exit() {
     trap 'exit 143' TERM
 }
 
+# Set-up of the scripts that hold CONNS connections to one server at a
+# time (idle_rss.sh, slow_rss.sh): an open-file limit for $1 connections,
+# a scratch directory in $work, and `stop_run`, which ends the server
+# ($pid) and the client ($client) they started, also when the script exits.
+conns_setup() {
+    ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+    [[ $(ulimit -n) -gt $(($1 + 100)) ]] || die "RLIMIT_NOFILE $(ulimit -n) is too low for CONNS=$1"
+    work=$(mktemp -d)
+    pid=''
+    client=''
+    # shellcheck disable=SC2016 # expanded when the trap runs
+    on_exit 'stop_run; rm -rf "$work"'
+}
+
+stop_run() {
+    for p in $client $pid; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in $client $pid; do wait "$p" 2>/dev/null || true; done
+    client='' pid=''
+}
+
 # Fails (the caller's `die`) unless each variable named is a positive integer.
 require_counts() {
     for v in "$@"; do

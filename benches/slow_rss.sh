@@ -25,18 +25,7 @@ die() { echo "slow_rss.sh: $*" >&2; exit 1; }
 require_counts CONNS PORT AFTER
 [[ $# -ge 1 ]] || die "usage: slow_rss.sh \"LABEL:COMMAND\" ..."
 command -v python3 >/dev/null 2>&1 || die "python3 is required"
-ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-[[ $(ulimit -n) -gt $((CONNS + 100)) ]] || die "RLIMIT_NOFILE $(ulimit -n) is too low for CONNS=$CONNS"
-work=$(mktemp -d)
-pid=
-client=
-stop() {
-    for p in $client $pid; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in $client $pid; do wait "$p" 2>/dev/null || true; done
-    client='' pid=''
-}
-# shellcheck disable=SC2016 # expanded when the trap runs
-on_exit 'stop; rm -rf "$work"'
+conns_setup "$CONNS"
 cat >"$work/slow.py" <<'PY'
 import os, socket, sys, time
 port, n, go = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -96,7 +85,7 @@ $(tail -n 20 "$work/server.log")"
     client=
     sleep "$AFTER"
     after=$(rss_kb "$pid")
-    stop
+    stop_run
     printf '%-8s %9s KB %9s KB %16s %9s KB\n' "$label" "$before" "$stalled" \
         "$(( (stalled - before) * 1024 / CONNS ))" "$after"
 done

@@ -17,7 +17,7 @@
 use std::cell::{Cell, RefCell};
 
 use super::proto::{
-    header_storage, parse_head, HeaderSlot, HttpError, Limits, RequestHead, TOO_MANY_FIELDS,
+    header_storage, parse_head, too_many_fields, HeaderSlot, HttpError, Limits, RequestHead,
 };
 
 /// Header storage per request. [`Limits::max_headers`](super::Limits)
@@ -87,7 +87,7 @@ impl Slots {
             // `this` is alive when `self` is used again.
             let first = unsafe { &mut *this };
             match parse_head(buf, first.get(), limits) {
-                Err(e) if e.status == 431 && e.reason == TOO_MANY_FIELDS => {}
+                Err(e) if too_many_fields(&e) => {}
                 parsed => return parsed,
             }
             self.grow();

@@ -134,6 +134,15 @@ const SPARE_QUEUES: usize = 4096;
 /// Spare-queue slots reserved when a core starts (8 KiB).
 const SPARE_QUEUES_RESERVED: usize = 256;
 
+/// Keeps an emptied multishot queue's room for the next one, if it has
+/// any and the spares are not full; frees it otherwise.
+fn spare(spares: &mut Vec<VecDeque<Cqe>>, mut queue: VecDeque<Cqe>) {
+    if queue.capacity() > 0 && spares.len() < SPARE_QUEUES {
+        queue.clear();
+        spares.push(queue);
+    }
+}
+
 /// Logs the same fallback only once per process.
 fn warn_once(flag: &std::sync::atomic::AtomicBool, f: impl FnOnce()) {
     if !flag.swap(true, std::sync::atomic::Ordering::Relaxed) {
@@ -321,11 +330,8 @@ impl Driver {
             // its next bytes holds no queue. The next completion takes a
             // spare; the spares outnumber the streams that hold completions
             // at once, so after warm-up that allocates nothing.
-            if queue.is_empty() && queue.capacity() > 0 {
-                let emptied = std::mem::take(queue);
-                if self.spare_queues.len() < SPARE_QUEUES {
-                    self.spare_queues.push(emptied);
-                }
+            if queue.is_empty() {
+                spare(&mut self.spare_queues, std::mem::take(queue));
             }
             return Poll::Ready(Some(cqe));
         }

@@ -18,7 +18,7 @@ use std::task::Waker;
 
 use io_uring::{cqueue, opcode};
 
-use super::{CANCEL_TOKEN, SPARE_QUEUES};
+use super::CANCEL_TOKEN;
 use crate::sys::RawAddr;
 
 /// The `user_data` of an operation: its slot in the table.
@@ -151,11 +151,8 @@ impl super::Driver {
         if !self.cancels.is_empty() {
             self.forget_cancel(key);
         }
-        if let OpState::Stream { mut queue, .. } = op.state {
-            if queue.capacity() > 0 && self.spare_queues.len() < SPARE_QUEUES {
-                queue.clear();
-                self.spare_queues.push(queue);
-            }
+        if let OpState::Stream { queue, .. } = op.state {
+            super::spare(&mut self.spare_queues, queue);
         }
         Some(op.retained)
     }

@@ -18,7 +18,13 @@ pub const fn header_storage<'b, const N: usize>() -> [HeaderSlot<'b>; N] {
 }
 
 /// The reason of the 431 for a head with more fields than its slots.
-pub(crate) const TOO_MANY_FIELDS: &str = "too many header fields";
+const TOO_MANY_FIELDS: &str = "too many header fields";
+
+/// Whether `e` refused a head for having more fields than its slots held
+/// (rather than for another limit).
+pub(crate) fn too_many_fields(e: &HttpError) -> bool {
+    e.status == 431 && e.reason == TOO_MANY_FIELDS
+}
 
 /// When an incomplete head is worth parsing again.
 ///

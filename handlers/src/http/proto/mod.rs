@@ -51,7 +51,7 @@ pub use encode::{
 };
 pub(crate) use encode::{error_response_kept_if, write_decimal};
 pub use error::HttpError;
-pub(crate) use head::TOO_MANY_FIELDS;
+pub(crate) use head::too_many_fields;
 pub use head::{
     header_storage, max_head_len, parse_head, BodyKind, HeadRetry, HeaderSlot, RequestHead,
 };
