@@ -21,15 +21,19 @@ trap cleanup EXIT
 
 # Starts "$@" (with --port 0), waits for its "listening on ADDR" line and
 # sets PORT. Runs in this shell (not a $(...) subshell) so that the pid
-# lands in `pids`.
+# lands in `pids`. The log is created first: the background child opens
+# it for writing only once it runs, which may be after the first read.
 start() {
     local name=$1; shift
+    : >"$log/$name.err"
     "$@" --port 0 --host 127.0.0.1 >"$log/$name.out" 2>"$log/$name.err" &
     pids+=("$!")
+    local pid=$!
     for _ in $(seq 1 200); do
         local addr
         addr=$(sed -n 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p' "$log/$name.err" | head -1)
         if [ -n "$addr" ]; then PORT=${addr##*:}; return 0; fi
+        kill -0 "$pid" 2>/dev/null || break
         sleep 0.05
     done
     echo "fanout smoke: $name did not start" >&2; cat "$log/$name.err" >&2; return 1
