@@ -35,6 +35,7 @@
 //! neither. [`State`],
 //! [`Buffers`] and each read's [`Turn`](state::Turn) are in [`state`].
 
+mod moment;
 mod state;
 
 use std::future::Future;
@@ -77,43 +78,42 @@ pub(crate) fn serve<S: Service>(
     let conn = Conn::new(h, conn, started);
     let mut state = State::new(config, started);
     async move {
-        loop {
+        // The loop ends in a close or a result. The close's wait is after
+        // it: awaited inside, it would keep the read's or the turn's
+        // values beside its own in every connection's future.
+        let ended = loop {
             // The turn before wrote its answers (in one send), so the next
             // read is all an idle connection waits for.
             let watch = (!state.stopping).then_some(&conn.stop);
             let deadline = state.read_deadline(config);
             let read = conn.wire.wait(conn.wire.conn.read(), deadline, watch).await;
-            let mut turn = match state.after_read(&conn, read) {
+            let turn = match state.after_read(&conn, read) {
                 Read::Turn(turn) => turn,
                 Read::Again => continue,
-                Read::Close => return Pooled::with(|| conn.close()).await,
-                Read::End(result) => return result,
+                Read::Close => break None,
+                Read::End(result) => break Some(result),
             };
 
             // The requests of this read, served by a future of their own in a
-            // pooled allocation: an idle connection's future does not hold
-            // room for an exchange's states.
-            let served = Pooled::with(|| serve_turn(&conn, &mut state, &mut turn)).await;
-            let next = match served {
-                Ended::Turn(next) => next,
-                Ended::Connection(result) => return result,
-            };
-
-            match next {
-                Next::Read => state.used_up(turn),
-                Next::Partial => state.keep_partial(turn),
-                Next::Close => {
-                    drop(turn);
-                    return Pooled::with(|| conn.close()).await;
-                }
-                Next::Abort => return Ok(()),
+            // pooled allocation that owns the turn: an idle connection's
+            // future holds no room for an exchange's states or a turn.
+            match Pooled::with(|| serve_turn(&conn, &mut state, turn)).await {
+                Ended::Turn(Next::Read | Next::Partial) => {}
+                Ended::Turn(Next::Close) => break None,
+                Ended::Turn(Next::Abort) => break Some(Ok(())),
+                Ended::Connection(result) => break Some(result),
             }
+        };
+        match ended {
+            Some(result) => result,
+            None => Pooled::with(|| conn.close()).await,
         }
     }
 }
 
-/// Serves the requests of one read, in order, one exchange each.
-async fn serve_turn<S: Service>(conn: &Conn<'_, S>, state: &mut State, turn: &mut Turn) -> Ended {
+/// Serves the requests of one read, in order, one exchange each, and
+/// leaves in `state` what the next read needs of the turn.
+async fn serve_turn<S: Service>(conn: &Conn<'_, S>, state: &mut State, mut turn: Turn) -> Ended {
     let (h, config) = (conn.h, &conn.h.config);
     // The body limit of a request whose bytes were just spilled: its head
     // is parsed again, but the service is not asked twice.
@@ -126,6 +126,7 @@ async fn serve_turn<S: Service>(conn: &Conn<'_, S>, state: &mut State, turn: &mu
             if let Err(e) = conn.wire.flush().await {
                 return Ended::Connection(quiet(e));
             }
+            state.used_up(turn);
             return Ended::Turn(Next::Read);
         }
         let mut slots = Slots::take();
@@ -135,6 +136,7 @@ async fn serve_turn<S: Service>(conn: &Conn<'_, S>, state: &mut State, turn: &mu
                 if let Err(e) = conn.wire.flush().await {
                     return Ended::Connection(quiet(e));
                 }
+                state.keep_partial(turn);
                 return Ended::Turn(Next::Partial);
             }
             // A refusal's answer goes out with the close.
@@ -199,7 +201,7 @@ async fn serve_turn<S: Service>(conn: &Conn<'_, S>, state: &mut State, turn: &mu
             Outcome::Close => return Ended::Turn(Next::Close),
             Outcome::Abort => return Ended::Turn(Next::Abort),
         }
-        state.idle_deadline = after(percore::time::now(), config.idle_timeout);
+        state.idle_from_now(config.idle_timeout);
         if conn.wire.pending() >= OUT_HIGH_WATER {
             if let Err(e) = conn.wire.flush().await {
                 return Ended::Connection(quiet(e));
@@ -394,10 +396,12 @@ mod tests {
     /// with each read's exchanges and its write in a pooled future of
     /// their own, 504; with the peer's address boxed and the write timeout
     /// in milliseconds, the stop slot's waker in a `Cell` and the timer's
-    /// key in 8 bytes, 448 (debug and release builds): the connection's
-    /// `Conn` and `State` and the wait of a read. The bound leaves room for
-    /// compilers to lay it out otherwise, not for an exchange, a write or
-    /// another inline address to come back.
+    /// key in 8 bytes, 448; with the turn owned by its pooled future and
+    /// the close awaited after the loop, 352; with the deadlines in
+    /// 8 bytes each ([`moment`]), 320 (debug and release builds):
+    /// the connection's `Conn` and `State` and the wait of a read. The
+    /// bound leaves room for compilers to lay it out otherwise, not for an
+    /// exchange, a write, a turn or another inline address to come back.
     #[test]
     fn an_idle_connection_holds_no_exchange() {
         let size = future_size(serve::<HttpEcho>);
@@ -410,6 +414,6 @@ mod tests {
             std::mem::size_of::<State>(),
             std::mem::size_of::<Buffers>()
         );
-        assert!(size <= 512, "the connection's future is {size} bytes");
+        assert!(size <= 352, "the connection's future is {size} bytes");
     }
 }

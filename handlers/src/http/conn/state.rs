@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use percore::buf::RecvBuf;
 
+use super::moment::Moment;
 use super::Conn;
 use crate::http::config::Config;
 use crate::http::cutoff::cut_at;
@@ -27,18 +28,18 @@ pub(super) struct State {
     /// answered as the last.
     pub(super) served: u32,
     /// The last request starts before this ([`Config::max_age`]).
-    pub(super) retire_at: Instant,
+    retire_at: Moment,
     /// When a connection with no request begun is closed: the head timeout
     /// for a new one, the idle timeout after an answer, sooner at a stop.
-    pub(super) idle_deadline: Instant,
+    idle_deadline: Moment,
     /// When the first byte of the incomplete head in `carry` arrived.
-    pub(super) head_started: Option<Instant>,
+    head_started: Option<Moment>,
     /// When to parse the incomplete head in `carry` again.
     pub(super) retry: HeadRetry,
     /// The server's stop was seen while waiting for a request.
     pub(super) stopping: bool,
     /// Once stopping: see [`stop_cut_off`].
-    pub(super) head_cut: Option<Instant>,
+    head_cut: Option<Moment>,
 }
 
 /// The buffers an exchange lends its request and response. The core
@@ -90,10 +91,10 @@ impl State {
         Self {
             carry: Vec::new(),
             served: 0,
-            retire_at: after(started, config.max_age),
+            retire_at: Moment::from(after(started, config.max_age)),
             // A new connection that sends nothing is closed after the head
             // timeout.
-            idle_deadline: after(started, config.head_timeout),
+            idle_deadline: Moment::from(after(started, config.head_timeout)),
             head_started: None,
             retry: HeadRetry::default(),
             stopping: false,
@@ -107,10 +108,10 @@ impl State {
     pub(super) fn read_deadline(&self, config: &Config) -> Instant {
         match self.head_started {
             Some(t) => {
-                let end = after(t, config.head_timeout);
-                self.head_cut.map_or(end, |cut| end.min(cut))
+                let end = after(t.instant(), config.head_timeout);
+                self.head_cut.map_or(end, |cut| end.min(cut.instant()))
             }
-            None => self.idle_deadline,
+            None => self.idle_deadline.instant(),
         }
     }
 
@@ -142,9 +143,10 @@ impl State {
             // `carry`.
             Waited::Stopped => {
                 self.stopping = true;
-                self.head_cut = stop_cut_off();
+                self.head_cut = stop_cut_off().map(Moment::from);
                 let grace_end = after(percore::time::now(), conn.h.config.stop_grace);
-                let end = self.head_cut.map_or(grace_end, |c| c.min(grace_end));
+                let end = Moment::from(grace_end);
+                let end = self.head_cut.map_or(end, |c| c.min(end));
                 self.idle_deadline = self.idle_deadline.min(end);
                 Read::Again
             }
@@ -185,8 +187,15 @@ impl State {
         percore::count_requests(1);
         keep_alive
             && self.served < config.max_requests
-            && now < self.retire_at
+            && Moment::from(now) < self.retire_at
             && !percore::is_shutting_down()
+    }
+
+    /// The next request is answered: the connection may idle until
+    /// `timeout` from now.
+    #[inline]
+    pub(super) fn idle_from_now(&mut self, timeout: std::time::Duration) {
+        self.idle_deadline = Moment::from(after(percore::time::now(), timeout));
     }
 
     /// After a turn that used up its input: takes back the `carry` buffer
@@ -212,7 +221,8 @@ impl State {
                 self.carry = carry;
             }
         }
-        self.head_started.get_or_insert_with(percore::time::now);
+        self.head_started
+            .get_or_insert_with(|| Moment::from(percore::time::now()));
     }
 
     /// Takes back, emptied, the `carry` buffer lent to a turn.

@@ -64,15 +64,17 @@ pub(crate) fn too_many_fields(e: &HttpError) -> bool {
 /// ```
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HeadRetry {
-    /// Length of the head at the last attempt; 0 before the first.
-    tried: usize,
+    /// Length of the head at the last attempt; 0 before the first. A
+    /// `u32` (heads are bounded far below 4 GiB): every connection keeps
+    /// one, beside another `u32`.
+    tried: u32,
 }
 
 impl HeadRetry {
     /// Whether to parse `head` (the incomplete head so far, grown since the
     /// last attempt) again; `max_len` is the longest head the limits allow.
     pub fn due(&self, head: &[u8], max_len: usize) -> bool {
-        let tried = self.tried;
+        let tried = self.tried as usize;
         tried == 0
             || head.len() >= tried.saturating_mul(2)
             || head.len() > max_len
@@ -82,7 +84,7 @@ impl HeadRetry {
 
     /// An attempt found the head incomplete at `len` bytes.
     pub fn tried(&mut self, len: usize) {
-        self.tried = len;
+        self.tried = u32::try_from(len).unwrap_or(u32::MAX);
     }
 
     /// A head was complete: the next one starts afresh.
