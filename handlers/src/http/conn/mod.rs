@@ -113,98 +113,109 @@ pub(crate) fn serve<S: Service>(
 
 /// Serves the requests of one read, in order, one exchange each, and
 /// leaves in `state` what the next read needs of the turn.
-async fn serve_turn<S: Service>(conn: &Conn<'_, S>, state: &mut State, mut turn: Turn) -> Ended {
-    let (h, config) = (conn.h, &conn.h.config);
-    // The body limit of a request whose bytes were just spilled: its head
-    // is parsed again, but the service is not asked twice.
-    let mut spilled: Option<u64> = None;
-    loop {
-        let bytes = turn.rest();
-        if bytes.is_empty() {
-            // The turn's one write of its answers, in the turn's future,
-            // so the connection's own holds no room for a write.
-            if let Err(e) = conn.wire.flush().await {
-                return Ended::Connection(quiet(e));
-            }
-            state.used_up(turn);
-            return Ended::Turn(Next::Read);
-        }
-        let mut slots = Slots::take();
-        let (head, max_body) = match conn.parse(state, bytes, &mut slots, spilled.take()) {
-            Ok(parsed) => parsed,
-            Err(Next::Partial) => {
+///
+/// Not an `async fn`: its arguments would be kept twice in the future,
+/// as captures and as the locals they are moved into.
+fn serve_turn<'a, S: Service>(
+    conn: &'a Conn<'_, S>,
+    state: &'a mut State,
+    mut turn: Turn,
+) -> impl Future<Output = Ended> + 'a {
+    async move {
+        let (h, config) = (conn.h, &conn.h.config);
+        // The body limit of a request whose bytes were just spilled: its head
+        // is parsed again, but the service is not asked twice.
+        let mut spilled: Option<u64> = None;
+        loop {
+            let bytes = turn.rest();
+            if bytes.is_empty() {
+                // The turn's one write of its answers, in the turn's future,
+                // so the connection's own holds no room for a write.
                 if let Err(e) = conn.wire.flush().await {
                     return Ended::Connection(quiet(e));
                 }
-                state.keep_partial(turn);
-                return Ended::Turn(Next::Partial);
+                state.used_up(turn);
+                return Ended::Turn(Next::Read);
             }
-            // A refusal's answer goes out with the close.
-            Err(next) => return Ended::Turn(next),
-        };
-        if turn.waits_for_body(&head, bytes) {
-            // The body's rest is still to come, perhaps slowly: the
-            // connection keeps what it has, not the receive buffer.
-            turn.spill(state);
-            spilled = Some(max_body);
-            continue;
-        }
-        let head_len = head.head_len;
-        // Lent for the exchange, as the header slots are; declared before
-        // the request and response that borrow them, so given back after.
-        let mut lent = LentBuffers::take();
-        let bufs = lent.get();
-        let (exchange, mut req, mut res) = conn.exchange(state, bufs, head, max_body, bytes);
-        let called = {
-            let call = pin!(h.service.call(&mut req, &mut res));
-            Cutoff::new(CatchUnwind(call), &conn.stop).await
-        };
-        let result = match called {
-            Some(Ok(result)) => returned(result, &res),
-            Some(Err(panic)) => {
-                return Ended::Connection(conn.answer_panic(exchange, &res, panic).await)
+            let mut slots = Slots::take();
+            let (head, max_body) = match conn.parse(state, bytes, &mut slots, spilled.take()) {
+                Ok(parsed) => parsed,
+                Err(Next::Partial) => {
+                    if let Err(e) = conn.wire.flush().await {
+                        return Ended::Connection(quiet(e));
+                    }
+                    state.keep_partial(turn);
+                    return Ended::Turn(Next::Partial);
+                }
+                // A refusal's answer goes out with the close.
+                Err(next) => return Ended::Turn(next),
+            };
+            if turn.waits_for_body(&head, bytes) {
+                // The body's rest is still to come, perhaps slowly: the
+                // connection keeps what it has, not the receive buffer.
+                turn.spill(state);
+                spilled = Some(max_body);
+                continue;
             }
-            None => {
-                let slow_body = req.body.awaiting_client();
-                return Ended::Connection(conn.answer_stopping(exchange, &res, slow_body).await);
+            let head_len = head.head_len;
+            // Lent for the exchange, as the header slots are; declared before
+            // the request and response that borrow them, so given back after.
+            let mut lent = LentBuffers::take();
+            let bufs = lent.get();
+            let (exchange, mut req, mut res) = conn.exchange(state, bufs, head, max_body, bytes);
+            let called = {
+                let call = pin!(h.service.call(&mut req, &mut res));
+                Cutoff::new(CatchUnwind(call), &conn.stop).await
+            };
+            let result = match called {
+                Some(Ok(result)) => returned(result, &res),
+                Some(Err(panic)) => {
+                    return Ended::Connection(conn.answer_panic(exchange, &res, panic).await)
+                }
+                None => {
+                    let slow_body = req.body.awaiting_client();
+                    return Ended::Connection(
+                        conn.answer_stopping(exchange, &res, slow_body).await,
+                    );
+                }
+            };
+            // Answered before the rest of the body is read and dropped
+            // (`first`), as nginx does: a client still uploading gets the
+            // service's answer (a 401, a 404) now, not after its upload.
+            // The answer stands even if the upload then fails, which only
+            // closes the connection.
+            let mut first = false;
+            let end = match req.body.end_now() {
+                Some(end) => end,
+                None if drains(&result, &res) && req.body.rest_to_come() => {
+                    first = true;
+                    BodyEnd::unknown()
+                }
+                // The body ended (or failed) in what had come; or a rest
+                // still to come is left, and the connection closes.
+                None => req.body.finish(None).await,
+            };
+            let outcome = conn.settle(exchange, &req, &mut res, result, &end);
+            let (outcome, end) = if first {
+                let discard = (outcome == Outcome::Keep).then_some(&conn.stop);
+                let end = req.body.finish(discard).await;
+                (after_discard(outcome, &end), end)
+            } else {
+                (outcome, end)
+            };
+            // `res` and `req` end here, releasing the buffers they borrow.
+            bufs.shrink();
+            turn.advance(head_len, end, state);
+            match outcome {
+                Outcome::Keep => {}
+                Outcome::Close => return Ended::Turn(Next::Close),
+                Outcome::Abort => return Ended::Turn(Next::Abort),
             }
-        };
-        // Answered before the rest of the body is read and dropped
-        // (`first`), as nginx does: a client still uploading gets the
-        // service's answer (a 401, a 404) now, not after its upload.
-        // The answer stands even if the upload then fails, which only
-        // closes the connection.
-        let mut first = false;
-        let end = match req.body.end_now() {
-            Some(end) => end,
-            None if drains(&result, &res) && req.body.rest_to_come() => {
-                first = true;
-                BodyEnd::unknown()
-            }
-            // The body ended (or failed) in what had come; or a rest
-            // still to come is left, and the connection closes.
-            None => req.body.finish(None).await,
-        };
-        let outcome = conn.settle(exchange, &req, &mut res, result, &end);
-        let (outcome, end) = if first {
-            let discard = (outcome == Outcome::Keep).then_some(&conn.stop);
-            let end = req.body.finish(discard).await;
-            (after_discard(outcome, &end), end)
-        } else {
-            (outcome, end)
-        };
-        // `res` and `req` end here, releasing the buffers they borrow.
-        bufs.shrink();
-        turn.advance(head_len, end, state);
-        match outcome {
-            Outcome::Keep => {}
-            Outcome::Close => return Ended::Turn(Next::Close),
-            Outcome::Abort => return Ended::Turn(Next::Abort),
-        }
-        state.idle_from_now(config.idle_timeout);
-        if conn.wire.pending() >= OUT_HIGH_WATER {
-            if let Err(e) = conn.wire.flush().await {
-                return Ended::Connection(quiet(e));
+            state.idle_from_now(config.idle_timeout);
+            if conn.wire.pending() >= OUT_HIGH_WATER {
+                if let Err(e) = conn.wire.flush().await {
+                    return Ended::Connection(quiet(e));
+                }
             }
         }
     }
