@@ -323,7 +323,7 @@ impl<'h, S: Service> Conn<'h, S> {
     ) -> (Exchange<'a>, Request<'a>, Response<'a>) {
         let config = &self.h.config;
         let now = percore::time::now();
-        let keep_alive = state.begin(config, now, head.keep_alive);
+        let keep_alive = state.begin(config, head.keep_alive);
         let exchange = Exchange {
             method: head.method,
             target: head.target,

@@ -5,6 +5,7 @@
 //! they cost 32 bytes less per connection, and `Option<Moment>` is no
 //! larger than a `Moment`.
 
+use std::cell::Cell;
 use std::num::NonZeroU64;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -14,12 +15,22 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Moment(NonZeroU64);
 
+/// The longest a deadline reaches, as [`after`](crate::http::wire::after)
+/// allows: "no deadline" is a century ahead.
+const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+
 /// The first time a connection asked. A point taken at the start of that
 /// core's turn may come just before it, and counts from it: a
 /// microsecond at most, once per process.
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     *EPOCH.get_or_init(Instant::now)
+}
+
+thread_local! {
+    /// The core's turn clock and its moment, converted once per turn: the
+    /// requests of a turn ask for it several times each.
+    static TURN: Cell<(Option<Instant>, Moment)> = const { Cell::new((None, Moment(NonZeroU64::MIN))) };
 }
 
 impl Moment {
@@ -30,14 +41,34 @@ impl Moment {
         Moment(NonZeroU64::MIN.saturating_add(nanos))
     }
 
+    /// The core's turn clock ([`percore::time::now`]) as a moment.
+    #[inline]
+    pub(super) fn now() -> Moment {
+        let now = percore::time::now();
+        TURN.with(|turn| match turn.get() {
+            (Some(at), moment) if at == now => moment,
+            _ => {
+                let moment = Moment::from(now);
+                turn.set((Some(now), moment));
+                moment
+            }
+        })
+    }
+
+    /// `timeout` after this moment, a century at most.
+    #[inline]
+    pub(super) fn after(self, timeout: Duration) -> Moment {
+        let nanos = timeout.min(CENTURY).as_nanos() as u64;
+        Moment(self.0.saturating_add(nanos))
+    }
+
     /// The `Instant` this stands for. Deadlines reach a century ahead at
-    /// most ([`after`](crate::http::wire::after)); two are well inside
-    /// what an `Instant` holds (its seconds are an `i64`), so the add
-    /// cannot fail, and would give the epoch rather than panic.
+    /// most; two are well inside what an `Instant` holds (its seconds are
+    /// an `i64`), so the add cannot fail, and would give the epoch rather
+    /// than panic.
     #[inline]
     pub(super) fn instant(self) -> Instant {
-        const TWO_CENTURIES: Duration = Duration::from_secs(200 * 365 * 86_400);
-        let since = Duration::from_nanos(self.0.get() - 1).min(TWO_CENTURIES);
+        let since = Duration::from_nanos(self.0.get() - 1).min(2 * CENTURY);
         let epoch = epoch();
         epoch.checked_add(since).unwrap_or(epoch)
     }
@@ -47,9 +78,15 @@ impl Moment {
 mod tests {
     use super::*;
 
+    /// A point in time after the epoch: one before it would be the epoch.
+    fn after_epoch() -> Instant {
+        epoch();
+        Instant::now()
+    }
+
     #[test]
     fn an_instant_comes_back_to_the_nanosecond() {
-        let now = Instant::now();
+        let now = after_epoch();
         for later in [
             Duration::ZERO,
             Duration::from_nanos(1),
@@ -61,7 +98,7 @@ mod tests {
 
     #[test]
     fn order_is_kept_and_the_past_is_the_epoch() {
-        let now = Instant::now();
+        let now = after_epoch();
         let (a, b) = (
             Moment::from(now),
             Moment::from(now + Duration::from_micros(1)),
@@ -76,7 +113,16 @@ mod tests {
 
     #[test]
     fn a_century_ahead_is_kept() {
-        let far = crate::http::wire::after(Instant::now(), Duration::MAX);
+        let now = after_epoch();
+        let far = crate::http::wire::after(now, Duration::MAX);
         assert_eq!(Moment::from(far).instant(), far);
+        assert_eq!(Moment::from(now).after(Duration::MAX).instant(), far);
+        let soon = now + Duration::from_millis(1500);
+        assert_eq!(
+            Moment::from(now)
+                .after(Duration::from_millis(1500))
+                .instant(),
+            soon
+        );
     }
 }

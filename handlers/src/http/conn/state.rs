@@ -16,7 +16,7 @@ use crate::http::lend::{Pool, Reusable};
 use crate::http::proto::{BodyKind, HeadRetry, HttpError, RequestHead};
 use crate::http::request::BodyEnd;
 use crate::http::stats::Reason;
-use crate::http::wire::{after, Waited, KEEP_CAPACITY};
+use crate::http::wire::{Waited, KEEP_CAPACITY};
 use crate::http::Service;
 
 /// What a connection keeps between reads.
@@ -88,13 +88,14 @@ pub(super) enum Read {
 
 impl State {
     pub(super) fn new(config: &Config, started: Instant) -> Self {
+        let started = Moment::from(started);
         Self {
             carry: Vec::new(),
             served: 0,
-            retire_at: Moment::from(after(started, config.max_age)),
+            retire_at: started.after(config.max_age),
             // A new connection that sends nothing is closed after the head
             // timeout.
-            idle_deadline: Moment::from(after(started, config.head_timeout)),
+            idle_deadline: started.after(config.head_timeout),
             head_started: None,
             retry: HeadRetry::default(),
             stopping: false,
@@ -106,13 +107,14 @@ impl State {
     /// else the idle one.
     #[inline]
     pub(super) fn read_deadline(&self, config: &Config) -> Instant {
-        match self.head_started {
+        let deadline = match self.head_started {
             Some(t) => {
-                let end = after(t.instant(), config.head_timeout);
-                self.head_cut.map_or(end, |cut| end.min(cut.instant()))
+                let end = t.after(config.head_timeout);
+                self.head_cut.map_or(end, |cut| end.min(cut))
             }
-            None => self.idle_deadline.instant(),
-        }
+            None => self.idle_deadline,
+        };
+        deadline.instant()
     }
 
     /// Takes what the wait for a read brought. A head timed out is
@@ -144,8 +146,7 @@ impl State {
             Waited::Stopped => {
                 self.stopping = true;
                 self.head_cut = stop_cut_off().map(Moment::from);
-                let grace_end = after(percore::time::now(), conn.h.config.stop_grace);
-                let end = Moment::from(grace_end);
+                let end = Moment::now().after(conn.h.config.stop_grace);
                 let end = self.head_cut.map_or(end, |c| c.min(end));
                 self.idle_deadline = self.idle_deadline.min(end);
                 Read::Again
@@ -176,18 +177,18 @@ impl State {
         })
     }
 
-    /// Counts a request whose head parsed at `now`; whether the connection
+    /// Counts a request whose head just parsed; whether the connection
     /// is kept after it, as far as the client (`keep_alive`), the
     /// connection's age and the number of its requests go.
     #[inline]
-    pub(super) fn begin(&mut self, config: &Config, now: Instant, keep_alive: bool) -> bool {
+    pub(super) fn begin(&mut self, config: &Config, keep_alive: bool) -> bool {
         self.head_started = None;
         self.retry.reset();
         self.served = self.served.saturating_add(1);
         percore::count_requests(1);
         keep_alive
             && self.served < config.max_requests
-            && Moment::from(now) < self.retire_at
+            && Moment::now() < self.retire_at
             && !percore::is_shutting_down()
     }
 
@@ -195,7 +196,7 @@ impl State {
     /// `timeout` from now.
     #[inline]
     pub(super) fn idle_from_now(&mut self, timeout: std::time::Duration) {
-        self.idle_deadline = Moment::from(after(percore::time::now(), timeout));
+        self.idle_deadline = Moment::now().after(timeout);
     }
 
     /// After a turn that used up its input: takes back the `carry` buffer
@@ -221,8 +222,7 @@ impl State {
                 self.carry = carry;
             }
         }
-        self.head_started
-            .get_or_insert_with(|| Moment::from(percore::time::now()));
+        self.head_started.get_or_insert_with(Moment::now);
     }
 
     /// Takes back, emptied, the `carry` buffer lent to a turn.
