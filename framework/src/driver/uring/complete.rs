@@ -147,7 +147,7 @@ impl Driver {
                 if !(*cancelling && cqe.res == -libc::ECANCELED) {
                     // A queue is lent only while it holds completions (see
                     // `poll_stream`): an idle connection holds none.
-                    if queue.capacity() == 0 {
+                    if !queue.has_room() {
                         if let Some(spare) = self.spare_queues.pop() {
                             *queue = spare;
                         }

@@ -8,6 +8,7 @@
 
 pub(crate) mod buf_ring;
 mod complete;
+pub(crate) mod cqe_queue;
 mod enter;
 pub(crate) mod fault;
 mod fixed;
@@ -20,8 +21,6 @@ mod teardown;
 #[cfg(test)]
 mod tests;
 
-use std::collections::VecDeque;
-
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -32,6 +31,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 
 use crate::stats::CoreStats;
 use buf_ring::BufRing;
+use cqe_queue::CqeQueue;
 pub(crate) use fixed::FixedPool;
 pub(crate) use ops::{Cqe, OpKey, OpKind, Retained};
 use ops::{Op, OpState};
@@ -115,7 +115,7 @@ pub(crate) struct Driver {
     /// the core's loop also empties before it submits.
     open_until_submitted: Vec<Rc<OwnedFd>>,
     /// Completion queues of finished multishots, reused by the next ones.
-    spare_queues: Vec<VecDeque<Cqe>>,
+    spare_queues: Vec<CqeQueue>,
     /// Multishots that received into a ring buffer in this turn while
     /// nothing was queued for them: about the connections that receive.
     receivers: u32,
@@ -131,13 +131,13 @@ pub(crate) struct Driver {
 
 /// Spare multishot completion queues kept per core.
 const SPARE_QUEUES: usize = 4096;
-/// Spare-queue slots reserved when a core starts (8 KiB).
+/// Spare-queue slots reserved when a core starts (2 KiB).
 const SPARE_QUEUES_RESERVED: usize = 256;
 
 /// Keeps an emptied multishot queue's room for the next one, if it has
 /// any and the spares are not full; frees it otherwise.
-fn spare(spares: &mut Vec<VecDeque<Cqe>>, mut queue: VecDeque<Cqe>) {
-    if queue.capacity() > 0 && spares.len() < SPARE_QUEUES {
+fn spare(spares: &mut Vec<CqeQueue>, mut queue: CqeQueue) {
+    if queue.has_room() && spares.len() < SPARE_QUEUES {
         queue.clear();
         spares.push(queue);
     }
@@ -258,7 +258,7 @@ impl Driver {
         let state = if multishot {
             OpState::Stream {
                 // Empty until a completion comes: then it takes a spare.
-                queue: VecDeque::new(),
+                queue: CqeQueue::default(),
                 waker: None,
                 ended: false,
                 cancelling: false,

@@ -11,7 +11,6 @@
 //! cancel operations live here too.
 
 use std::any::Any;
-use std::collections::VecDeque;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::rc::Rc;
 use std::task::Waker;
@@ -77,7 +76,7 @@ pub(crate) enum OpState {
     /// Multishot: completions queue up until collected. `ended` once a
     /// completion without `F_MORE` arrived.
     Stream {
-        queue: VecDeque<Cqe>,
+        queue: super::cqe_queue::CqeQueue,
         waker: Option<Waker>,
         ended: bool,
         /// An `AsyncCancel` was submitted for back-pressure; its `ECANCELED`
@@ -114,7 +113,7 @@ impl super::Driver {
             OpState::Stream { queue, ended, .. } => {
                 let ended = *ended;
                 let mut queued = std::mem::take(queue);
-                for cqe in queued.drain(..) {
+                for cqe in queued.drain() {
                     // SAFETY: queued completions were never handed out
                     // (`poll_stream` pops what it hands out), and these are
                     // drained out of the queue.
