@@ -222,20 +222,6 @@ for s in socks:
 sys.exit(0 if ok == n else 1)
 PY
 
-rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
-# Waits up to LIMIT seconds until the client's output has a line starting
-# with $1; fails if the client exits without it.
-await_client() {
-    local deadline=$((SECONDS + LIMIT))
-    until grep -q "^$1" "$work/client.out"; do
-        if ! kill -0 "$client" 2>/dev/null; then
-            grep -q "^$1" "$work/client.out"
-            return
-        fi
-        ((SECONDS < deadline)) || return 1
-        sleep 0.2
-    done
-}
 server_gone() {
     die "$1 exited; its output:
 $(tail -n 20 "$work/server.log")"
@@ -261,13 +247,13 @@ $(tail -n 20 "$work/server.log")"
     : >"$work/client.out"
     taskset -c 1 python3 "$work/client.py" "$PORT" "$CONNS" "$WINDOW" "$STALL" >"$work/client.out" 2>&1 &
     client=$!
-    await_client answered || die "the client failed against $label (server: $open files open, at most $files): $(cat "$work/client.out")"
+    await_client answered "$LIMIT" || die "the client failed against $label (server: $open files open, at most $files): $(cat "$work/client.out")"
     kill -0 "$pid" 2>/dev/null || server_gone "$label"
     say "$label: $(cat "$work/client.out")"
     sleep 2
     idle=$(rss_kb "$pid")
     kill -USR1 "$client"
-    await_client second || die "no second round from the client against $label: $(cat "$work/client.out")"
+    await_client second "$LIMIT" || die "no second round from the client against $label: $(cat "$work/client.out")"
     say "$label: $(grep '^second' "$work/client.out")"
     answered=$(awk '/^second/ { print $2 }' "$work/client.out")
     kill -0 "$pid" 2>/dev/null || server_gone "$label"

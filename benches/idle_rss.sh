@@ -47,7 +47,6 @@ print("answered", n, flush=True)
 time.sleep(600)
 PY
 
-rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 require_free_ports "$PORT"
 printf '%-10s %12s %12s %16s\n' server "RSS before" "RSS idle" "bytes per conn"
 for spec in "$@"; do
@@ -60,12 +59,8 @@ $(tail -n 20 "$work/server.log")"
     before=$(rss_kb "$pid")
     taskset -c 1 python3 "$work/idle.py" "$PORT" "$CONNS" >"$work/client.out" 2>&1 &
     client=$!
-    for _ in $(seq 600); do
-        grep -q answered "$work/client.out" && break
-        kill -0 "$client" 2>/dev/null || die "the client failed against $label: $(cat "$work/client.out")"
-        sleep 0.2
-    done
-    grep -q answered "$work/client.out" || die "$label did not answer $CONNS connections in 2 minutes"
+    await_client answered 120 ||
+        die "$label did not answer $CONNS connections in 2 minutes: $(cat "$work/client.out")"
     sleep 2
     idle=$(rss_kb "$pid")
     stop_run

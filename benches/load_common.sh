@@ -54,6 +54,23 @@ stop_run() {
     client='' pid=''
 }
 
+# The resident memory of process $1, in KiB.
+rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+
+# Waits up to $2 seconds until the client ($client) has written a line
+# starting with $1 to $work/client.out; fails if it exits without one.
+await_client() {
+    local deadline=$((SECONDS + $2))
+    until grep -q "^$1" "$work/client.out"; do
+        if ! kill -0 "$client" 2>/dev/null; then
+            grep -q "^$1" "$work/client.out"
+            return
+        fi
+        ((SECONDS < deadline)) || return 1
+        sleep 0.2
+    done
+}
+
 # Fails (the caller's `die`) unless each variable named is a positive integer.
 require_counts() {
     for v in "$@"; do

@@ -54,15 +54,6 @@ for i, s in enumerate(socks):
     s.close()
 print("answered", n, flush=True)
 PY
-rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
-wait_for() { # FILE WORD LABEL
-    for _ in $(seq 1200); do
-        grep -q "$2" "$1" && return 0
-        kill -0 "$client" 2>/dev/null || die "the client failed against $3: $(cat "$1")"
-        sleep 0.1
-    done
-    die "$3: no \"$2\" in 2 minutes"
-}
 require_free_ports "$PORT"
 printf '%-8s %12s %12s %16s %12s\n' server "RSS before" "RSS stalled" "bytes per client" "RSS after"
 for spec in "$@"; do
@@ -76,11 +67,11 @@ $(tail -n 20 "$work/server.log")"
     before=$(rss_kb "$pid")
     taskset -c 1 python3 "$work/slow.py" "$PORT" "$CONNS" "$work/go" >"$work/client.out" 2>&1 &
     client=$!
-    wait_for "$work/client.out" stalled "$label"
+    await_client stalled 120 || die "the clients did not stall against $label: $(cat "$work/client.out")"
     sleep 2
     stalled=$(rss_kb "$pid")
     touch "$work/go"
-    wait_for "$work/client.out" answered "$label"
+    await_client answered 120 || die "$label did not answer the clients: $(cat "$work/client.out")"
     wait "$client" || die "the client failed against $label: $(cat "$work/client.out")"
     client=
     sleep "$AFTER"
