@@ -234,7 +234,7 @@ where
     let _ = tracing_subscriber::fmt()
         .with_ansi(false)
         .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
         .try_init();
     let handle = match builder(backend)
         .drain_timeout(Duration::from_secs(1))

@@ -4,7 +4,7 @@
 //! (`/slow` sleeps on tokio's timer).
 //!
 //! ```text
-//! axum_app [--port 8084] [--cores 0,1] [--backend auto]
+//! cargo run --release --features axum --bin axum_app -- [--port 8084] [--cores 0,1] [--backend auto]
 //! curl -s 127.0.0.1:8084/users/7                # {"id":7,"name":"user7"}
 //! curl -s -d '{"name":"ann"}' -H 'content-type: application/json' 127.0.0.1:8084/users
 //! ```
