@@ -24,4 +24,4 @@ else
 fi
 # The HTTP layer's optional parts (JSON, the `http` crate) and hyper on
 # percore are tested too.
-exec cargo test --workspace --features percore-handlers/json,percore-handlers/http,percore-tokio/hyper "$@"
+exec cargo test --workspace --features percore-handlers/json,percore-handlers/http,percore-tokio/hyper,percore-examples/axum "$@"

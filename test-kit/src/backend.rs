@@ -1,14 +1,26 @@
 //! Which backends a test can run on here, one test at a time.
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use percore::Backend;
 
-/// One test at a time per test binary (see the module docs).
-pub fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
+/// Held exclusively by a test that reads process-wide state (fds, RSS,
+/// CPU time, allocations), shared by the tests that read none: those run
+/// alongside each other, never alongside an exclusive one. A test binary
+/// holds the tests of many files, so a lock per file would not do.
+static LOCK: RwLock<()> = RwLock::new(());
+
+/// This test alone in its test binary (see the module docs). Not to be
+/// taken again by a test that holds it, or [`shared`]: it would wait for
+/// itself.
+pub fn serial() -> RwLockWriteGuard<'static, ()> {
     // A failed test poisons the lock; the next test still runs.
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    LOCK.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Alongside the other [`shared`] tests, never beside a [`serial`] one.
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    LOCK.read().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `Some(backend)` when the test can run on `backend` here; otherwise

@@ -10,6 +10,9 @@
 //! - Every stamped test holds [`serial`] while it runs: tests count the
 //!   process's fds, RSS and CPU time, which tests running alongside in the
 //!   same process would disturb (and the machine has two cores anyway).
+//!   Tests that read nothing process-wide hold [`shared`] and run together.
+//!   A crate's integration tests are a few binaries of many files each
+//!   (`tests/suite/`, `tests/alloc/`): the lock spans the binary.
 //! - Clients are blocking `std::net` sockets with read and write timeouts:
 //!   a timeout is a failure guard, never a way to wait for the server.
 //! - [`count_allocations!`] installs the counting allocator of [`alloc`]
@@ -52,7 +55,7 @@ mod target;
 mod tools;
 pub mod upstream;
 
-pub use backend::{require, serial, uring_unavailable};
+pub use backend::{require, serial, shared, uring_unavailable};
 pub use certs::TestCert;
 pub use child::{
     child_command, child_main, parse_listening, rerun_under_fault, server_command, stat_from_log,
@@ -84,8 +87,8 @@ pub use tools::{curl, installed, python3, wrk};
 /// with a printed reason where [`require`] says the backend cannot run.
 ///
 /// Tests that read nothing process-wide (no fd counts, RSS or CPU time)
-/// may start with `parallel;`: they then run alongside each other and do
-/// not take [`serial`].
+/// may start with `parallel;`: they then hold [`shared`] instead, and run
+/// alongside each other (but never beside a [`serial`] test).
 ///
 /// ```ignore
 /// percore_test_kit::backend_tests! {
@@ -101,8 +104,8 @@ macro_rules! backend_tests {
             fn $name($backend: $crate::Backend) $body
         )+
 
-        $crate::__stamp_backend!(uring, Uring, (), |backend| backend; $($name)+);
-        $crate::__stamp_backend!(epoll, Epoll, (), |backend| backend; $($name)+);
+        $crate::__stamp_backend!(uring, Uring, $crate::shared(), |backend| backend; $($name)+);
+        $crate::__stamp_backend!(epoll, Epoll, $crate::shared(), |backend| backend; $($name)+);
     };
     ($($(#[$meta:meta])* fn $name:ident($backend:ident) $body:block)+) => {
         $(
@@ -139,7 +142,7 @@ macro_rules! backend_process_tests {
 }
 
 /// One backend's module of stamped tests, each holding `$guard` (the
-/// [`serial`] lock, or `()`) while it runs; the argument each test gets is made from the backend by `|$b| $arg`.
+/// [`serial`] or the [`shared`] lock) while it runs; the argument each test gets is made from the backend by `|$b| $arg`.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __stamp_backend {

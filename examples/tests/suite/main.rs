@@ -1,0 +1,16 @@
+//! The example servers, run as processes the way an operator runs them:
+//! one module per server or subject, in one binary.
+
+mod cli;
+mod counter_process;
+#[path = "../echo_child/mod.rs"]
+mod echo_child;
+mod echo_process;
+mod fanout_process;
+mod fleet;
+mod http_echo_process;
+mod https;
+mod json_api_process;
+mod metrics;
+mod stop_signals;
+mod unix_socket;

@@ -1,0 +1,7 @@
+//! The framework's zero-allocation tests: one binary, as the counting
+//! global allocator is one per binary.
+
+percore_test_kit::count_allocations!();
+mod fs_alloc;
+mod task_size;
+mod write_vectored_alloc;

@@ -1,0 +1,78 @@
+//! A slow-body flood (FAULTS B, `slowhttptest -B`), on both backends: a
+//! thousand clients each send a head and the first 100 bytes of an 8 KiB
+//! body, then stall. Each holds about what it sent, not a receive buffer;
+//! every one is answered in full once the rest comes; and after they
+//! leave, the memory they took goes back to the kernel.
+//!
+//! The test reads the process's RSS, so it runs alone (`serial`).
+
+use crate::support;
+
+use std::time::Duration;
+
+use percore_test_kit::http::*;
+use percore_test_kit::*;
+use support::http::*;
+
+const CLIENTS: usize = 1000;
+const BODY: usize = 8192;
+const FIRST: usize = 100;
+
+/// The body of client `i`: bytes that say whose they are and where.
+fn body(i: usize) -> Vec<u8> {
+    (0..BODY).map(|k| (i * 31 + k * 7) as u8).collect()
+}
+
+fn rss_kib() -> u64 {
+    vm_rss_kib("self")
+}
+
+backend_tests! {
+    fn slow_bodies_hold_their_bytes_and_give_memory_back(backend) {
+        let server = TestServer::echo(backend);
+        // Warm: the core's first buffers and tables are not the flood's.
+        for _ in 0..50 {
+            assert_eq!(one(server.addr, &post("/", "text/plain", b"abc")).body, b"abc");
+        }
+        let bodies: Vec<Vec<u8>> = (0..CLIENTS).map(body).collect();
+        let requests_before = server.stats().requests;
+        let before = rss_kib();
+
+        let head = format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {BODY}\r\n\r\n");
+        let mut clients: Vec<Client> = bodies
+            .iter()
+            .map(|body| {
+                let mut c = Client::connect(server.addr);
+                c.send(&[head.as_bytes(), &body[..FIRST]].concat());
+                c
+            })
+            .collect();
+        wait_until(Duration::from_secs(60), "every head parsed", || server.stats().requests - requests_before, |n| *n as usize >= CLIENTS);
+        // The first bytes read too: a moment more, then the peak.
+        std::thread::sleep(Duration::from_millis(200));
+        let during = rss_kib();
+        let per_client = during.saturating_sub(before) * 1024 / CLIENTS as u64;
+        println!("{backend}: {per_client} bytes of RSS per client stalled mid-body ({before} -> {during} KiB)");
+        assert!(per_client <= 16 * 1024, "{per_client} bytes per stalled client");
+
+        // Nothing lost: each gets its whole body back.
+        for (i, c) in clients.iter_mut().enumerate() {
+            c.send(&bodies[i][FIRST..]);
+        }
+        for (i, c) in clients.iter_mut().enumerate() {
+            let r = c.response();
+            assert!(r.status == 200 && r.body == bodies[i], "client {i}: {} and its body otherwise", r.status);
+        }
+        drop(clients);
+        drop(bodies);
+        wait_until(Duration::from_secs(60), "every client gone", || server.stats().active, |n| *n == 0);
+
+        // The core gives back what the flood took: most of it, whatever
+        // the allocator keeps for itself.
+        let grew = during.saturating_sub(before);
+        let back = wait_until(Duration::from_secs(60), "the flood's memory given back", rss_kib, |now| {
+            now.saturating_sub(before) <= grew / 4
+        });
+        println!("{backend}: RSS {before} KiB before, {during} KiB during, {back} KiB after");
+    }
+}

@@ -1,0 +1,9 @@
+//! percore-tokio's integration tests in one binary: tokio timers, PostgreSQL,
+//! and (feature `hyper`) hyper's client and axum on percore connections.
+
+#[cfg(feature = "hyper")]
+mod axum_routes;
+#[cfg(feature = "hyper")]
+mod client;
+mod postgres;
+mod timers;
