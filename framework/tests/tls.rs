@@ -114,6 +114,74 @@ fn s_client(addr: std::net::SocketAddr, args: &[&str], input: &[u8]) -> (bool, S
     (status.success(), out + &err)
 }
 
+/// Runs `openssl s_client` against `addr` with `args`, sends `input`
+/// once connected, and keeps its input open until its output shows
+/// `wanted` (`Ok`), or it ends or `limit` passes (`Err`, with the output).
+/// The limit is a hang detector: the answer is expected at once.
+fn s_client_until(
+    addr: std::net::SocketAddr,
+    args: &[&str],
+    input: &[u8],
+    wanted: &str,
+    limit: Duration,
+) -> Result<String, String> {
+    let mut child = Command::new("openssl")
+        // Not `-ign_eof`, which turns the `R` and `Q` commands off.
+        .args(["s_client", "-connect", &addr.to_string()])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn openssl");
+    let output = Arc::new(std::sync::Mutex::new(String::new()));
+    let readers: Vec<_> = [
+        Box::new(child.stdout.take().expect("stdout")) as Box<dyn Read + Send>,
+        Box::new(child.stderr.take().expect("stderr")),
+    ]
+    .into_iter()
+    .map(|mut pipe| {
+        let output = Arc::clone(&output);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                let text = String::from_utf8_lossy(&buf[..n]);
+                output.lock().expect("output").push_str(&text);
+            }
+        })
+    })
+    .collect();
+    let text = || output.lock().expect("output").clone();
+    let mut stdin = child.stdin.take().expect("stdin");
+    // The request goes once the handshake is done, as a user would type it.
+    let connected = wait_for(limit, || text().contains("Verify return code"));
+    let found =
+        connected && stdin.write_all(input).is_ok() && wait_for(limit, || text().contains(wanted));
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(stdin);
+    for reader in readers {
+        reader.join().expect("reader");
+    }
+    if found {
+        Ok(text())
+    } else {
+        Err(text())
+    }
+}
+
+/// Polls `done` every 10 ms until it holds (`true`) or `limit` passes.
+fn wait_for(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let give_up = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < give_up {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    done()
+}
+
 /// Python's `ssl` module as a client: an echo over TLS 1.3 and 1.2 with
 /// ALPN, then a server name the certificate lacks, which Python refuses.
 const PYTHON_CLIENT: &str = r#"
@@ -360,6 +428,27 @@ backend_tests! {
         let stats = wait_until(Duration::from_secs(60), "every connection closed", || server.stats(), |s| sum(s, |c| c.active) == 0);
         assert_eq!(sum(&stats, |c| c.tls_failures), 2);
         assert_eq!(sum(&stats, |c| c.tls_handshakes), 1);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// A TLS 1.2 client's renegotiation request, on a connection with
+    /// nothing else going on, gets rustls's `no_renegotiation` alert at
+    /// once: records queued while reading are not held for a write that
+    /// does not come.
+    fn a_renegotiation_request_is_answered_at_once(backend) {
+        let Some(cert) = TestCert::new(&format!("reneg-{backend}")) else { return };
+        let server = tls_echo(backend, &cert, |b| b);
+        let seen = s_client_until(
+            server.local_addr(),
+            &["-tls1_2", "-msg", "-CAfile", cert.ca.to_str().expect("path")],
+            b"R\n",
+            // The alert: a warning (1) of code 100 (no_renegotiation),
+            // as `-msg` prints the record it received.
+            "Alert [length 0002], warning no_renegotiation",
+            Duration::from_secs(20),
+        );
+        assert!(seen.is_ok(), "no no_renegotiation alert in 20 s: {}", seen.unwrap_err());
         server.shutdown();
         server.join().expect("join");
     }
