@@ -1,7 +1,8 @@
 //! TLS on both backends: an echo over TLS with a percore client, real
 //! clients (`openssl s_client`: protocol versions, ALPN, SNI; Python's
 //! `ssl`), clients that send garbage instead of a handshake or stall in
-//! it, and a peer that leaves without `close_notify`.
+//! it, silent connections that fill a core's handshake places, a TLS 1.2
+//! renegotiation request, and a peer that leaves without `close_notify`.
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -77,6 +78,54 @@ fn blocking_tls_client(
     let name = tls::rustls::pki_types::ServerName::try_from("localhost").expect("name");
     let conn = tls::rustls::ClientConnection::new(config, name).expect("client");
     tls::rustls::StreamOwned::new(conn, connect(addr))
+}
+
+/// One request through a blocking rustls client: `msg` echoed, or why not.
+fn echo_once(addr: std::net::SocketAddr, ca: &std::path::Path, msg: &[u8]) -> Result<(), String> {
+    let mut client = blocking_tls_client(addr, ca);
+    // A hang detector: an answer takes milliseconds.
+    let limit = Some(Duration::from_secs(20));
+    client
+        .sock
+        .set_read_timeout(limit)
+        .map_err(|e| e.to_string())?;
+    client.write_all(msg).map_err(|e| format!("write: {e}"))?;
+    let mut back = vec![0; msg.len()];
+    client
+        .read_exact(&mut back)
+        .map_err(|e| format!("read: {e}"))?;
+    if back != msg {
+        return Err(format!("echoed {back:?}"));
+    }
+    Ok(())
+}
+
+/// A client that has sent its ClientHello and read the server's first
+/// answer, then stalls in the handshake: by then the server has seen it
+/// begin.
+struct Begun {
+    client: tls::rustls::StreamOwned<tls::rustls::ClientConnection, std::net::TcpStream>,
+}
+
+impl Begun {
+    fn new(addr: std::net::SocketAddr, ca: &std::path::Path) -> Begun {
+        let mut client = blocking_tls_client(addr, ca);
+        let tls::rustls::StreamOwned { conn, sock } = &mut client;
+        while conn.wants_write() {
+            conn.write_tls(sock).expect("ClientHello");
+        }
+        conn.read_tls(sock).expect("the server's answer");
+        conn.process_new_packets().expect("the server's answer");
+        Begun { client }
+    }
+
+    /// Ends the handshake and echoes `msg`.
+    fn finish(mut self, msg: &[u8]) -> std::io::Result<Vec<u8>> {
+        self.client.write_all(msg)?;
+        let mut back = vec![0; msg.len()];
+        self.client.read_exact(&mut back)?;
+        Ok(back)
+    }
 }
 
 /// Runs `openssl s_client` against `addr` with `args`, sending `input`;
@@ -407,27 +456,84 @@ backend_tests! {
         server.join().expect("join");
     }
 
-    /// Past the bound on handshakes in progress, a connection is closed at
-    /// once and counted; once the stalled handshake holding the only place
-    /// has timed out, clients are served again.
-    fn handshakes_in_progress_are_bounded(backend) {
-        let Some(cert) = TestCert::new(&format!("bound-{backend}")) else { return };
+    /// A connection that sends nothing is closed at the first-byte
+    /// deadline, well before the handshake's (longer than the client's
+    /// 60 s read guard).
+    fn a_silent_connection_is_closed_at_the_first_byte_deadline(backend) {
+        let Some(cert) = TestCert::new(&format!("first-{backend}")) else { return };
         let server = tls_echo(backend, &cert, |b| {
-            b.tls_max_handshakes(1).tls_handshake_timeout(Duration::from_millis(500))
+            b.tls_handshake_timeout(Duration::from_secs(120))
+                .tls_first_byte_timeout(Duration::from_millis(300))
+        });
+        let mut sock = connect(server.local_addr());
+        let mut rest = Vec::new();
+        sock.read_to_end(&mut rest).expect("closed by the server");
+        assert!(rest.is_empty(), "{rest:?}");
+        let stats = wait_until(Duration::from_secs(60), "the failure counted", || server.stats(), |s| sum(s, |c| c.tls_failures) == 1);
+        assert_eq!(sum(&stats, |c| c.tls_evicted), 0);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// When a core's handshake places are all taken, a newcomer takes the
+    /// place of the oldest connection that has sent nothing, else of the
+    /// oldest handshake; it is never turned away.
+    fn full_handshake_places_evict_the_oldest_silent_connection(backend) {
+        let Some(cert) = TestCert::new(&format!("evict-{backend}")) else { return };
+        let server = tls_echo(backend, &cert, |b| {
+            b.tls_max_handshakes(2)
+                .tls_handshake_timeout(Duration::from_secs(120))
+                .tls_first_byte_timeout(Duration::from_secs(120))
         });
         let addr = server.local_addr();
-        let mut staller = connect(addr);
-        wait_until(Duration::from_secs(60), "the staller accepted", || server.stats(), |s| sum(s, |c| c.accepted) == 1);
-        let mut turned_away = connect(addr);
+        // 1. An older connection that has begun its handshake, and a
+        //    younger silent one.
+        let begun = Begun::new(addr, &cert.ca);
+        let mut silent = connect(addr);
+        wait_until(Duration::from_secs(60), "both accepted", || server.stats(), |s| sum(s, |c| c.accepted) == 2);
+        // 2. A client arriving then is served; the silent one makes room.
+        let (back, _) = echo_through_percore_client(backend, addr, &cert.ca, b"first");
+        assert_eq!(back, b"first");
         let mut rest = Vec::new();
-        turned_away.read_to_end(&mut rest).expect("closed at once");
-        assert!(rest.is_empty());
-        staller.read_to_end(&mut rest).expect("closed at the handshake timeout");
-        let (back, _) = echo_through_percore_client(backend, addr, &cert.ca, b"served again");
-        assert_eq!(back, b"served again");
+        silent.read_to_end(&mut rest).expect("the silent connection closed");
+        assert!(rest.is_empty(), "{rest:?}");
+        // 3. With two begun handshakes, a newcomer takes the older's place.
+        let younger = Begun::new(addr, &cert.ca);
+        let (back, _) = echo_through_percore_client(backend, addr, &cert.ca, b"second");
+        assert_eq!(back, b"second");
+        assert!(begun.finish(b"older").is_err(), "the oldest handshake was kept");
+        assert_eq!(younger.finish(b"younger").expect("the younger handshake"), b"younger");
         let stats = wait_until(Duration::from_secs(60), "every connection closed", || server.stats(), |s| sum(s, |c| c.active) == 0);
-        assert_eq!(sum(&stats, |c| c.tls_failures), 2);
-        assert_eq!(sum(&stats, |c| c.tls_handshakes), 1);
+        assert_eq!(sum(&stats, |c| c.tls_evicted), 2);
+        assert_eq!(sum(&stats, |c| c.tls_failures), 0);
+        assert_eq!(sum(&stats, |c| c.tls_handshakes), 3);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// 2,000 connections that never send a byte, opened again as the
+    /// server closes them, against the default limits (1,024 handshakes
+    /// per core, 10 s to finish, 5 s for the first byte): a real client
+    /// making a request every half second is served every time.
+    fn silent_connections_do_not_lock_clients_out(backend) {
+        let Some(cert) = TestCert::new(&format!("silent-{backend}")) else { return };
+        let server = tls_echo(backend, &cert, |b| b);
+        let addr = server.local_addr();
+        let silent = Silent::hold(addr, 2_000);
+        wait_until(Duration::from_secs(60), "2,000 silent connections", || server.stats(), |s| sum(s, |c| c.accepted) >= 2_000);
+        for i in 0..20 {
+            let msg = format!("request {i}");
+            let done = echo_once(addr, &cert.ca, msg.as_bytes());
+            assert!(done.is_ok(), "request {i} of 20 failed: {}", done.unwrap_err());
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let reopened = silent.reopened();
+        drop(silent);
+        let stats = wait_until(Duration::from_secs(60), "every connection closed", || server.stats(), |s| sum(s, |c| c.active) == 0);
+        // The server did close silent connections (else the flood was
+        // not a flood), by eviction or at the first-byte deadline.
+        assert!(reopened > 0 && sum(&stats, |c| c.tls_evicted) > 0, "reopened {reopened}, {stats:?}");
+        assert_eq!(sum(&stats, |c| c.tls_handshakes), 20);
         server.shutdown();
         server.join().expect("join");
     }
