@@ -163,15 +163,15 @@ fn s_client(addr: std::net::SocketAddr, args: &[&str], input: &[u8]) -> (bool, S
     (status.success(), out + &err)
 }
 
-/// Runs `openssl s_client` against `addr` with `args`, sends `input`
-/// once connected, and keeps its input open until its output shows
-/// `wanted` (`Ok`), or it ends or `limit` passes (`Err`, with the output).
-/// The limit is a hang detector: the answer is expected at once.
+/// Runs `openssl s_client` against `addr` with `args` and, once it has
+/// connected, for each step sends its input and waits until the output
+/// shows its text; its input stays open meanwhile. `Ok` when every step's
+/// text came, else `Err` with the output, once the client ended or
+/// `limit` passed: a hang detector, as each answer is expected at once.
 fn s_client_until(
     addr: std::net::SocketAddr,
     args: &[&str],
-    input: &[u8],
-    wanted: &str,
+    steps: &[(&[u8], &str)],
     limit: Duration,
 ) -> Result<String, String> {
     let mut child = Command::new("openssl")
@@ -204,8 +204,10 @@ fn s_client_until(
     let mut stdin = child.stdin.take().expect("stdin");
     // The request goes once the handshake is done, as a user would type it.
     let connected = wait_for(limit, || text().contains("Verify return code"));
-    let found =
-        connected && stdin.write_all(input).is_ok() && wait_for(limit, || text().contains(wanted));
+    let found = connected
+        && steps.iter().all(|(input, wanted)| {
+            stdin.write_all(input).is_ok() && wait_for(limit, || text().contains(wanted))
+        });
     let _ = child.kill();
     let _ = child.wait();
     drop(stdin);
@@ -548,13 +550,36 @@ backend_tests! {
         let seen = s_client_until(
             server.local_addr(),
             &["-tls1_2", "-msg", "-CAfile", cert.ca.to_str().expect("path")],
-            b"R\n",
-            // The alert: a warning (1) of code 100 (no_renegotiation),
-            // as `-msg` prints the record it received.
-            "Alert [length 0002], warning no_renegotiation",
+            // The alert: a warning of code 100 (no_renegotiation), as
+            // `-msg` prints the record it received.
+            &[(b"R\n", "<<< TLS 1.2, Alert [length 0002], warning no_renegotiation")],
             Duration::from_secs(20),
         );
         assert!(seen.is_ok(), "no no_renegotiation alert in 20 s: {}", seen.unwrap_err());
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// A TLS 1.3 client's KeyUpdate that asks for one back is answered
+    /// ahead of the server's next record, which RFC 8446 (4.6.3) asks
+    /// ("prior to sending its next Application Data record"; rustls
+    /// waits for that record rather than sending it at once), and the
+    /// echo that follows decrypts under the new keys.
+    fn a_key_update_request_is_answered_before_the_next_record(backend) {
+        let Some(cert) = TestCert::new(&format!("keyupdate-{backend}")) else { return };
+        let server = tls_echo(backend, &cert, |b| b);
+        let seen = s_client_until(
+            server.local_addr(),
+            &["-tls1_3", "-msg", "-CAfile", cert.ca.to_str().expect("path")],
+            &[
+                // `K`: a KeyUpdate with update_requested.
+                (b"K\n", ">>> TLS 1.3, Handshake [length 0005], KeyUpdate"),
+                (b"after the update\n", "<<< TLS 1.3, Handshake [length 0005], KeyUpdate"),
+                (b"", "after the update"),
+            ],
+            Duration::from_secs(20),
+        );
+        assert!(seen.is_ok(), "no KeyUpdate back in 20 s: {}", seen.unwrap_err());
         server.shutdown();
         server.join().expect("join");
     }
