@@ -51,6 +51,18 @@ pub struct CommonArgs {
     /// (PEM)
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_client_ca: Option<std::path::PathBuf>,
+    /// TLS handshakes in progress per core; when all are taken a new
+    /// connection takes the place of the oldest one that has sent nothing
+    /// (else the oldest), which is closed
+    #[arg(long, value_name = "N", default_value = "1024", value_parser = positive::<usize>)]
+    pub tls_max_handshakes: usize,
+    /// Time a TLS client has for its whole handshake, in ms
+    #[arg(long = "tls-handshake-ms", value_name = "N", default_value = "10000", value_parser = positive_millis)]
+    pub tls_handshake_timeout: Duration,
+    /// Time a TLS connection may stay silent before the first byte of its
+    /// handshake, in ms
+    #[arg(long = "tls-first-byte-ms", value_name = "N", default_value = "5000", value_parser = positive_millis)]
+    pub tls_first_byte_timeout: Duration,
     /// Address or name to bind, e.g. 0.0.0.0 for every IPv4 interface, ::1,
     /// localhost
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1", value_parser = resolve_host)]
@@ -359,7 +371,11 @@ where
         if let Some(ca) = &common.tls_client_ca {
             tls = tls.client_ca(ca);
         }
-        builder = builder.tls(tls.build()?);
+        builder = builder
+            .tls(tls.build()?)
+            .tls_max_handshakes(common.tls_max_handshakes)
+            .tls_handshake_timeout(common.tls_handshake_timeout)
+            .tls_first_byte_timeout(common.tls_first_byte_timeout);
     }
     let factory = std::sync::Arc::new(factory);
     if let Some(unix) = &common.unix {
@@ -468,6 +484,9 @@ mod tests {
         assert_eq!(cli.common.drain, Duration::from_secs(10));
         assert_eq!(cli.common.wait_batch, Duration::ZERO);
         assert!(!cli.common.stats && !cli.common.take_over);
+        assert_eq!(cli.common.tls_max_handshakes, 1024);
+        assert_eq!(cli.common.tls_handshake_timeout, Duration::from_secs(10));
+        assert_eq!(cli.common.tls_first_byte_timeout, Duration::from_secs(5));
     }
 
     #[test]
@@ -495,7 +514,7 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_option() {
-        let cases: [(&[&str], &str); 5] = [
+        let cases: [(&[&str], &str); 7] = [
             (
                 &["--port", "abc"],
                 "'abc' for '--port <N>': expected a number",
@@ -511,6 +530,14 @@ mod tests {
             (
                 &["--wait-batch-us", "1000001"],
                 "'1000001' for '--wait-batch-us <N>': expected a number 0-1000000",
+            ),
+            (
+                &["--tls-max-handshakes", "0"],
+                "'0' for '--tls-max-handshakes <N>': expected a number from 1",
+            ),
+            (
+                &["--tls-first-byte-ms", "x"],
+                "'x' for '--tls-first-byte-ms <N>': expected a number",
             ),
             (
                 &["--cores", "0,0"],

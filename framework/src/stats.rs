@@ -101,6 +101,7 @@ pub(crate) struct CoreStats {
     pub(crate) closed_unserved: Counter,
     pub(crate) tls_handshakes: Counter,
     pub(crate) tls_failures: Counter,
+    pub(crate) tls_evicted: Counter,
     pub(crate) tls_handshake_ns: Counter,
     pub(crate) submissions: Counter,
     pub(crate) enters: Counter,
@@ -141,6 +142,7 @@ impl CoreStats {
             closed_unserved: self.closed_unserved.get(),
             tls_handshakes: self.tls_handshakes.get(),
             tls_failures: self.tls_failures.get(),
+            tls_evicted: self.tls_evicted.get(),
             tls_handshake_time: std::time::Duration::from_nanos(self.tls_handshake_ns.get()),
             submissions: self.submissions.get(),
             enters: self.enters.get(),
@@ -207,6 +209,11 @@ pub struct StatsSnapshot {
     /// certificate, the client left) or timed out; each closed its
     /// connection, with a debug log line saying why.
     pub tls_failures: u64,
+    /// TLS connections closed mid-handshake to make room for a new one,
+    /// the core's handshakes in progress being at their limit
+    /// ([`ServerBuilder::tls_max_handshakes`](crate::ServerBuilder::tls_max_handshakes));
+    /// not counted in `tls_failures`.
+    pub tls_evicted: u64,
     /// Time the core spent in TLS handshakes' cryptography (rustls's work
     /// on each handshake's messages, server and client side, failed ones
     /// too), timed around each step: the CPU the handshakes cost, which a
@@ -244,7 +251,7 @@ impl fmt::Display for StatsSnapshot {
             "cpu={} backend={} accepted={} active={} requests={} in={} out={} \
              err_accept={} err_fd={} err_io={} panics={} enobufs={} accept_paused={} \
              read_paused={} unserved={} bulk={} sqes={} enters={} batched={} syscalls={} \
-             inflight={} cpu_ms={} tls={} tls_failed={} tls_ms={}",
+             inflight={} cpu_ms={} tls={} tls_failed={} tls_evicted={} tls_ms={}",
             self.cpu,
             self.backend,
             self.accepted,
@@ -269,6 +276,7 @@ impl fmt::Display for StatsSnapshot {
             self.cpu_time.as_millis(),
             self.tls_handshakes,
             self.tls_failures,
+            self.tls_evicted,
             self.tls_handshake_time.as_millis()
         )
     }

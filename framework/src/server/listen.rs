@@ -62,11 +62,13 @@ pub(crate) type Spawner = Box<dyn Fn(crate::net::Stream, super::serve::ConnGuard
 /// the handler's own type.
 pub(crate) type MakeSpawner = Arc<dyn Fn(&CoreContext, Option<TlsSetup>) -> Spawner + Send + Sync>;
 
-/// A TLS listener's handshake: its configuration and time limit.
+/// A TLS listener's handshake: its configuration and limits.
 #[derive(Clone)]
 pub(crate) struct TlsSetup {
     pub(crate) config: Arc<rustls::ServerConfig>,
     pub(crate) timeout: std::time::Duration,
+    /// How long a connection may stay silent before its first byte.
+    pub(crate) first_byte_timeout: std::time::Duration,
     /// Most handshakes in progress on one core.
     pub(crate) max_handshakes: usize,
 }

@@ -7,6 +7,7 @@ pub mod cpus;
 mod fd_limit;
 mod give_back;
 mod handle;
+mod handshakes;
 mod listen;
 mod listening;
 mod readiness;
@@ -55,6 +56,7 @@ impl Server {
             unix_mode: None,
             tls: None,
             tls_handshake_timeout: Duration::from_secs(10),
+            tls_first_byte_timeout: Duration::from_secs(5),
             tls_max_handshakes: 1024,
             cores: None,
             backend: Backend::Auto,
@@ -80,6 +82,7 @@ pub struct ServerBuilder {
     /// The TLS configuration of the handler of `start`'s listener.
     tls: Option<Arc<rustls::ServerConfig>>,
     tls_handshake_timeout: Duration,
+    tls_first_byte_timeout: Duration,
     tls_max_handshakes: usize,
     cores: Option<Vec<usize>>,
     backend: Backend,
@@ -197,11 +200,28 @@ impl ServerBuilder {
         self
     }
 
+    /// How long a TLS connection may stay silent before the first byte
+    /// of its handshake (default 5 s; the whole handshake's
+    /// [`tls_handshake_timeout`](Self::tls_handshake_timeout) still
+    /// bounds it when shorter). A real client sends its ClientHello as
+    /// soon as it has connected, so this only frees sooner the place of a
+    /// connection that will never send one (a flood, or a balancer's
+    /// pre-opened connection, which it opens again); counted in
+    /// [`StatsSnapshot::tls_failures`](crate::StatsSnapshot::tls_failures).
+    pub fn tls_first_byte_timeout(mut self, timeout: Duration) -> Self {
+        self.tls_first_byte_timeout = timeout;
+        self
+    }
+
     /// Most TLS handshakes in progress on one core (default 1,024, at
-    /// least 1): a connection past them is closed at once and counted in
-    /// [`StatsSnapshot::tls_failures`](crate::StatsSnapshot::tls_failures),
-    /// so that a flood of clients that open connections and stall in the
-    /// handshake cannot hold a core's memory and time.
+    /// least 1), so that a flood of connections that stall in the
+    /// handshake cannot hold a core's memory and time. When they are all
+    /// taken, a new connection takes the place of the oldest one that
+    /// has not sent a byte yet, or else of the oldest one, which is
+    /// closed and counted in
+    /// [`StatsSnapshot::tls_evicted`](crate::StatsSnapshot::tls_evicted):
+    /// refusing the newcomer would let a thousand silent connections,
+    /// reopened as they close, lock every TLS client out.
     pub fn tls_max_handshakes(mut self, max: usize) -> Self {
         self.tls_max_handshakes = max.max(1);
         self

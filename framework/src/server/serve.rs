@@ -12,6 +12,7 @@ use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::give_back::{self, Level};
+use super::handshakes::Handshaking;
 use super::listen::{ListenerCounters, Spawner};
 use super::SocketFile;
 use crate::core::context;
@@ -257,76 +258,77 @@ async fn accept_loop(listener: &CoreListener, tracker: &Rc<Tracker>, limits: Ser
 /// Least time between two "connection limit reached" warnings of a core.
 const LIMIT_WARNING_EVERY: Duration = Duration::from_secs(10);
 
-thread_local! {
-    /// TLS handshakes in progress on this core.
-    static HANDSHAKING: Cell<usize> = const { Cell::new(0) };
-}
-
-/// One of this core's handshakes in progress, counted until dropped.
-struct Handshaking;
-
-impl Handshaking {
-    /// A place among at most `max` handshakes, if one is free.
-    fn enter(max: usize) -> Option<Handshaking> {
-        HANDSHAKING.with(|n| {
-            (n.get() < max).then(|| {
-                n.set(n.get() + 1);
-                Handshaking
-            })
-        })
-    }
-}
-
-impl Drop for Handshaking {
-    fn drop(&mut self) {
-        HANDSHAKING.with(|n| n.set(n.get().saturating_sub(1)));
-    }
-}
-
 /// Serves a TLS listener's connection on its own task: the handshake
-/// first (bounded by its timeout; a failure closes the connection, with a
-/// debug line and a count), then the handler, with the encrypted stream.
+/// first, then the handler, with the encrypted stream. The handshake has
+/// a place among the core's (see [`handshakes`](super::handshakes)),
+/// a deadline for the client's first byte and one for the whole; a
+/// failure closes the connection, with a debug line and a count.
 pub(crate) fn spawn_tls_connection<H: Handler>(
     stream: Stream,
     handler: &Rc<H>,
     guard: ConnGuard,
     tls: super::listen::TlsSetup,
 ) {
-    let Some(handshaking) = Handshaking::enter(tls.max_handshakes) else {
-        context::try_with_core(|core| core.shared.stats.tls_failures.add(1));
-        tracing::debug!(
-            max = tls.max_handshakes,
-            "too many TLS handshakes in progress on this core; closing"
-        );
-        return;
-    };
+    let handshaking = Handshaking::enter(tls.max_handshakes);
     let handler = handler.clone();
     crate::executor::current::with_executor(|executor| {
         executor.spawn_detached(async move {
-        let _guard = guard;
-        let handshake = crate::time::timeout(tls.timeout, stream.accept_tls(tls.config));
-        let done = handshake.await;
-        drop(handshaking);
-        let stream = match done {
-            Ok(Ok(stream)) => stream,
-            failed => {
-                context::try_with_core(|core| core.shared.stats.tls_failures.add(1));
-                match failed {
-                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed; closing"),
-                    _ => {
-                        tracing::debug!(timeout = ?tls.timeout, "TLS handshake timed out; closing")
+            let _guard = guard;
+            let handshake = crate::time::timeout(tls.timeout, accept(stream, &tls, &handshaking));
+            let done = handshaking.unless_evicted(handshake).await;
+            drop(handshaking);
+            let stream = match done {
+                Some(Ok(Ok(stream))) => stream,
+                // Counted and logged by the eviction.
+                None => return,
+                Some(failed) => {
+                    context::try_with_core(|core| core.shared.stats.tls_failures.add(1));
+                    match failed {
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed; closing"),
+                        _ => tracing::debug!(
+                            timeout = ?tls.timeout,
+                            "TLS handshake timed out; closing"
+                        ),
                     }
+                    return;
                 }
-                return;
+            };
+            context::try_with_core(|core| core.shared.stats.tls_handshakes.add(1));
+            if let Err(e) = handler.serve(stream).await {
+                context::try_with_core(|core| core.shared.stats.errors_io.add(1));
+                tracing::debug!(error = %e, "connection ended with an error");
             }
-        };
-        context::try_with_core(|core| core.shared.stats.tls_handshakes.add(1));
-        if let Err(e) = handler.serve(stream).await {
-            context::try_with_core(|core| core.shared.stats.errors_io.add(1));
-            tracing::debug!(error = %e, "connection ended with an error");
-        }
-    })
+        })
     });
+}
+
+/// A TLS connection's handshake: its first bytes within the first-byte
+/// deadline (the place stops being silent then), and the rest.
+async fn accept(
+    stream: Stream,
+    tls: &super::listen::TlsSetup,
+    handshaking: &Handshaking,
+) -> io::Result<Stream> {
+    let first = match crate::time::timeout(tls.first_byte_timeout, stream.read()).await {
+        Ok(read) => read?,
+        Err(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "no byte within {:?} of the connection",
+                    tls.first_byte_timeout
+                ),
+            ))
+        }
+    };
+    let Some(first) = first else {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the peer closed the connection before the TLS handshake",
+        ));
+    };
+    handshaking.started();
+    stream.accept_tls_from(tls.config.clone(), first).await
 }
 
 /// Counts an accepted connection and hands it to its listener's handler.

@@ -57,7 +57,11 @@ impl ServerBuilder {
         main.tls = self.tls;
         let mut specs = vec![main];
         specs.extend(self.listeners);
-        let handshake = (self.tls_handshake_timeout, self.tls_max_handshakes);
+        let handshake = HandshakeLimits {
+            timeout: self.tls_handshake_timeout,
+            first_byte_timeout: self.tls_first_byte_timeout,
+            max_handshakes: self.tls_max_handshakes,
+        };
         let mut bound = Vec::with_capacity(specs.len());
         for spec in &specs {
             bound.push(listen::bind(&spec.addr, options)?);
@@ -218,13 +222,21 @@ struct ListenerParts {
     tls: Option<TlsSetup>,
 }
 
+/// The limits of every TLS listener's handshakes, from the builder.
+#[derive(Clone, Copy)]
+struct HandshakeLimits {
+    timeout: Duration,
+    first_byte_timeout: Duration,
+    max_handshakes: usize,
+}
+
 /// Deals the bound sockets out to the cores: `[core][listener]`.
 fn core_listeners(
     bound: Vec<Bound>,
     specs: &[ListenerSpec],
     counters: &[Vec<Arc<ListenerCounters>>],
     cores: usize,
-    (handshake_timeout, max_handshakes): (Duration, usize),
+    handshake: HandshakeLimits,
 ) -> Vec<Vec<ListenerParts>> {
     let mut per_core: Vec<Vec<ListenerParts>> = (0..cores).map(|_| Vec::new()).collect();
     for ((b, spec), counters) in bound.into_iter().zip(specs).zip(counters) {
@@ -236,8 +248,9 @@ fn core_listeners(
                 file: b.file.clone(),
                 tls: spec.tls.clone().map(|config| TlsSetup {
                     config,
-                    timeout: handshake_timeout,
-                    max_handshakes,
+                    timeout: handshake.timeout,
+                    first_byte_timeout: handshake.first_byte_timeout,
+                    max_handshakes: handshake.max_handshakes,
                 }),
             });
         }

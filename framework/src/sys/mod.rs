@@ -241,25 +241,41 @@ pub(crate) fn shutdown(fd: BorrowedFd<'_>, how: libc::c_int) -> io::Result<()> {
 /// # Errors
 ///
 /// `WouldBlock` when the socket's buffer is full before the end.
-pub(crate) fn send_now(fd: BorrowedFd<'_>, mut bytes: &[u8]) -> io::Result<()> {
-    while !bytes.is_empty() {
-        // SAFETY: `fd` is borrowed; the kernel reads at most `bytes.len()`
-        // bytes from `bytes`, live for the call.
-        let sent = cvt(unsafe {
+pub(crate) fn send_now(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
+    if send_what_fits(fd, bytes)? < bytes.len() {
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    Ok(())
+}
+
+/// Sends as much of `bytes` as the socket takes without waiting
+/// (`MSG_DONTWAIT`, no `SIGPIPE`); how much went out.
+///
+/// # Errors
+///
+/// A send error other than a full buffer (`EPIPE`, `ECONNRESET`, ...).
+pub(crate) fn send_what_fits(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<usize> {
+    let mut sent = 0;
+    while sent < bytes.len() {
+        let rest = &bytes[sent..];
+        // SAFETY: `fd` is borrowed; the kernel reads at most `rest.len()`
+        // bytes from `rest`, live for the call.
+        let res = cvt(unsafe {
             libc::send(
                 fd.as_raw_fd(),
-                bytes.as_ptr().cast(),
-                bytes.len(),
+                rest.as_ptr().cast(),
+                rest.len(),
                 libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
             )
         });
-        match sent {
-            Ok(n) => bytes = &bytes[n as usize..],
+        match res {
+            Ok(n) => sent += n as usize,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(sent)
 }
 
 /// A non-blocking, close-on-exec eventfd.

@@ -9,6 +9,7 @@ use std::time::Instant;
 use rustls::pki_types::ServerName;
 
 use super::session::Session;
+use crate::buf::RecvBuf;
 use crate::core::context;
 use crate::net::Stream;
 
@@ -27,7 +28,20 @@ impl Stream {
     pub async fn accept_tls(self, config: Arc<rustls::ServerConfig>) -> io::Result<Stream> {
         let conn = rustls::ServerConnection::new(config)
             .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
-        self.handshake(Session::new(conn.into())).await
+        self.handshake(Session::new(conn.into()), None).await
+    }
+
+    /// [`accept_tls`](Self::accept_tls) with the connection's first
+    /// bytes, read already (to tell a silent connection from one that has
+    /// begun its handshake).
+    pub(crate) async fn accept_tls_from(
+        self,
+        config: Arc<rustls::ServerConfig>,
+        first: RecvBuf,
+    ) -> io::Result<Stream> {
+        let conn = rustls::ServerConnection::new(config)
+            .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+        self.handshake(Session::new(conn.into()), Some(first)).await
     }
 
     /// Runs a client's side of the TLS handshake with `server_name` (the
@@ -51,10 +65,16 @@ impl Stream {
         })?;
         let conn = rustls::ClientConnection::new(config, name)
             .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
-        self.handshake(Session::new(conn.into())).await
+        self.handshake(Session::new(conn.into()), None).await
     }
 
-    async fn handshake(mut self, session: Session) -> io::Result<Stream> {
+    /// Exchanges handshake records until the session is established;
+    /// `first` holds records received already.
+    async fn handshake(
+        mut self,
+        session: Session,
+        mut first: Option<RecvBuf>,
+    ) -> io::Result<Stream> {
         if self.tls().is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -73,7 +93,10 @@ impl Stream {
             if !session.is_handshaking() {
                 break;
             }
-            let fed = match timed(|| session.feed_pending()) {
+            let fed = match first.take().map_or_else(
+                || timed(|| session.feed_pending()),
+                |records| timed(|| session.receive(records)).map(|()| true),
+            ) {
                 Ok(true) => Ok(()),
                 Ok(false) => match self.read().await? {
                     Some(records) => timed(|| session.receive(records)),

@@ -40,7 +40,7 @@ pub(crate) fn poll_read(
                 return Poll::Ready(Err(e));
             }
         }
-        match session.feed_pending() {
+        match sent_after(stream, session, session.feed_pending()) {
             Ok(true) => continue,
             Ok(false) => {}
             Err(e) => return Poll::Ready(Err(e)),
@@ -52,16 +52,61 @@ pub(crate) fn poll_read(
             Ok(None) => session.end(),
             Err(e) => Err(e),
         };
-        if let Err(e) = fed {
+        if let Err(e) = sent_after(stream, session, fed) {
             return Poll::Ready(Err(e));
         }
     }
 }
 
+/// After records were fed in: sends what rustls queued in answer (an
+/// alert for a refused renegotiation, a KeyUpdate answer, the alert
+/// before a fatal error), at once rather than with the next write, which
+/// may never come. The check is all a read costs when nothing was queued.
+#[inline]
+fn sent_after<T>(stream: &Stream, session: &Session, fed: io::Result<T>) -> io::Result<T> {
+    if !session.wants_write() {
+        return fed;
+    }
+    let sent = send_queued(stream, session);
+    // The feeding's error says more than the send's.
+    let fed = fed?;
+    sent.map(|()| fed)
+}
+
+/// Sends rustls's queued records as far as the socket takes them now;
+/// the rest is held to go ahead of the next records. While a write's
+/// records are on their way, they are left to it: these were encrypted
+/// after them, and must follow them.
+#[cold]
+#[inline(never)]
+fn send_queued(stream: &Stream, session: &Session) -> io::Result<()> {
+    if session.is_writing() {
+        return Ok(());
+    }
+    let mut out = session.take_held();
+    if out.capacity() == 0 {
+        out = spare_records();
+    }
+    session.flush(&mut out)?;
+    let sent = crate::sys::send_what_fits(stream.fd().as_fd(), &out)?;
+    if sent < out.len() {
+        // The peer does not read: what is left waits for the next send.
+        out.drain(..sent);
+        session.hold(out);
+    } else {
+        keep_spare(out);
+    }
+    Ok(())
+}
+
 /// An encrypted write: the records of some plaintext, sent whole. The
 /// caller's buffer waits beside it, unsent, to be handed back.
 pub(crate) struct TlsWrite<'a> {
+    stream: &'a Stream,
+    session: &'a Session,
     records: Result<WriteAll<'a, Records>, Option<io::Error>>,
+    /// Record bytes sent by the earlier sends of this write.
+    sent_before: usize,
 }
 
 /// Encrypted records to send. A type of their own, so that sending them
@@ -89,10 +134,11 @@ impl<'a> TlsWrite<'a> {
     #[inline(never)]
     pub(crate) fn boxed<'c>(
         stream: &'a Stream,
-        session: &Session,
+        session: &'a Session,
         chunks: impl Iterator<Item = &'c [u8]>,
     ) -> Box<TlsWrite<'a>> {
         let mut out = spare_records();
+        session.begin_write(&mut out);
         let mut encrypted = Ok(());
         for chunk in chunks {
             encrypted = session.encrypt(chunk, &mut out);
@@ -101,30 +147,63 @@ impl<'a> TlsWrite<'a> {
             }
         }
         Box::new(TlsWrite {
+            stream,
+            session,
             records: match encrypted {
                 Ok(()) => Ok(stream.write_all_plain(Records(out))),
                 Err(e) => Err(Some(e)),
             },
+            sent_before: 0,
         })
     }
 
     /// Record bytes the kernel has taken so far.
     pub(crate) fn sent(&self) -> usize {
-        self.records.as_ref().map_or(0, WriteAll::sent)
+        self.sent_before + self.records.as_ref().map_or(0, WriteAll::sent)
     }
 
+    /// Sends the records, then those rustls queued meanwhile (a read's
+    /// answers, which had to wait for these).
     #[cold]
     #[inline(never)]
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.records {
-            Ok(records) => Pin::new(records).poll(cx).map(|(res, records)| {
-                keep_spare(records.0);
-                res
-            }),
-            Err(e) => Poll::Ready(Err(e
-                .take()
-                .unwrap_or_else(|| io::Error::other("TLS write polled after completion")))),
+        loop {
+            let records = match &mut self.records {
+                Ok(records) => records,
+                Err(e) => {
+                    self.session.end_write();
+                    return Poll::Ready(Err(e.take().unwrap_or_else(|| {
+                        io::Error::other("TLS write polled after completion")
+                    })));
+                }
+            };
+            let (res, Records(mut out)) = ready!(Pin::new(records).poll(cx));
+            if res.is_ok() && self.session.wants_write() {
+                self.sent_before += out.len();
+                out.clear();
+                match self.session.flush(&mut out) {
+                    Ok(()) => {
+                        self.records = Ok(self.stream.write_all_plain(Records(out)));
+                        continue;
+                    }
+                    Err(e) => {
+                        self.records = Err(Some(e));
+                        continue;
+                    }
+                }
+            }
+            self.session.end_write();
+            keep_spare(out);
+            return Poll::Ready(res);
         }
+    }
+}
+
+impl Drop for TlsWrite<'_> {
+    fn drop(&mut self) {
+        // A write dropped on its way leaves later records to the next
+        // send; its own are cut short, which the peer will refuse anyway.
+        self.session.end_write();
     }
 }
 

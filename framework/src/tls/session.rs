@@ -2,7 +2,7 @@
 //! stream's reads and writes take through it (feeding received records
 //! in, taking plaintext out, encrypting what is written).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io::{self, Read, Write};
 
 use rustls::Connection;
@@ -16,6 +16,16 @@ pub(crate) struct Session {
     /// Records received but not fed in yet: rustls takes more only once
     /// the plaintext of the last ones was read out (back-pressure).
     pending: RefCell<Option<RecvBuf>>,
+    /// Set while a write's records are on their way, from the moment they
+    /// were encrypted: records rustls queues meanwhile (an alert, a
+    /// KeyUpdate answer, made while reading) must follow them, since the
+    /// peer checks each record's sequence number. The write sends them
+    /// when its own are out; with no write on its way, the read that
+    /// queued them sends them.
+    writing: Cell<bool>,
+    /// Records taken out of rustls that the socket did not take: they go
+    /// ahead of the next ones sent.
+    held: RefCell<Vec<u8>>,
 }
 
 impl Session {
@@ -23,6 +33,8 @@ impl Session {
         Session {
             conn: RefCell::new(conn),
             pending: RefCell::new(None),
+            writing: Cell::new(false),
+            held: RefCell::new(Vec::new()),
         }
     }
 
@@ -114,12 +126,48 @@ impl Session {
         Ok(())
     }
 
-    /// Queues `close_notify` and returns the records to send.
+    /// Queues `close_notify` and returns the records to send (after
+    /// those held).
     pub(crate) fn close_notify(&self) -> io::Result<Vec<u8>> {
         self.conn.borrow_mut().send_close_notify();
-        let mut out = Vec::new();
+        let mut out = self.take_held();
         self.flush(&mut out)?;
         Ok(out)
+    }
+
+    /// Whether rustls has records to send.
+    pub(crate) fn wants_write(&self) -> bool {
+        self.conn.borrow().wants_write()
+    }
+
+    /// A write is about to encrypt its records into `out`: the held
+    /// records go first, and later ones wait for the write's end.
+    pub(crate) fn begin_write(&self, out: &mut Vec<u8>) {
+        self.writing.set(true);
+        let mut held = self.held.borrow_mut();
+        if !held.is_empty() {
+            out.append(&mut held);
+        }
+    }
+
+    /// The write's records are all sent, or it was dropped.
+    pub(crate) fn end_write(&self) {
+        self.writing.set(false);
+    }
+
+    /// Whether a write's records are on their way (see `writing`).
+    pub(crate) fn is_writing(&self) -> bool {
+        self.writing.get()
+    }
+
+    /// The records held back, to be sent ahead of any others.
+    pub(crate) fn take_held(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.held.borrow_mut())
+    }
+
+    /// Holds records the socket did not take, for the next send.
+    pub(crate) fn hold(&self, records: Vec<u8>) {
+        *self.held.borrow_mut() = records;
     }
 
     pub(crate) fn is_handshaking(&self) -> bool {

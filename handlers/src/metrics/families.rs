@@ -142,6 +142,12 @@ pub(super) fn framework(text: &mut Text<'_>, cores: &[StatsSnapshot]) {
             |s| s.tls_failures as f64,
         ),
         (
+            "percore_tls_evicted_total",
+            C,
+            "TLS connections closed mid-handshake to make room (handshake limit).",
+            |s| s.tls_evicted as f64,
+        ),
+        (
             "percore_tls_handshake_cpu_seconds_total",
             C,
             "CPU time spent in TLS handshakes.",
