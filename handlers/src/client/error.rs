@@ -48,6 +48,13 @@ pub enum ErrorKind {
     InvalidUrl(&'static str),
     /// The method or a header field cannot be sent, for this reason.
     InvalidRequest(&'static str),
+    /// A value given to [`RequestBuilder::path_segment`] cannot be sent
+    /// as one segment (empty, `.`, `..`, or holding `/` or `\`), for
+    /// this reason. Most often a client's input, which a service answers
+    /// with a 400.
+    ///
+    /// [`RequestBuilder::path_segment`]: super::RequestBuilder::path_segment
+    InvalidSegment(&'static str),
     /// The client cannot do this (`https` without a TLS config).
     Unsupported(&'static str),
     /// The host name did not resolve.
@@ -159,7 +166,11 @@ impl ClientError {
         &self.0.request.method
     }
 
-    /// The URL of the failed request, as given.
+    /// The URL of the failed request: as given, or as sent once
+    /// [`path_segment`] or [`query_pair`] added to it.
+    ///
+    /// [`path_segment`]: super::RequestBuilder::path_segment
+    /// [`query_pair`]: super::RequestBuilder::query_pair
     pub fn url(&self) -> &str {
         &self.0.request.url
     }
@@ -176,9 +187,31 @@ impl ClientError {
 }
 
 impl fmt::Display for ClientError {
+    /// `METHOD URL: what happened`. The method and URL are as given, and
+    /// may be what was refused for holding a CR or LF: those and the other
+    /// control bytes are written escaped (`\r\n`), so that the message
+    /// stays one line in a log.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let request = &self.0.request;
-        write!(f, "{} {}: {}", request.method, request.url, What(&self.0))
+        let (method, url) = (Escaped(&request.method), Escaped(&request.url));
+        write!(f, "{method} {url}: {}", What(&self.0))
+    }
+}
+
+/// A text with its control characters escaped as `char::escape_default`
+/// writes them (`\r`, `\n`, `\u{0}`); the rest as is.
+struct Escaped<'a>(&'a str);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut rest = self.0;
+        while let Some(at) = rest.find(char::is_control) {
+            f.write_str(&rest[..at])?;
+            let c = rest[at..].chars().next().unwrap_or_default();
+            write!(f, "{}", c.escape_default())?;
+            rest = &rest[at + c.len_utf8()..];
+        }
+        f.write_str(rest)
     }
 }
 
@@ -198,6 +231,7 @@ impl fmt::Display for What<'_> {
         match kind {
             ErrorKind::InvalidUrl(why) => write!(f, "invalid URL: {why}"),
             ErrorKind::InvalidRequest(why) => write!(f, "invalid request: {why}"),
+            ErrorKind::InvalidSegment(why) => write!(f, "invalid path segment: {why}"),
             ErrorKind::Unsupported(why) => f.write_str(why),
             ErrorKind::Resolve => match detail {
                 Some(detail) => write!(f, "resolving the host name failed: {detail}"),
