@@ -246,6 +246,11 @@ backend_tests! {
         assert_eq!((r.status, r.body.as_slice()), (200, &b"<p>index</p>\n"[..]));
         let r = c.roundtrip(&get("/a"));
         assert_eq!((r.status, r.header("location")), (301, Some("/a/")));
+        // Never `//a/`: a browser would take `a` for a host.
+        let r = c.roundtrip(&get("//a"));
+        assert_eq!((r.status, r.header("location")), (301, Some("/a/")));
+        let r = c.roundtrip(&get("///a?x=1"));
+        assert_eq!((r.status, r.header("location")), (301, Some("/a/?x=1")));
         assert_eq!(c.roundtrip(&get("/a/sub/")).status, 404);
         assert_eq!(c.roundtrip(&get("/")).status, 404);
     }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::exchange::{Failure, IoFailure};
 use crate::http::HttpError;
+use crate::one_line::OneLine;
 
 /// A stage of a request, as a timeout names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -193,25 +194,8 @@ impl fmt::Display for ClientError {
     /// stays one line in a log.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let request = &self.0.request;
-        let (method, url) = (Escaped(&request.method), Escaped(&request.url));
+        let (method, url) = (OneLine(&request.method), OneLine(&request.url));
         write!(f, "{method} {url}: {}", What(&self.0))
-    }
-}
-
-/// A text with its control characters escaped as `char::escape_default`
-/// writes them (`\r`, `\n`, `\u{0}`); the rest as is.
-struct Escaped<'a>(&'a str);
-
-impl fmt::Display for Escaped<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut rest = self.0;
-        while let Some(at) = rest.find(char::is_control) {
-            f.write_str(&rest[..at])?;
-            let c = rest[at..].chars().next().unwrap_or_default();
-            write!(f, "{}", c.escape_default())?;
-            rest = &rest[at + c.len_utf8()..];
-        }
-        f.write_str(rest)
     }
 }
 

@@ -244,8 +244,10 @@ impl StaticFiles {
                 send_file(req, &open, res).await
             }
             Target::Directory => {
-                let mut location = req.path().to_owned();
-                location.push('/');
+                // One leading slash: `//name/` would send the browser to
+                // the host `name` (a network-path reference, RFC 3986
+                // §4.2), a redirect anyone could aim with a link.
+                let mut location = format!("/{}/", req.path().trim_start_matches('/'));
                 if let Some(query) = req.query() {
                     location.push('?');
                     location.push_str(query);
