@@ -168,7 +168,8 @@ impl ClientError {
     }
 
     /// The URL of the failed request: as given, or as sent once
-    /// [`path_segment`] or [`query_pair`] added to it.
+    /// [`path_segment`] or [`query_pair`] added to it. An invalid URL is
+    /// returned as given, CR and LF included; `Display` escapes them.
     ///
     /// [`path_segment`]: super::RequestBuilder::path_segment
     /// [`query_pair`]: super::RequestBuilder::query_pair
