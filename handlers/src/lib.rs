@@ -14,4 +14,5 @@ pub mod files;
 pub mod http;
 mod log_limit;
 pub mod metrics;
+mod one_line;
 pub mod proxy;

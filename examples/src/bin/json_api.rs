@@ -5,8 +5,8 @@ use std::{cell::Cell, io};
 
 use clap::Parser;
 use percore_examples::{exit_with, init_logging, parse_args, run, CommonArgs};
-use percore_handlers::client::Client;
-use percore_handlers::http::{Config, HttpHandler, HttpStatsReader};
+use percore_handlers::client::{Client, ErrorKind};
+use percore_handlers::http::{Config, HttpError, HttpHandler, HttpStatsReader};
 use percore_handlers::http::{Response, Routed, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -64,11 +64,19 @@ async fn stats(app: &App, _: Req<'_, '_, '_>, res: Res<'_, '_>) -> io::Result<()
 }
 
 async fn weather(app: &App, req: Req<'_, '_, '_>, res: Res<'_, '_>) -> io::Result<()> {
-    let city = req.param_raw("city").unwrap_or_default();
-    let url = format!("http://{}/city/{city}", app.upstream);
-    let mut answer = app.client.get(&url).send().await?;
+    let city = req.param_str("city")?;
+    // The city joins the upstream's path as one encoded segment, never
+    // pasted into the URL: `..%2Fadmin` must not reach `/admin` there.
+    let url = format!("http://{}/city", app.upstream);
+    let call = app.client.get(&url).path_segment(&city).send().await;
+    let mut answer = match call {
+        Err(e) if matches!(e.kind(), ErrorKind::InvalidSegment(_)) => {
+            return Err(HttpError::new(400, "not a city name (`.`, `..`, `/`)").into());
+        }
+        answer => answer?,
+    };
     let body = answer.body().await?;
-    let (city, status, bytes) = (req.param_str("city")?, answer.status(), body.len());
+    let (status, bytes) = (answer.status(), body.len());
     let out = json!({ "city": city, "upstream_status": status, "upstream_bytes": bytes });
     Ok(res.json(200, &out)?)
 }

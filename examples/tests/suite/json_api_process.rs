@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
+use percore_test_kit::upstream::Fake;
 use percore_test_kit::*;
 
 const JSON_API: &str = env!("CARGO_BIN_EXE_json_api");
@@ -89,6 +90,58 @@ backend_process_tests! {
         assert_eq!(get(a, "/nowhere").0, 404);
         stop(api);
         stop(echo);
+    }
+
+    /// `/weather/{city}` puts the city into the upstream's path as one
+    /// segment, seen by an upstream that records the targets it is
+    /// asked for: `..%2F`, `%2F`, dot segments, `%00` and CR/LF never
+    /// name another upstream path nor split the request; what cannot be
+    /// one segment is a 400 and reaches no upstream.
+    fn the_city_is_one_upstream_segment(backend) {
+        let upstream = Fake::answering_ok();
+        let api = start(JSON_API, backend, &["--upstream", &upstream.addr.to_string()]);
+        let cases: [(&str, Option<&str>); 11] = [
+            ("/weather/..%2Finternal%2Fkeys", None),
+            ("/weather/..%2F..%2Finternal", None),
+            ("/weather/%2F", None),
+            ("/weather/%2E%2E", None),
+            ("/weather/%2e", None),
+            ("/weather/..%5Cinternal", None),
+            ("/weather/san%20jose", Some("/city/san%20jose")),
+            ("/weather/%00", Some("/city/%00")),
+            ("/weather/x%0D%0AX-Injected:%201", Some("/city/x%0D%0AX-Injected%3A%201")),
+            ("/weather/a%3Fb%23c", Some("/city/a%3Fb%23c")),
+            ("/weather/..%252F", Some("/city/..%252F")),
+        ];
+        let mut expected = Vec::new();
+        for (path, target) in cases {
+            let (status, body) = get(api.addr, path);
+            match target {
+                Some(target) => {
+                    assert_eq!(status, 200, "{path}: {body}");
+                    expected.push(target);
+                }
+                None => {
+                    assert_eq!(status, 400, "{path}: {body}");
+                    assert!(body.contains("not a city name"), "{path}: {body}");
+                }
+            }
+        }
+        let seen: Vec<String> = upstream
+            .requests()
+            .iter()
+            .map(|r| String::from_utf8_lossy(r).into_owned())
+            .collect();
+        let targets: Vec<&str> = seen
+            .iter()
+            .map(|r| r.split(' ').nth(1).unwrap_or_default())
+            .collect();
+        assert_eq!(targets, expected, "{seen:?}");
+        for request in &seen {
+            // The request line, Host, and the blank line: nothing added.
+            assert_eq!(request.matches("\r\n").count(), 3, "{request:?}");
+        }
+        stop(api);
     }
 
     /// An upstream that refuses connections is a 502 that says so.

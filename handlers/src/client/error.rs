@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::exchange::{Failure, IoFailure};
 use crate::http::HttpError;
+use crate::one_line::OneLine;
 
 /// A stage of a request, as a timeout names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -48,6 +49,13 @@ pub enum ErrorKind {
     InvalidUrl(&'static str),
     /// The method or a header field cannot be sent, for this reason.
     InvalidRequest(&'static str),
+    /// A value given to [`RequestBuilder::path_segment`] cannot be sent
+    /// as one segment (empty, `.`, `..`, or holding `/` or `\`), for
+    /// this reason. Most often a client's input, which a service answers
+    /// with a 400.
+    ///
+    /// [`RequestBuilder::path_segment`]: super::RequestBuilder::path_segment
+    InvalidSegment(&'static str),
     /// The client cannot do this (`https` without a TLS config).
     Unsupported(&'static str),
     /// The host name did not resolve.
@@ -159,7 +167,12 @@ impl ClientError {
         &self.0.request.method
     }
 
-    /// The URL of the failed request, as given.
+    /// The URL of the failed request: as given, or as sent once
+    /// [`path_segment`] or [`query_pair`] added to it. An invalid URL is
+    /// returned as given, CR and LF included; `Display` escapes them.
+    ///
+    /// [`path_segment`]: super::RequestBuilder::path_segment
+    /// [`query_pair`]: super::RequestBuilder::query_pair
     pub fn url(&self) -> &str {
         &self.0.request.url
     }
@@ -176,9 +189,14 @@ impl ClientError {
 }
 
 impl fmt::Display for ClientError {
+    /// `METHOD URL: what happened`. The method and URL are as given, and
+    /// may be what was refused for holding a CR or LF: those and the other
+    /// control bytes are written escaped (`\r\n`), so that the message
+    /// stays one line in a log.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let request = &self.0.request;
-        write!(f, "{} {}: {}", request.method, request.url, What(&self.0))
+        let (method, url) = (OneLine(&request.method), OneLine(&request.url));
+        write!(f, "{method} {url}: {}", What(&self.0))
     }
 }
 
@@ -198,6 +216,7 @@ impl fmt::Display for What<'_> {
         match kind {
             ErrorKind::InvalidUrl(why) => write!(f, "invalid URL: {why}"),
             ErrorKind::InvalidRequest(why) => write!(f, "invalid request: {why}"),
+            ErrorKind::InvalidSegment(why) => write!(f, "invalid path segment: {why}"),
             ErrorKind::Unsupported(why) => f.write_str(why),
             ErrorKind::Resolve => match detail {
                 Some(detail) => write!(f, "resolving the host name failed: {detail}"),

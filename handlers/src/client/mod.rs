@@ -11,7 +11,9 @@
 //!
 //! 1. [`Client::get`] (or [`Client::request`] and the like) takes a URL,
 //!    `http://host[:port][/path][?query]`, and gives a [`RequestBuilder`]
-//!    for header fields, a body and timeouts.
+//!    for header fields, a body and timeouts; values from elsewhere join
+//!    the URL encoded, with [`RequestBuilder::path_segment`] and
+//!    [`RequestBuilder::query_pair`].
 //! 2. [`RequestBuilder::send`] takes an idle pooled connection to the
 //!    origin, or makes one: an IP literal is used as is; a host name is
 //!    resolved on a thread of its own, never on the core (the system's
@@ -52,37 +54,37 @@
 //!
 //! # Examples
 //!
-//! A service that answers with what another service says:
+//! A route that answers with what another service says of a user. The
+//! client's value joins the URL as one encoded segment
+//! ([`RequestBuilder::path_segment`]), never formatted into it: pasted
+//! in, `/users/..%2Fadmin` would ask the other service for `/admin`.
 //!
 //! ```no_run
 //! use std::io;
 //!
 //! use percore_handlers::client::Client;
-//! use percore_handlers::http::{HttpHandler, Request, Response, Service};
+//! use percore_handlers::http::{HttpHandler, Response, Routed, Router};
 //!
-//! struct Gateway {
-//!     client: Client,
-//! }
-//!
-//! impl Service for Gateway {
-//!     async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
-//!         let url = format!("http://127.0.0.1:8080/users{}", req.path());
-//!         let mut answer = self
-//!             .client
-//!             .get(&url)
-//!             .header("Accept", "application/json")
-//!             .send()
-//!             .await?;
-//!         let body = answer.body().await?;
-//!         res.send(answer.status(), Some(b"application/json"), &body)?;
-//!         Ok(())
-//!     }
+//! async fn user(client: &Client, req: &mut Routed<'_, '_>, res: &mut Response<'_>) -> io::Result<()> {
+//!     let id = req.param_str("id")?;
+//!     let mut answer = client
+//!         .get("http://127.0.0.1:8080/users")
+//!         .path_segment(&id)
+//!         .header("Accept", "application/json")
+//!         .send()
+//!         .await?;
+//!     let body = answer.body().await?;
+//!     res.send(answer.status(), Some(b"application/json"), &body)?;
+//!     Ok(())
 //! }
 //!
 //! percore::Server::builder()
 //!     .address("127.0.0.1:8081".parse().unwrap())
 //!     // One client per core, made on the core by the factory.
-//!     .serve(|_core| HttpHandler::new(Gateway { client: Client::new() }))
+//!     .serve(|_core| {
+//!         let routes = Router::new(Client::new()).get("/users/{id}", user);
+//!         HttpHandler::new(routes.build().expect("one route"))
+//!     })
 //!     .unwrap();
 //! ```
 

@@ -35,9 +35,14 @@ pub(crate) struct Timeouts {
 /// A request being built: made by [`Client::get`], [`Client::request`]
 /// and the like, sent by [`send`](Self::send).
 ///
-/// A method, URL or header that cannot be sent is reported by `send`
-/// (as [`ErrorKind::InvalidUrl`] or [`ErrorKind::InvalidRequest`]), so
-/// that the builder chains without a `Result` at each step.
+/// A method, URL, path segment or header that cannot be sent is reported
+/// by `send` (as [`ErrorKind::InvalidUrl`], [`ErrorKind::InvalidRequest`]
+/// or [`ErrorKind::InvalidSegment`]), so that the builder chains without
+/// a `Result` at each step. Nothing that could split the request reaches
+/// the wire: a URL, method or header holding CR, LF, NUL or another
+/// control byte is refused, and a value given to
+/// [`path_segment`](Self::path_segment) or
+/// [`query_pair`](Self::query_pair) is percent-encoded.
 #[derive(Debug)]
 #[must_use = "a request does nothing until sent"]
 pub struct RequestBuilder {
@@ -53,6 +58,8 @@ pub struct RequestBuilder {
     max_body: usize,
     /// The first thing given that cannot be sent.
     invalid: Option<&'static str>,
+    /// The first path segment that cannot be sent.
+    invalid_segment: Option<&'static str>,
 }
 
 impl RequestBuilder {
@@ -77,7 +84,71 @@ impl RequestBuilder {
             has_host: false,
             body: None,
             invalid,
+            invalid_segment: None,
             client,
+        }
+    }
+
+    /// Appends `segment` to the URL's path as one segment: it is
+    /// percent-encoded whole, `%`, `?`, `#`, `;`, controls (CR, LF, NUL)
+    /// and non-ASCII bytes included, so that a value from elsewhere (a
+    /// client's path parameter) can neither name another path on the
+    /// server called nor split the request. Give it the value decoded
+    /// ([`Routed::param_str`]), not as it was sent: its `%` is encoded
+    /// too. A URL whose path ends with `/` has that empty last segment
+    /// replaced.
+    ///
+    /// What no encoding keeps one segment on every server, `send`
+    /// refuses with [`ErrorKind::InvalidSegment`]: an empty segment, `.`
+    /// and `..` (servers take them for path steps, even encoded), and a
+    /// value holding `/` or `\` (nginx, and routers that match the
+    /// decoded path, take `%2F` for a separator: `../keys`, sent as
+    /// `..%2Fkeys`, would reach `/keys` there). A service whose upstream
+    /// is known to keep `%2F` as data writes that into the URL itself.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: percore_handlers::client::Client) -> Result<(), percore_handlers::client::ClientError> {
+    /// let city = "..%2Fadmin?x"; // from a client
+    /// // GET /v1/city/..%252Fadmin%3Fx?units=metric
+    /// let answer = client
+    ///     .get("http://127.0.0.1:8080/v1/city?units=metric")
+    ///     .path_segment(city)
+    ///     .send()
+    ///     .await?;
+    /// # let _ = answer; Ok(()) }
+    /// ```
+    ///
+    /// [`Routed::param_str`]: crate::http::Routed::param_str
+    pub fn path_segment(mut self, segment: &str) -> Self {
+        if let Ok(url) = &mut self.url {
+            match url.push_segment(segment) {
+                Ok(()) => self.url_changed(),
+                Err(why) => {
+                    self.invalid_segment.get_or_insert(why);
+                }
+            }
+        }
+        self
+    }
+
+    /// Appends `name=value` to the URL's query, each encoded as a form
+    /// encodes it (`&`, `=`, `#`, `%`, `+`, controls and non-ASCII bytes
+    /// as `%XX`, a space as `+`), so that a value from elsewhere stays one
+    /// value of one parameter.
+    pub fn query_pair(mut self, name: &str, value: &str) -> Self {
+        if let Ok(url) = &mut self.url {
+            url.push_query_pair(name, value);
+            self.url_changed();
+        }
+        self
+    }
+
+    /// Makes the errors name the URL with what was pushed on it.
+    fn url_changed(&mut self) {
+        if let (Ok(url), Some(request)) = (&self.url, Rc::get_mut(&mut self.request)) {
+            request.url = url.to_text();
         }
     }
 
@@ -186,6 +257,9 @@ impl RequestBuilder {
         };
         if let Some(why) = self.invalid {
             return Err(ClientError::new(&request, ErrorKind::InvalidRequest(why)));
+        }
+        if let Some(why) = self.invalid_segment {
+            return Err(ClientError::new(&request, ErrorKind::InvalidSegment(why)));
         }
         let tls = match (url.tls, &self.client.config().tls) {
             (false, _) => None,

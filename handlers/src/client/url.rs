@@ -6,10 +6,27 @@
 //! a header (spaces, controls, anything not ASCII: percent-encode it), no
 //! IPv6 zone. A fragment is the caller's own and is not sent (RFC 3986
 //! §3.5).
+//!
+//! Values from elsewhere (a client's path parameter, say) join a URL
+//! through [`Url::push_segment`] and [`Url::push_query_pair`], which
+//! percent-encode them, so that no value can name another path, add a
+//! query parameter, or split the request.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
 use crate::http::proto::chars::is_host;
+
+/// What a path segment keeps as is: RFC 3986's unreserved characters.
+/// Everything else is encoded, even what `pchar` allows: `/`, `%`, `?`,
+/// `#`, controls and non-ASCII bytes must be, and servers give `;`
+/// (path parameters), `+` or `:` meanings of their own.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// A URL taken apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +104,69 @@ impl Url {
     }
 }
 
+impl Url {
+    /// Appends `segment` to the path as one segment, percent-encoded:
+    /// `%2F` becomes `%252F`, `a?b` `a%3Fb`, and a CR, LF, NUL or
+    /// non-ASCII byte its `%XX` form. A path that ends with `/` has its
+    /// empty last segment replaced (`http://h/` and `http://h` give
+    /// `/segment`), as `url`'s `pop_if_empty().push()` does.
+    ///
+    /// What no encoding keeps one segment on every server is refused:
+    /// `.` and `..` (servers resolve them, encoded too, since RFC 3986
+    /// §6.2.2.2 lets them decode `%2E` first), an empty segment (it names
+    /// the parent), and a `/` or `\` anywhere (nginx, and routers that
+    /// match the decoded path, take `%2F` for a separator: `../keys`
+    /// sent as `..%2Fkeys` reaches `/keys` there; some servers take `\`
+    /// for one).
+    pub(crate) fn push_segment(&mut self, segment: &str) -> Result<(), &'static str> {
+        if matches!(segment, "" | "." | "..") {
+            return Err("a path segment is empty, `.` or `..`, which would name another path");
+        }
+        if segment.contains(['/', '\\']) {
+            return Err(
+                "a path segment holds `/` or `\\`, which servers that decode \
+                        the path take for a separator",
+            );
+        }
+        let end = self.target.find('?').unwrap_or(self.target.len());
+        let mut path = String::with_capacity(self.target.len() + segment.len() + 1);
+        path.push_str(&self.target[..end]);
+        if !path.ends_with('/') {
+            path.push('/');
+        }
+        path.extend(utf8_percent_encode(segment, SEGMENT));
+        path.push_str(&self.target[end..]);
+        self.target = path;
+        Ok(())
+    }
+
+    /// Appends `name=value` to the query, each encoded as a form's
+    /// (`application/x-www-form-urlencoded`: a space as `+`, `&`, `=`,
+    /// `#`, `%`, controls and non-ASCII bytes as `%XX`), so that a value
+    /// stays one value of one parameter.
+    pub(crate) fn push_query_pair(&mut self, name: &str, value: &str) {
+        match self.target.find('?') {
+            None => self.target.push('?'),
+            Some(q) if q + 1 < self.target.len() && !self.target.ends_with('&') => {
+                self.target.push('&');
+            }
+            Some(_) => {}
+        }
+        self.target
+            .extend(form_urlencoded::byte_serialize(name.as_bytes()));
+        self.target.push('=');
+        self.target
+            .extend(form_urlencoded::byte_serialize(value.as_bytes()));
+    }
+
+    /// The URL as sent, for the messages that name it: no fragment, and
+    /// the segments and pairs pushed.
+    pub(crate) fn to_text(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.authority, self.target)
+    }
+}
+
 /// The host and the port of an authority `is_host` accepted: the port
 /// follows the last `:`, except inside an IPv6 literal. An empty port
 /// (`host:`) is the default one (RFC 3986 §3.2.3).
@@ -151,6 +231,86 @@ mod tests {
             ("::1", 9, "[::1]:9")
         );
         assert_eq!(ip, Some(IpAddr::from(Ipv6Addr::LOCALHOST)));
+    }
+
+    fn with_segments(base: &str, segments: &[&str]) -> Result<String, &'static str> {
+        let mut url = Url::parse(base).expect("a base");
+        for segment in segments {
+            url.push_segment(segment)?;
+        }
+        Ok(url.target)
+    }
+
+    #[test]
+    fn a_segment_is_one_segment() {
+        for (segment, sent) in [
+            ("paris", "/city/paris"),
+            ("san jose", "/city/san%20jose"),
+            ("..%2Finternal%2Fkeys", "/city/..%252Finternal%252Fkeys"),
+            ("%2e%2e", "/city/%252e%252e"),
+            ("x\0", "/city/x%00"),
+            ("x\r\nHost: evil", "/city/x%0D%0AHost%3A%20evil"),
+            ("a?b=c#d", "/city/a%3Fb%3Dc%23d"),
+            ("a;jsessionid=1", "/city/a%3Bjsessionid%3D1"),
+            ("zürich", "/city/z%C3%BCrich"),
+            ("...", "/city/..."),
+            ("a.b-c_d~e", "/city/a.b-c_d~e"),
+        ] {
+            assert_eq!(
+                with_segments("http://h/city", &[segment]).as_deref(),
+                Ok(sent),
+                "{segment:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn segments_join_the_path_before_the_query() {
+        assert_eq!(with_segments("http://h", &["a"]).as_deref(), Ok("/a"));
+        assert_eq!(
+            with_segments("http://h/", &["a", "b"]).as_deref(),
+            Ok("/a/b")
+        );
+        assert_eq!(
+            with_segments("http://h/v1/", &["a"]).as_deref(),
+            Ok("/v1/a")
+        );
+        assert_eq!(
+            with_segments("http://h/v1?x=1#frag", &["a b"]).as_deref(),
+            Ok("/v1/a%20b?x=1")
+        );
+        assert_eq!(with_segments("http://h?q", &["a"]).as_deref(), Ok("/a?q"));
+    }
+
+    #[test]
+    fn dot_empty_and_slashed_segments_are_refused() {
+        for segment in ["", ".", "..", "/", "../keys", "a/b", "..\\keys", "a\\"] {
+            assert!(
+                with_segments("http://h/city", &[segment]).is_err(),
+                "{segment:?} was taken"
+            );
+        }
+    }
+
+    #[test]
+    fn a_query_pair_is_one_pair() {
+        let pairs = |base: &str, pairs: &[(&str, &str)]| {
+            let mut url = Url::parse(base).expect("a base");
+            for (name, value) in pairs {
+                url.push_query_pair(name, value);
+            }
+            url.target
+        };
+        assert_eq!(pairs("http://h/s", &[("q", "a b")]), "/s?q=a+b");
+        assert_eq!(
+            pairs("http://h/s?x=1", &[("q", "1&admin=true#f")]),
+            "/s?x=1&q=1%26admin%3Dtrue%23f"
+        );
+        assert_eq!(
+            pairs("http://h/s?", &[("a", "\r\n"), ("b", "é")]),
+            "/s?a=%0D%0A&b=%C3%A9"
+        );
+        assert_eq!(pairs("http://h/s?x&", &[("a", "1")]), "/s?x&a=1");
     }
 
     #[test]

@@ -20,10 +20,15 @@
 //!   evicts by the clock algorithm (second chance): an entry hit since
 //!   the hand last passed it is spared once. A new entry starts unmarked,
 //!   so a scan of files asked for once evicts itself before the hot set.
-//! - **Idle entries.** Every lookup also looks at one entry in turn and
-//!   drops it if it has outlived its period: an entry past its period is
-//!   of no use, and holding a deleted file open keeps its disk space.
-//!   A core that serves nothing sweeps nothing.
+//! - **Idle entries.** An entry past its period is of no use, and
+//!   holding a deleted file open keeps its disk space, so expired
+//!   entries are dropped even when nobody asks for them again. Every
+//!   lookup looks at one entry in turn; and while a core's table holds
+//!   entries, a task of the core's sweeps it every period (at most
+//!   [`SWEEP_BATCH`] entries a tick), so a file deleted or replaced on
+//!   disk is closed within about twice the period of its last opening.
+//!   The task ends when the table empties and starts again with the
+//!   next entry: an idle core with an empty table wakes for nothing.
 //!
 //! Misses are not cached: a file published under a name that was
 //! missing is served at once, and a flood of requests for names that
@@ -125,15 +130,24 @@ impl Cache {
         })
     }
 
-    /// Keeps `open` as this core's entry for `key`.
+    /// Keeps `open` as this core's entry for `key`, and starts the
+    /// table's sweep if it is not running.
     pub(crate) fn insert(&self, key: &str, open: &Rc<Open>) {
         let now = percore::time::now();
         self.settings.opened.fetch_add(1, Ordering::Relaxed);
-        self.with_table(true, |table| {
-            if let Some(table) = table {
-                table.insert(key, open, now);
-            }
+        let start_sweep = self.with_table(true, |table| {
+            let table = table?;
+            table.insert(key, open, now);
+            Some(!std::mem::replace(&mut table.sweeping, true))
         });
+        if start_sweep == Some(true) {
+            let period = self.settings.valid.max(MIN_SWEEP_PERIOD);
+            // Detached: it ends by itself, or with the core.
+            drop(percore::spawn_local(sweep(
+                Arc::downgrade(&self.settings),
+                period,
+            )));
+        }
     }
 
     /// Runs `f` on this core's table for these settings, made first if
@@ -163,6 +177,43 @@ impl Cache {
     }
 }
 
+/// Entries one tick of the sweep looks at, at most: a table larger
+/// than this is swept over several ticks, and a tick stays a few
+/// microseconds of the core's time.
+const SWEEP_BATCH: usize = 4096;
+
+/// The shortest time between two ticks of the sweep, for a cache whose
+/// entries are valid for less.
+const MIN_SWEEP_PERIOD: Duration = Duration::from_millis(10);
+
+/// A core's sweep of its table for `settings`: every `period`, drops the
+/// entries past their period (closing their files, once no response
+/// still sends them). Ends when the table is empty, or its cache gone
+/// (the table then goes too).
+async fn sweep(settings: Weak<Settings>, period: Duration) {
+    loop {
+        percore::time::sleep(period).await;
+        let now = percore::time::now();
+        let go_on = TABLES.with(|tables| {
+            let mut tables = tables.borrow_mut();
+            let Some(i) = tables.iter().position(|t| t.settings.ptr_eq(&settings)) else {
+                return false;
+            };
+            if settings.strong_count() == 0 {
+                tables.swap_remove(i);
+                return false;
+            }
+            let table = &mut tables[i];
+            table.sweep(now, SWEEP_BATCH);
+            table.sweeping = !table.slots.is_empty();
+            table.sweeping
+        });
+        if !go_on {
+            return;
+        }
+    }
+}
+
 thread_local! {
     /// This core's tables, one per cache used here (most often one).
     static TABLES: RefCell<Vec<Table>> = const { RefCell::new(Vec::new()) };
@@ -181,6 +232,8 @@ struct Table {
     hand: usize,
     /// The next entry the sweep looks at.
     sweep: usize,
+    /// A task sweeps this table on a timer (see [`sweep`]).
+    sweeping: bool,
 }
 
 struct Slot {
@@ -202,6 +255,7 @@ impl Table {
             slots: Vec::new(),
             hand: 0,
             sweep: 0,
+            sweeping: false,
         }
     }
 
@@ -273,6 +327,14 @@ impl Table {
             // The last entry moves into `i`: the sweep stays to see it.
             self.remove(i);
             self.sweep = i;
+        }
+    }
+
+    /// Looks at up to `batch` entries from the sweep on, dropping those
+    /// that have outlived their period.
+    fn sweep(&mut self, now: Instant, batch: usize) {
+        for _ in 0..batch.min(self.slots.len()) {
+            self.sweep_one(now);
         }
     }
 
@@ -372,5 +434,26 @@ mod tests {
         assert_eq!(settings.held.load(Ordering::Relaxed), 0);
         t.insert("a", &file, then);
         assert!(t.get("a", later).is_none(), "an old entry is not served");
+    }
+
+    #[test]
+    fn a_sweep_drops_only_expired_entries_within_its_batch() {
+        let (settings, mut t) = table(8);
+        let file = open();
+        let then = Instant::now();
+        let later = then + Duration::from_secs(7200);
+        for key in ["a", "b", "c", "d", "e"] {
+            t.insert(key, &file, then);
+        }
+        t.sweep(later, 2);
+        assert_eq!(t.slots.len(), 3, "two looked at, both expired");
+        t.insert("fresh", &file, later);
+        t.sweep(later, SWEEP_BATCH);
+        assert_eq!(t.slots.len(), 1);
+        assert!(t.get("fresh", later).is_some());
+        assert_eq!(settings.held.load(Ordering::Relaxed), 1);
+        for (key, &i) in &t.index {
+            assert_eq!(&t.slots[i].key, key);
+        }
     }
 }

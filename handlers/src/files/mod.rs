@@ -47,7 +47,8 @@
 //!   guard, so the root should be writable only by whoever may publish.
 //! - A directory is served by its `index.html`, never listed. A directory
 //!   named without its trailing slash gets `301` to the slash form (as
-//!   nginx does), so that the index's relative links resolve.
+//!   nginx does), so that the index's relative links resolve. A file
+//!   named with a trailing slash (`/file.txt/`) is a `404`, as on nginx.
 //! - `Content-Type` from a small table by extension
 //!   (`application/octet-stream` otherwise), `Content-Length`,
 //!   `Last-Modified`, a strong `ETag` (inode, size, modification time),
@@ -78,11 +79,22 @@
 //! to the blocking pool). Each core therefore keeps the files it served
 //! lately open, as nginx's `open_file_cache` does: by default up to
 //! 1,000 per core, each used for one second after it was opened and then
-//! looked up anew. A file replaced by rename is thus served at most that
-//! late; one edited in place keeps its old length and validators as long
-//! (a file that shrank ends its responses short, as above). Missing
-//! files are never cached. [`StaticFiles::cache`] sets both bounds, and
-//! turns the cache off; [`StaticFiles::cache_stats`] counts what it holds.
+//! looked up anew. A file deleted or replaced by rename is thus served
+//! at most that late; one edited in place keeps its old length and
+//! validators as long (a file that shrank ends its responses short, as
+//! above). Missing files are never cached.
+//!
+//! An entry whose second has run out is closed even if nobody asks for
+//! its path again: while a core holds entries, a task of the core sweeps
+//! them once a period, so a deleted file's descriptor, and with it the
+//! file's disk space, is let go within about two periods of its last
+//! opening (2 s by default; a response still sending it holds it to its
+//! end). The sweep costs a core one timer wake per period while its
+//! cache holds files and none when it holds none; a request pays no
+//! more than before, as a hit makes no system call and a miss opens
+//! the file as it always did. [`StaticFiles::cache`] sets both bounds,
+//! and turns the cache off; [`StaticFiles::cache_stats`] counts what it
+//! holds.
 
 mod cache;
 mod conditional;
@@ -152,8 +164,9 @@ impl StaticFiles {
 
     /// Sets the open-file cache (see the [module docs](self)): each core
     /// keeps up to `entries` files open, each used for `valid` after it
-    /// was opened. Either at zero turns the cache off, so that every
-    /// request looks at the tree anew.
+    /// was opened and closed within about twice `valid` (a file deleted
+    /// meanwhile keeps its disk space as long). Either at zero turns the
+    /// cache off, so that every request looks at the tree anew.
     ///
     /// A new cache, empty, with counters of its own: clones made before
     /// keep the old one.
@@ -231,8 +244,10 @@ impl StaticFiles {
                 send_file(req, &open, res).await
             }
             Target::Directory => {
-                let mut location = req.path().to_owned();
-                location.push('/');
+                // One leading slash: `//name/` would send the browser to
+                // the host `name` (a network-path reference, RFC 3986
+                // §4.2), a redirect anyone could aim with a link.
+                let mut location = format!("/{}/", req.path().trim_start_matches('/'));
                 if let Some(query) = req.query() {
                     location.push('?');
                     location.push_str(query);

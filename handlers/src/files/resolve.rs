@@ -62,7 +62,13 @@ pub(crate) async fn resolve(
         return Ok(Target::Missing);
     };
     if meta.is_file() {
-        return Ok(Target::File(path));
+        // `/file.txt/` names a directory that is not there (404, as on
+        // nginx), not the file.
+        return Ok(if slash {
+            Target::Missing
+        } else {
+            Target::File(path)
+        });
     }
     if !meta.is_dir() {
         return Ok(Target::Missing);

@@ -13,6 +13,7 @@ use super::stats::Reason;
 use super::unwind::Panic;
 use super::{Request, Response, Service};
 use crate::log_limit::LeftOut;
+use crate::one_line::OneLine;
 
 impl<S: Service> Conn<'_, S> {
     /// Puts an error answer in the output, its body the service's
@@ -225,17 +226,20 @@ impl<S: Service> Conn<'_, S> {
     /// core; one answered with a 4xx, or the client's doing (a bad request
     /// body, already answered, or a client that left or stopped reading), at
     /// debug.
+    /// The error's message may quote the client (a decoded parameter):
+    /// it is written on one line whatever it holds.
     pub(super) fn log_failure(&self, req: &Request<'_>, e: &io::Error, clients_doing: bool) {
         let (method, target) = (req.method(), req.target());
         let status = service_error(e).status;
         if clients_doing || status < 500 {
-            tracing::debug!(method, target, status, error = %e, "service failed");
+            tracing::debug!(method, target, status, error = %OneLine(e), "service failed");
         } else if let Some(left_out) = self.h.failures.admit(percore::time::now()) {
             let left_out = LeftOut {
                 count: left_out,
                 what: ("failure", "failures"),
             };
-            tracing::warn!(method, target, status, error = %e, "service failed{left_out}");
+            let error = OneLine(e);
+            tracing::warn!(method, target, status, error = %error, "service failed{left_out}");
         }
     }
 

@@ -44,6 +44,12 @@ async fn me(_: &App, _: &mut Routed<'_, '_>, res: Res<'_, '_>) -> io::Result<()>
     Ok(())
 }
 
+/// A failure whose message quotes the client's parameter, decoded.
+async fn fail(_: &App, req: &mut Routed<'_, '_>, _: Res<'_, '_>) -> io::Result<()> {
+    let what = req.param_str("what")?;
+    Err(HttpError::new(500, format!("cannot find {what}")).into())
+}
+
 async fn deleted(_: &App, req: &mut Routed<'_, '_>, res: Res<'_, '_>) -> io::Result<()> {
     let id: u64 = req.param("id")?;
     res.send(200, None, format!("deleted {id}").as_bytes())?;
@@ -117,6 +123,7 @@ fn routes() -> Routes<App, impl percore_handlers::http::router::Chain<App>> {
         .get("/users/me", me)
         .get("/files/{*rest}", file)
         .get("/pair/{a}/{b}", pair)
+        .get("/fail/{what}", fail)
         .post("/small", echo)
         .body_limit(10)
         .post("/big", count)
@@ -319,6 +326,26 @@ backend_tests! {
         assert_eq!(closed.len(), 1, "{closed:?}");
         let closed = log_capture::lines_with(&[&addr, span, "status=400", "close"]);
         assert_eq!(closed.len(), 1, "{closed:?}");
+    }
+
+    /// A failure's message that quotes a parameter holding CR LF (sent
+    /// as `%0D%0A`) is logged on one line: the client cannot forge a
+    /// line of the log.
+    fn a_logged_failure_stays_one_line(backend) {
+        log_capture::install();
+        let server = server(backend);
+        let forged = format!("FORGED-{backend:?} level=INFO all is well");
+        let path = format!("/fail/x%0D%0A{}", forged.replace(' ', "%20"));
+        assert_eq!(one(server.addr, &get(&path)).status, 500);
+        drop(server);
+        let failed = log_capture::lines_with(&["service failed", &forged]);
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(failed[0].contains("cannot find x\\r\\nFORGED"), "{failed:?}");
+        let forged_lines = log_capture::lines_with(&[&forged]);
+        assert!(
+            forged_lines.iter().all(|l| l.contains("service failed")),
+            "a line of the client's: {forged_lines:?}"
+        );
     }
 }
 

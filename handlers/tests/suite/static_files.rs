@@ -246,8 +246,58 @@ backend_tests! {
         assert_eq!((r.status, r.body.as_slice()), (200, &b"<p>index</p>\n"[..]));
         let r = c.roundtrip(&get("/a"));
         assert_eq!((r.status, r.header("location")), (301, Some("/a/")));
+        // Never `//a/`: a browser would take `a` for a host.
+        let r = c.roundtrip(&get("//a"));
+        assert_eq!((r.status, r.header("location")), (301, Some("/a/")));
+        let r = c.roundtrip(&get("///a?x=1"));
+        assert_eq!((r.status, r.header("location")), (301, Some("/a/?x=1")));
         assert_eq!(c.roundtrip(&get("/a/sub/")).status, 404);
         assert_eq!(c.roundtrip(&get("/")).status, 404);
+    }
+
+    /// A file named with a trailing slash is not served, as on nginx:
+    /// the slash says "a directory". Asked before and after the file is
+    /// in the cache.
+    fn a_file_with_a_trailing_slash_is_404(backend) {
+        let tree = Tree::new(&format!("slash-{backend:?}"));
+        let server = tree.serve(backend);
+        let mut c = Client::connect(server.addr);
+        for path in ["/hello.txt/", "/a/index.html/", "/hello.txt//"] {
+            assert_eq!(c.roundtrip(&get(path)).status, 404, "{path}");
+        }
+        assert_eq!(c.roundtrip(&get("/hello.txt")).status, 200);
+        assert_eq!(c.roundtrip(&get("/hello.txt/")).status, 404);
+    }
+
+    /// A cached file deleted, or replaced by rename, and never asked for
+    /// again: its descriptor is closed soon all the same (the disk space
+    /// is freed), and the next request gets a 404, or the new file.
+    fn a_deleted_file_is_closed_unasked(backend) {
+        let tree = Tree::new(&format!("deleted-{backend:?}"));
+        // The default cache: the sweep must come with it.
+        let server = tree.serve(backend);
+        let mut c = Client::connect(server.addr);
+        assert_eq!(c.roundtrip(&get("/hello.txt")).status, 200);
+        assert_eq!(c.roundtrip(&get("/f.css")).body, b"css");
+        drop(c);
+        assert_eq!(tree.open_fds(), 2, "{:?}", fd_table());
+        std::fs::remove_file(tree.root().join("hello.txt")).unwrap();
+        let fresh = tree.root().join("f.new");
+        std::fs::write(&fresh, b"new css").unwrap();
+        std::fs::rename(&fresh, tree.root().join("f.css")).unwrap();
+        // A hang detector, not a measure: the sweep runs every second.
+        let started = std::time::Instant::now();
+        while tree.open_fds() > 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "deleted files still open: {:?}",
+                fd_table()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut c = Client::connect(server.addr);
+        assert_eq!(c.roundtrip(&get("/hello.txt")).status, 404);
+        assert_eq!(c.roundtrip(&get("/f.css")).body, b"new css");
     }
 
     /// 1 MiB, streamed in pieces, byte for byte.
@@ -317,8 +367,10 @@ backend_tests! {
             return;
         };
         let server = tree.serve(backend);
-        let cases: [(&str, &str, &str); 9] = [
+        let cases: [(&str, &str, &str); 11] = [
             ("GET", "/hello.txt", ""),
+            ("GET", "/hello.txt/", ""),
+            ("GET", "/a/index.html/", ""),
             ("GET", "/big.bin", ""),
             ("GET", "/a/", ""),
             ("GET", "/missing.txt", ""),
