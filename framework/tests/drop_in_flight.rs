@@ -231,14 +231,14 @@ backend_tests! {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         let before = BUFS_FREED.load(Relaxed);
-        let write = percore::block_on(backend, async move {
+        let (_stream, write) = percore::block_on(backend, async move {
             let stream = TcpStream::connect(addr).await.expect("connect");
             let stream: &'static TcpStream = Box::leak(Box::new(stream));
             // Far more than the socket takes: the peer reads nothing.
             let mut write = Box::pin(stream.write_all(Counted(vec![7; 64 << 20])));
             let mut cx = Context::from_waker(Waker::noop());
             assert!(write.as_mut().poll(&mut cx).is_pending(), "a 64 MiB write completed");
-            write
+            (stream, write)
         })
         .expect("block_on");
         assert_eq!(BUFS_FREED.load(Relaxed) - before, 0, "freed while its future lives");
