@@ -13,10 +13,8 @@ use std::cell::RefCell;
 use io_uring::{opcode, types};
 
 use super::file::{iovec, sqe_len, File};
-use super::{on_uring, pool, sys};
+use super::{pool, sys};
 use crate::buf::{BufResult, FixedBuf, IoBuf};
-use crate::driver::uring::OpKind;
-use crate::op::file::Submit;
 
 impl File {
     /// Reads into `buf`, from its start up to its capacity, from the
@@ -45,52 +43,45 @@ impl File {
     pub async fn read_fixed_at(&self, buf: FixedBuf, pos: u64) -> BufResult<usize, FixedBuf> {
         let mut buf = buf;
         let (ptr, len) = (buf.whole_mut_ptr(), buf.capacity());
-        let inline = self.inline(false, || {
-            // SAFETY: `ptr..ptr+len` is `buf`'s memory, leased here across
-            // the call.
-            unsafe { sys::pread(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) }
-        });
-        let (res, mut buf) = match inline {
-            Some(res) => (res, buf),
-            None if on_uring() => {
-                let fd = types::Fd(self.raw());
-                let sqe = match buf.fixed_index() {
-                    Some(index) => opcode::ReadFixed::new(fd, ptr, sqe_len(len), index)
-                        .offset(pos)
-                        .build(),
-                    None => opcode::Read::new(fd, ptr, sqe_len(len)).offset(pos).build(),
-                };
-                // SAFETY: `ptr..ptr+len` is `buf`'s memory in the core's pool
-                // mapping (registered as buffer `index`, if it is), which
-                // `Submit` keeps leased with the fd.
-                let submit = unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) };
-                let (res, (_fd, buf)) = submit.await;
-                (res.map(|n| n as usize), buf)
-            }
-            None => {
-                let mut copy = take_copy(len);
-                let iov = [iovec(copy.as_mut_ptr(), len)];
-                // SAFETY: `iov` names the spare heap memory of `copy`,
-                // which the pool call holds (or, dropped, keeps) until
-                // the pool thread is done.
-                let call = unsafe { pool::read_write(self.fd.clone(), false, &iov, pos, copy) };
-                let (res, mut copy) = call.await;
-                if let Ok(n) = res {
-                    // SAFETY: the kernel wrote `n <= len` bytes.
-                    unsafe { copy.set_len(n) };
-                    buf.clear();
-                    buf.extend_from_slice(&copy);
-                }
-                give_copy(copy);
-                (res, buf)
-            }
+        let fd = self.raw();
+        // SAFETY: `ptr..ptr+len` is `buf`'s memory, leased here across the
+        // call.
+        let inline = |_: &FixedBuf| unsafe { sys::pread(fd, ptr, len, pos, libc::RWF_NOWAIT) };
+        let sqe = |buf: &FixedBuf| match buf.fixed_index() {
+            Some(index) => opcode::ReadFixed::new(types::Fd(fd), ptr, sqe_len(len), index)
+                .offset(pos)
+                .build(),
+            None => opcode::Read::new(types::Fd(fd), ptr, sqe_len(len))
+                .offset(pos)
+                .build(),
         };
+        let pool = |fd, mut buf: FixedBuf| async move {
+            let mut copy = take_copy(len);
+            let iov = [iovec(copy.as_mut_ptr(), len)];
+            // SAFETY: `iov` names the spare heap memory of `copy`, which
+            // the pool call holds (or, dropped, keeps) until the pool
+            // thread is done.
+            let call = unsafe { pool::read_write(fd, false, &iov, pos, copy) };
+            let (res, mut copy) = call.await;
+            if let Ok(n) = res {
+                // SAFETY: the kernel wrote `n <= len` bytes.
+                unsafe { copy.set_len(n) };
+                buf.clear();
+                buf.extend_from_slice(&copy);
+            }
+            give_copy(copy);
+            (res, buf)
+        };
+        // SAFETY: `ptr..ptr+len` is `buf`'s memory in the core's pool
+        // mapping (registered as buffer `index`, if it is), which stays
+        // leased while `buf` moves.
+        let (res, mut buf) = unsafe { self.rw(false, buf, inline, sqe, pool) }.await;
         if let Ok(n) = res {
             // SAFETY: `n <= capacity` bytes were written from the start
             // (the kernel's count; on the pool path, by the copy above).
             unsafe { buf.set_filled(n) };
         }
-        (res.map_err(|e| self.explain(e)), buf)
+        (res, buf)
     }
 
     /// Writes the bytes of `buf` at the file's offset `pos`; returns how
@@ -101,44 +92,34 @@ impl File {
     /// As [`write_at`](File::write_at).
     pub async fn write_fixed_at(&self, buf: FixedBuf, pos: u64) -> BufResult<usize, FixedBuf> {
         let (ptr, len) = (buf.stable_ptr(), buf.len());
-        let inline = self.inline(true, || {
-            // SAFETY: `ptr..ptr+len` are `buf`'s bytes, leased here across
-            // the call.
-            unsafe { sys::pwrite(self.raw(), ptr, len, pos, libc::RWF_NOWAIT) }
-        });
-        let (res, buf) = match inline {
-            Some(res) => (res, buf),
-            None if on_uring() => {
-                let fd = types::Fd(self.raw());
-                let sqe = match buf.fixed_index() {
-                    Some(index) => opcode::WriteFixed::new(fd, ptr, sqe_len(len), index)
-                        .offset(pos)
-                        .build(),
-                    None => opcode::Write::new(fd, ptr, sqe_len(len))
-                        .offset(pos)
-                        .build(),
-                };
-                // SAFETY: `ptr..ptr+len` are `buf`'s bytes in the core's pool
-                // mapping (registered as buffer `index`, if it is), which
-                // `Submit` keeps leased with the fd.
-                let submit = unsafe { Submit::new((self.fd.clone(), buf), sqe, OpKind::File) };
-                let (res, (_fd, buf)) = submit.await;
-                (res.map(|n| n as usize), buf)
-            }
-            None => {
-                let mut copy = take_copy(len);
-                copy.extend_from_slice(buf.as_slice());
-                let iov = [iovec(copy.as_mut_ptr(), len)];
-                // SAFETY: `iov` names the heap bytes of `copy`, which
-                // the pool call holds (or, dropped, keeps) until the
-                // pool thread is done.
-                let call = unsafe { pool::read_write(self.fd.clone(), true, &iov, pos, copy) };
-                let (res, copy) = call.await;
-                give_copy(copy);
-                (res, buf)
-            }
+        let fd = self.raw();
+        // SAFETY: `ptr..ptr+len` are `buf`'s bytes, leased here across the
+        // call.
+        let inline = |_: &FixedBuf| unsafe { sys::pwrite(fd, ptr, len, pos, libc::RWF_NOWAIT) };
+        let sqe = |buf: &FixedBuf| match buf.fixed_index() {
+            Some(index) => opcode::WriteFixed::new(types::Fd(fd), ptr, sqe_len(len), index)
+                .offset(pos)
+                .build(),
+            None => opcode::Write::new(types::Fd(fd), ptr, sqe_len(len))
+                .offset(pos)
+                .build(),
         };
-        (res.map_err(|e| self.explain(e)), buf)
+        let pool = |fd, buf: FixedBuf| async move {
+            let mut copy = take_copy(len);
+            copy.extend_from_slice(buf.as_slice());
+            let iov = [iovec(copy.as_mut_ptr(), len)];
+            // SAFETY: `iov` names the heap bytes of `copy`, which the pool
+            // call holds (or, dropped, keeps) until the pool thread is
+            // done.
+            let call = unsafe { pool::read_write(fd, true, &iov, pos, copy) };
+            let (res, copy) = call.await;
+            give_copy(copy);
+            (res, buf)
+        };
+        // SAFETY: `ptr..ptr+len` are `buf`'s bytes in the core's pool
+        // mapping (registered as buffer `index`, if it is), which stay
+        // leased while `buf` moves.
+        unsafe { self.rw(true, buf, inline, sqe, pool) }.await
     }
 }
 

@@ -7,19 +7,19 @@
 //! tries `pwritev2`/`preadv2` with `RWF_NOWAIT` and, when that would
 //! block, runs the call on the pool, whose job builds its own array.
 
-use std::os::fd::AsRawFd;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 
 use io_uring::{opcode, types};
 
 use super::file::File;
-use super::{on_uring, pool, sys};
+use super::{pool, sys};
 use crate::buf::io_bufs::sealed::Gather;
 use crate::buf::io_bufs_mut::sealed::Scatter;
 use crate::buf::{BufResult, IoBufs, IoBufsMut};
 use crate::driver::current;
 use crate::driver::msg_space::{MsgSpace, IOV_MAX};
-use crate::driver::uring::OpKind;
-use crate::op::file::Submit;
 
 impl File {
     /// Writes the bytes of `bufs`, in order, at the file's offset `pos`
@@ -46,51 +46,24 @@ impl File {
     pub async fn writev_at<B: IoBufs + Send>(&self, bufs: B, pos: u64) -> BufResult<usize, B> {
         let mut space = current::with_io(|core| core.msg_spaces.take());
         gather(&mut space.iov, &bufs);
-        let inline = self.inline(true, || {
-            // SAFETY: the iovecs name initialised bytes of `bufs`, owned
-            // here across the call.
-            unsafe { sys::pwritev(self.raw(), &space.iov, pos, libc::RWF_NOWAIT) }
-        });
-        let (res, bufs, space) = match inline {
-            Some(res) => (res, bufs, space),
-            None if on_uring() => {
-                let sqe =
-                    opcode::Writev::new(types::Fd(self.raw()), space.iov.as_ptr(), count(&space))
-                        .offset(pos)
-                        .build();
-                let kept = (self.fd.clone(), bufs, space);
-                // SAFETY: the SQE points to the iovecs in `space`'s heap array,
-                // which point into `bufs`'s bytes; `Submit` keeps both, and the
-                // fd, to the completion.
-                let submit = unsafe { Submit::new(kept, sqe, OpKind::File) };
-                let (res, (_fd, bufs, space)) = submit.await;
-                (res.map(|n| n as usize), bufs, space)
-            }
-            None if space.iov.len() <= pool::INLINE_IOVECS => {
-                let fd = self.fd.clone();
-                // SAFETY: the iovecs name heap memory of `bufs` (its
-                // initialised bytes), which the pool call holds (or,
-                // dropped, keeps) until the pool thread is done.
-                let call = unsafe { pool::read_write(fd, true, &space.iov, pos, bufs) };
-                let (res, bufs) = call.await;
-                (res, bufs, space)
-            }
-            None => {
-                let fd = self.fd.clone();
-                let job = move || {
-                    let mut iov = Vec::new();
-                    gather(&mut iov, &bufs);
-                    // SAFETY: as above: the job owns `bufs` (and the
-                    // fd) across the call.
-                    let res = unsafe { sys::pwritev(fd.as_raw_fd(), &iov, pos, 0) };
-                    (res, bufs)
-                };
-                let (res, bufs) = pool::run(job).await.unwrap_or_else(|_| lost());
-                (res, bufs, space)
-            }
+        let fd = self.raw();
+        // SAFETY: the iovecs name initialised bytes of `bufs`, owned across
+        // the call.
+        let inline = |(_, space): &(B, Box<MsgSpace>)| unsafe {
+            sys::pwritev(fd, &space.iov, pos, libc::RWF_NOWAIT)
         };
+        let sqe = |(_, space): &(B, Box<MsgSpace>)| {
+            opcode::Writev::new(types::Fd(fd), space.iov.as_ptr(), count(space))
+                .offset(pos)
+                .build()
+        };
+        let pool = |fd, (bufs, space)| on_pool(fd, true, pos, bufs, space, gather_owned::<B>);
+        // SAFETY: the SQE points to the iovecs in `space`'s heap array,
+        // which point into `bufs`'s heap bytes.
+        let call = unsafe { self.rw(true, (bufs, space), inline, sqe, pool) };
+        let (res, (bufs, space)) = call.await;
         give_back(space);
-        (res.map_err(|e| self.explain(e)), bufs)
+        (res, bufs)
     }
 
     /// Reads from the file's offset `pos` into `bufs` with one call,
@@ -118,55 +91,74 @@ impl File {
         let mut bufs = bufs;
         let mut space = current::with_io(|core| core.msg_spaces.take());
         scatter(&mut space.iov, &mut bufs);
-        let inline = self.inline(false, || {
-            // SAFETY: the iovecs name writable memory of `bufs`, owned here
-            // across the call.
-            unsafe { sys::preadv(self.raw(), &space.iov, pos, libc::RWF_NOWAIT) }
-        });
-        let (res, mut bufs, space) = match inline {
-            Some(res) => (res, bufs, space),
-            None if on_uring() => {
-                let sqe =
-                    opcode::Readv::new(types::Fd(self.raw()), space.iov.as_ptr(), count(&space))
-                        .offset(pos)
-                        .build();
-                let kept = (self.fd.clone(), bufs, space);
-                // SAFETY: the SQE points to the iovecs in `space`'s heap array,
-                // which point into `bufs`'s spare heap memory; `Submit` keeps
-                // both, and the fd, to the completion.
-                let submit = unsafe { Submit::new(kept, sqe, OpKind::File) };
-                let (res, (_fd, bufs, space)) = submit.await;
-                (res.map(|n| n as usize), bufs, space)
-            }
-            None if space.iov.len() <= pool::INLINE_IOVECS => {
-                let fd = self.fd.clone();
-                // SAFETY: the iovecs name heap memory of `bufs` (its
-                // spare capacity), which the pool call holds (or,
-                // dropped, keeps) until the pool thread is done.
-                let call = unsafe { pool::read_write(fd, false, &space.iov, pos, bufs) };
-                let (res, bufs) = call.await;
-                (res, bufs, space)
-            }
-            None => {
-                let fd = self.fd.clone();
-                let job = move || {
-                    let mut iov = Vec::new();
-                    scatter(&mut iov, &mut bufs);
-                    // SAFETY: as above: the job owns `bufs` (and the
-                    // fd) across the call.
-                    let res = unsafe { sys::preadv(fd.as_raw_fd(), &iov, pos, 0) };
-                    (res, bufs)
-                };
-                let (res, bufs) = pool::run(job).await.unwrap_or_else(|_| lost());
-                (res, bufs, space)
-            }
+        let fd = self.raw();
+        // SAFETY: the iovecs name writable memory of `bufs`, owned across
+        // the call.
+        let inline = |(_, space): &(B, Box<MsgSpace>)| unsafe {
+            sys::preadv(fd, &space.iov, pos, libc::RWF_NOWAIT)
         };
+        let sqe = |(_, space): &(B, Box<MsgSpace>)| {
+            opcode::Readv::new(types::Fd(fd), space.iov.as_ptr(), count(space))
+                .offset(pos)
+                .build()
+        };
+        let pool = |fd, (bufs, space)| on_pool(fd, false, pos, bufs, space, scatter_owned::<B>);
+        // SAFETY: the SQE points to the iovecs in `space`'s heap array,
+        // which point into `bufs`'s spare heap memory.
+        let call = unsafe { self.rw(false, (bufs, space), inline, sqe, pool) };
+        let (res, (mut bufs, space)) = call.await;
         give_back(space);
         if let Ok(n) = res {
             mark_filled(&mut bufs, n);
         }
-        (res.map_err(|e| self.explain(e)), bufs)
+        (res, bufs)
     }
+}
+
+/// The pool's part of a gathered write or scattered read (if `write`):
+/// a call that carries the iovecs in `space` when they are few, else a
+/// job that owns `bufs` and builds its own array with `point`.
+async fn on_pool<B: Send + 'static>(
+    fd: Arc<OwnedFd>,
+    write: bool,
+    pos: u64,
+    bufs: B,
+    space: Box<MsgSpace>,
+    point: fn(&mut Vec<libc::iovec>, &mut B),
+) -> (io::Result<usize>, (B, Box<MsgSpace>)) {
+    if space.iov.len() <= pool::INLINE_IOVECS {
+        // SAFETY: the iovecs name heap memory of `bufs` (initialised
+        // bytes for a write, spare capacity for a read), which the pool
+        // call holds (or, dropped, keeps) until the pool thread is done.
+        let call = unsafe { pool::read_write(fd, write, &space.iov, pos, bufs) };
+        let (res, bufs) = call.await;
+        return (res, (bufs, space));
+    }
+    let job = move || {
+        let mut bufs = bufs;
+        let mut iov = Vec::new();
+        point(&mut iov, &mut bufs);
+        // SAFETY: the iovecs name memory of `bufs`, which the job owns
+        // (with the fd) across the call.
+        let res = unsafe {
+            if write {
+                sys::pwritev(fd.as_raw_fd(), &iov, pos, 0)
+            } else {
+                sys::preadv(fd.as_raw_fd(), &iov, pos, 0)
+            }
+        };
+        (res, bufs)
+    };
+    let (res, bufs) = pool::run(job).await.unwrap_or_else(|_| lost());
+    (res, (bufs, space))
+}
+
+fn gather_owned<B: IoBufs>(iov: &mut Vec<libc::iovec>, bufs: &mut B) {
+    gather(iov, bufs);
+}
+
+fn scatter_owned<B: IoBufsMut>(iov: &mut Vec<libc::iovec>, bufs: &mut B) {
+    scatter(iov, bufs);
 }
 
 /// Points `iov` at the non-empty buffers of `bufs`, at most [`IOV_MAX`].

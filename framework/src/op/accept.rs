@@ -16,11 +16,10 @@ use std::task::{Context, Poll, Waker};
 
 use io_uring::{opcode, types};
 
+use super::lifecycle::{self, Side};
 use super::{cqe_result, SharedFd, SocketIo, Standing};
-use crate::driver::current;
 use crate::driver::epoll::Interest;
 use crate::driver::uring::{OpKind, Retained};
-use crate::driver::Driver;
 use crate::sys;
 
 /// Polls for the next accepted socket (non-blocking, close-on-exec).
@@ -34,12 +33,8 @@ pub(crate) fn poll_accept(
     shared: bool,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<OwnedFd>> {
-    if crate::executor::budget::poll_proceed(cx).is_pending() {
-        return Poll::Pending;
-    }
-    current::with_io(|core| match (&mut *core.driver.borrow_mut(), io) {
-        _ if !io.belongs_to(core) => Poll::Ready(Err(super::foreign_core())),
-        (Driver::Uring(d), SocketIo::Uring { standing, .. }) => loop {
+    lifecycle::poll_socket(io, cx, |_core, side, cx| match side {
+        Side::Uring { d, standing, .. } => loop {
             match standing.get() {
                 Standing::Idle => {
                     let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
@@ -93,23 +88,20 @@ pub(crate) fn poll_accept(
                 }
             }
         },
-        (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => loop {
-            if d.poll_ready(*source, Interest::Read, cx).is_pending() {
+        Side::Epoll { d, source } => loop {
+            if d.poll_ready(source, Interest::Read, cx).is_pending() {
                 return Poll::Pending;
             }
             d.count_syscall();
             match sys::accept(fd.as_fd()) {
                 Ok(fd) => return Poll::Ready(Ok(fd)),
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
-                    d.clear_ready(*source, Interest::Read)
+                    d.clear_ready(source, Interest::Read)
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 Err(e) => return Poll::Ready(Err(e)),
             }
         },
-        _ => Poll::Ready(Err(io::Error::other(
-            "socket used on a core of another backend",
-        ))),
     })
 }
 
@@ -120,13 +112,9 @@ pub(crate) fn poll_accept(
 /// epoll does by not calling `accept4`. There they are the kernel's to
 /// hand to another listener on the port when this one closes.
 pub(crate) fn pause_accept(io: &SocketIo) {
-    current::with_io(|core| {
-        if !io.belongs_to(core) {
-            return;
-        }
-        if let (Driver::Uring(d), SocketIo::Uring { standing, .. }) =
-            (&mut *core.driver.borrow_mut(), io)
-        {
+    // Away from its core there is nothing of this core's to pause.
+    let _ = lifecycle::on_core(io, |_core, side| {
+        if let Side::Uring { d, standing, .. } = side {
             if let Standing::Multishot(key) = standing.get() {
                 d.end_stream(key);
             }
@@ -144,33 +132,33 @@ pub(crate) fn accept_queued(
     io: &SocketIo,
     from_kernel: bool,
 ) -> Option<io::Result<OwnedFd>> {
-    current::with_io(|core| {
-        if !io.belongs_to(core) {
-            return Some(Err(super::foreign_core()));
-        }
-        match (&mut *core.driver.borrow_mut(), io) {
-            (Driver::Uring(d), SocketIo::Uring { standing, .. }) => {
-                if let Some(res) = take_accepted(d, standing) {
-                    // SAFETY: a completion `take_accepted` just took out of
-                    // the accept's slot, which hands out each one once.
-                    return Some(unsafe { accepted_fd(res) });
-                }
+    let queued = lifecycle::on_core(io, |_core, side| match side {
+        Side::Uring { d, standing, .. } => take_accepted(d, standing),
+        Side::Epoll { d, .. } => {
+            if from_kernel {
+                d.count_syscall();
             }
-            (Driver::Epoll(d), _) if from_kernel => d.count_syscall(),
-            _ => {}
+            None
         }
-        if !from_kernel {
-            return None;
+    });
+    match queued {
+        // SAFETY: a completion `take_accepted` just took out of the
+        // accept's slot, which hands out each one once.
+        Ok(Some(res)) => return Some(unsafe { accepted_fd(res) }),
+        Ok(None) => {}
+        Err(e) => return Some(Err(e)),
+    }
+    if !from_kernel {
+        return None;
+    }
+    loop {
+        match sys::accept(fd.as_fd()) {
+            Ok(fd) => return Some(Ok(fd)),
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return None,
+            Err(e) if is_transient(&e) => {}
+            Err(e) => return Some(Err(e)),
         }
-        loop {
-            match sys::accept(fd.as_fd()) {
-                Ok(fd) => return Some(Ok(fd)),
-                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return None,
-                Err(e) if is_transient(&e) => {}
-                Err(e) => return Some(Err(e)),
-            }
-        }
-    })
+    }
 }
 
 /// How long a stopping core waits for its multishot accept to end.

@@ -9,29 +9,32 @@
 
 use std::future::Future;
 use std::io;
-use std::marker::PhantomData;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use io_uring::squeue;
 
-use crate::driver::uring::{OpKey, OpKind, Retained};
-use crate::driver::{current, Driver};
+use super::lifecycle::{Op, OpAble, Sqe};
+use crate::driver::current::Io;
+use crate::driver::epoll::{self, SourceKey};
+use crate::driver::uring::{self, Cqe, OpKind, Retained};
 
 /// One submitted operation; resolves to the completion's result and the
 /// data it kept alive.
 ///
 /// `!Send`: its key names a slot of the driver of the core that submitted
 /// it, and only that core may collect or release it.
-pub(crate) struct Submit<T: 'static> {
+pub(crate) struct Submit<T: 'static>(Op<'static, Owned<T>>);
+
+/// A file operation's SQE and what it points into.
+pub(crate) struct Owned<T: 'static> {
     data: Option<T>,
     sqe: Option<squeue::Entry>,
     kind: OpKind,
-    /// The submitting core's id and the operation's slot, once pushed.
-    key: Option<(usize, OpKey)>,
-    _local: PhantomData<Rc<()>>,
 }
+
+// `data` is never pinned: the kernel sees only the heap memory it owns.
+impl<T: 'static> Unpin for Owned<T> {}
 
 impl<T: 'static> Submit<T> {
     /// An operation to push at the first poll.
@@ -45,90 +48,66 @@ impl<T: 'static> Submit<T> {
     ///   (`data` holds a reference to it), or is one the kernel takes over
     ///   (a close).
     pub(crate) unsafe fn new(data: T, sqe: squeue::Entry, kind: OpKind) -> Self {
-        Submit {
+        Submit(Op::on_file(Owned {
             data: Some(data),
             sqe: Some(sqe),
             kind,
-            key: None,
-            _local: PhantomData,
-        }
+        }))
     }
 }
 
-// `data` is never pinned: the kernel sees only the heap memory it owns.
-impl<T: 'static> Unpin for Submit<T> {}
+// SAFETY: `Submit::new`'s contract: the SQE points into `data`'s heap
+// memory, which `dropped_in_flight` hands to the slot whole, and names an
+// fd that `data` keeps open (or the kernel takes over).
+unsafe impl<T: 'static> OpAble for Owned<T> {
+    type Output = i32;
+
+    fn uring_sqe(&mut self, _core: &Io, _d: &uring::Driver) -> Sqe {
+        let Some(entry) = self.sqe.take() else {
+            panic!("Submit polled after completion")
+        };
+        Sqe {
+            entry,
+            kind: self.kind,
+            retained: Retained::None,
+        }
+    }
+
+    fn uring_done(&mut self, cqe: Cqe, _retained: Retained) -> Option<io::Result<i32>> {
+        Some(if cqe.res < 0 {
+            Err(io::Error::from_raw_os_error(-cqe.res))
+        } else {
+            Ok(cqe.res)
+        })
+    }
+
+    fn poll_epoll(
+        &mut self,
+        _core: &Io,
+        _d: &mut epoll::Driver,
+        _source: SourceKey,
+        _cx: &mut Context<'_>,
+    ) -> Poll<io::Result<i32>> {
+        unreachable!("a file operation has no socket to wait for")
+    }
+
+    fn dropped_in_flight(&mut self) -> Retained {
+        match self.data.take() {
+            Some(data) => Retained::Owned(Box::new(data)),
+            None => Retained::None,
+        }
+    }
+}
 
 impl<T: 'static> Future for Submit<T> {
     type Output = (io::Result<i32>, T);
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // No field is pinned: the SQE's pointers go into `data`'s heap.
-        let this = self.get_mut();
-        if this.key.is_none() && crate::executor::budget::poll_proceed(cx).is_pending() {
-            return Poll::Pending;
-        }
-        let result = current::with_io(|core| match &mut *core.driver.borrow_mut() {
-            Driver::Uring(d) => {
-                let key = match this.key {
-                    Some((id, key)) if id == core.id => key,
-                    Some(_) => return Poll::Ready(Err(super::foreign_core())),
-                    None => {
-                        let Some(sqe) = this.sqe.take() else {
-                            unreachable!("an unsubmitted operation keeps its SQE")
-                        };
-                        // SAFETY: `new`'s contract: the SQE points into
-                        // `data`, which this future holds until the
-                        // completion or hands to the slot in its `Drop`.
-                        let key = unsafe { d.push(sqe, this.kind, false, Retained::None) };
-                        this.key = Some((core.id, key));
-                        key
-                    }
-                };
-                d.poll_op(key, cx).map(|(cqe, _)| {
-                    this.key = None;
-                    Ok(cqe.res)
-                })
-            }
-            Driver::Epoll(_) => Poll::Ready(Err(io::Error::other(
-                "an io_uring file operation polled on an epoll core",
-            ))),
-        });
-        result.map(|res| {
-            let Some(data) = this.data.take() else {
-                panic!("Submit polled after completion")
-            };
-            let res = res.and_then(|res| {
-                if res < 0 {
-                    Err(io::Error::from_raw_os_error(-res))
-                } else {
-                    Ok(res)
-                }
-            });
-            (res, data)
-        })
-    }
-}
-
-impl<T: 'static> Drop for Submit<T> {
-    fn drop(&mut self) {
-        let (Some((id, key)), Some(data)) = (self.key.take(), self.data.take()) else {
-            return;
+        let op = &mut self.get_mut().0;
+        let res = std::task::ready!(op.poll(cx));
+        let Some(data) = op.data_mut().data.take() else {
+            panic!("Submit polled after completion")
         };
-        let mut extra = Some(Retained::Owned(Box::new(data)));
-        let leftover = current::try_with_io(|core| match &mut *core.driver.borrow_mut() {
-            Driver::Uring(d) if core.id == id => {
-                d.release(key, extra.take().unwrap_or(Retained::None))
-            }
-            _ => None,
-        });
-        // Dropped outside the driver's borrow: it may hold a buffer whose
-        // own drop reaches the driver.
-        drop(leftover);
-        if let Some(extra) = extra {
-            tracing::error!(
-                "a file operation's future was dropped away from its core; its buffer is leaked"
-            );
-            std::mem::forget(extra);
-        }
+        Poll::Ready((res, data))
     }
 }

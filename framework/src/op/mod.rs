@@ -1,10 +1,13 @@
 //! One file per kernel operation, each implementing it for both backends:
 //! an SQE plus a completion slot on io_uring, readiness plus a
-//! non-blocking syscall on epoll.
+//! non-blocking syscall on epoll. Each supplies only what is its own;
+//! [`lifecycle`] owns the rest (the budget, the core's ownership, the
+//! completion key, the drop in flight).
 
 pub(crate) mod accept;
 pub(crate) mod connect;
 pub(crate) mod file;
+pub(crate) mod lifecycle;
 pub(crate) mod msg_space;
 pub(crate) mod recv;
 pub(crate) mod send;
@@ -119,55 +122,25 @@ pub(crate) fn register(fd: &SharedFd) -> std::io::Result<SocketIo> {
 /// that was leaked (`mem::forget`) must not reach another socket that
 /// reuses the number.
 pub(crate) fn deregister(fd: &SharedFd, io: &SocketIo) {
-    let leftover = crate::driver::current::try_with_io(|core| {
-        if !io.belongs_to(core) {
-            return None;
+    let leftover = lifecycle::try_on_core(io, |side| match side {
+        lifecycle::Side::Uring { d, standing, .. } => {
+            let leftover = match standing.replace(Standing::Idle) {
+                Standing::Idle => None,
+                Standing::Multishot(key) | Standing::Single(key) => {
+                    d.release(key, crate::driver::uring::Retained::None)
+                }
+            };
+            d.keep_open_until_submitted(fd.retain());
+            leftover
         }
-        match (&mut *core.driver.borrow_mut(), io) {
-            (crate::driver::Driver::Uring(d), SocketIo::Uring { standing, .. }) => {
-                let leftover = match standing.replace(Standing::Idle) {
-                    Standing::Idle => None,
-                    Standing::Multishot(key) | Standing::Single(key) => {
-                        d.release(key, crate::driver::uring::Retained::None)
-                    }
-                };
-                d.keep_open_until_submitted(fd.retain());
-                leftover
-            }
-            (crate::driver::Driver::Epoll(d), SocketIo::Epoll { source, .. }) => {
-                d.deregister(*source);
-                None
-            }
-            _ => None,
+        lifecycle::Side::Epoll { d, source } => {
+            d.deregister(source);
+            None
         }
     });
+    // Dropped outside the driver's borrow: a pool buffer's drop may reach
+    // the core's I/O.
     drop(leftover);
-}
-
-/// The drop of a future whose operation may be in flight: hands `extra`
-/// (the future's buffer, which the kernel may still read or write) to the
-/// operation's slot, which keeps it until the completion. Should the slot
-/// be out of reach (the core is gone, or this is another core), the buffer
-/// is leaked: the kernel may still use it, so it must never be freed.
-pub(crate) fn release_dropped(io: &SocketIo, key: OpKey, extra: crate::driver::uring::Retained) {
-    use crate::driver::uring::Retained;
-    let mut extra = Some(extra);
-    let leftover =
-        crate::driver::current::try_with_io(|core| match &mut *core.driver.borrow_mut() {
-            crate::driver::Driver::Uring(d) if io.belongs_to(core) => {
-                d.release(key, extra.take().unwrap_or(Retained::None))
-            }
-            _ => None,
-        });
-    drop(leftover);
-    if let Some(extra) = extra {
-        if !matches!(extra, Retained::None) {
-            tracing::error!(
-                "an operation's future was dropped away from its core; its buffer is leaked"
-            );
-            std::mem::forget(extra);
-        }
-    }
 }
 
 /// Converts a negative completion result into an error.

@@ -42,13 +42,12 @@ use std::task::{Context, Poll};
 
 use io_uring::{cqueue, opcode, types};
 
+use super::lifecycle::{self, Side};
 use super::{cqe_result, SharedFd, SocketIo, Standing};
 use crate::buf::RecvBuf;
-use crate::driver::current;
 use crate::driver::epoll::Interest;
 use crate::driver::uring::buf_ring::BUF_GROUP;
 use crate::driver::uring::{OpKind, Retained};
-use crate::driver::Driver;
 
 /// Polls the next received bytes: `Some(buf)`, or `None` at end of stream.
 pub(crate) fn poll_recv(
@@ -56,29 +55,14 @@ pub(crate) fn poll_recv(
     io: &SocketIo,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<Option<RecvBuf>>> {
-    if crate::executor::budget::poll_proceed(cx).is_pending() {
-        return Poll::Pending;
-    }
-    current::with_io(|core| {
-        if !io.belongs_to(core) {
-            return Poll::Ready(Err(super::foreign_core()));
-        }
-        let mut driver = core.driver.borrow_mut();
-        let result = match (&mut *driver, io) {
-            (
-                Driver::Uring(d),
-                SocketIo::Uring {
-                    standing,
-                    pool_reads,
-                    ..
-                },
-            ) => poll_uring(d, fd, standing, pool_reads, &core.pool, cx),
-            (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => {
-                poll_epoll(d, fd, *source, &core.pool, cx)
-            }
-            _ => Poll::Ready(Err(io::Error::other(
-                "socket used on a core of another backend",
-            ))),
+    lifecycle::poll_socket(io, cx, |core, side, cx| {
+        let result = match side {
+            Side::Uring {
+                d,
+                standing,
+                pool_reads,
+            } => poll_uring(d, fd, standing, pool_reads, &core.pool, cx),
+            Side::Epoll { d, source } => poll_epoll(d, fd, source, &core.pool, cx),
         };
         if let Poll::Ready(Ok(Some(buf))) = &result {
             core.stats.bytes_in.add(buf.len() as u64);

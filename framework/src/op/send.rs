@@ -13,31 +13,33 @@ use std::task::{Context, Poll};
 
 use io_uring::{opcode, types};
 
+use super::lifecycle::{Op, OpAble, Sqe};
 use super::{cqe_result, SharedFd, SocketIo};
 use crate::buf::{BufResult, IoBuf};
-use crate::driver::current;
+use crate::driver::current::Io;
 use crate::driver::epoll::{self, Interest, SourceKey};
-use crate::driver::uring::{OpKey, OpKind, Retained, RECVSEND_FIXED_BUF};
-use crate::driver::Driver;
+use crate::driver::uring::{self, Cqe, OpKind, Retained, RECVSEND_FIXED_BUF};
 
 /// Sends the bytes of `buf` from `offset` on; resolves to the count sent.
-pub(crate) struct Send<'a, B: IoBuf> {
+pub(crate) struct Send<'a, B: IoBuf>(Op<'a, SendBuf<'a, B>>);
+
+/// What a send is made of.
+pub(crate) struct SendBuf<'a, B: IoBuf> {
     fd: &'a SharedFd,
-    io: &'a SocketIo,
     buf: Option<B>,
     offset: usize,
-    key: Option<OpKey>,
 }
 
 impl<'a, B: IoBuf> Send<'a, B> {
     pub(crate) fn new(fd: &'a SharedFd, io: &'a SocketIo, buf: B, offset: usize) -> Self {
-        Send {
-            fd,
+        Send(Op::on_socket(
             io,
-            buf: Some(buf),
-            offset,
-            key: None,
-        }
+            SendBuf {
+                fd,
+                buf: Some(buf),
+                offset,
+            },
+        ))
     }
 }
 
@@ -45,10 +47,89 @@ impl<B: IoBuf> Send<'_, B> {
     /// The buffer of a send that was never submitted (an empty
     /// `write_all` completes without one).
     pub(crate) fn take_buf(&mut self) -> Option<B> {
-        if self.key.is_some() {
+        if self.0.in_flight() {
             return None;
         }
-        self.buf.take()
+        self.0.data_mut().buf.take()
+    }
+}
+
+impl<B: IoBuf> SendBuf<'_, B> {
+    /// The unsent bytes: their start and length.
+    fn bytes(&self) -> (*const u8, usize) {
+        let Some(buf) = self.buf.as_ref() else {
+            panic!("Send polled after completion")
+        };
+        let ptr = buf.stable_ptr().wrapping_add(self.offset);
+        (ptr, buf.bytes_init().saturating_sub(self.offset))
+    }
+}
+
+// SAFETY: the SQE points at `buf`'s stable bytes, which the `Op` keeps to
+// the completion and `dropped_in_flight` hands to the slot. No reference
+// to the descriptor rides along: while the `Op` lives it borrows the
+// stream, `dropped_in_flight` hands one to the slot, and a stream dropped
+// with the send still unsubmitted keeps its socket open past the
+// submission (`op::deregister`); once submitted, the kernel holds the
+// file itself.
+unsafe impl<B: IoBuf> OpAble for SendBuf<'_, B> {
+    type Output = usize;
+
+    fn uring_sqe(&mut self, _core: &Io, d: &uring::Driver) -> Sqe {
+        let (ptr, len) = self.bytes();
+        let fixed = self.buf.as_ref().and_then(IoBuf::fixed_index);
+        let mut send = opcode::Send::new(types::Fd(self.fd.as_raw_fd()), ptr, sqe_len(len))
+            .flags(libc::MSG_NOSIGNAL);
+        if let (Some(index), true) = (fixed, d.fixed_send()) {
+            send = send.ioprio(RECVSEND_FIXED_BUF).buf_group(index);
+        }
+        Sqe {
+            entry: send.build(),
+            kind: OpKind::Send,
+            retained: Retained::None,
+        }
+    }
+
+    fn uring_done(&mut self, cqe: Cqe, _retained: Retained) -> Option<io::Result<usize>> {
+        Some(cqe_result(cqe.res).map(|n| n as usize))
+    }
+
+    fn poll_epoll(
+        &mut self,
+        _core: &Io,
+        d: &mut epoll::Driver,
+        source: SourceKey,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<usize>> {
+        let (ptr, len) = self.bytes();
+        let fd = self.fd.as_raw_fd();
+        // The raw syscall, not libc's `send`, for the reason given at the
+        // receive (no cancellation-point wrapper).
+        // SAFETY: `ptr..ptr+len` are initialised bytes of `buf`, which
+        // this operation owns for the call's duration; every argument is
+        // register-sized, as `syscall` reads them.
+        poll_epoll_send(d, source, cx, || unsafe {
+            libc::syscall(
+                libc::SYS_sendto,
+                libc::c_long::from(fd),
+                ptr,
+                len,
+                libc::c_long::from(libc::MSG_NOSIGNAL),
+                std::ptr::null::<libc::sockaddr>(),
+                libc::c_long::from(0),
+            )
+        })
+    }
+
+    fn dropped_in_flight(&mut self) -> Retained {
+        match self.buf.take() {
+            Some(buf) => Retained::Buffer(self.fd.retain(), Box::new(buf)),
+            None => Retained::None,
+        }
+    }
+
+    fn bytes_out(n: &usize) -> Option<u64> {
+        Some(*n as u64)
     }
 }
 
@@ -56,101 +137,15 @@ impl<B: IoBuf> Future for Send<'_, B> {
     type Output = BufResult<usize, B>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        if this.key.is_none() && crate::executor::budget::poll_proceed(cx).is_pending() {
-            return Poll::Pending;
-        }
-        let Some(buf) = this.buf.as_ref() else {
-            panic!("Send polled after completion")
+        let op = &mut self.get_mut().0;
+        let res = std::task::ready!(op.poll(cx));
+        let Some(buf) = op.data_mut().buf.take() else {
+            unreachable!("a send keeps its buffer to the completion")
         };
-        let ptr = buf.stable_ptr().wrapping_add(this.offset);
-        let len = buf.bytes_init().saturating_sub(this.offset);
-        let fixed = buf.fixed_index();
-        let result = current::with_io(|core| {
-            if !this.io.belongs_to(core) {
-                return Poll::Ready(Err(super::foreign_core()));
-            }
-            let result = match (&mut *core.driver.borrow_mut(), this.io) {
-                (Driver::Uring(d), SocketIo::Uring { .. }) => {
-                    let key = *this.key.get_or_insert_with(|| {
-                        let mut send =
-                            opcode::Send::new(types::Fd(this.fd.as_raw_fd()), ptr, sqe_len(len))
-                                .flags(libc::MSG_NOSIGNAL);
-                        if let (Some(index), true) = (fixed, d.fixed_send()) {
-                            send = send.ioprio(RECVSEND_FIXED_BUF).buf_group(index);
-                        }
-                        let sqe = send.build();
-                        // No reference to the descriptor rides along: while
-                        // this future lives it borrows the stream, its `Drop`
-                        // hands one to the slot, and a stream dropped with
-                        // the operation still unsubmitted keeps its socket
-                        // open past the submission (`op::deregister`); once
-                        // submitted, the kernel holds the file itself.
-                        // SAFETY: `ptr..ptr+len` are `buf`'s stable bytes,
-                        // which this future holds to the completion or hands
-                        // to the slot in its `Drop`; the fd: see above.
-                        unsafe { d.push(sqe, OpKind::Send, false, Retained::None) }
-                    });
-                    match d.poll_op(key, cx) {
-                        Poll::Pending => Poll::Pending,
-                        Poll::Ready((cqe, _fd)) => {
-                            this.key = None;
-                            Poll::Ready(cqe_result(cqe.res).map(|n| n as usize))
-                        }
-                    }
-                }
-                (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => {
-                    // The raw syscall, not libc's `send`, for the reason
-                    // given at the receive (no cancellation-point wrapper).
-                    // SAFETY: `ptr..ptr+len` are initialised bytes of `buf`,
-                    // which this future owns for the call's duration; every
-                    // argument is register-sized, as `syscall` reads them.
-                    poll_epoll_send(d, *source, cx, || unsafe {
-                        libc::syscall(
-                            libc::SYS_sendto,
-                            libc::c_long::from(this.fd.as_raw_fd()),
-                            ptr,
-                            len,
-                            libc::c_long::from(libc::MSG_NOSIGNAL),
-                            std::ptr::null::<libc::sockaddr>(),
-                            libc::c_long::from(0),
-                        )
-                    })
-                }
-                _ => Poll::Ready(Err(io::Error::other(
-                    "socket used on a core of another backend",
-                ))),
-            };
-            if let Poll::Ready(Ok(n)) = &result {
-                core.stats.bytes_out.add(*n as u64);
-            }
-            result
-        });
-        match result {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(res) => {
-                let Some(buf) = this.buf.take() else {
-                    unreachable!("checked at the top of poll")
-                };
-                Poll::Ready((res, buf))
-            }
-        }
+        Poll::Ready((res, buf))
     }
 }
 
-impl<B: IoBuf> Drop for Send<'_, B> {
-    fn drop(&mut self) {
-        let (Some(key), Some(buf)) = (self.key.take(), self.buf.take()) else {
-            return;
-        };
-        let extra = Retained::Buffer(self.fd.retain(), Box::new(buf));
-        super::release_dropped(self.io, key, extra);
-    }
-}
-
-/// A send's length as an SQE holds it: longer sends go out in parts of at
-/// most 4 GiB − 1 (a plain `as u32` would turn an exact multiple of 4 GiB
-/// into a zero-length send, which `write_all` reports as `WriteZero`).
 /// A non-blocking send on epoll, `send` being the syscall: waits for
 /// writability, and after `EAGAIN` (the readiness was stale) for the next
 /// edge; retries at once after `EINTR`. Shared with the gathered send.
@@ -178,6 +173,9 @@ pub(super) fn poll_epoll_send(
     }
 }
 
+/// A send's length as an SQE holds it: longer sends go out in parts of at
+/// most 4 GiB − 1 (a plain `as u32` would turn an exact multiple of 4 GiB
+/// into a zero-length send, which `write_all` reports as `WriteZero`).
 fn sqe_len(len: usize) -> u32 {
     u32::try_from(len).unwrap_or(u32::MAX)
 }

@@ -16,21 +16,22 @@ use std::task::{Context, Poll};
 
 use io_uring::{opcode, types};
 
+use super::lifecycle::{Op, OpAble, Sqe};
 use super::{cqe_result, SharedFd, SocketIo};
-use crate::driver::current;
-use crate::driver::uring::{OpKey, OpKind, Retained};
-use crate::driver::Driver;
+use crate::driver::current::Io;
+use crate::driver::epoll::{self, SourceKey};
+use crate::driver::uring::{self, Cqe, OpKind, Retained};
 
 /// Sends up to `len` bytes of the file `file` from `pos`; resolves to the
 /// count sent.
-pub(crate) struct SendFile<'a> {
+pub(crate) struct SendFile<'a>(Op<'a, FileRange<'a>>);
+
+/// What a `sendfile` is made of.
+pub(crate) struct FileRange<'a> {
     fd: &'a SharedFd,
-    io: &'a SocketIo,
     file: RawFd,
     pos: u64,
     len: usize,
-    /// io_uring: the `POLLOUT` wait in flight.
-    key: Option<OpKey>,
 }
 
 impl<'a> SendFile<'a> {
@@ -44,16 +45,11 @@ impl<'a> SendFile<'a> {
         pos: u64,
         len: usize,
     ) -> Self {
-        SendFile {
-            fd,
-            io,
-            file,
-            pos,
-            len,
-            key: None,
-        }
+        SendFile(Op::on_socket(io, FileRange { fd, file, pos, len }))
     }
+}
 
+impl FileRange<'_> {
     /// One `sendfile`; the raw result.
     fn call(&self) -> libc::c_long {
         let Ok(mut offset) = libc::off_t::try_from(self.pos) else {
@@ -61,11 +57,68 @@ impl<'a> SendFile<'a> {
             unsafe { *libc::__errno_location() = libc::EINVAL };
             return -1;
         };
-        // SAFETY: two open fds (the socket, borrowed by this future, and
-        // the file: `new`'s contract) and an offset variable of ours.
+        // SAFETY: two open fds (the socket, borrowed by this operation,
+        // and the file: `SendFile::new`'s contract) and an offset
+        // variable of ours.
         unsafe {
             libc::sendfile(self.fd.as_raw_fd(), self.file, &mut offset, self.len) as libc::c_long
         }
+    }
+}
+
+// SAFETY: the SQE (a `POLL_ADD`) points to no memory. The descriptor, as
+// for a send: the `Op` borrows the stream, and `dropped_in_flight` hands
+// one to the slot.
+unsafe impl OpAble for FileRange<'_> {
+    type Output = usize;
+
+    /// The call itself: io_uring, which has no `sendfile`, only waits for
+    /// the socket's room when it would block.
+    fn uring_try(&mut self) -> Option<io::Result<usize>> {
+        loop {
+            let n = self.call();
+            if n >= 0 {
+                return Some(Ok(n as usize));
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EAGAIN) => return None,
+                Some(libc::EINTR) => {}
+                _ => return Some(Err(err)),
+            }
+        }
+    }
+
+    fn uring_sqe(&mut self, _core: &Io, _d: &uring::Driver) -> Sqe {
+        let entry = opcode::PollAdd::new(types::Fd(self.fd.as_raw_fd()), libc::POLLOUT as u32);
+        Sqe {
+            entry: entry.build(),
+            kind: OpKind::Send,
+            retained: Retained::None,
+        }
+    }
+
+    fn uring_done(&mut self, cqe: Cqe, _retained: Retained) -> Option<io::Result<usize>> {
+        // The socket has room: the next `uring_try` makes the call.
+        cqe_result(cqe.res).err().map(Err)
+    }
+
+    fn poll_epoll(
+        &mut self,
+        _core: &Io,
+        d: &mut epoll::Driver,
+        source: SourceKey,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<usize>> {
+        super::send::poll_epoll_send(d, source, cx, || self.call())
+    }
+
+    fn dropped_in_flight(&mut self) -> Retained {
+        Retained::Fd(self.fd.retain())
+    }
+
+    fn bytes_out(n: &usize) -> Option<u64> {
+        Some(*n as u64)
     }
 }
 
@@ -73,74 +126,6 @@ impl Future for SendFile<'_> {
     type Output = io::Result<usize>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        if this.key.is_none() && crate::executor::budget::poll_proceed(cx).is_pending() {
-            return Poll::Pending;
-        }
-        let result = current::with_io(|core| {
-            if !this.io.belongs_to(core) {
-                return Poll::Ready(Err(super::foreign_core()));
-            }
-            let result = match (&mut *core.driver.borrow_mut(), this.io) {
-                (Driver::Uring(d), SocketIo::Uring { .. }) => loop {
-                    if let Some(key) = this.key {
-                        match d.poll_op(key, cx) {
-                            Poll::Pending => break Poll::Pending,
-                            Poll::Ready((cqe, _)) => {
-                                this.key = None;
-                                if let Err(e) = cqe_result(cqe.res) {
-                                    break Poll::Ready(Err(e));
-                                }
-                            }
-                        }
-                    }
-                    let n = this.call();
-                    if n >= 0 {
-                        break Poll::Ready(Ok(n as usize));
-                    }
-                    let err = io::Error::last_os_error();
-                    match err.raw_os_error() {
-                        Some(libc::EAGAIN) => {
-                            let sqe = opcode::PollAdd::new(
-                                types::Fd(this.fd.as_raw_fd()),
-                                libc::POLLOUT as u32,
-                            )
-                            .build();
-                            // The descriptor, as for a send: this future
-                            // borrows the stream, and its `Drop` hands one
-                            // to the slot. The SQE points to no memory.
-                            let retained = Retained::None;
-                            // SAFETY: see above.
-                            let key = unsafe { d.push(sqe, OpKind::Send, false, retained) };
-                            this.key = Some(key);
-                        }
-                        Some(libc::EINTR) => {}
-                        _ => break Poll::Ready(Err(err)),
-                    }
-                },
-                (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => {
-                    super::send::poll_epoll_send(d, *source, cx, || this.call())
-                }
-                _ => Poll::Ready(Err(io::Error::other(
-                    "socket used on a core of another backend",
-                ))),
-            };
-            if let Poll::Ready(Ok(n)) = &result {
-                core.stats.bytes_out.add(*n as u64);
-            }
-            result
-        });
-        if result.is_ready() {
-            this.key = None;
-        }
-        result
-    }
-}
-
-impl Drop for SendFile<'_> {
-    fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            super::release_dropped(self.io, key, Retained::Fd(self.fd.retain()));
-        }
+        self.get_mut().0.poll(cx)
     }
 }

@@ -20,14 +20,15 @@ use std::task::{Context, Poll};
 
 use io_uring::{opcode, types};
 
+use super::lifecycle::{Op, OpAble, Sqe};
 use super::msg_space::MsgSpace;
 use super::send::poll_epoll_send;
 use super::{cqe_result, SharedFd, SocketIo};
 use crate::buf::io_bufs::sealed::Gather;
 use crate::buf::IoBufs;
-use crate::driver::current;
-use crate::driver::uring::{OpKey, OpKind, Retained};
-use crate::driver::Driver;
+use crate::driver::current::{self, Io};
+use crate::driver::epoll::{self, SourceKey};
+use crate::driver::uring::{self, Cqe, OpKind, Retained};
 
 /// Where the unsent bytes of a collection start.
 #[derive(Debug, Clone, Copy, Default)]
@@ -55,13 +56,14 @@ impl Cursor {
 
 /// Sends the buffers of a collection in order, one gathered send per
 /// [`poll_send`](SendMsg::poll_send) until [`is_done`](SendMsg::is_done).
-pub(crate) struct SendMsg<'a, B: IoBufs> {
+pub(crate) struct SendMsg<'a, B: IoBufs>(Op<'a, Gathered<'a, B>>);
+
+/// What a gathered send is made of.
+pub(crate) struct Gathered<'a, B: IoBufs> {
     fd: &'a SharedFd,
-    io: &'a SocketIo,
     bufs: Option<B>,
     /// Taken from the core's pool at the first send, kept for the next.
     space: Option<Box<MsgSpace>>,
-    key: Option<OpKey>,
     next: Cursor,
 }
 
@@ -69,120 +71,133 @@ impl<'a, B: IoBufs> SendMsg<'a, B> {
     pub(crate) fn new(fd: &'a SharedFd, io: &'a SocketIo, bufs: B) -> Self {
         let mut next = Cursor::default();
         next.advance(&bufs, 0);
-        SendMsg {
+        let gathered = Gathered {
             fd,
-            io,
             bufs: Some(bufs),
             space: None,
-            key: None,
             next,
-        }
+        };
+        SendMsg(Op::on_socket(io, gathered))
     }
 
     /// Whether every byte has been sent (or the buffers were taken).
     pub(crate) fn is_done(&self) -> bool {
-        self.bufs
+        let gathered = self.0.data();
+        gathered
+            .bufs
             .as_ref()
-            .is_none_or(|bufs| self.next.index >= bufs.count())
+            .is_none_or(|bufs| gathered.next.index >= bufs.count())
     }
 
     /// The buffers, unless a send is in flight; the space goes back to the
     /// core's pool.
     pub(crate) fn take_bufs(&mut self) -> Option<B> {
-        if self.key.is_some() {
+        if self.0.in_flight() {
             return None;
         }
-        if let Some(space) = self.space.take() {
-            current::try_with_io(|core| core.msg_spaces.put(space));
-        }
-        self.bufs.take()
+        let gathered = self.0.data_mut();
+        gathered.give_back_space();
+        gathered.bufs.take()
     }
 
     /// One gathered send from the first unsent byte; resolves to the count
     /// the kernel took, which the next send starts after.
     pub(crate) fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        if self.key.is_none() && crate::executor::budget::poll_proceed(cx).is_pending() {
-            return Poll::Pending;
-        }
-        let Some(bufs) = self.bufs.as_ref() else {
-            panic!("SendMsg polled after completion")
-        };
-        let (fd, from) = (self.fd.as_raw_fd(), self.next);
-        let (key, space, io) = (&mut self.key, &mut self.space, self.io);
-        let result = current::with_io(|core| {
-            if !io.belongs_to(core) {
-                return Poll::Ready(Err(super::foreign_core()));
+        let res = std::task::ready!(self.0.poll(cx));
+        if let Ok(n) = &res {
+            let gathered = self.0.data_mut();
+            if let Some(bufs) = &gathered.bufs {
+                gathered.next.advance(bufs, *n);
             }
-            let space = space.get_or_insert_with(|| core.msg_spaces.take());
-            let result = match (&mut *core.driver.borrow_mut(), io) {
-                (Driver::Uring(d), SocketIo::Uring { .. }) => {
-                    let op = *key.get_or_insert_with(|| {
-                        let hdr = space.fill(bufs, from);
-                        let sqe = opcode::SendMsg::new(types::Fd(fd), hdr)
-                            .flags(libc::MSG_NOSIGNAL as u32)
-                            .build();
-                        // The descriptor, as for `Send`: the stream outlives
-                        // this future, whose `Drop` hands one to the slot.
-                        // SAFETY: the header, its iovecs (in `space`) and
-                        // their bytes (in `bufs`) stay with this future to
-                        // the completion, or go to the slot in its `Drop`.
-                        unsafe { d.push(sqe, OpKind::Send, false, Retained::None) }
-                    });
-                    match d.poll_op(op, cx) {
-                        Poll::Pending => Poll::Pending,
-                        Poll::Ready((cqe, _fd)) => {
-                            *key = None;
-                            Poll::Ready(cqe_result(cqe.res).map(|n| n as usize))
-                        }
-                    }
-                }
-                (Driver::Epoll(d), SocketIo::Epoll { source, .. }) => {
-                    // The raw syscall, as for `Send` (no cancellation-point
-                    // wrapper).
-                    poll_epoll_send(d, *source, cx, || {
-                        let hdr = space.fill(bufs, from);
-                        // Every argument is register-sized, as `syscall`
-                        // reads them.
-                        // SAFETY: `hdr`, its iovecs (in `space`) and their
-                        // bytes (in `bufs`) are held by this future for the call.
-                        unsafe {
-                            libc::syscall(
-                                libc::SYS_sendmsg,
-                                libc::c_long::from(fd),
-                                hdr,
-                                libc::c_long::from(libc::MSG_NOSIGNAL),
-                            )
-                        }
-                    })
-                }
-                _ => Poll::Ready(Err(io::Error::other(
-                    "socket used on a core of another backend",
-                ))),
-            };
-            if let Poll::Ready(Ok(n)) = &result {
-                core.stats.bytes_out.add(*n as u64);
-            }
-            result
-        });
-        if let Poll::Ready(Ok(n)) = &result {
-            self.next.advance(bufs, *n);
         }
-        result
+        Poll::Ready(res)
     }
 }
 
-impl<B: IoBufs> Drop for SendMsg<'_, B> {
-    fn drop(&mut self) {
-        let Some(key) = self.key.take() else {
-            drop(self.take_bufs());
-            return;
+impl<B: IoBufs> Gathered<'_, B> {
+    /// Points the space's header at the unsent bytes.
+    fn fill(&mut self, core: &Io) -> *const libc::msghdr {
+        let Some(bufs) = self.bufs.as_ref() else {
+            panic!("SendMsg polled after completion")
         };
+        let space = self.space.get_or_insert_with(|| core.msg_spaces.take());
+        space.fill(bufs, self.next)
+    }
+
+    fn give_back_space(&mut self) {
+        if let Some(space) = self.space.take() {
+            current::try_with_io(|core| core.msg_spaces.put(space));
+        }
+    }
+}
+
+// SAFETY: the header, its iovecs (in `space`'s box) and their bytes (in
+// `bufs`) stay in place when the operation moves, and
+// `dropped_in_flight` hands all of them to the slot. The descriptor, as
+// for `Send`: the stream outlives the `Op`, and `dropped_in_flight` hands
+// one to the slot.
+unsafe impl<B: IoBufs> OpAble for Gathered<'_, B> {
+    type Output = usize;
+
+    fn uring_sqe(&mut self, core: &Io, _d: &uring::Driver) -> Sqe {
+        let hdr = self.fill(core);
+        let entry = opcode::SendMsg::new(types::Fd(self.fd.as_raw_fd()), hdr)
+            .flags(libc::MSG_NOSIGNAL as u32)
+            .build();
+        Sqe {
+            entry,
+            kind: OpKind::Send,
+            retained: Retained::None,
+        }
+    }
+
+    fn uring_done(&mut self, cqe: Cqe, _retained: Retained) -> Option<io::Result<usize>> {
+        Some(cqe_result(cqe.res).map(|n| n as usize))
+    }
+
+    fn poll_epoll(
+        &mut self,
+        core: &Io,
+        d: &mut epoll::Driver,
+        source: SourceKey,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<usize>> {
+        let fd = self.fd.as_raw_fd();
+        // The raw syscall, as for `Send` (no cancellation-point wrapper).
+        poll_epoll_send(d, source, cx, || {
+            let hdr = self.fill(core);
+            // Every argument is register-sized, as `syscall` reads them.
+            // SAFETY: `hdr`, its iovecs (in `space`) and their bytes (in
+            // `bufs`) are held by this operation for the call.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_sendmsg,
+                    libc::c_long::from(fd),
+                    hdr,
+                    libc::c_long::from(libc::MSG_NOSIGNAL),
+                )
+            }
+        })
+    }
+
+    fn dropped_in_flight(&mut self) -> Retained {
         // The kernel may still read the header, the iovecs and the bytes:
         // all of them go to the slot, in place (each behind a pointer that
         // the move does not change).
         let held = (self.bufs.take(), self.space.take());
-        let extra = Retained::Buffer(self.fd.retain(), Box::new(held));
-        super::release_dropped(self.io, key, extra);
+        Retained::Buffer(self.fd.retain(), Box::new(held))
+    }
+
+    fn bytes_out(n: &usize) -> Option<u64> {
+        Some(*n as u64)
+    }
+}
+
+impl<B: IoBufs> Drop for Gathered<'_, B> {
+    fn drop(&mut self) {
+        // Runs after the `Op`'s drop, which took the space if a send was
+        // in flight: this one is idle, and goes back to the core's pool.
+        self.give_back_space();
     }
 }
 

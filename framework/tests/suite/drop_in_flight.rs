@@ -7,22 +7,50 @@
 //! - connections dropped while the kernel holds received data for them
 //!   (ring buffers queued in their multishot receive) give those buffers
 //!   back, and the bytes other connections read in the reused buffers are
-//!   theirs.
+//!   theirs;
+//! - a write whose send was in flight, dropped after its core ended, never
+//!   frees its buffer (no core is left to say the kernel is done with it).
 //!
 //! The handlers are test-local, written against the public API only.
 
 use std::cell::Cell;
+use std::future::Future;
 use std::io::{ErrorKind, Write};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
-use percore::{Connection, Handler};
+use percore::net::TcpStream;
+use percore::{Backend, Connection, Handler};
 use percore_test_kit::*;
 
 /// In-flight reads dropped by [`FlakyEcho`], over the process.
 static READS_DROPPED: AtomicU64 = AtomicU64::new(0);
 /// Connections dropped by [`DropOrEcho`] with data pending.
 static STREAMS_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// [`Counted`] buffers dropped, over the process.
+static BUFS_FREED: AtomicU64 = AtomicU64::new(0);
+
+/// A heap buffer that counts its drops.
+struct Counted(Vec<u8>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        BUFS_FREED.fetch_add(1, Relaxed);
+    }
+}
+
+// SAFETY: `stable_ptr` and `bytes_init` describe the `Vec`'s heap bytes,
+// which stay in place while the value moves.
+unsafe impl percore::buf::IoBuf for Counted {
+    fn stable_ptr(&self) -> *const u8 {
+        self.0.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.0.len()
+    }
+}
 
 /// Echo that races every read against a random deadline and drops it when
 /// the deadline wins.
@@ -192,5 +220,34 @@ backend_tests! {
         ping(addr);
         server.shutdown();
         server.join().expect("join");
+    }
+
+    /// A write polled once (on io_uring its send is then queued for the
+    /// kernel), carried out of its `block_on` and dropped after that core
+    /// ended: on io_uring its buffer is leaked, not freed, since no core
+    /// is left to say the kernel is done with it; on epoll, where the
+    /// kernel never holds it, it is freed.
+    fn a_write_dropped_away_from_its_core_leaks_its_buffer(backend) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let before = BUFS_FREED.load(Relaxed);
+        let (_stream, write) = percore::block_on(backend, async move {
+            let stream = TcpStream::connect(addr).await.expect("connect");
+            let stream: &'static TcpStream = Box::leak(Box::new(stream));
+            // Far more than the socket takes: the peer reads nothing.
+            let mut write = Box::pin(stream.write_all(Counted(vec![7; 64 << 20])));
+            let mut cx = Context::from_waker(Waker::noop());
+            assert!(write.as_mut().poll(&mut cx).is_pending(), "a 64 MiB write completed");
+            (stream, write)
+        })
+        .expect("block_on");
+        assert_eq!(BUFS_FREED.load(Relaxed) - before, 0, "freed while its future lives");
+        drop(write);
+        let freed = BUFS_FREED.load(Relaxed) - before;
+        match backend {
+            Backend::Epoll => assert_eq!(freed, 1, "the buffer of an epoll write is freed"),
+            _ => assert_eq!(freed, 0, "a buffer the kernel may have held was freed away from its core"),
+        }
+        drop(listener);
     }
 }
