@@ -8,7 +8,7 @@
 //! nginx, which decodes `%2F` and resolves `..` in a path, finds no
 //! file outside `/city/`.
 
-mod support;
+use crate::support;
 
 use percent_encoding::percent_decode_str;
 use percore_handlers::client::{Client, ErrorKind};
