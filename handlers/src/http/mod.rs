@@ -159,7 +159,7 @@
 //! buffers are per-connection `Vec`s that keep their capacity (up to 64
 //! KiB; larger ones are freed after use), so once warm a connection serves
 //! requests with no heap allocation at all, on both backends (counted by
-//! `tests/http_alloc.rs`).
+//! `tests/alloc/http_alloc.rs`).
 //!
 //! # The protocol core
 //!
