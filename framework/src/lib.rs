@@ -71,6 +71,7 @@ pub mod fs;
 pub mod future;
 mod handler;
 mod histogram;
+mod main_error;
 pub mod net;
 mod op;
 pub mod runtime;
@@ -90,6 +91,7 @@ pub use driver::{Backend, ParseBackendError};
 pub use executor::budget::unconstrained;
 pub use executor::{JoinError, JoinHandle};
 pub use handler::{Connection, Handler};
+pub use main_error::MainError;
 pub use runtime::{
     block_on, core_count, core_index, core_stats, count_requests, current_backend, drain_deadline,
     is_shutting_down, shutdown_signal, spawn_blocking, spawn_local, submit_to, until_stopped,

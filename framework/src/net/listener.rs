@@ -61,6 +61,17 @@ pub(crate) fn bind_probe(addr: SocketAddr) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// A bound (not listening) socket with `SO_REUSEPORT`: binding it succeeds
+/// beside a listener that shares its port with the same user (a percore
+/// server, say), and being no listener it takes none of its connections.
+pub(crate) fn bind_probe_shared(addr: SocketAddr) -> io::Result<OwnedFd> {
+    let fd = sys::tcp_socket(&addr)?;
+    sys::set_int_opt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    sys::set_int_opt(fd.as_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    sys::bind(fd.as_fd(), &addr)?;
+    Ok(fd)
+}
+
 impl TcpListener {
     /// Binds a listener on this core (`SO_REUSEADDR`, no `SO_REUSEPORT`).
     ///

@@ -20,7 +20,7 @@ mod unix_listener;
 pub use endpoint::Endpoint;
 pub(crate) use listener::Acceptor;
 pub use listener::TcpListener;
-pub(crate) use listener::{bind_probe, bind_reuseport};
+pub(crate) use listener::{bind_probe, bind_probe_shared, bind_reuseport};
 pub use stream::{Read, Stream, WriteAll, WriteAllVectored};
 pub use tcp::TcpStream;
 pub use unix::{PeerCred, UnixAddr, UnixStream};

@@ -104,12 +104,19 @@ fn bind_probe_patiently(address: SocketAddr) -> io::Result<OwnedFd> {
     }
 }
 
-/// Names the cause of a failed bind.
+/// Names the cause of a failed bind. A port in use is told apart by its
+/// holder: one that shares it (`SO_REUSEPORT`, same user, as a percore
+/// server does) could be taken over, any other cannot.
 fn in_use(address: SocketAddr, e: io::Error, take_over: bool) -> io::Error {
-    let why: Cow<'_, str> = match (e.kind() == io::ErrorKind::AddrInUse, take_over) {
-        (true, false) => "address already in use (another server on this port? to replace \
-                          it without refusing connections, start this one to take it over)"
-            .into(),
+    let in_use = e.kind() == io::ErrorKind::AddrInUse;
+    let why: Cow<'_, str> = match (in_use, take_over) {
+        (true, false) if crate::net::bind_probe_shared(address).is_ok() => {
+            "address already in use by a server that shares its port (a percore server?); \
+             to replace it without refusing connections, start this one with \
+             `ServerBuilder::take_over(true)` (`--take-over` on the example servers)"
+                .into()
+        }
+        (true, false) => "address already in use by another program".into(),
         (true, true) => "the port is held by a socket that cannot be shared (one without \
                          SO_REUSEPORT, or another user's)"
             .into(),

@@ -4,6 +4,7 @@
 pub(crate) mod backend;
 mod bind;
 pub mod cpus;
+mod default_log;
 mod fd_limit;
 mod give_back;
 mod handle;

@@ -198,6 +198,13 @@ impl ServerBuilder {
     /// (see [`ServerHandle::shutdown_on_signals`]), and
     /// returns when every core has finished.
     ///
+    /// A program that installed no `tracing` subscriber gets one that
+    /// logs to stderr at `info` (`RUST_LOG` takes `target=level`
+    /// directives, e.g. `info,percore=debug`): the server's start
+    /// (addresses, backend, cores), its stop, and every failure it
+    /// answers or counts. One installed before this call stands instead,
+    /// and sees each event once. [`start`](Self::start) installs none.
+    ///
     /// # Errors
     ///
     /// As [`ServerBuilder::start`], or a core's fatal error.
@@ -206,6 +213,7 @@ impl ServerBuilder {
         H: Handler,
         F: Fn(&CoreContext) -> H + Send + Sync + 'static,
     {
+        super::default_log::to_stderr_unless_set();
         let handle = self.start(factory)?;
         handle.shutdown_on_signals()?;
         handle.join()

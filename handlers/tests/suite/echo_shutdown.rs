@@ -244,6 +244,8 @@ backend_tests! {
         let err = builder(backend).address(addr).start(|_core| Echo).expect_err("a second server on the same port");
         assert_eq!(err.kind(), ErrorKind::AddrInUse, "{err}");
         assert!(err.to_string().contains("already in use"), "unclear error: {err}");
+        // The holder shares its port: the error says how to replace it.
+        assert!(err.to_string().contains("ServerBuilder::take_over(true)"), "no take-over hint: {err}");
         for _ in 0..10 {
             ping(addr);
         }
@@ -252,6 +254,9 @@ backend_tests! {
         let other = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let err = builder(backend).address(other.local_addr().expect("addr")).start(|_core| Echo).expect_err("port held");
         assert_eq!(err.kind(), ErrorKind::AddrInUse, "{err}");
+        // A holder that does not share its port cannot be taken over: no hint.
+        assert!(err.to_string().contains("by another program"), "unclear error: {err}");
+        assert!(!err.to_string().contains("take_over"), "a take-over hint for a port that cannot be shared: {err}");
         first.shutdown();
         first.join().expect("join");
         let again = start_echo(builder(backend).address(addr), backend);
