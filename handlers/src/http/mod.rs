@@ -167,38 +167,33 @@
 //! no I/O, public for those who want the protocol pieces without the
 //! server.
 
-mod access;
-mod answers;
-mod close;
-mod complete;
 mod config;
 mod conn;
-mod cutoff;
+mod date;
 mod echo;
+mod handler;
 #[cfg(feature = "http")]
 mod interop;
 #[cfg(feature = "json")]
 mod json;
-mod lend;
-mod pooled;
+mod layer;
 pub mod proto;
 mod query;
 mod request;
 mod response;
 pub mod router;
 mod service;
-mod slots;
 mod stats;
-mod unwind;
 mod wire;
 
 pub use config::Config;
 pub use echo::{HttpEcho, HELLO};
+pub use handler::HttpHandler;
 #[cfg(feature = "json")]
 pub use json::JSON_TYPE;
 pub use proto::{Header, HttpError, Limits, RequestHead};
 pub use request::Request;
 pub use response::Response;
 pub use router::{RouteError, Routed, Router, Routes};
-pub use service::{HttpHandler, Service};
+pub use service::Service;
 pub use stats::{HttpStats, HttpStatsReader};

@@ -5,8 +5,8 @@ mod file;
 
 use std::io;
 
+use super::date::SharedDate;
 use super::proto::{chars, encode_chunk, Framing, HttpError, ResponseHead};
-use super::service::SharedDate;
 use super::wire::Wire;
 
 /// The response to one request, filled in by a [`Service`](super::Service).

@@ -1,11 +1,17 @@
-//! The connection loop: reads, splits the input into requests, calls the
-//! service for each, and writes the answers of one read in one send.
+//! One HTTP connection: the loop that reads, splits the input into
+//! requests, calls the service for each, and writes the answers of one
+//! read in one send. [`serve`] is the folder's one entry, which the
+//! [`HttpHandler`](super::HttpHandler) runs for each connection; what
+//! it needs of its core comes in the [`Layer`].
 //!
 //! A connection is two parts and a loan. [`Conn`] is what every step
-//! needs: the handler, the stop slot and the wire; the layer's answers and
-//! the close are its methods. [`State`] is what the connection keeps
-//! between reads. [`Buffers`] are lent by the core to each exchange's
-//! request and response, which can then still answer through the `Conn`.
+//! needs: the core's layer, the stop slot and the wire. [`State`] is what
+//! the connection keeps between reads. [`Buffers`] are lent by the core to
+//! each exchange's request and response, which can then still answer
+//! through the `Conn`. All three are in [`state`]. The steps are `Conn`'s
+//! methods: the start of an exchange here, its end in [`complete`], the
+//! answers the layer writes itself (and its count and access-log line) in
+//! [`answers`] and [`access`], and the close in [`close`].
 //!
 //! [`serve`] is the loop of reads and writes, the only waits of an idle
 //! connection; [`serve_turn`] serves the requests of one read, every wait
@@ -32,33 +38,42 @@
 //! [`Buffers`] are lent by the core per exchange and kept by it between
 //! loans, as are the header slots a parse needs ([`Slots`]), so
 //! steady-state requests allocate nothing and an idle connection holds
-//! neither. [`State`],
-//! [`Buffers`] and each read's [`Turn`](state::Turn) are in [`state`].
+//! neither: [`lend`] and [`pooled`] keep them. [`State`], [`Buffers`] and
+//! each read's [`Turn`](state::Turn) are in [`state`].
 
+mod access;
+mod answers;
+mod close;
+mod complete;
+mod cutoff;
+mod lend;
 mod moment;
+mod pooled;
+mod slots;
 mod state;
+mod unwind;
 
 use std::future::Future;
 use std::io;
 use std::pin::pin;
-use std::time::Instant;
 
 use percore::Connection;
 
-use super::access::Exchange;
-use super::close::quiet;
-use super::complete::{after_discard, drains, Outcome};
-use super::cutoff::Cutoff;
-use super::pooled::Pooled;
+use access::Exchange;
+use close::quiet;
+use complete::{after_discard, drains, Outcome};
+use cutoff::Cutoff;
+use pooled::Pooled;
+use slots::Slots;
+use state::{names_head, Buffers, Conn, LentBuffers, Read, State, Turn};
+use unwind::CatchUnwind;
+
+use super::layer::Layer;
 use super::proto::{BodyKind, HttpError, RequestHead};
-use super::request::{BodyEnd, BodyReader};
-use super::service::HttpHandler;
-use super::slots::Slots;
+use super::request::{BodyEnd, BodyReader, Request};
+use super::response::Response;
+use super::service::Service;
 use super::stats::Reason;
-use super::unwind::CatchUnwind;
-use super::wire::{after, StopSlot, Wire};
-use super::{Request, Response, Service};
-use state::{names_head, Buffers, LentBuffers, Read, State, Turn};
 
 /// Output above this is sent before more pipelined requests are processed,
 /// which bounds the output of a connection that pipelines many requests.
@@ -69,13 +84,13 @@ const OUT_HIGH_WATER: usize = 32 * 1024;
 ///
 /// Not an `async fn`: its arguments would stay in the future beside the
 /// `Conn` made of them, on every connection, idle or not.
-pub(crate) fn serve<S: Service>(
-    h: &HttpHandler<S>,
+pub(super) fn serve<S: Service>(
+    layer: &Layer<S>,
     conn: Connection,
 ) -> impl Future<Output = io::Result<()>> + '_ {
-    let config = &h.config;
+    let config = &layer.config;
     let started = percore::time::now();
-    let conn = Conn::new(h, conn, started);
+    let conn = Conn::new(layer, conn, started);
     let mut state = State::new(config, started);
     async move {
         // The loop ends in a close or a result. The close's wait is after
@@ -122,7 +137,7 @@ fn serve_turn<'a, S: Service>(
     mut turn: Turn,
 ) -> impl Future<Output = Ended> + 'a {
     async move {
-        let (h, config) = (conn.h, &conn.h.config);
+        let (layer, config) = (conn.layer, &conn.layer.config);
         // The body limit of a request whose bytes were just spilled: its head
         // is parsed again, but the service is not asked twice.
         let mut spilled: Option<u64> = None;
@@ -164,7 +179,7 @@ fn serve_turn<'a, S: Service>(
             let bufs = lent.get();
             let (exchange, mut req, mut res) = conn.exchange(state, bufs, head, max_body, bytes);
             let called = {
-                let call = pin!(h.service.call(&mut req, &mut res));
+                let call = pin!(layer.service.call(&mut req, &mut res));
                 Cutoff::new(CatchUnwind(call), &conn.stop).await
             };
             let result = match called {
@@ -228,16 +243,6 @@ enum Ended {
     Connection(io::Result<()>),
 }
 
-/// The parts of a connection that every step needs. The layer's own
-/// answers (`answers.rs`), the end of an exchange (`complete.rs`) and the
-/// close (`close.rs`) are its methods.
-pub(super) struct Conn<'h, S> {
-    pub(super) h: &'h HttpHandler<S>,
-    /// Declared before `wire`, so dropped before it.
-    pub(super) stop: StopSlot,
-    pub(super) wire: Wire,
-}
-
 /// How one turn's requests ended.
 enum Next {
     /// All input used: read more.
@@ -265,21 +270,7 @@ fn returned(result: io::Result<()>, res: &Response<'_>) -> io::Result<()> {
 
 // ===== impl Conn =====
 
-impl<'h, S: Service> Conn<'h, S> {
-    fn new(h: &'h HttpHandler<S>, conn: Connection, started: Instant) -> Self {
-        let config = &h.config;
-        let wire = Wire::new(
-            conn,
-            after(started, config.head_timeout),
-            config.write_timeout,
-        );
-        Self {
-            h,
-            stop: h.stop.register(),
-            wire,
-        }
-    }
-
+impl<S: Service> Conn<'_, S> {
     /// Parses the request head at the start of `bytes`, with its body
     /// limit (`decided` when known already). `Err` ends the turn: the head is incomplete
     /// ([`Next::Partial`]), or was refused, its answer in the output
@@ -293,7 +284,7 @@ impl<'h, S: Service> Conn<'h, S> {
         decided: Option<u64>,
     ) -> Result<(RequestHead<'s, 'b>, u64), Next> {
         match slots
-            .parse(bytes, &self.h.parse_limits)
+            .parse(bytes, &self.layer.parse_limits)
             .map_err(|e| (e, None))
             .and_then(|head| self.body_limit(head, decided))
         {
@@ -321,7 +312,7 @@ impl<'h, S: Service> Conn<'h, S> {
         max_body: u64,
         bytes: &'a [u8],
     ) -> (Exchange<'a>, Request<'a>, Response<'a>) {
-        let config = &self.h.config;
+        let config = &self.layer.config;
         let now = percore::time::now();
         let keep_alive = state.begin(config, head.keep_alive);
         let exchange = Exchange {
@@ -335,7 +326,7 @@ impl<'h, S: Service> Conn<'h, S> {
         let req = Request::new(head, body);
         let res = Response::new(
             &self.wire,
-            &self.h.date,
+            &self.layer.date,
             &mut bufs.res_headers,
             &mut bufs.res_body,
             version,
@@ -371,11 +362,11 @@ impl<'h, S: Service> Conn<'h, S> {
         let Some(head) = head else {
             return Ok(None);
         };
-        let configured = self.h.config.limits.max_body;
+        let configured = self.layer.config.limits.max_body;
         let max = match (head.body, decided) {
             (BodyKind::None | BodyKind::Length(0), _) => return Ok(Some((head, configured))),
             (_, Some(max)) => max,
-            _ => self.h.service.body_limit(&head, configured),
+            _ => self.layer.service.body_limit(&head, configured),
         };
         match head.body {
             BodyKind::Length(n) if n > max => Err((
@@ -394,10 +385,11 @@ type Refusal<'b> = (HttpError, Option<(&'b str, &'b str)>);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::HttpEcho;
+    use crate::http::echo::HttpEcho;
+    use crate::http::wire::{StopSlot, Wire};
 
     /// The size of the future `f` returns, without calling it.
-    fn future_size<'a, S: 'a, F>(_: fn(&'a HttpHandler<S>, Connection) -> F) -> usize {
+    fn future_size<'a, S: 'a, F>(_: fn(&'a Layer<S>, Connection) -> F) -> usize {
         std::mem::size_of::<F>()
     }
 

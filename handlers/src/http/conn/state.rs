@@ -7,17 +7,48 @@ use std::mem;
 use std::time::Instant;
 
 use percore::buf::RecvBuf;
+use percore::Connection;
 
+use super::cutoff::cut_at;
+use super::lend::{Pool, Reusable};
 use super::moment::Moment;
-use super::Conn;
 use crate::http::config::Config;
-use crate::http::cutoff::cut_at;
-use crate::http::lend::{Pool, Reusable};
+use crate::http::layer::Layer;
 use crate::http::proto::{BodyKind, HeadRetry, HttpError, RequestHead};
 use crate::http::request::BodyEnd;
+use crate::http::service::Service;
 use crate::http::stats::Reason;
-use crate::http::wire::{Waited, KEEP_CAPACITY};
-use crate::http::Service;
+use crate::http::wire::{after, StopSlot, Waited, Wire, KEEP_CAPACITY};
+
+/// The parts of a connection that every step needs: its core's layer
+/// (the service and its settings), the stop slot and the wire. The
+/// loop's steps (`mod.rs`), the layer's own answers (`answers.rs`), the
+/// end of an exchange (`complete.rs`) and the close (`close.rs`) are its
+/// methods.
+pub(super) struct Conn<'l, S> {
+    pub(super) layer: &'l Layer<S>,
+    /// Declared before `wire`, so dropped before it.
+    pub(super) stop: StopSlot,
+    pub(super) wire: Wire,
+}
+
+impl<'l, S> Conn<'l, S> {
+    /// The parts of `conn`, accepted at `started`: its first head is due
+    /// a head timeout later.
+    pub(super) fn new(layer: &'l Layer<S>, conn: Connection, started: Instant) -> Self {
+        let config = &layer.config;
+        let wire = Wire::new(
+            conn,
+            after(started, config.head_timeout),
+            config.write_timeout,
+        );
+        Self {
+            layer,
+            stop: layer.stop.register(),
+            wire,
+        }
+    }
+}
 
 /// What a connection keeps between reads.
 pub(super) struct State {
@@ -126,7 +157,7 @@ impl State {
         read: Waited<io::Result<Option<RecvBuf>>>,
     ) -> Read {
         match read {
-            Waited::Done(Ok(Some(lease))) => self.turn(lease, conn.h.max_head),
+            Waited::Done(Ok(Some(lease))) => self.turn(lease, conn.layer.max_head),
             // End of stream: everything complete was answered; an
             // incomplete head can never be, so it is dropped.
             Waited::Done(Ok(None)) => Read::End(Ok(())),
@@ -146,7 +177,7 @@ impl State {
             Waited::Stopped => {
                 self.stopping = true;
                 self.head_cut = stop_cut_off().map(Moment::from);
-                let end = Moment::now().after(conn.h.config.stop_grace);
+                let end = Moment::now().after(conn.layer.config.stop_grace);
                 let end = self.head_cut.map_or(end, |c| c.min(end));
                 self.idle_deadline = self.idle_deadline.min(end);
                 Read::Again

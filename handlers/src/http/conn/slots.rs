@@ -16,11 +16,11 @@
 
 use std::cell::{Cell, RefCell};
 
-use super::proto::{
+use crate::http::proto::{
     header_storage, parse_head, too_many_fields, HeaderSlot, HttpError, Limits, RequestHead,
 };
 
-/// Header storage per request. [`Limits::max_headers`](super::Limits)
+/// Header storage per request. [`Limits::max_headers`](crate::http::Limits)
 /// above this is capped to it.
 const HEADER_SLOTS: usize = 100;
 

@@ -6,12 +6,13 @@ use std::io;
 use std::time::Duration;
 
 use super::access::{self, Ending, Exchange, CLIENT_LEFT};
-use super::conn::Conn;
-use super::proto::{chars, error_response_kept_if, error_text, HttpError, ERROR_TEXT_TYPE};
-use super::response::{effective_status, Streaming};
-use super::stats::Reason;
+use super::state::Conn;
 use super::unwind::Panic;
-use super::{Request, Response, Service};
+use crate::http::proto::{chars, error_response_kept_if, error_text, HttpError, ERROR_TEXT_TYPE};
+use crate::http::request::Request;
+use crate::http::response::{effective_status, Response, Streaming};
+use crate::http::service::Service;
+use crate::http::stats::Reason;
 use crate::log_limit::LeftOut;
 use crate::one_line::OneLine;
 
@@ -50,13 +51,13 @@ impl<S: Service> Conn<'_, S> {
         // Any client can make the server answer an error: a service's bug here
         // must not cost the answer (the default is sent instead).
         let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.h.service.error_body(e, body)
+            self.layer.service.error_body(e, body)
         }));
         let content_type = written.unwrap_or_else(|_| {
             body.clear();
             // A limit of its own: the service failure that often comes just
             // before must not hide it.
-            if let Some(left_out) = self.h.error_body_panics.admit(percore::time::now()) {
+            if let Some(left_out) = self.layer.error_body_panics.admit(percore::time::now()) {
                 let left_out = LeftOut {
                     count: left_out,
                     what: ("panic", "panics"),
@@ -78,7 +79,7 @@ impl<S: Service> Conn<'_, S> {
         } else {
             ERROR_TEXT_TYPE.as_bytes()
         };
-        self.h.date.with(|d| {
+        self.layer.date.with(|d| {
             self.wire.with_out(|out| {
                 error_response_kept_if(out, e.status, content_type, body, head_only, d, kept);
             })
@@ -114,7 +115,7 @@ impl<S: Service> Conn<'_, S> {
     /// connection before any response went out: status 499, as nginx logs it.
     /// No response counts it.
     pub(super) fn client_left(&self, exchange: Exchange<'_>) {
-        if self.h.config.access_log {
+        if self.layer.config.access_log {
             access::log(&self.wire.conn, Some(exchange), CLIENT_LEFT, Ending::Whole);
         }
     }
@@ -127,14 +128,14 @@ impl<S: Service> Conn<'_, S> {
         ending: Ending,
     ) {
         match reason {
-            Some(reason) => self.h.counters.answered(status, reason),
-            None => self.h.counters.response(status),
+            Some(reason) => self.layer.counters.answered(status, reason),
+            None => self.layer.counters.response(status),
         }
         if let Some(exchange) = &exchange {
             let took = std::time::Instant::now().saturating_duration_since(exchange.started);
-            self.h.counters.latency.record(took);
+            self.layer.counters.latency.record(took);
         }
-        if self.h.config.access_log {
+        if self.layer.config.access_log {
             access::log(&self.wire.conn, exchange, status, ending);
         }
     }
@@ -187,7 +188,7 @@ impl<S: Service> Conn<'_, S> {
         res: &Response<'_>,
         slow_body: bool,
     ) -> io::Result<()> {
-        if let Some(left_out) = self.h.cut_off.admit(percore::time::now()) {
+        if let Some(left_out) = self.layer.cut_off.admit(percore::time::now()) {
             let why = if slow_body {
                 "the request's body was still arriving"
             } else {
@@ -233,7 +234,7 @@ impl<S: Service> Conn<'_, S> {
         let status = service_error(e).status;
         if clients_doing || status < 500 {
             tracing::debug!(method, target, status, error = %OneLine(e), "service failed");
-        } else if let Some(left_out) = self.h.failures.admit(percore::time::now()) {
+        } else if let Some(left_out) = self.layer.failures.admit(percore::time::now()) {
             let left_out = LeftOut {
                 count: left_out,
                 what: ("failure", "failures"),

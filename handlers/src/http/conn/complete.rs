@@ -2,18 +2,18 @@
 //! output, and whether the connection is kept after it.
 //!
 //! Nothing here waits. The reads of the body's rest stay in the loop of
-//! [`serve`](super::conn::serve), which calls these steps between them.
+//! [`serve`](super::serve), which calls these steps between them.
 
 use std::io;
 
 use super::access::Exchange;
 use super::answers::service_error;
-use super::conn::Conn;
-use super::proto::{encode_last_chunk, Framing, HttpError, ResponseHead};
-use super::request::{BodyEnd, Failure};
-use super::response::{effective_status, no_body_status, Streaming};
-use super::stats::Reason;
-use super::{Request, Response, Service};
+use super::state::Conn;
+use crate::http::proto::{encode_last_chunk, Framing, HttpError, ResponseHead};
+use crate::http::request::{BodyEnd, Failure, Request};
+use crate::http::response::{effective_status, no_body_status, Response, Streaming};
+use crate::http::service::Service;
+use crate::http::stats::Reason;
 
 /// Room reserved for a response's status line and the framing fields
 /// percore adds (`Date`, `Content-Length` or `Transfer-Encoding`,
@@ -174,7 +174,7 @@ impl<S: Service> Conn<'_, S> {
         };
         let (headers, body) = (&*res.headers, &*res.body);
         let send_body = !res.head_only && !bodyless;
-        let encoded = self.h.date.with(|d| {
+        let encoded = self.layer.date.with(|d| {
             self.wire.with_out(|out| {
                 // Grow with headroom: a response a few bytes longer than
                 // any before it (a number with one more digit) must not

@@ -6,7 +6,7 @@
 
 use std::cell::{Cell, RefCell};
 
-use super::wire::KEEP_CAPACITY;
+use crate::http::wire::KEEP_CAPACITY;
 
 /// Buffers of one kind a core keeps, beside the last given back: as many
 /// as were lent at once, up to this many. Few: those made for a spike

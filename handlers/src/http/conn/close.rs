@@ -8,9 +8,9 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use super::conn::Conn;
-use super::wire::{after, Waited};
-use super::Service;
+use super::state::Conn;
+use crate::http::service::Service;
+use crate::http::wire::{after, Waited};
 
 /// Lingering is cut to this while the server stops: the answer is already
 /// out, and a stopping server should not wait on slow clients.
@@ -30,7 +30,7 @@ impl<S: Service> Conn<'_, S> {
         }
         // ENOTCONN here means the peer already reset: nothing left to finish.
         let _ = wire.conn.shutdown_write();
-        let mut deadline = after(percore::time::now(), self.h.config.linger_timeout);
+        let mut deadline = after(percore::time::now(), self.layer.config.linger_timeout);
         let mut watch = Some(&self.stop);
         loop {
             match wire.wait(wire.conn.read(), deadline, watch).await {
@@ -80,7 +80,7 @@ impl<S: Service> Conn<'_, S> {
 
 /// Ends the connection after a write error: resets and broken pipes are
 /// reported (the server counts them); a write timeout is policy, not an
-/// error, and [`Wire::flush`](super::wire::Wire::flush) already made the
+/// error, and [`Wire::flush`](crate::http::wire::Wire::flush) already made the
 /// close a reset.
 pub(super) fn quiet(e: io::Error) -> io::Result<()> {
     if e.kind() == io::ErrorKind::TimedOut {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use percore::time::Sleep;
 
-use super::wire::StopSlot;
+use crate::http::wire::StopSlot;
 
 /// The most time a call is cut off ahead of the drain deadline.
 pub(crate) const MAX_MARGIN: Duration = Duration::from_millis(500);

@@ -1,5 +1,5 @@
 //! The access log: one INFO line per response, when
-//! [`Config::access_log`](super::Config::access_log) is on, under the
+//! [`Config::access_log`](crate::http::Config::access_log) is on, under the
 //! target `percore_handlers::http::access` (so `RUST_LOG` can route or
 //! silence it alone).
 
