@@ -62,6 +62,7 @@
 #[cfg(not(target_os = "linux"))]
 compile_error!("percore runs on Linux only: it is built on io_uring and epoll");
 
+mod backend;
 pub mod buf;
 mod core;
 mod current;
@@ -86,7 +87,7 @@ pub mod time;
 pub mod tls;
 mod unwind;
 
-pub use driver::{Backend, ParseBackendError};
+pub use backend::{Backend, ParseBackendError};
 pub use executor::budget::unconstrained;
 pub use executor::{JoinError, JoinHandle};
 pub use handler::{Connection, Handler};
