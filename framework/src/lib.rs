@@ -49,14 +49,6 @@
 //! task with [`future::join`], [`future::try_join`] and
 //! [`future::select`]; [`spawn_local`] starts a separate task that
 //! outlives the handler.
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub,
-    rust_2018_idioms
-)]
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
 
 #[cfg(not(target_os = "linux"))]
