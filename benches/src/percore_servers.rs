@@ -161,6 +161,7 @@ pub fn start(
 /// proxy alone), io_uring backend or epoll where io_uring is unavailable.
 /// Their keep-alive idle timeout is an hour, so that pooled connections of
 /// a proxy waiting for its next workload are not closed under it.
+#[derive(Debug)]
 pub struct Upstreams {
     servers: Vec<percore::ServerHandle>,
     /// Their addresses.

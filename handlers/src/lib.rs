@@ -1,12 +1,5 @@
 //! The handlers that ship with percore: raw TCP echo, HTTP/1.1, static
 //! files, and the fan-out proxy.
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub,
-    rust_2018_idioms
-)]
-#![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod client;
 pub mod echo;

@@ -6,14 +6,6 @@
 //! baseline in `percore-benches` uses the same functions, so that the two
 //! servers do the same work per request and a comparison measures the
 //! runtimes. Only std and httparse: nothing here knows of percore.
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub,
-    rust_2018_idioms
-)]
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
 
 pub mod combine;

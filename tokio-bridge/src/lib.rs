@@ -58,14 +58,6 @@
 //! With the feature `hyper`, the module `hyper` implements hyper 1.x's
 //! runtime traits over percore and serves a hyper or tower service (an
 //! axum `Router`) on a percore connection.
-#![warn(
-    missing_docs,
-    missing_debug_implementations,
-    unreachable_pub,
-    rust_2018_idioms
-)]
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(clippy::undocumented_unsafe_blocks)]
 #![doc(test(attr(deny(warnings))))]
 
 mod compat;

@@ -37,6 +37,12 @@ pub struct Console<'a> {
     pub progress: &'a mut dyn FnMut(&str),
 }
 
+impl std::fmt::Debug for Console<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Console").finish_non_exhaustive()
+    }
+}
+
 /// Everything one run produced.
 #[derive(Debug, Default)]
 pub struct Outcome {

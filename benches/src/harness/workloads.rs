@@ -120,6 +120,7 @@ impl Mode {
 }
 
 /// One reported number of a job.
+#[derive(Debug)]
 pub struct Metric {
     /// Appended to the workload name (`""` for the job's only metric).
     pub suffix: &'static str,
@@ -155,6 +156,18 @@ pub struct Job {
     pub metrics: Vec<Metric>,
     /// Requests/s an open-loop job should reach (for a sanity warning).
     pub target_rate: Option<f64>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("category", &self.category)
+            .field("workload", &self.workload)
+            .field("service", &self.service)
+            .field("metrics", &self.metrics)
+            .field("target_rate", &self.target_rate)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Job {

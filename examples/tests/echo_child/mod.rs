@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use percore_test_kit::ChildServer;
 
-pub const ECHO: &str = env!("CARGO_BIN_EXE_echo");
+pub(crate) const ECHO: &str = env!("CARGO_BIN_EXE_echo");
 
 /// `echo --port 0 --host 127.0.0.1 <args>`, logging at info, with no
 /// backend or fault inherited from the environment, and SIGHUP at its
 /// default: a test runner started under `nohup` passes SIGHUP on ignored,
 /// and the server leaves an ignored SIGHUP ignored (as it should).
-pub fn echo_cmd(args: &[&str]) -> Command {
+pub(crate) fn echo_cmd(args: &[&str]) -> Command {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(ECHO);
     cmd.args(["--port", "0", "--host", "127.0.0.1"])
@@ -32,13 +32,13 @@ pub fn echo_cmd(args: &[&str]) -> Command {
 }
 
 /// Starts `cmd` and waits for its `listening on` line.
-pub fn serve(cmd: Command) -> ChildServer {
+pub(crate) fn serve(cmd: Command) -> ChildServer {
     ChildServer::spawn(cmd, Duration::from_secs(60))
         .unwrap_or_else(|f| panic!("echo did not start: {f:?}"))
 }
 
 /// Stops the child with SIGTERM; it must exit 0 within `limit`.
-pub fn stop(child: ChildServer, limit: Duration) -> String {
+pub(crate) fn stop(child: ChildServer, limit: Duration) -> String {
     child.signal(libc::SIGTERM);
     let (status, log) = child.wait(limit);
     assert!(

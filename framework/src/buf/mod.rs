@@ -13,7 +13,6 @@ mod io_buf;
 mod io_buf_mut;
 pub(crate) mod io_bufs;
 pub(crate) mod io_bufs_mut;
-pub(crate) mod pool;
 mod recv;
 mod slice;
 

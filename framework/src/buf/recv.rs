@@ -4,8 +4,8 @@ use std::fmt;
 use std::ops::Deref;
 use std::rc::Rc;
 
-use super::pool::HeapPool;
 use super::IoBuf;
+use crate::driver::pool::HeapPool;
 use crate::driver::uring::buf_ring::BufRing;
 
 enum Source {

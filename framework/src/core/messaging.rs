@@ -76,7 +76,9 @@ where
     // awaited inside would be held twice (rustc keeps the captured one
     // beside the awaited one).
     let message: Message = Box::new(move || {
-        drop(crate::spawn_local(async move { tx.send(f().await) }));
+        drop(crate::executor::current::with_executor(|executor| {
+            executor.spawn(async move { tx.send(f().await) })
+        }));
     });
     let mut pending = Some(message);
     poll_fn(|cx| {

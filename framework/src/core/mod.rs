@@ -10,6 +10,7 @@ pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod messaging;
 pub(crate) mod shared;
+pub(crate) mod stopping;
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -20,9 +21,9 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use crate::buf::pool::HeapPool;
 use crate::driver::current::Io;
 use crate::driver::msg_space::MsgSpaces;
+use crate::driver::pool::HeapPool;
 use crate::driver::uring::FixedPool;
 use crate::driver::uring::Retained;
 use crate::driver::{epoll, uring, Backend, Driver};

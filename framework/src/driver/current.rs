@@ -7,9 +7,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use super::msg_space::MsgSpaces;
+use super::pool::HeapPool;
 use super::uring::FixedPool;
 use super::Driver;
-use crate::buf::pool::HeapPool;
 use crate::current::{self, Guard};
 use crate::stats::CoreStats;
 

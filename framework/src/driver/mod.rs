@@ -29,63 +29,12 @@
 pub(crate) mod current;
 pub(crate) mod epoll;
 pub(crate) mod msg_space;
+pub(crate) mod pool;
 pub(crate) mod uring;
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-/// Which kernel interface a core's executor drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Backend {
-    /// io_uring; failing to set it up is a start-up error.
-    Uring,
-    /// epoll with non-blocking syscalls; works wherever Linux does.
-    Epoll,
-    /// io_uring when the kernel allows it, otherwise epoll (logged once
-    /// with the reason). The default.
-    #[default]
-    Auto,
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Backend::Uring => "uring",
-            Backend::Epoll => "epoll",
-            Backend::Auto => "auto",
-        })
-    }
-}
-
-/// The string was not `uring`, `epoll` or `auto`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParseBackendError(String);
-
-impl fmt::Display for ParseBackendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown backend {:?}: expected uring, epoll or auto",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for ParseBackendError {}
-
-impl FromStr for Backend {
-    type Err = ParseBackendError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "uring" | "io_uring" | "io-uring" => Ok(Backend::Uring),
-            "epoll" => Ok(Backend::Epoll),
-            "auto" => Ok(Backend::Auto),
-            _ => Err(ParseBackendError(s.to_owned())),
-        }
-    }
-}
+pub(crate) use crate::backend::Backend;
 
 /// One per core, in a `RefCell`: the size difference of the variants
 /// costs nothing worth a box.

@@ -12,6 +12,8 @@
 
 mod endpoint;
 mod listener;
+pub(crate) mod secure;
+mod socket;
 mod stream;
 mod tcp;
 mod unix;
@@ -21,6 +23,7 @@ pub use endpoint::Endpoint;
 pub(crate) use listener::Acceptor;
 pub use listener::TcpListener;
 pub(crate) use listener::{bind_probe, bind_probe_shared, bind_reuseport};
+pub(crate) use socket::Socket;
 pub use stream::{Read, Stream, WriteAll, WriteAllVectored};
 pub use tcp::TcpStream;
 pub use unix::{PeerCred, UnixAddr, UnixStream};

@@ -13,12 +13,11 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::PeerCred;
+use super::secure::{Secure, SecureWrite};
+use super::{PeerCred, Socket};
 use crate::buf::{BufResult, IoBuf, IoBufs, RecvBuf};
 use crate::op::{self, SharedFd, SocketIo};
 use crate::sys;
-use crate::tls::io::TlsWrite;
-use crate::tls::session::Session;
 
 /// A connected stream socket (TCP or Unix) owned by one core.
 ///
@@ -35,46 +34,42 @@ use crate::tls::session::Session;
 /// cancels what is in flight and closes the socket once the kernel is done
 /// with it. A `Stream` cannot leave its core (it is `!Send`).
 pub struct Stream {
-    fd: SharedFd,
-    io: SocketIo,
+    socket: Socket,
     /// The peer's address, looked up once (a syscall) on first use. Boxed:
     /// inline it would be 32 bytes in every connection's task, used or not.
     peer: std::cell::OnceCell<Box<SocketAddr>>,
-    /// The TLS session, once a handshake made one (see [`crate::tls`]).
-    tls: Option<Box<Session>>,
+    /// The session, once a handshake made one (see [`crate::tls`]).
+    secure: Option<Box<dyn Secure>>,
 }
 
 impl Stream {
     /// Wraps an accepted or connected socket; registers it with this core.
     pub(crate) fn from_fd(fd: OwnedFd) -> io::Result<Stream> {
-        let fd = SharedFd::new(fd);
-        let io = op::register(&fd)?;
         Ok(Stream {
-            fd,
-            io,
+            socket: Socket::new(fd)?,
             peer: std::cell::OnceCell::new(),
-            tls: None,
+            secure: None,
         })
     }
 
-    /// The TLS session, if the stream has one.
-    pub(crate) fn tls(&self) -> Option<&Session> {
-        self.tls.as_deref()
+    /// The session, if the stream has one.
+    pub(crate) fn secure(&self) -> Option<&dyn Secure> {
+        self.secure.as_deref()
     }
 
     /// Makes every later read and write go through `session`.
-    pub(crate) fn set_tls(&mut self, session: Session) {
-        self.tls = Some(Box::new(session));
+    pub(crate) fn set_secure(&mut self, session: Box<dyn Secure>) {
+        self.secure = Some(session);
     }
 
     /// The socket, shared with the operations in flight.
     pub(crate) fn fd(&self) -> &SharedFd {
-        &self.fd
+        &self.socket.fd
     }
 
     /// The socket's registration with its core.
     pub(crate) fn io(&self) -> &SocketIo {
-        &self.io
+        &self.socket.io
     }
 
     /// Receives the next bytes; `Ok(None)` once the peer has closed its
@@ -86,12 +81,12 @@ impl Stream {
     /// Sends some of `buf`; returns how many bytes went out (on a TLS
     /// stream, all of them: records are sent whole).
     pub async fn write<B: IoBuf>(&self, buf: B) -> BufResult<usize, B> {
-        if self.tls.is_some() {
+        if self.secure.is_some() {
             let len = buf.bytes_init();
             let (res, buf) = self.write_all(buf).await;
             return (res.map(|()| len), buf);
         }
-        op::send::Send::new(&self.fd, &self.io, buf, 0).await
+        op::send::Send::new(&self.socket.fd, &self.socket.io, buf, 0).await
     }
 
     /// Sends all of `buf`, resuming after partial sends.
@@ -105,37 +100,25 @@ impl Stream {
     /// depends on the backend (io_uring keeps a receive armed, which may
     /// meet it first), so treat both as "the peer is gone".
     pub fn write_all<B: IoBuf>(&self, buf: B) -> WriteAll<'_, B> {
-        let (tls, len) = match self.tls() {
+        let (tls, len) = match self.secure() {
             None => (None, buf.bytes_init()),
             // Nothing of `buf` itself to send: the poll goes straight to
             // its end, where the records are sent.
             Some(session) => (
-                Some(TlsWrite::boxed(
-                    self,
+                Some(secure_write(
+                    &self.socket,
                     session,
-                    std::iter::once(buf.as_bytes()),
+                    &mut std::iter::once(buf.as_bytes()),
                 )),
                 0,
             ),
         };
         WriteAll {
-            stream: self,
+            socket: &self.socket,
             len,
-            send: op::send::Send::new(&self.fd, &self.io, buf, 0),
+            send: op::send::Send::new(&self.socket.fd, &self.socket.io, buf, 0),
             sent: 0,
             tls,
-        }
-    }
-
-    /// [`write_all`](Self::write_all) on the socket itself, bypassing TLS:
-    /// how a TLS stream's records go out.
-    pub(crate) fn write_all_plain<B: IoBuf>(&self, buf: B) -> WriteAll<'_, B> {
-        WriteAll {
-            stream: self,
-            len: buf.bytes_init(),
-            send: op::send::Send::new(&self.fd, &self.io, buf, 0),
-            sent: 0,
-            tls: None,
         }
     }
 
@@ -198,15 +181,15 @@ impl Stream {
     /// # }
     /// ```
     pub fn write_all_vectored<B: IoBufs>(&self, bufs: B) -> WriteAllVectored<'_, B> {
-        let tls = match self.tls() {
+        let tls = match self.secure() {
             None => None,
             Some(session) => {
-                let chunks = (0..bufs.count()).map(|i| bufs.bytes(i));
-                Some(TlsWrite::boxed(self, session, chunks))
+                let mut chunks = (0..bufs.count()).map(|i| bufs.bytes(i));
+                Some(secure_write(&self.socket, session, &mut chunks))
             }
         };
         WriteAllVectored {
-            send: op::send_msg::SendMsg::new(&self.fd, &self.io, bufs),
+            send: op::send_msg::SendMsg::new(&self.socket.fd, &self.socket.io, bufs),
             sent: 0,
             tls,
         }
@@ -236,15 +219,23 @@ impl Stream {
         pos: u64,
         len: usize,
     ) -> io::Result<usize> {
-        if self.tls().is_some() {
+        if self.secure.is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "sendfile cannot encrypt: a TLS stream sends files with reads and writes",
             ));
         }
         // SAFETY: the future borrows `file`, which keeps its fd open.
-        unsafe { op::send_file::SendFile::new(&self.fd, &self.io, file.as_raw_fd(), pos, len) }
-            .await
+        unsafe {
+            op::send_file::SendFile::new(
+                &self.socket.fd,
+                &self.socket.io,
+                file.as_raw_fd(),
+                pos,
+                len,
+            )
+        }
+        .await
     }
 
     /// Shuts down the write side: the peer reads end of stream after the
@@ -252,10 +243,10 @@ impl Stream {
     /// On a TLS stream `close_notify` goes first, as far as the socket
     /// takes it without waiting.
     pub fn shutdown_write(&self) -> io::Result<()> {
-        if let Some(session) = self.tls() {
-            crate::tls::io::close_notify(self, session)?;
+        if let Some(session) = self.secure() {
+            session.close(&self.socket)?;
         }
-        sys::shutdown(self.fd.as_fd(), libc::SHUT_WR)
+        sys::shutdown(self.socket.fd.as_fd(), libc::SHUT_WR)
     }
 
     /// Sets `SO_LINGER`; `Some(0)` makes `close` send a reset. The kernel
@@ -274,7 +265,7 @@ impl Stream {
         // `size_of::<linger>()` bytes of `value`, a live local.
         sys::cvt(unsafe {
             libc::setsockopt(
-                self.fd.as_raw_fd(),
+                self.socket.fd.as_raw_fd(),
                 libc::SOL_SOCKET,
                 libc::SO_LINGER,
                 &value as *const libc::linger as *const libc::c_void,
@@ -294,7 +285,7 @@ impl Stream {
         if let Some(addr) = self.peer.get() {
             return Ok(**addr);
         }
-        let addr = sys::peer_addr(self.fd.as_fd())?;
+        let addr = sys::peer_addr(self.socket.fd.as_fd())?;
         let _ = self.peer.set(Box::new(addr));
         Ok(addr)
     }
@@ -305,7 +296,7 @@ impl Stream {
     ///
     /// `Unsupported` on a Unix socket.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        sys::local_addr(self.fd.as_fd())
+        sys::local_addr(self.socket.fd.as_fd())
     }
 
     /// The process, user and group at the other end of a Unix socket, as
@@ -316,12 +307,12 @@ impl Stream {
     ///
     /// `Unsupported` on a TCP socket.
     pub fn peer_cred(&self) -> io::Result<PeerCred> {
-        sys::peer_cred(self.fd.as_fd()).map(PeerCred::from)
+        sys::peer_cred(self.socket.fd.as_fd()).map(PeerCred::from)
     }
 
     /// Whether this is a Unix domain socket (else TCP).
     pub fn is_unix(&self) -> bool {
-        sys::is_unix(self.fd.as_fd())
+        sys::is_unix(self.socket.fd.as_fd())
     }
 
     /// Closes the connection (the same as dropping it).
@@ -330,20 +321,37 @@ impl Stream {
 
 impl AsRawFd for Stream {
     fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.socket.fd.as_raw_fd()
     }
 }
 
-impl Drop for Stream {
-    fn drop(&mut self) {
-        op::deregister(&self.fd, &self.io);
-    }
+/// Starts a secured write. Out of line, as the secured read: the plain
+/// write it branches from stays small enough to inline.
+#[cold]
+#[inline(never)]
+fn secure_write<'a>(
+    socket: &'a Socket,
+    session: &'a dyn Secure,
+    chunks: &mut dyn Iterator<Item = &[u8]>,
+) -> Box<dyn SecureWrite + 'a> {
+    session.write(socket, chunks)
+}
+
+/// A secured stream's read.
+#[cold]
+#[inline(never)]
+fn secure_read(
+    socket: &Socket,
+    session: &dyn Secure,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<Option<RecvBuf>>> {
+    session.poll_read(socket, cx)
 }
 
 impl fmt::Debug for Stream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Stream")
-            .field("fd", &self.fd.as_raw_fd())
+            .field("fd", &self.socket.fd.as_raw_fd())
             .finish()
     }
 }
@@ -360,10 +368,10 @@ impl Future for Read<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let stream = self.stream;
-        if let Some(session) = stream.tls() {
-            return crate::tls::io::poll_read(stream, session, cx);
+        if let Some(session) = stream.secure() {
+            return secure_read(&stream.socket, session, cx);
         }
-        op::recv::poll_recv(&stream.fd, &stream.io, cx)
+        op::recv::poll_recv(&stream.socket.fd, &stream.socket.io, cx)
     }
 }
 
@@ -372,16 +380,28 @@ impl Future for Read<'_> {
 /// machine to every poll.
 #[must_use = "futures do nothing unless polled"]
 pub struct WriteAll<'a, B: IoBuf> {
-    stream: &'a Stream,
+    socket: &'a Socket,
     send: op::send::Send<'a, B>,
     sent: usize,
     len: usize,
     /// On a TLS stream, the records sent instead; `send` only keeps the
     /// caller's buffer.
-    tls: Option<Box<TlsWrite<'a>>>,
+    tls: Option<Box<dyn SecureWrite + 'a>>,
 }
 
-impl<B: IoBuf> WriteAll<'_, B> {
+impl<'a, B: IoBuf> WriteAll<'a, B> {
+    /// A write of `buf` as it is, on the socket: how [`Socket::write_all`]
+    /// sends a session's records.
+    pub(super) fn plain(socket: &'a Socket, buf: B) -> WriteAll<'a, B> {
+        WriteAll {
+            socket,
+            len: buf.bytes_init(),
+            send: op::send::Send::new(&socket.fd, &socket.io, buf, 0),
+            sent: 0,
+            tls: None,
+        }
+    }
+
     /// Bytes the kernel has taken so far (on a TLS stream, of the
     /// records): a caller that bounds the write by time can count from
     /// its last progress rather than its start.
@@ -413,8 +433,8 @@ impl<B: IoBuf> Future for WriteAll<'_, B> {
                     if this.sent >= this.len {
                         return Poll::Ready((Ok(()), buf));
                     }
-                    let stream = this.stream;
-                    this.send = op::send::Send::new(&stream.fd, &stream.io, buf, this.sent);
+                    let socket = this.socket;
+                    this.send = op::send::Send::new(&socket.fd, &socket.io, buf, this.sent);
                 }
                 Err(e) => return Poll::Ready((Err(e), buf)),
             }
@@ -456,7 +476,7 @@ pub struct WriteAllVectored<'a, B: IoBufs> {
     send: op::send_msg::SendMsg<'a, B>,
     sent: usize,
     /// As for [`WriteAll`].
-    tls: Option<Box<TlsWrite<'a>>>,
+    tls: Option<Box<dyn SecureWrite + 'a>>,
 }
 
 impl<B: IoBufs> Future for WriteAllVectored<'_, B> {

@@ -78,7 +78,7 @@ fn poll_uring(
     fd: &SharedFd,
     standing: &std::cell::Cell<Standing>,
     pool_reads: &std::cell::Cell<bool>,
-    pool: &Rc<crate::buf::pool::HeapPool>,
+    pool: &Rc<crate::driver::pool::HeapPool>,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<Option<RecvBuf>>> {
     loop {
@@ -166,7 +166,7 @@ fn arm(
     d: &mut crate::driver::uring::Driver,
     fd: &SharedFd,
     pool_reads: &std::cell::Cell<bool>,
-    pool: &crate::buf::pool::HeapPool,
+    pool: &crate::driver::pool::HeapPool,
 ) -> Standing {
     if d.multishot() && !pool_reads.get() {
         arm_multishot(d, fd)
@@ -189,7 +189,7 @@ fn arm_multishot(d: &mut crate::driver::uring::Driver, fd: &SharedFd) -> Standin
 fn arm_single(
     d: &mut crate::driver::uring::Driver,
     fd: &SharedFd,
-    pool: &crate::buf::pool::HeapPool,
+    pool: &crate::driver::pool::HeapPool,
 ) -> Standing {
     let mut buf = pool.get();
     let sqe = opcode::Recv::new(
@@ -215,7 +215,7 @@ fn poll_epoll(
     d: &mut crate::driver::epoll::Driver,
     fd: &SharedFd,
     source: crate::driver::epoll::SourceKey,
-    pool: &Rc<crate::buf::pool::HeapPool>,
+    pool: &Rc<crate::driver::pool::HeapPool>,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<Option<RecvBuf>>> {
     loop {

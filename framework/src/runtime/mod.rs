@@ -12,6 +12,7 @@ use std::task::Poll;
 mod blocking;
 
 pub use crate::core::messaging::{core_count, core_index, submit_to, SubmitError};
+pub use crate::core::stopping::{shutdown_signal, ShutdownSignal};
 pub use crate::histogram::{Histogram, HistogramSnapshot};
 pub use crate::server::Readiness;
 pub use crate::server::{
@@ -50,52 +51,6 @@ where
     F::Output: 'static,
 {
     crate::executor::current::with_executor(|executor| executor.spawn(future))
-}
-
-/// Completes when the server this core belongs to begins its graceful stop
-/// (at once if it already has). Handlers use it to finish keep-alive
-/// connections early. Cheap to create and drop per connection.
-///
-/// Without it, a connection waiting for its client's next bytes holds the
-/// stop until the drain deadline cancels it; [`until_stopped`] ends such a
-/// wait at the stop.
-///
-/// # Panics
-///
-/// When polled outside a percore core thread.
-pub fn shutdown_signal() -> ShutdownSignal {
-    ShutdownSignal { key: None }
-}
-
-/// The future of [`shutdown_signal`].
-#[must_use = "futures do nothing unless polled"]
-#[derive(Debug)]
-pub struct ShutdownSignal {
-    key: Option<usize>,
-}
-
-impl Future for ShutdownSignal {
-    type Output = ();
-
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
-        let this = &mut *self;
-        if context::with_core(|core| core.poll_shutdown(&mut this.key, cx.waker())) {
-            if let Some(key) = this.key.take() {
-                context::try_with_core(|core| core.drop_shutdown_waiter(key));
-            }
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-}
-
-impl Drop for ShutdownSignal {
-    fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            context::try_with_core(|core| core.drop_shutdown_waiter(key));
-        }
-    }
 }
 
 /// Runs `future` until it completes (`Some`) or the server begins its

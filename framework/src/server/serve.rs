@@ -15,7 +15,7 @@ use super::give_back::{self, Level};
 use super::handshakes::Handshaking;
 use super::listen::{ListenerCounters, Spawner};
 use super::SocketFile;
-use crate::core::context;
+use crate::core::{context, stopping};
 use crate::net::{Acceptor, Stream};
 use crate::sync::CountDown;
 use crate::Handler;
@@ -93,7 +93,7 @@ pub(crate) async fn serve_core(
     {
         // The stop is polled first: once it has come, the accept loops are
         // not polled again, and `take_queued` takes what is left.
-        let stopping = pin!(crate::shutdown_signal());
+        let stopping = pin!(stopping::shutdown_signal());
         let mut loops: Vec<_> = listeners
             .iter()
             .map(|listener| Box::pin(accept_loop(listener, &tracker, limits)))

@@ -10,7 +10,7 @@ use rustls::pki_types::ServerName;
 
 use super::session::Session;
 use crate::buf::RecvBuf;
-use crate::core::context;
+use crate::driver::current;
 use crate::net::Stream;
 
 impl Stream {
@@ -75,7 +75,7 @@ impl Stream {
         session: Session,
         mut first: Option<RecvBuf>,
     ) -> io::Result<Stream> {
-        if self.tls().is_some() {
+        if self.secure().is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "the stream is TLS already",
@@ -117,23 +117,23 @@ impl Stream {
                 return Err(e);
             }
         }
-        self.set_tls(session);
+        self.set_secure(Box::new(session));
         Ok(self)
     }
 
     /// Whether this stream is encrypted with TLS.
     pub fn is_tls(&self) -> bool {
-        self.tls().is_some()
+        self.secure().is_some()
     }
 
     /// The protocol agreed on by ALPN (say `b"http/1.1"`), on a TLS stream.
     pub fn tls_alpn(&self) -> Option<Vec<u8>> {
-        self.tls().and_then(Session::alpn)
+        self.secure().and_then(|session| session.alpn())
     }
 
     /// The server name a TLS client asked for (SNI), on a server's stream.
     pub fn tls_server_name(&self) -> Option<String> {
-        self.tls().and_then(Session::server_name)
+        self.secure().and_then(|session| session.server_name())
     }
 }
 
@@ -143,6 +143,6 @@ fn timed<T>(step: impl FnOnce() -> T) -> T {
     let start = Instant::now();
     let out = step();
     let spent = start.elapsed().as_nanos() as u64;
-    context::try_with_core(|core| core.shared.stats.tls_handshake_ns.add(spent));
+    current::try_with_io(|io| io.stats.tls_handshake_ns.add(spent));
     out
 }

@@ -1,6 +1,6 @@
-//! A TLS stream's reads and writes: what [`Stream`]'s read and write
-//! futures do instead of their plain operation when the stream has a
-//! session.
+//! A TLS stream's reads and writes: what a [`Stream`](crate::net::Stream)'s
+//! read and write futures do instead of their plain operation when the
+//! stream has a session. They work on the stream's [`Socket`], below it.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -12,16 +12,43 @@ use std::task::{ready, Context, Poll};
 use super::session::Session;
 use crate::buf::{IoBuf, RecvBuf};
 use crate::driver::current;
-use crate::net::{Stream, WriteAll};
-use crate::op;
+use crate::net::secure::{Secure, SecureWrite};
+use crate::net::{Socket, WriteAll};
+
+impl Secure for Session {
+    fn poll_read(
+        &self,
+        socket: &Socket,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<Option<RecvBuf>>> {
+        poll_read(socket, self, cx)
+    }
+
+    fn write<'a>(
+        &'a self,
+        socket: &'a Socket,
+        chunks: &mut dyn Iterator<Item = &[u8]>,
+    ) -> Box<dyn SecureWrite + 'a> {
+        TlsWrite::boxed(socket, self, chunks)
+    }
+
+    fn close(&self, socket: &Socket) -> io::Result<()> {
+        close_notify(socket, self)
+    }
+
+    fn alpn(&self) -> Option<Vec<u8>> {
+        Session::alpn(self)
+    }
+
+    fn server_name(&self) -> Option<String> {
+        Session::server_name(self)
+    }
+}
 
 /// The next plaintext, decrypted into one of the core's pool buffers;
-/// `Ok(None)` at the peer's `close_notify`. Out of line: the plain read
-/// it branches from stays small enough to inline.
-#[cold]
-#[inline(never)]
-pub(crate) fn poll_read(
-    stream: &Stream,
+/// `Ok(None)` at the peer's `close_notify`.
+fn poll_read(
+    socket: &Socket,
     session: &Session,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<Option<RecvBuf>>> {
@@ -40,19 +67,19 @@ pub(crate) fn poll_read(
                 return Poll::Ready(Err(e));
             }
         }
-        match sent_after(stream, session, session.feed_pending()) {
+        match sent_after(socket, session, session.feed_pending()) {
             Ok(true) => continue,
             Ok(false) => {}
             Err(e) => return Poll::Ready(Err(e)),
         }
-        let received = ready!(op::recv::poll_recv(stream.fd(), stream.io(), cx));
+        let received = ready!(socket.poll_recv(cx));
         let fed = match received {
             Ok(Some(records)) => session.receive(records),
             // The transport's end: the reader says whether it was clean.
             Ok(None) => session.end(),
             Err(e) => Err(e),
         };
-        if let Err(e) = sent_after(stream, session, fed) {
+        if let Err(e) = sent_after(socket, session, fed) {
             return Poll::Ready(Err(e));
         }
     }
@@ -63,11 +90,11 @@ pub(crate) fn poll_read(
 /// before a fatal error), at once rather than with the next write, which
 /// may never come. The check is all a read costs when nothing was queued.
 #[inline]
-fn sent_after<T>(stream: &Stream, session: &Session, fed: io::Result<T>) -> io::Result<T> {
+fn sent_after<T>(socket: &Socket, session: &Session, fed: io::Result<T>) -> io::Result<T> {
     if !session.wants_write() {
         return fed;
     }
-    let sent = send_queued(stream, session);
+    let sent = send_queued(socket, session);
     // The feeding's error says more than the send's.
     let fed = fed?;
     sent.map(|()| fed)
@@ -79,7 +106,7 @@ fn sent_after<T>(stream: &Stream, session: &Session, fed: io::Result<T>) -> io::
 /// after them, and must follow them.
 #[cold]
 #[inline(never)]
-fn send_queued(stream: &Stream, session: &Session) -> io::Result<()> {
+fn send_queued(socket: &Socket, session: &Session) -> io::Result<()> {
     if session.is_writing() {
         return Ok(());
     }
@@ -88,7 +115,7 @@ fn send_queued(stream: &Stream, session: &Session) -> io::Result<()> {
         out = spare_records();
     }
     session.flush(&mut out)?;
-    let sent = crate::sys::send_what_fits(stream.fd().as_fd(), &out)?;
+    let sent = crate::sys::send_what_fits(socket.fd().as_fd(), &out)?;
     if sent < out.len() {
         // The peer does not read: what is left waits for the next send.
         out.drain(..sent);
@@ -101,8 +128,8 @@ fn send_queued(stream: &Stream, session: &Session) -> io::Result<()> {
 
 /// An encrypted write: the records of some plaintext, sent whole. The
 /// caller's buffer waits beside it, unsent, to be handed back.
-pub(crate) struct TlsWrite<'a> {
-    stream: &'a Stream,
+struct TlsWrite<'a> {
+    socket: &'a Socket,
     session: &'a Session,
     records: Result<WriteAll<'a, Records>, Option<io::Error>>,
     /// Record bytes sent by the earlier sends of this write.
@@ -112,7 +139,7 @@ pub(crate) struct TlsWrite<'a> {
 /// Encrypted records to send. A type of their own, so that sending them
 /// is an instance of `WriteAll` of its own, apart from the plain
 /// `Vec<u8>` writes a server makes on every request.
-pub(crate) struct Records(Vec<u8>);
+struct Records(Vec<u8>);
 
 // SAFETY: as for `Vec<u8>`, whose heap bytes it owns: they stay at
 // `stable_ptr` while the value moves, and `bytes_init` of them are
@@ -128,14 +155,11 @@ unsafe impl IoBuf for Records {
 }
 
 impl<'a> TlsWrite<'a> {
-    /// Encrypts `chunks` now and starts sending the records. Out of line,
-    /// as [`poll_read`].
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn boxed<'c>(
-        stream: &'a Stream,
+    /// Encrypts `chunks` now and starts sending the records.
+    fn boxed(
+        socket: &'a Socket,
         session: &'a Session,
-        chunks: impl Iterator<Item = &'c [u8]>,
+        chunks: &mut dyn Iterator<Item = &[u8]>,
     ) -> Box<TlsWrite<'a>> {
         let mut out = spare_records();
         session.begin_write(&mut out);
@@ -147,26 +171,26 @@ impl<'a> TlsWrite<'a> {
             }
         }
         Box::new(TlsWrite {
-            stream,
+            socket,
             session,
             records: match encrypted {
-                Ok(()) => Ok(stream.write_all_plain(Records(out))),
+                Ok(()) => Ok(socket.write_all(Records(out))),
                 Err(e) => Err(Some(e)),
             },
             sent_before: 0,
         })
     }
+}
 
+impl SecureWrite for TlsWrite<'_> {
     /// Record bytes the kernel has taken so far.
-    pub(crate) fn sent(&self) -> usize {
+    fn sent(&self) -> usize {
         self.sent_before + self.records.as_ref().map_or(0, WriteAll::sent)
     }
 
     /// Sends the records, then those rustls queued meanwhile (a read's
     /// answers, which had to wait for these).
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
             let records = match &mut self.records {
                 Ok(records) => records,
@@ -183,7 +207,7 @@ impl<'a> TlsWrite<'a> {
                 out.clear();
                 match self.session.flush(&mut out) {
                     Ok(()) => {
-                        self.records = Ok(self.stream.write_all_plain(Records(out)));
+                        self.records = Ok(self.socket.write_all(Records(out)));
                         continue;
                     }
                     Err(e) => {
@@ -247,7 +271,7 @@ fn keep_spare(mut records: Vec<u8>) {
 /// Sends `close_notify` ahead of the write side's shutdown, as far as the
 /// socket takes it now: the shutdown is synchronous, and a peer that does
 /// not read has no claim on a clean end.
-pub(crate) fn close_notify(stream: &Stream, session: &Session) -> io::Result<()> {
+fn close_notify(socket: &Socket, session: &Session) -> io::Result<()> {
     let records = session.close_notify()?;
-    crate::sys::send_now(stream.fd().as_fd(), &records)
+    crate::sys::send_now(socket.fd().as_fd(), &records)
 }

@@ -47,7 +47,7 @@
 //! ```
 
 mod handshake;
-pub(crate) mod io;
+mod io;
 mod server;
 pub(crate) mod session;
 

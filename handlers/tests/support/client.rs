@@ -11,7 +11,7 @@ const HANG: Duration = Duration::from_secs(60);
 
 /// Runs `f` on a core of `backend`, failing the test if it hangs.
 #[allow(dead_code, reason = "only the client tests run requests on a core")]
-pub fn on_core<F>(backend: Backend, f: F) -> F::Output
+pub(crate) fn on_core<F>(backend: Backend, f: F) -> F::Output
 where
     F: Future + 'static,
     F::Output: 'static,

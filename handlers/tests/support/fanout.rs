@@ -17,7 +17,7 @@ use super::http::{Config, TestServer};
 /// either timeout sets it short itself, against an upstream that never
 /// answers (or never accepts).
 #[allow(dead_code, reason = "only the fan-out tests start a proxy")]
-pub fn proxy(
+pub(crate) fn proxy(
     backend: Backend,
     upstreams: &[impl Into<Endpoint> + Clone],
     tweak: impl FnOnce(&mut ProxyConfig),
@@ -28,12 +28,12 @@ pub fn proxy(
 /// The proxy core's counters, readable from the test's thread.
 #[allow(dead_code, reason = "only the fan-out tests start a proxy")]
 #[derive(Clone, Default)]
-pub struct Counted(Arc<Mutex<Option<ProxyStatsReader>>>);
+pub(crate) struct Counted(Arc<Mutex<Option<ProxyStatsReader>>>);
 
 #[allow(dead_code, reason = "only the fan-out tests start a proxy")]
 impl Counted {
     /// The counters now (all zero before the proxy's core made it).
-    pub fn get(&self) -> ProxyStats {
+    pub(crate) fn get(&self) -> ProxyStats {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -45,7 +45,7 @@ impl Counted {
 
 /// [`proxy`], with its counters.
 #[allow(dead_code, reason = "only the fan-out tests start a proxy")]
-pub fn proxy_counted(
+pub(crate) fn proxy_counted(
     backend: Backend,
     upstreams: &[impl Into<Endpoint> + Clone],
     tweak: impl FnOnce(&mut ProxyConfig),
@@ -56,7 +56,7 @@ pub fn proxy_counted(
 /// [`proxy_counted`] on a server whose drain deadline is `drain` (2 s
 /// otherwise).
 #[allow(dead_code, reason = "only the fan-out tests start a proxy")]
-pub fn proxy_counted_draining(
+pub(crate) fn proxy_counted_draining(
     backend: Backend,
     upstreams: &[impl Into<Endpoint> + Clone],
     drain: Duration,

@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 use percore::{Backend, Server, ServerHandle, StatsSnapshot};
 #[allow(unused_imports, reason = "each test binary names a few of these")]
-pub use percore_handlers::http::{
+pub(crate) use percore_handlers::http::{
     Config, HttpEcho, HttpHandler, HttpStats, HttpStatsReader, Request, Response, Service, HELLO,
 };
 
 #[allow(dead_code, reason = "some test binaries keep the default timeouts")]
 /// Test timeouts short enough to observe, long enough for a loaded VM.
-pub fn short_config() -> Config {
+pub(crate) fn short_config() -> Config {
     let mut c = Config::default();
     c.head_timeout = Duration::from_millis(800);
     c.body_timeout = Duration::from_millis(800);
@@ -25,7 +25,7 @@ pub fn short_config() -> Config {
 
 /// A one-core server on `127.0.0.1:0`, stopped when dropped.
 #[allow(dead_code, reason = "the echo tests start no HTTP server")]
-pub struct TestServer {
+pub(crate) struct TestServer {
     handle: Option<ServerHandle>,
     pub addr: SocketAddr,
     /// The core's HTTP counters, registered by the factory.
@@ -35,17 +35,17 @@ pub struct TestServer {
 #[allow(dead_code, reason = "each test binary starts and reads it its own way")]
 impl TestServer {
     /// Serves [`HttpEcho`] with the default config.
-    pub fn echo(backend: Backend) -> TestServer {
+    pub(crate) fn echo(backend: Backend) -> TestServer {
         Self::start(backend, Config::default(), || HttpEcho)
     }
 
     /// Serves [`HttpEcho`] with `config`.
-    pub fn echo_with(backend: Backend, config: Config) -> TestServer {
+    pub(crate) fn echo_with(backend: Backend, config: Config) -> TestServer {
         Self::start(backend, config, || HttpEcho)
     }
 
     /// Serves the service `make` builds (once per core).
-    pub fn start<S, F>(backend: Backend, config: Config, make: F) -> TestServer
+    pub(crate) fn start<S, F>(backend: Backend, config: Config, make: F) -> TestServer
     where
         S: Service,
         F: Fn() -> S + Send + Sync + 'static,
@@ -55,13 +55,13 @@ impl TestServer {
 
     /// Serves [`HttpEcho`] with `config` and a drain deadline of `drain`
     /// (2 s otherwise), for tests that tell the drain's end from another.
-    pub fn echo_with_drain(backend: Backend, config: Config, drain: Duration) -> TestServer {
+    pub(crate) fn echo_with_drain(backend: Backend, config: Config, drain: Duration) -> TestServer {
         Self::start_draining(backend, config, drain, |_| HttpEcho)
     }
 
     /// Serves the service `make` builds (once per core) from a reader of
     /// its handler's counters.
-    pub fn start_with_stats<S, F>(backend: Backend, config: Config, make: F) -> TestServer
+    pub(crate) fn start_with_stats<S, F>(backend: Backend, config: Config, make: F) -> TestServer
     where
         S: Service,
         F: Fn(HttpStatsReader) -> S + Send + Sync + 'static,
@@ -70,7 +70,7 @@ impl TestServer {
     }
 
     /// [`TestServer::start_with_stats`] with a drain deadline of `drain`.
-    pub fn start_draining<S, F>(
+    pub(crate) fn start_draining<S, F>(
         backend: Backend,
         config: Config,
         drain: Duration,
@@ -111,19 +111,19 @@ impl TestServer {
     }
 
     /// The core's HTTP counters now.
-    pub fn http_stats(&self) -> HttpStats {
+    pub(crate) fn http_stats(&self) -> HttpStats {
         let reader = self.http.lock().unwrap();
         reader.as_ref().expect("registered at start").snapshot()
     }
 
     /// The core's counters now.
-    pub fn stats(&self) -> StatsSnapshot {
+    pub(crate) fn stats(&self) -> StatsSnapshot {
         let handle = self.handle.as_ref().expect("server running");
         handle.stats().remove(0)
     }
 
     /// Begins the graceful stop without waiting for it.
-    pub fn begin_stop(&self) {
+    pub(crate) fn begin_stop(&self) {
         if let Some(handle) = &self.handle {
             handle.shutdown();
         }
@@ -131,7 +131,7 @@ impl TestServer {
 
     /// Begins the graceful stop and returns how long the server took to
     /// finish, or `None` if it did not within `limit`.
-    pub fn stop_within(&mut self, limit: Duration) -> Option<Duration> {
+    pub(crate) fn stop_within(&mut self, limit: Duration) -> Option<Duration> {
         let handle = self.handle.take()?;
         let started = Instant::now();
         handle.shutdown();

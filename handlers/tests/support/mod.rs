@@ -3,9 +3,9 @@
 //! HTTP and fan-out tests use [`http`] and [`fanout`], the client tests
 //! [`client`] too.
 
-pub mod client;
-pub mod fanout;
-pub mod http;
+pub(crate) mod client;
+pub(crate) mod fanout;
+pub(crate) mod http;
 
 use percore::{Backend, ServerBuilder, ServerHandle};
 use percore_handlers::echo::Echo;
@@ -14,7 +14,7 @@ use percore_test_kit::check_backend;
 /// Starts the echo handler on a one-core test server and checks the
 /// backend.
 #[allow(dead_code, reason = "only the echo tests start the echo handler")]
-pub fn start_echo(builder: ServerBuilder, backend: Backend) -> ServerHandle {
+pub(crate) fn start_echo(builder: ServerBuilder, backend: Backend) -> ServerHandle {
     let handle = builder.start(|_core| Echo).expect("start the echo server");
     check_backend(&handle, backend);
     handle
@@ -23,6 +23,6 @@ pub fn start_echo(builder: ServerBuilder, backend: Backend) -> ServerHandle {
 /// [`percore_test_kit::child_main`] with the echo handler: the body of a
 /// test binary's child-entry test.
 #[allow(dead_code, reason = "only one echo test re-runs itself as a server")]
-pub fn child_main() {
+pub(crate) fn child_main() {
     percore_test_kit::child_main(|_core| Echo);
 }

@@ -37,11 +37,6 @@ pub(crate) use ops::{Cqe, OpKey, OpKind, Retained};
 use ops::{Op, OpState};
 pub(crate) use setup::RingConfig;
 
-/// The set-up flags of a ring whose `CoreStats::ring_setup` is `code`.
-pub(crate) fn ring_flags(code: u64) -> Option<&'static str> {
-    setup::Ladder::flags_of(code)
-}
-
 /// `user_data` of the read on the core's wake-up eventfd.
 const WAKE_TOKEN: u64 = u64::MAX - 1;
 /// `user_data` of cancellation requests, whose completions say nothing.

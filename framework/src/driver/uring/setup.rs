@@ -32,31 +32,20 @@ pub(crate) enum Ladder {
 }
 
 impl Ladder {
-    /// Its code in [`CoreStats::ring_setup`] (0 is "no ring").
-    pub(crate) fn code(self) -> u64 {
+    /// The flags, as `--stats` and the start-up log name them.
+    pub(crate) fn flags(self) -> &'static str {
         match self {
-            Ladder::DeferTaskrun => 1,
-            Ladder::CoopTaskrun => 2,
-            Ladder::Plain => 3,
-            Ladder::Sqpoll => 4,
+            Ladder::DeferTaskrun => "SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG",
+            Ladder::CoopTaskrun => "COOP_TASKRUN|TASKRUN_FLAG",
+            Ladder::Plain => "none",
+            Ladder::Sqpoll => "SQPOLL",
         }
-    }
-
-    /// The flags of a [`code`](Self::code), `None` for no ring.
-    pub(crate) fn flags_of(code: u64) -> Option<&'static str> {
-        Some(match code {
-            1 => "SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG",
-            2 => "COOP_TASKRUN|TASKRUN_FLAG",
-            3 => "none",
-            4 => "SQPOLL",
-            _ => return None,
-        })
     }
 }
 
 impl fmt::Display for Ladder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(Ladder::flags_of(self.code()).unwrap_or("none"))
+        f.write_str(self.flags())
     }
 }
 
@@ -147,7 +136,7 @@ impl Driver {
         faults: fault::Counted,
     ) -> io::Result<Driver> {
         let (ring, ladder) = build_ring(ring_config)?;
-        stats.ring_setup.set(ladder.code());
+        stats.set_ring_flags(ladder.flags());
         let params = ring.params();
         let no_iowait = params.is_feature_no_iowait();
         let batch_usec = match ring_config.batch_wait_usec {
