@@ -22,7 +22,7 @@ const TOO_MANY_FIELDS: &str = "too many header fields";
 
 /// Whether `e` refused a head for having more fields than its slots held
 /// (rather than for another limit).
-pub(crate) fn too_many_fields(e: &HttpError) -> bool {
+pub fn too_many_fields(e: &HttpError) -> bool {
     e.status == 431 && e.reason == TOO_MANY_FIELDS
 }
 
@@ -42,7 +42,7 @@ pub(crate) fn too_many_fields(e: &HttpError) -> bool {
 /// # Examples
 ///
 /// ```
-/// use percore_handlers::http::proto::{header_storage, max_head_len, parse_head, HeadRetry, Limits};
+/// use percore_http1::{header_storage, max_head_len, parse_head, HeadRetry, Limits};
 ///
 /// let limits = Limits::default();
 /// let mut retry = HeadRetry::default();
