@@ -61,7 +61,6 @@ use percore_http1::response::head;
 /// The proxy's answer writer, the very file `percore-handlers` compiles:
 /// it needs only std, and this crate must build without percore.
 #[path = "../../handlers/src/proxy/combine.rs"]
-#[allow(dead_code)]
 mod combine;
 
 /// The `Via` element, as long as the proxy's (`1.1 percore-` and 16 hex

@@ -46,6 +46,7 @@ pub struct ResponseHead<'a> {
 
 impl<'a> ResponseHead<'a> {
     /// A keep-alive HTTP/1.1 response head with no content type or extras.
+    #[inline]
     pub fn new(status: u16, framing: Framing) -> Self {
         Self {
             status,
@@ -147,6 +148,7 @@ pub fn encode_chunk(out: &mut Vec<u8>, data: &[u8]) {
 }
 
 /// Appends the last chunk and an empty trailer section, ending the body.
+#[inline]
 pub fn encode_last_chunk(out: &mut Vec<u8>) {
     out.extend_from_slice(b"0\r\n\r\n");
 }
