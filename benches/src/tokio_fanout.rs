@@ -17,10 +17,12 @@
 //! JSON string); any failure answers 502.
 //!
 //! The application-level code is the proxy's own, not a copy: the
-//! `percore-proxy-core` crate's `head`, `forward` and `combine` (head
-//! scanner, forwarded fields and sub-request assembly, JSON entries with
-//! their prefixes escaped once and their bounds counted once), which need
-//! no percore, so this builds without it (`--no-default-features`). Only
+//! `percore-http1` crate's `response::head` and `forward` (head scanner,
+//! forwarded fields and sub-request assembly), and the proxy's own
+//! `combine.rs` (JSON entries with their prefixes escaped once and their
+//! bounds counted once), compiled into this crate from its file in
+//! `percore-handlers`. None of it needs percore, so this builds without it
+//! (`--no-default-features`). Only
 //! the request line (the proxy's takes a parsed target) and the glue around
 //! the runtime are written here; they follow the proxy's steps, so that the
 //! comparison measures the runtimes rather than two ways of doing the same
@@ -52,9 +54,14 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::baseline_http::write_decimal;
-use percore_proxy_core::combine::{entry_bound, entry_prefix, write_entry, write_failure, Entry};
-use percore_proxy_core::forward::{write_forwarded, write_request};
-use percore_proxy_core::head;
+use combine::{entry_bound, entry_prefix, write_entry, write_failure, Entry};
+use percore_http1::forward::{write_forwarded, write_request};
+use percore_http1::response::head;
+
+/// The proxy's answer writer, the very file `percore-handlers` compiles:
+/// it needs only std, and this crate must build without percore.
+#[path = "../../handlers/src/proxy/combine.rs"]
+mod combine;
 
 /// The `Via` element, as long as the proxy's (`1.1 percore-` and 16 hex
 /// digits) so that both forward the same bytes; the baseline does not look

@@ -1,18 +1,18 @@
 //! One HTTP/1.1 exchange with a server: how it fails ([`Failure`]), and
 //! [`Exchange`], which sends a request and reads its response with the
-//! parser of `parse.rs`. The client's requests, the proxy's branches, its
-//! drain and its mirror all run their exchanges through it.
+//! grammar's [`ResponseParser`]. The client's requests, the proxy's
+//! branches, its drain and its mirror all run their exchanges through it.
 
 use std::fmt;
 use std::future::{poll_fn, Future};
 use std::io;
-use std::ops::Range;
 use std::pin::pin;
 use std::task::{ready, Context, Poll};
 
 use percore::net::Stream;
 
-use super::parse::ResponseParser;
+pub(crate) use percore_http1::response::{Answer, ResponseLimits};
+use percore_http1::response::{ResponseError, ResponseParser};
 
 /// Why an exchange (or the connect before it) failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +56,16 @@ impl fmt::Display for Failure {
             Failure::Truncated => f.write_str("response truncated"),
             Failure::Bad(why) => write!(f, "bad response: {why}"),
             Failure::Deadline => f.write_str("no answer before the deadline"),
+        }
+    }
+}
+
+impl From<ResponseError> for Failure {
+    fn from(e: ResponseError) -> Self {
+        match e {
+            ResponseError::Closed => Failure::Closed,
+            ResponseError::Truncated => Failure::Truncated,
+            ResponseError::Bad(why) => Failure::Bad(why),
         }
     }
 }
@@ -125,16 +135,6 @@ impl fmt::Display for IoFailure {
     }
 }
 
-/// A complete response, its body in the exchange's buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Answer {
-    pub(crate) status: u16,
-    /// Where the (de-chunked) body lies in the buffer.
-    pub(crate) body: Range<usize>,
-    /// The connection ended exactly at this response and may serve another.
-    pub(crate) reusable: bool,
-}
-
 /// A failed exchange, and whether the server had started to answer
 /// (which rules out a retry: it saw the request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,13 +152,6 @@ impl ExchangeError {
             response_started: false,
         }
     }
-}
-
-/// Limits on a response.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ResponseLimits {
-    pub(crate) max_head: usize,
-    pub(crate) max_body: usize,
 }
 
 // ===== the exchange =====
@@ -257,7 +250,7 @@ impl Exchange {
             Ok(None) if !eof => Ok(None),
             // `feed` decides every end of stream; this is a safety net.
             Ok(None) => Err(self.error(Failure::Truncated)),
-            Err(failure) => Err(self.error(failure)),
+            Err(e) => Err(self.error(e.into())),
         })
     }
 

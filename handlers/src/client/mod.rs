@@ -92,7 +92,6 @@ mod config;
 pub(crate) mod connect;
 mod error;
 pub(crate) mod exchange;
-pub(crate) mod parse;
 pub(crate) mod pool;
 mod request;
 mod resolve;
@@ -195,6 +194,3 @@ impl Client {
             .clone()
     }
 }
-
-#[cfg(test)]
-mod tests;

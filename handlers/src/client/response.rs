@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use percore::time::{now, timeout};
-use percore_proxy_core::head::MAX_FIELDS;
+use percore_http1::response::head::MAX_FIELDS;
 
 use super::error::{ClientError, ErrorKind, Op, Request};
 use super::exchange::{Answer, Exchange};

@@ -17,8 +17,8 @@ use super::upstream::Upstream;
 use super::warn::{Reason, Role};
 use crate::client::connect::connect;
 use crate::client::exchange::{Exchange, ExchangeError, Failure};
-use percore_proxy_core::combine::entry_bound;
-use percore_proxy_core::forward::write_request;
+use crate::proxy::combine::entry_bound;
+use percore_http1::forward::write_request;
 
 /// Requests in a row whose branches on one upstream were all cancelled
 /// before it answered that make a WARN, times `m / 2` rounded up, where

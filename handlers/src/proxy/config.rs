@@ -270,7 +270,7 @@ impl Config {
         let name = self.pseudonym.as_bytes();
         if name.is_empty()
             || name.len() > Self::MAX_PSEUDONYM
-            || !name.iter().all(|&b| percore_proxy_core::tchar::is_tchar(b))
+            || !name.iter().all(|&b| percore_http1::tchar::is_tchar(b))
         {
             return text(
                 "the pseudonym must be 1 to 64 letters, digits or !#$%&'*+-.^_`|~ (a token)",

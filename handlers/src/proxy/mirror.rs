@@ -34,7 +34,7 @@ use super::warn::{FailureLog, Reason, Role};
 use super::PoolConfig;
 use crate::client::connect::connect;
 use crate::client::exchange::{Exchange, Failure, ResponseLimits};
-use percore_proxy_core::forward::write_request;
+use percore_http1::forward::write_request;
 
 /// Shadow exchanges in flight at once per core.
 pub(crate) const WORKERS: usize = 8;

@@ -160,6 +160,7 @@
 //! ```
 
 mod branch;
+mod combine;
 mod config;
 mod drain;
 mod join;

@@ -28,7 +28,7 @@ use super::{Config, ConfigError, ProxyStats};
 use crate::client::exchange::{Failure, ResponseLimits};
 use crate::http::proto::BodyKind;
 use crate::http::{Request, Response, Service};
-use percore_proxy_core::combine::{write_entry, write_failure, Entry};
+use crate::proxy::combine::{write_entry, write_failure, Entry};
 
 /// The fan-out proxy: answers each request by sending [`Config::width`]
 /// concurrent sub-requests to the upstreams and joining their answers

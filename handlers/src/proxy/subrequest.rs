@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use super::target::OriginForm;
 use crate::http::proto::write_decimal;
-use percore_proxy_core::forward::write_forwarded;
+use percore_http1::forward::write_forwarded;
 
 /// Writes what every branch of a request shares, after its `Host` line:
 /// the end-to-end fields, `Via` (ending in `via`), `X-Forwarded-For` (see

@@ -17,7 +17,7 @@ use percore::tls::rustls;
 
 use super::{EjectionConfig, PoolConfig, UpstreamTls};
 use crate::client::pool::Pool;
-use percore_proxy_core::combine::entry_prefix;
+use crate::proxy::combine::entry_prefix;
 
 /// An upstream server and this core's idle connections to it.
 #[derive(Debug)]

@@ -11,10 +11,8 @@ use super::target::origin_form;
 use super::upstream::Health;
 use super::{Config, EjectionConfig, Policy};
 use crate::client::exchange::{Failure, IoFailure};
-use percore_proxy_core::combine::{
-    entry_bound, entry_prefix, write_entry, write_json_string, Entry,
-};
-use percore_proxy_core::forward::write_request;
+use crate::proxy::combine::{entry_bound, entry_prefix, write_entry, write_json_string, Entry};
+use percore_http1::forward::write_request;
 
 /// The forwarded request: CRLF only, hop-by-hop fields (and those named in
 /// `Connection`) dropped, `Via`/`X-Forwarded-For` kept and appended to,

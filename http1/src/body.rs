@@ -46,6 +46,7 @@ impl BodyDecoder {
     /// A decoder for a body framed as `kind`, with the body limits of
     /// `limits`. A `Length` over [`Limits::max_body`] fails on the first
     /// call (though [`super::parse_head`] already refuses those).
+    #[inline]
     pub fn new(kind: BodyKind, limits: &Limits) -> Self {
         let state = match kind {
             BodyKind::None | BodyKind::Length(0) => State::Done,
@@ -59,6 +60,7 @@ impl BodyDecoder {
     }
 
     /// Whether the whole body has been decoded.
+    #[inline]
     pub fn is_done(&self) -> bool {
         matches!(self.state, State::Done)
     }
@@ -66,6 +68,7 @@ impl BodyDecoder {
     /// For `Content-Length` bodies, the number of body bytes not yet seen.
     /// Lets the connection loop size its reads, or detect a body cut short
     /// by EOF (then the request must be dropped, not served).
+    #[inline]
     pub fn remaining(&self) -> Option<u64> {
         match self.state {
             State::Length { remaining } => Some(remaining),

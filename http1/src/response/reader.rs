@@ -1,23 +1,66 @@
 //! The parser of a server's response: incremental over a growing
-//! buffer, with the [`head`] scanner for the head and the HTTP module's
+//! buffer, with the [`head`](super::head) scanner for the head and
 //! [`BodyDecoder`] for `Content-Length` and chunked bodies (or the body
 //! runs until end of stream), de-chunking in place.
 //!
 //! It does no I/O, so the unit tests feed it responses split at every
-//! byte; [`Exchange`](super::exchange::Exchange) drives it over a
-//! connection: for a client request, in a proxy branch and, for a branch
-//! cut off, in the proxy's drain.
+//! byte; `percore-handlers` drives it over a connection: for a client
+//! request, in a proxy branch and, for a branch cut off, in the proxy's
+//! drain.
 
+use std::fmt;
 use std::ops::Range;
 
-use super::exchange::{Answer, Failure, ResponseLimits};
-use crate::http::proto::{BodyDecoder, BodyKind, HeadRetry, Limits};
-use percore_proxy_core::head::{self, Fields, HeadError};
+use super::head::{self, Fields, HeadError};
+use crate::{BodyDecoder, BodyKind, HeadRetry, Limits};
+
+/// A complete response, its body in the caller's buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The final status code (never 1xx).
+    pub status: u16,
+    /// Where the (de-chunked) body lies in the buffer.
+    pub body: Range<usize>,
+    /// The connection ended exactly at this response and may serve another.
+    pub reusable: bool,
+}
+
+/// Limits on a response.
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseLimits {
+    /// Longest head, interim responses before it included.
+    pub max_head: usize,
+    /// Largest (de-chunked) body.
+    pub max_body: usize,
+}
+
+/// Why a response was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseError {
+    /// The server closed before the first byte of a response.
+    Closed,
+    /// The server closed inside the response.
+    Truncated,
+    /// The response is malformed, ambiguous or over a limit.
+    Bad(&'static str),
+}
+
+impl fmt::Display for ResponseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResponseError::Closed => f.write_str("connection closed before a response"),
+            ResponseError::Truncated => f.write_str("response truncated"),
+            ResponseError::Bad(why) => write!(f, "bad response: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ResponseError {}
 
 /// Parses one response from a growing buffer, de-chunking the body in
 /// place so it ends up contiguous after the head.
 #[derive(Debug)]
-pub(crate) struct ResponseParser {
+pub struct ResponseParser {
     limits: ResponseLimits,
     head_only: bool,
     state: State,
@@ -70,7 +113,9 @@ enum Framing {
 }
 
 impl ResponseParser {
-    pub(crate) fn new(limits: ResponseLimits, head_only: bool) -> Self {
+    /// A parser for one response; `head_only` when it answers a `HEAD`
+    /// request, whose response has no body whatever its head says.
+    pub fn new(limits: ResponseLimits, head_only: bool) -> Self {
         Self {
             limits,
             head_only,
@@ -83,14 +128,14 @@ impl ResponseParser {
 
     /// Where the final response's head (status line to the empty line)
     /// lies in the buffer, once it was read whole.
-    pub(crate) fn head(&self) -> Option<Range<usize>> {
+    pub fn head(&self) -> Option<Range<usize>> {
         self.head.clone()
     }
 
     /// Where the body bytes decoded so far, and not yet taken, lie in the
     /// buffer; empty before the head is in. Once `feed` gave the answer,
     /// the answer's body says it instead.
-    pub(crate) fn body_so_far(&self) -> Range<usize> {
+    pub fn body_so_far(&self) -> Range<usize> {
         match &self.state {
             State::Body(body) => body.start..body.end,
             State::Head { .. } => 0..0,
@@ -101,7 +146,7 @@ impl ResponseParser {
     /// `buf`, once the caller has passed them on: a body read piece by
     /// piece holds a read's worth at a time. For a body delimited by the
     /// end of stream the body limit then counts the bytes not taken.
-    pub(crate) fn take_body(&mut self, buf: &mut Vec<u8>) {
+    pub fn take_body(&mut self, buf: &mut Vec<u8>) {
         if let State::Body(body) = &mut self.state {
             if body.decoder.is_some() {
                 body.forget(buf);
@@ -120,7 +165,7 @@ impl ResponseParser {
     /// empty body. A body delimited by the end of stream is kept whole
     /// (its limit is the buffer's length), but it is never drained: its
     /// connection cannot be reused.
-    pub(crate) fn discard_body(&mut self, buf: &mut Vec<u8>) {
+    pub fn discard_body(&mut self, buf: &mut Vec<u8>) {
         self.discard = true;
         if let State::Body(body) = &mut self.state {
             body.forget(buf);
@@ -129,7 +174,7 @@ impl ResponseParser {
 
     /// Parses what `buf` holds so far; `eof` when the upstream has closed.
     /// `Ok(None)`: read more.
-    pub(crate) fn feed(&mut self, buf: &mut Vec<u8>, eof: bool) -> Result<Option<Answer>, Failure> {
+    pub fn feed(&mut self, buf: &mut Vec<u8>, eof: bool) -> Result<Option<Answer>, ResponseError> {
         loop {
             match &mut self.state {
                 State::Head { start } => {
@@ -147,9 +192,9 @@ impl ResponseParser {
                     }
                     match parsed {
                         None if eof && buf.len() == start && start == 0 => {
-                            return Err(Failure::Closed)
+                            return Err(ResponseError::Closed)
                         }
-                        None if eof => return Err(Failure::Truncated),
+                        None if eof => return Err(ResponseError::Truncated),
                         None => return Ok(None),
                         Some(Parsed::Whole(mut answer)) => {
                             self.head = Some(start..answer.body.start);
@@ -176,7 +221,7 @@ impl ResponseParser {
     /// Whether the response may still leave the connection reusable: not
     /// once a head that rules it out (`Connection: close`, HTTP/1.0, a
     /// body delimited by the end of stream) has been read.
-    pub(crate) fn may_keep_alive(&self) -> bool {
+    pub fn may_keep_alive(&self) -> bool {
         match &self.state {
             State::Head { .. } => true,
             State::Body(body) => body.keep_alive,
@@ -185,7 +230,7 @@ impl ResponseParser {
 
     /// `Some` once a whole head is in: the whole response, the body state,
     /// or the next head after an interim response.
-    fn parse_head(&self, buf: &[u8], start: usize) -> Result<Option<Parsed>, Failure> {
+    fn parse_head(&self, buf: &[u8], start: usize) -> Result<Option<Parsed>, ResponseError> {
         let input = buf.get(start..).unwrap_or_default();
         let head = match head::parse(input) {
             // The limit covers the interim responses before this head too:
@@ -193,25 +238,25 @@ impl ResponseParser {
             // the buffer without end.
             Ok(None) => {
                 if buf.len() > self.limits.max_head {
-                    return Err(Failure::Bad("response head over the limit"));
+                    return Err(ResponseError::Bad("response head over the limit"));
                 }
                 return Ok(None);
             }
             Ok(Some(head)) => head,
             Err(HeadError::TooManyFields) => {
-                return Err(Failure::Bad("too many response header fields"))
+                return Err(ResponseError::Bad("too many response header fields"))
             }
             Err(HeadError::Malformed) => {
-                return Err(Failure::Bad("malformed status line or header"))
+                return Err(ResponseError::Bad("malformed status line or header"))
             }
         };
         let at = start + head.len;
         if at > self.limits.max_head {
-            return Err(Failure::Bad("response head over the limit"));
+            return Err(ResponseError::Bad("response head over the limit"));
         }
         let status = head.status;
         if status == 101 {
-            return Err(Failure::Bad("unexpected protocol switch"));
+            return Err(ResponseError::Bad("unexpected protocol switch"));
         }
         if (100..200).contains(&status) {
             // Interim (e.g. 103 Early Hints): the final response follows.
@@ -240,7 +285,7 @@ impl ResponseParser {
             Framing::Empty => Some(BodyDecoder::new(BodyKind::None, &self.body_limits())),
             Framing::Length(n) => {
                 if n > self.limits.max_body as u64 {
-                    return Err(Failure::Bad("response body over the limit"));
+                    return Err(ResponseError::Bad("response body over the limit"));
                 }
                 Some(BodyDecoder::new(BodyKind::Length(n), &self.body_limits()))
             }
@@ -273,12 +318,12 @@ impl ResponseParser {
         eof: bool,
         limits: ResponseLimits,
         discard: bool,
-    ) -> Result<Option<Answer>, Failure> {
+    ) -> Result<Option<Answer>, ResponseError> {
         let Some(decoder) = &mut body.decoder else {
             // Close-delimited: everything up to the end of stream.
             body.end = buf.len();
             if body.end - body.start > limits.max_body {
-                return Err(Failure::Bad("response body over the limit"));
+                return Err(ResponseError::Bad("response body over the limit"));
             }
             if eof {
                 return Ok(Some(Answer {
@@ -293,7 +338,7 @@ impl ResponseParser {
             let input = buf.get(body.raw..).unwrap_or_default();
             let decoded = decoder
                 .decode(input)
-                .map_err(|e| Failure::Bad(e.static_reason()))?;
+                .map_err(|e| ResponseError::Bad(e.static_reason()))?;
             let data = body.raw + decoded.data.start..body.raw + decoded.data.end;
             if !data.is_empty() {
                 // Compact the body: chunk framing between data runs is
@@ -320,7 +365,7 @@ impl ResponseParser {
             }
         }
         if eof {
-            return Err(Failure::Truncated);
+            return Err(ResponseError::Truncated);
         }
         // Drop the consumed framing so the buffer holds body + unread raw.
         if body.raw > body.end {
@@ -352,12 +397,12 @@ impl Body {
 /// together with `Transfer-Encoding` is refused (a proxy that
 /// picks one of them is how response smuggling works), as are differing
 /// lengths and any coding but `chunked` (see [`Fields`]).
-fn framing(fields: &Fields, status: u16, head_only: bool) -> Result<Framing, Failure> {
+fn framing(fields: &Fields, status: u16, head_only: bool) -> Result<Framing, ResponseError> {
     if let Some(why) = fields.invalid {
-        return Err(Failure::Bad(why));
+        return Err(ResponseError::Bad(why));
     }
     if fields.chunked && fields.length.is_some() {
-        return Err(Failure::Bad("Content-Length with Transfer-Encoding"));
+        return Err(ResponseError::Bad("Content-Length with Transfer-Encoding"));
     }
     // RFC 9112 §6.3 rule 1: these never have a body, whatever the fields say.
     if head_only || status == 204 || status == 304 {

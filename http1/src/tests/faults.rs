@@ -3,7 +3,7 @@
 //! belong to the service layer; here we only check what it relies on.
 
 use super::{request, run, status, Event, Machine};
-use crate::http::proto::{header_storage, parse_head, BodyDecoder, BodyKind, Limits};
+use crate::{header_storage, parse_head, BodyDecoder, BodyKind, Limits};
 
 /// `GET / HTTP/1.1` with `Host: a`, the given extra header lines, and `body`.
 fn with_headers(lines: &str, body: &[u8]) -> Vec<u8> {

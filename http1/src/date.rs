@@ -50,6 +50,7 @@ impl DateCache {
     }
 
     /// The cached IMF-fixdate, always 29 ASCII bytes.
+    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
         &self.line[PREFIX.len()..PREFIX.len() + LEN]
     }

@@ -9,7 +9,7 @@
 use std::io;
 use std::net::IpAddr;
 
-use crate::head::has_token;
+use crate::response::head::has_token;
 
 /// Request fields that are about one connection (RFC 9110 §7.6.1), or that
 /// the proxy writes itself, and so are never forwarded as received.

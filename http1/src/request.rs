@@ -22,7 +22,8 @@ const TOO_MANY_FIELDS: &str = "too many header fields";
 
 /// Whether `e` refused a head for having more fields than its slots held
 /// (rather than for another limit).
-pub(crate) fn too_many_fields(e: &HttpError) -> bool {
+#[inline]
+pub fn too_many_fields(e: &HttpError) -> bool {
     e.status == 431 && e.reason == TOO_MANY_FIELDS
 }
 
@@ -42,7 +43,7 @@ pub(crate) fn too_many_fields(e: &HttpError) -> bool {
 /// # Examples
 ///
 /// ```
-/// use percore_handlers::http::proto::{header_storage, max_head_len, parse_head, HeadRetry, Limits};
+/// use percore_http1::{header_storage, max_head_len, parse_head, HeadRetry, Limits};
 ///
 /// let limits = Limits::default();
 /// let mut retry = HeadRetry::default();
@@ -73,6 +74,7 @@ pub struct HeadRetry {
 impl HeadRetry {
     /// Whether to parse `head` (the incomplete head so far, grown since the
     /// last attempt) again; `max_len` is the longest head the limits allow.
+    #[inline]
     pub fn due(&self, head: &[u8], max_len: usize) -> bool {
         let tried = self.tried as usize;
         tried == 0
@@ -83,11 +85,13 @@ impl HeadRetry {
     }
 
     /// An attempt found the head incomplete at `len` bytes.
+    #[inline]
     pub fn tried(&mut self, len: usize) {
         self.tried = u32::try_from(len).unwrap_or(u32::MAX);
     }
 
     /// A head was complete: the next one starts afresh.
+    #[inline]
     pub fn reset(&mut self) {
         self.tried = 0;
     }
@@ -107,6 +111,7 @@ fn may_end_head(bytes: &[u8]) -> bool {
 
 /// The longest request head `limits` allow: a request line, its line
 /// ending, and a field section.
+#[inline]
 pub fn max_head_len(limits: &Limits) -> usize {
     limits
         .max_request_line
@@ -155,6 +160,7 @@ pub struct RequestHead<'h, 'b> {
 
 impl<'b> RequestHead<'_, 'b> {
     /// The value of the first field named `name` (ASCII case-insensitive).
+    #[inline]
     pub fn header(&self, name: &str) -> Option<&'b [u8]> {
         self.headers
             .iter()
@@ -166,6 +172,7 @@ impl<'b> RequestHead<'_, 'b> {
     /// `http://example.com/search?q=1` (`/` when the absolute form has
     /// none), as sent: not percent-decoded. `*` for `OPTIONS *`, and an
     /// authority-form target (`CONNECT host:port`) whole.
+    #[inline]
     pub fn path(&self) -> &'b str {
         let target = self.target;
         let path = if target.starts_with('/') {
@@ -186,6 +193,7 @@ impl<'b> RequestHead<'_, 'b> {
 
     /// The target's query, without its `?` (`q=1` for `/search?q=1`), as
     /// sent: not percent-decoded. `None` when the target has no `?`.
+    #[inline]
     pub fn query(&self) -> Option<&'b str> {
         let (_, query) = self.target.split_once('?')?;
         Some(query.split('#').next().unwrap_or(query))

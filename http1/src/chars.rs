@@ -17,7 +17,7 @@ const fn classes() -> [u8; 256] {
     while i < 256 {
         let b = i as u8;
         let mut class = 0;
-        if percore_proxy_core::tchar::is_tchar(b) {
+        if crate::tchar::is_tchar(b) {
             class |= TCHAR;
         }
         // §5.5 field-value bytes: VCHAR, SP, HTAB and obs-text; no CR, LF
@@ -79,18 +79,21 @@ fn all(bytes: &[u8], class: u8) -> bool {
 }
 
 /// RFC 9110 §5.6.2 `tchar`.
-pub(crate) fn is_tchar(b: u8) -> bool {
+#[inline]
+pub fn is_tchar(b: u8) -> bool {
     CLASSES[usize::from(b)] & TCHAR != 0
 }
 
 /// A non-empty token: a valid field name or method.
-pub(crate) fn is_token(bytes: &[u8]) -> bool {
+#[inline]
+pub fn is_token(bytes: &[u8]) -> bool {
     !bytes.is_empty() && all(bytes, TCHAR)
 }
 
 /// A valid field value: no CR, LF, NUL or other control byte, so it
 /// cannot split a message.
-pub(crate) fn is_field_value(bytes: &[u8]) -> bool {
+#[inline]
+pub fn is_field_value(bytes: &[u8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut chunks = bytes.chunks_exact(8);
@@ -115,7 +118,8 @@ pub(crate) fn is_field_value(bytes: &[u8]) -> bool {
 /// empty when the target has no authority) and `port` is `*DIGIT`.
 /// Anything else, such as NUL, space, `/`, `@`, a second `:`, a port that
 /// is not digits, an unclosed `[` or a `%` without two hex digits, is not.
-pub(crate) fn is_host(bytes: &[u8]) -> bool {
+#[inline]
+pub fn is_host(bytes: &[u8]) -> bool {
     // The port first, from the end: a host never ends in `:` and digits,
     // so the last `:` before trailing digits (or at the end) starts it.
     // One check per request: each byte is looked at about once.

@@ -15,16 +15,16 @@ use std::fmt;
 /// can be trusted to start a new request (RFC 9112 §11.2, request
 /// smuggling). One a service returns with a 4xx status, after its request
 /// was read to its end, is its answer to a sound request and keeps the
-/// connection; see [`Service`](crate::http::Service) for when.
+/// connection; see `percore-handlers`' `http::Service` for when.
 ///
 /// Only error statuses are sent as such: a service that returns an
 /// `HttpError` whose status is outside 400–599 gets a bare 500 instead
 /// (to answer with another status, set it on the
-/// [`Response`](crate::http::Response) and return `Ok`).
+/// response and return `Ok`).
 ///
 /// ```
 /// use std::io;
-/// use percore_handlers::http::HttpError;
+/// use percore_http1::HttpError;
 ///
 /// fn busy() -> io::Result<()> {
 ///     // The client gets `503 Service Unavailable: try again later`.
@@ -51,7 +51,7 @@ impl HttpError {
     /// and `reason`, static or owned.
     ///
     /// ```
-    /// use percore_handlers::http::HttpError;
+    /// use percore_http1::HttpError;
     ///
     /// let id = 7;
     /// let e = HttpError::new(404, format!("no user {id}"));
@@ -65,7 +65,8 @@ impl HttpError {
     }
 
     /// 400 Bad Request: malformed syntax or ambiguous framing.
-    pub(crate) const fn bad_request(reason: &'static str) -> Self {
+    #[inline]
+    pub const fn bad_request(reason: &'static str) -> Self {
         Self {
             status: 400,
             reason: Cow::Borrowed(reason),
@@ -73,7 +74,8 @@ impl HttpError {
     }
 
     /// 408 Request Timeout: the head or body did not arrive in time.
-    pub(crate) const fn timeout(reason: &'static str) -> Self {
+    #[inline]
+    pub const fn timeout(reason: &'static str) -> Self {
         Self {
             status: 408,
             reason: Cow::Borrowed(reason),
@@ -81,7 +83,8 @@ impl HttpError {
     }
 
     /// 500 Internal Server Error, with nothing for the client to learn.
-    pub(crate) const fn internal() -> Self {
+    #[inline]
+    pub const fn internal() -> Self {
         Self {
             status: 500,
             reason: Cow::Borrowed(""),
@@ -89,7 +92,8 @@ impl HttpError {
     }
 
     /// 413 Content Too Large: the body is over [`super::Limits::max_body`].
-    pub(crate) const fn too_large(reason: &'static str) -> Self {
+    #[inline]
+    pub const fn too_large(reason: &'static str) -> Self {
         Self {
             status: 413,
             reason: Cow::Borrowed(reason),
@@ -97,7 +101,8 @@ impl HttpError {
     }
 
     /// 414 URI Too Long: the request line is over its limit.
-    pub(crate) const fn uri_too_long(reason: &'static str) -> Self {
+    #[inline]
+    pub const fn uri_too_long(reason: &'static str) -> Self {
         Self {
             status: 414,
             reason: Cow::Borrowed(reason),
@@ -105,7 +110,8 @@ impl HttpError {
     }
 
     /// 417 Expectation Failed: an `Expect` other than `100-continue`.
-    pub(crate) const fn expectation(reason: &'static str) -> Self {
+    #[inline]
+    pub const fn expectation(reason: &'static str) -> Self {
         Self {
             status: 417,
             reason: Cow::Borrowed(reason),
@@ -113,7 +119,8 @@ impl HttpError {
     }
 
     /// 431 Request Header Fields Too Large.
-    pub(crate) const fn fields_too_large(reason: &'static str) -> Self {
+    #[inline]
+    pub const fn fields_too_large(reason: &'static str) -> Self {
         Self {
             status: 431,
             reason: Cow::Borrowed(reason),
@@ -121,7 +128,8 @@ impl HttpError {
     }
 
     /// 501 Not Implemented: a transfer coding we do not understand.
-    pub(crate) const fn not_implemented(reason: &'static str) -> Self {
+    #[inline]
+    pub const fn not_implemented(reason: &'static str) -> Self {
         Self {
             status: 501,
             reason: Cow::Borrowed(reason),
@@ -130,7 +138,8 @@ impl HttpError {
 
     /// 503 Service Unavailable: the server stopped before the service
     /// answered (see the HTTP module's docs on stopping).
-    pub(crate) const fn stopping() -> Self {
+    #[inline]
+    pub const fn stopping() -> Self {
         Self {
             status: 503,
             reason: Cow::Borrowed("the server is stopping"),
@@ -138,7 +147,8 @@ impl HttpError {
     }
 
     /// 505 HTTP Version Not Supported.
-    pub(crate) const fn version(reason: &'static str) -> Self {
+    #[inline]
+    pub const fn version(reason: &'static str) -> Self {
         Self {
             status: 505,
             reason: Cow::Borrowed(reason),
@@ -158,8 +168,7 @@ impl fmt::Display for HttpError {
 
 impl std::error::Error for HttpError {}
 
-/// Lets a [`Service`](crate::http::Service) return an `HttpError` with `?`; the
-/// server answers with its status (see [`HttpError::of`]).
+/// Lets a service return an `HttpError` with `?`; the server answers with its status (see [`HttpError::of`]).
 impl From<HttpError> for std::io::Error {
     fn from(e: HttpError) -> Self {
         std::io::Error::new(std::io::ErrorKind::InvalidData, e)
@@ -169,7 +178,8 @@ impl From<HttpError> for std::io::Error {
 impl HttpError {
     /// The reason if it is static text, else a generic one: for callers
     /// that keep reasons without allocating.
-    pub(crate) fn static_reason(&self) -> &'static str {
+    #[inline]
+    pub fn static_reason(&self) -> &'static str {
         match self.reason {
             Cow::Borrowed(reason) => reason,
             Cow::Owned(_) => "malformed",

@@ -4,7 +4,7 @@
 //! verdict is the one the whole head gets.
 
 use super::{request, run, Event, Machine};
-use crate::http::proto::{max_head_len, HeadRetry, Limits};
+use crate::{max_head_len, HeadRetry, Limits};
 
 /// A valid 30 KiB head: 99 fields of 300 bytes each.
 fn big_head() -> Vec<u8> {

@@ -22,10 +22,10 @@ pub struct Limits {
     /// passed to [`super::parse_head`] caps this further.
     pub max_headers: usize,
     /// Largest request body in bytes; larger gives 413. Default 1 MiB.
-    /// It bounds a body streamed with [`Request::chunk`](crate::http::Request::chunk)
-    /// as well as one collected with [`Request::body`](crate::http::Request::body).
-    /// A service can set its own per request (say, larger for an upload
-    /// route only) with [`Service::body_limit`](crate::http::Service::body_limit).
+    /// In `percore-handlers` it bounds a body streamed with
+    /// `Request::chunk` as well as one collected with `Request::body`, and
+    /// a service can set its own per request (say, larger for an upload
+    /// route only) with `Service::body_limit`.
     pub max_body: u64,
     /// Largest total of chunk extensions on one chunk-size line; larger
     /// gives 400. Default 16 KiB.

@@ -3,7 +3,7 @@
 //! yield complete requests, "need more", or an error status we expect.
 
 use super::{Event, Machine};
-use crate::http::proto::{header_storage, parse_head, BodyDecoder, BodyKind, Limits};
+use crate::{header_storage, parse_head, BodyDecoder, BodyKind, Limits};
 
 const ITERATIONS: usize = 100_000;
 

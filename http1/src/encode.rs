@@ -46,6 +46,7 @@ pub struct ResponseHead<'a> {
 
 impl<'a> ResponseHead<'a> {
     /// A keep-alive HTTP/1.1 response head with no content type or extras.
+    #[inline]
     pub fn new(status: u16, framing: Framing) -> Self {
         Self {
             status,
@@ -86,7 +87,7 @@ impl<'a> ResponseHead<'a> {
     /// Like [`encode`](Self::encode), with `raw` appended after the other
     /// fields: `Name: value\r\n` lines the caller has already validated
     /// (the service layer checks each as the service adds it).
-    pub(crate) fn encode_raw(
+    pub fn encode_raw(
         &self,
         date: &DateCache,
         raw: &[u8],
@@ -147,6 +148,7 @@ pub fn encode_chunk(out: &mut Vec<u8>, data: &[u8]) {
 }
 
 /// Appends the last chunk and an empty trailer section, ending the body.
+#[inline]
 pub fn encode_last_chunk(out: &mut Vec<u8>) {
     out.extend_from_slice(b"0\r\n\r\n");
 }
@@ -191,7 +193,7 @@ pub fn error_response_with(
 
 /// As [`error_response_with`]; with `kept` (the request's minor version),
 /// the head keeps the connection instead of closing it.
-pub(crate) fn error_response_kept_if(
+pub fn error_response_kept_if(
     out: &mut Vec<u8>,
     status: u16,
     content_type: &[u8],
@@ -372,7 +374,8 @@ fn content_length(out: &mut Vec<u8>, n: u64) {
 const MAX_DIGITS: usize = 20;
 
 /// Appends `n` in decimal.
-pub(crate) fn write_decimal(out: &mut Vec<u8>, n: u64) {
+#[inline]
+pub fn write_decimal(out: &mut Vec<u8>, n: u64) {
     let mut digits = [0u8; MAX_DIGITS];
     let start = fill_decimal(&mut digits, n);
     out.extend_from_slice(&digits[start..]);

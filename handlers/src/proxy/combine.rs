@@ -29,32 +29,34 @@
 //! afterwards), so that the per-byte work is plain stores: no capacity
 //! check per escape, no `memcpy` call per run of plain bytes.
 //!
-//! Only std: the tokio fan-out baseline (`benches/src/tokio_fanout.rs`)
-//! uses this module too, so that both servers write their answers with the
-//! same code.
+//! Only std, and nothing else of this crate: the tokio fan-out baseline
+//! (`benches/src/tokio_fanout.rs`), which builds without percore, compiles
+//! this very file into itself, so that both servers write their answers
+//! with the same code. It is the proxy's policy, not HTTP grammar, so it
+//! lives here rather than in `percore-http1`.
 
 use std::io::Write as _;
 use std::time::Duration;
 
 /// One successful branch, for [`write_entry`].
 #[derive(Debug)]
-pub struct Entry<'a> {
+pub(crate) struct Entry<'a> {
     /// The upstream's [`entry_prefix`].
-    pub prefix: &'a [u8],
+    pub(crate) prefix: &'a [u8],
     /// The upstream's status code.
-    pub status: u16,
+    pub(crate) status: u16,
     /// From the start of the fan-out to the end of this branch's response.
-    pub latency: Duration,
+    pub(crate) latency: Duration,
     /// The upstream's body, written as a JSON string.
-    pub body: &'a [u8],
+    pub(crate) body: &'a [u8],
     /// Its [`entry_bound`], which the caller has already counted to
     /// reserve room for the whole answer.
-    pub bound: usize,
+    pub(crate) bound: usize,
 }
 
 /// The start of every entry for `upstream`, up to its status: the same for
 /// each of its answers, so escaped once, when the proxy starts.
-pub fn entry_prefix(upstream: &str) -> Box<[u8]> {
+pub(crate) fn entry_prefix(upstream: &str) -> Box<[u8]> {
     let mut out = b"{\"upstream\":".to_vec();
     write_json_string(&mut out, upstream.as_bytes());
     out.extend_from_slice(b",\"status\":");
@@ -64,7 +66,7 @@ pub fn entry_prefix(upstream: &str) -> Box<[u8]> {
 /// The most bytes [`write_entry`] can append for an entry with this
 /// prefix and body: the fixed text with the widest numbers, plus the body
 /// at its longest escaping.
-pub fn entry_bound(prefix: &[u8], body: &[u8]) -> usize {
+pub(crate) fn entry_bound(prefix: &[u8], body: &[u8]) -> usize {
     // `,` 65535 `,"latency_ms":` u64 `.999` `,"body":` `}`, rounded up.
     const FIXED: usize = 64;
     FIXED + prefix.len() + json_string_bound(body)
@@ -98,7 +100,7 @@ static ESCAPED_WIDTH: [u8; 256] = {
 };
 
 /// Appends `entry` as an array element (`first`: no leading comma).
-pub fn write_entry(out: &mut Vec<u8>, entry: &Entry<'_>, first: bool) {
+pub(crate) fn write_entry(out: &mut Vec<u8>, entry: &Entry<'_>, first: bool) {
     // A smaller bound would make the cursor index past its slice.
     debug_assert!(entry.bound >= entry_bound(entry.prefix, entry.body));
     let start = out.len();
@@ -135,7 +137,7 @@ pub fn write_entry(out: &mut Vec<u8>, entry: &Entry<'_>, first: bool) {
 
 /// Appends `bytes` as a JSON string (RFC 8259 §7): quotes, backslashes and
 /// control characters escaped, invalid UTF-8 replaced with U+FFFD.
-pub fn write_json_string(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn write_json_string(out: &mut Vec<u8>, bytes: &[u8]) {
     let start = out.len();
     out.resize(start + json_string_bound(bytes), 0);
     let mut w = Cursor {
@@ -273,7 +275,7 @@ impl Cursor<'_> {
 /// Appends the failure line of one branch, and the failed connect it
 /// moved to `upstream` after, if any:
 /// `upstream B: REASON (moved there after upstream A: REASON)`.
-pub fn write_failure(
+pub(crate) fn write_failure(
     out: &mut Vec<u8>,
     upstream: &str,
     reason: &dyn std::fmt::Display,

@@ -1,9 +1,8 @@
-//! Unit tests of the response parser: every framing split at
-//! every byte, fed a byte at a time, bad responses, and random mutations
-//! fed in random pieces.
+//! Unit tests of the response parser: every framing split at every byte,
+//! fed a byte at a time, bad responses, and random mutations fed in
+//! random pieces.
 
-use super::super::exchange::{Failure, ResponseLimits};
-use super::super::parse::ResponseParser;
+use super::{ResponseError, ResponseLimits, ResponseParser};
 
 const LIMITS: ResponseLimits = ResponseLimits {
     max_head: 1024,
@@ -11,7 +10,7 @@ const LIMITS: ResponseLimits = ResponseLimits {
 };
 
 /// A fed response's status, body and reusability, or its failure.
-type Fed = Result<(u16, Vec<u8>, bool), Failure>;
+type Fed = Result<(u16, Vec<u8>, bool), ResponseError>;
 
 /// What feeding `wire` in the pieces that end at `cuts` gives, then, when
 /// `eof`, the end of stream: the answer's status, body and reusability, or
@@ -30,7 +29,7 @@ fn feed_pieces(wire: &[u8], cuts: &[usize], eof: bool) -> (Fed, bool) {
             Err(e) => return (Err(e), true),
         }
     }
-    let incomplete = Err(Failure::Bad("incomplete"));
+    let incomplete = Err(ResponseError::Bad("incomplete"));
     if !eof {
         return (incomplete, false);
     }
@@ -99,7 +98,10 @@ fn byte_at_a_time() {
 
     let start = b"HTTP/1.1 200 OK\r\nX: ".to_vec();
     let (refused, buffered) = feed_until_refused(start, 4 * LIMITS.max_head, |b| b.push(b'a'));
-    assert_eq!(refused, Some(Failure::Bad("response head over the limit")));
+    assert_eq!(
+        refused,
+        Some(ResponseError::Bad("response head over the limit"))
+    );
     assert!(buffered <= LIMITS.max_head + 1, "{buffered} bytes buffered");
 }
 
@@ -109,7 +111,7 @@ fn feed_until_refused(
     mut buf: Vec<u8>,
     tries: usize,
     grow: impl Fn(&mut Vec<u8>),
-) -> (Option<Failure>, usize) {
+) -> (Option<ResponseError>, usize) {
     let mut parser = ResponseParser::new(LIMITS, false);
     let refused = (0..tries).find_map(|_| {
         grow(&mut buf);
@@ -135,7 +137,7 @@ fn bad_responses() {
     for wire in bad {
         let got = parse_split(wire, wire.len(), true);
         assert!(
-            matches!(got, Err(Failure::Bad(_))),
+            matches!(got, Err(ResponseError::Bad(_))),
             "{:?}: {got:?}",
             String::from_utf8_lossy(wire)
         );
@@ -143,14 +145,17 @@ fn bad_responses() {
     let big = format!("HTTP/1.1 200 OK\r\nX: {}\r\n\r\n", "a".repeat(2000));
     assert_eq!(
         parse_split(big.as_bytes(), 10, false),
-        Err(Failure::Bad("response head over the limit"))
+        Err(ResponseError::Bad("response head over the limit"))
     );
     // Interim responses count towards the head limit: an endless stream of
     // them is refused once the heads together pass it.
     let (refused, buffered) = feed_until_refused(Vec::new(), 1000, |b| {
         b.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
     });
-    assert_eq!(refused, Some(Failure::Bad("response head over the limit")));
+    assert_eq!(
+        refused,
+        Some(ResponseError::Bad("response head over the limit"))
+    );
     assert!(
         buffered <= LIMITS.max_head + 64,
         "{buffered} bytes buffered"
@@ -162,10 +167,13 @@ fn bad_responses() {
         Ok((200, b"ok".to_vec(), true))
     );
     let long = b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n";
-    assert!(matches!(parse_split(long, 5, false), Err(Failure::Bad(_))));
+    assert!(matches!(
+        parse_split(long, 5, false),
+        Err(ResponseError::Bad(_))
+    ));
     let short = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhal";
-    assert_eq!(parse_split(short, 3, true), Err(Failure::Truncated));
-    assert_eq!(parse_split(b"", 0, true), Err(Failure::Closed));
+    assert_eq!(parse_split(short, 3, true), Err(ResponseError::Truncated));
+    assert_eq!(parse_split(b"", 0, true), Err(ResponseError::Closed));
     let extra = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhiEXTRA";
     assert_eq!(
         parse_split(extra, extra.len(), false),
@@ -228,7 +236,7 @@ fn mutated_responses_in_pieces() {
         for got in [&whole, &pieces] {
             assert_ne!(
                 got,
-                &Err(Failure::Bad("incomplete")),
+                &Err(ResponseError::Bad("incomplete")),
                 "no answer at the end of stream: {shown:?}"
             );
         }
@@ -310,7 +318,7 @@ fn feed_discarding(wire: &[u8], piece: usize, discard_at: usize) -> (Fed, usize)
             Err(e) => return (Err(e), most),
         }
     }
-    (Err(Failure::Bad("incomplete")), most)
+    (Err(ResponseError::Bad("incomplete")), most)
 }
 
 /// A body discarded as it is decoded, from any point of the response on:
@@ -340,7 +348,7 @@ fn discarded_bodies_end_where_kept_ones_do() {
         (&chunked, Ok((200, Vec::new(), true))),
         (&length, Ok((200, Vec::new(), true))),
         (&trailing, Ok((200, Vec::new(), false))),
-        (&over, Err(Failure::Bad("chunked body over limit"))),
+        (&over, Err(ResponseError::Bad("chunked body over limit"))),
     ];
     for (wire, want) in cases {
         let kept = feed_pieces(wire, &[], false).0;

@@ -1,6 +1,6 @@
-//! The head of an upstream response, scanned in one pass that also notes
-//! what the proxy needs from its fields (the framing and `Connection:
-//! close`), so that no field is stored or looked at twice.
+//! The head of a response, scanned in one pass that also notes what its
+//! reader (the client, the proxy) needs from its fields (the framing and
+//! `Connection: close`), so that no field is stored or looked at twice.
 //!
 //! It accepts and refuses exactly what httparse (with its default response
 //! settings) does, which it replaced on this path for speed: leading empty
