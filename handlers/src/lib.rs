@@ -7,6 +7,8 @@
     rust_2018_idioms
 )]
 #![deny(unsafe_op_in_unsafe_fn)]
+// docs.rs (`--cfg docsrs`, nightly) marks each item that needs a feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod client;
 pub mod echo;
