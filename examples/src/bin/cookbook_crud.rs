@@ -68,7 +68,10 @@ async fn create(db: &Db, req: Req<'_, '_, '_>, res: Res<'_, '_>) -> io::Result<(
     let item = {
         let mut store = lock(db);
         store.last_id += 1;
-        let item = Item { id: store.last_id, name };
+        let item = Item {
+            id: store.last_id,
+            name,
+        };
         store.items.insert(item.id, item.clone());
         item
     };
@@ -83,7 +86,11 @@ async fn list(db: &Db, _: Req<'_, '_, '_>, res: Res<'_, '_>) -> io::Result<()> {
 
 async fn read(db: &Db, req: Req<'_, '_, '_>, res: Res<'_, '_>) -> io::Result<()> {
     let id: u64 = req.param("id")?;
-    let item = lock(db).items.get(&id).cloned().ok_or_else(|| not_found(id))?;
+    let item = lock(db)
+        .items
+        .get(&id)
+        .cloned()
+        .ok_or_else(|| not_found(id))?;
     Ok(res.json(200, &item)?)
 }
 

@@ -34,14 +34,22 @@ struct Reloadable(RwLock<Arc<CertifiedKey>>);
 
 impl ResolvesServerCert for Reloadable {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.0.read().unwrap_or_else(PoisonError::into_inner).clone())
+        Some(
+            self.0
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        )
     }
 }
 
 /// The certificate chain (leaf first) and key of two PEM files.
 fn load(cert: &Path, key: &Path) -> io::Result<CertifiedKey> {
     let named = |path: &Path, e: &dyn std::fmt::Display| {
-        io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
     };
     let chain = CertificateDer::pem_file_iter(cert)
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
@@ -121,6 +129,9 @@ fn serve(common: &CommonArgs, cert: PathBuf, key: PathBuf) -> io::Result<()> {
         HttpHandler::new(routes.build().expect("the routes do not conflict"))
     })?;
     server.shutdown_on_signals()?;
-    tracing::info!("cookbook_https_reload listening on {} with TLS", server.local_addr());
+    tracing::info!(
+        "cookbook_https_reload listening on {} with TLS",
+        server.local_addr()
+    );
     server.join()
 }

@@ -29,12 +29,20 @@ use percore_handlers::metrics::{Admin, Metrics};
 /// The program's own counter, shared by every core.
 type Greetings = Arc<AtomicU64>;
 
-async fn hello(greetings: &Greetings, req: &mut Routed<'_, '_>, res: &mut Response<'_>) -> io::Result<()> {
+async fn hello(
+    greetings: &Greetings,
+    req: &mut Routed<'_, '_>,
+    res: &mut Response<'_>,
+) -> io::Result<()> {
     let name = req.param_str("name")?;
     greetings.fetch_add(1, Ordering::Relaxed);
     // Fields, not text pasted into the message: each is a JSON key.
     tracing::info!(name = %name, core = core_index(), "greeted");
-    Ok(res.send(200, Some(b"text/plain"), format!("hello, {name}\n").as_bytes())?)
+    Ok(res.send(
+        200,
+        Some(b"text/plain"),
+        format!("hello, {name}\n").as_bytes(),
+    )?)
 }
 
 /// The admin listener: `/metrics` with the program's counter appended,
@@ -104,9 +112,10 @@ fn serve(common: &CommonArgs) -> io::Result<()> {
         .address(SocketAddr::new(common.host, common.port))
         .backend(common.backend)
         .readiness(readiness)
-        .add_listener(SocketAddr::new(common.admin_host, admin_port), move |_core| {
-            HttpHandler::new(admin.clone())
-        });
+        .add_listener(
+            SocketAddr::new(common.admin_host, admin_port),
+            move |_core| HttpHandler::new(admin.clone()),
+        );
     if let Some(cores) = &common.cores {
         builder = builder.cores(cores.iter().copied());
     }

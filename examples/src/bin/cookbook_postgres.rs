@@ -65,7 +65,10 @@ async fn add_note(db: &Db, req: Req<'_, '_, '_>, res: Res<'_, '_>) -> io::Result
         .map_err(|_| HttpError::new(400, "a note is UTF-8 text"))?;
     let client = db.client().await?;
     let row = client
-        .query_one("INSERT INTO notes (text) VALUES ($1) RETURNING id", &[&text])
+        .query_one(
+            "INSERT INTO notes (text) VALUES ($1) RETURNING id",
+            &[&text],
+        )
         .compat()
         .await
         .map_err(unavailable)?;
@@ -96,7 +99,9 @@ fn create_schema(config: &str) -> io::Result<()> {
         let (client, connection) = tokio_postgres::connect(config, NoTls).await?;
         let connection = tokio::spawn(connection);
         let created = client
-            .batch_execute("CREATE TABLE IF NOT EXISTS notes (id bigserial PRIMARY KEY, text text NOT NULL)")
+            .batch_execute(
+                "CREATE TABLE IF NOT EXISTS notes (id bigserial PRIMARY KEY, text text NOT NULL)",
+            )
             .await;
         drop(client);
         let _ = connection.await;
@@ -112,7 +117,11 @@ struct Cli {
     #[command(flatten)]
     common: CommonArgs,
     /// The database, as a libpq connection string
-    #[arg(long, value_name = "CONFIG", default_value = "host=127.0.0.1 user=postgres")]
+    #[arg(
+        long,
+        value_name = "CONFIG",
+        default_value = "host=127.0.0.1 user=postgres"
+    )]
     database: String,
 }
 

@@ -65,7 +65,7 @@ async fn local_count(app: &App, _: Req<'_, '_, '_>, res: Res<'_, '_>) -> io::Res
 
 async fn put_owned(_: &App, req: Req<'_, '_, '_>, res: Res<'_, '_>) -> io::Result<()> {
     let key = req.param_str("key")?.into_owned();
-    let value = String::from_utf8_lossy(&req.body().await?).into_owned();
+    let value = String::from_utf8_lossy(req.body().await?).into_owned();
     // The closure runs on core 0; only what it returns comes back.
     submit_to(OWNER, move || async move {
         OWNED.with(|map| map.borrow_mut().insert(key, value));
