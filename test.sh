@@ -22,6 +22,6 @@ else
             echo "test.sh: ${spec%%:*} is not installed (not root: not installing it); the tests that need it skip"
     done
 fi
-# The HTTP layer's optional parts (JSON, the `http` crate) and hyper on
-# percore are tested too.
-exec cargo test --workspace --features percore-handlers/json,percore-handlers/http,percore-tokio/hyper,percore-examples/axum "$@"
+# The HTTP layer's optional parts (JSON, the `http` crate), hyper on
+# percore and the cookbook's PostgreSQL recipe are tested too.
+exec cargo test --workspace --features percore-handlers/json,percore-handlers/http,percore-tokio/hyper,percore-examples/axum,percore-examples/postgres "$@"

@@ -50,6 +50,8 @@
 //! [`future::select`]; [`spawn_local`] starts a separate task that
 //! outlives the handler.
 #![doc(test(attr(deny(warnings))))]
+// docs.rs (`--cfg docsrs`, nightly) marks each item that needs a feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("percore runs on Linux only: it is built on io_uring and epoll");

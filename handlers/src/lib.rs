@@ -1,5 +1,7 @@
 //! The handlers that ship with percore: raw TCP echo, HTTP/1.1, static
 //! files, and the fan-out proxy.
+// docs.rs (`--cfg docsrs`, nightly) marks each item that needs a feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod client;
 pub mod echo;

@@ -59,9 +59,12 @@
 //! runtime traits over percore and serves a hyper or tower service (an
 //! axum `Router`) on a percore connection.
 #![doc(test(attr(deny(warnings))))]
+// docs.rs (`--cfg docsrs`, nightly) marks each item that needs a feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod compat;
 #[cfg(feature = "hyper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hyper")))]
 pub mod hyper;
 mod runtime;
 

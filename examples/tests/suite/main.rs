@@ -2,6 +2,7 @@
 //! one module per server or subject, in one binary.
 
 mod cli;
+mod cookbook;
 mod counter_process;
 #[path = "../echo_child/mod.rs"]
 mod echo_child;

@@ -76,7 +76,7 @@ pub fn server_config(cert_chain: &Path, key: &Path) -> stdio::Result<Arc<rustls:
 }
 
 /// The crypto provider percore's configurations use: aws-lc-rs with the
-/// `aws-lc-rs` feature, *ring* without it. A configuration made by hand
+/// `aws-lc-rs` feature, *ring* without it (the default). A configuration made by hand
 /// can take it too (`rustls::ServerConfig::builder_with_provider`).
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(crypto::default_provider())

@@ -158,7 +158,7 @@ backend_tests! {
 /// one run: one call in flight (the latency of a round trip, both cores
 /// sleeping and waking through their eventfds each time) and 64 in flight
 /// (the throughput, with batching). Run in release:
-/// `cargo test --release -p percore --test messaging -- --ignored --nocapture`.
+/// `cargo test --release -p percore-rt --test suite -- messaging --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement; run it in release with --ignored --nocapture"]
 fn round_trip_rate() {

@@ -9,9 +9,12 @@ impl Request<'_> {
     /// fields; copied, so it outlives the request). The body is read as
     /// usual, with [`body`](Self::body) or [`chunk`](Self::chunk).
     ///
+    /// Needs the `http` feature.
+    ///
     /// # Errors
     ///
     /// 400 for a target the `http` crate cannot represent as a URI.
+    #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
     pub fn to_http_parts(&self) -> Result<http::request::Parts, HttpError> {
         let bad = |what: &str| HttpError::new(400, format!("{what} not representable"));
         let mut builder = http::Request::builder()
@@ -40,6 +43,8 @@ impl Response<'_> {
     /// the server sets itself: `Content-Length`, `Transfer-Encoding`,
     /// `Connection`, `Keep-Alive`, `Date`, which are dropped) and its body.
     ///
+    /// Needs the `http` feature.
+    ///
     /// ```
     /// # fn f(res: &mut percore_handlers::http::Response<'_>) -> std::io::Result<()> {
     /// let answer = http::Response::builder()
@@ -55,6 +60,7 @@ impl Response<'_> {
     ///
     /// As [`send`](Self::send) and [`header`](Self::header): the head
     /// was already sent, or a field value holds a control byte.
+    #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
     pub fn set_http<B: AsRef<[u8]>>(
         &mut self,
         response: http::Response<B>,

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 use super::{HttpError, Request, Response};
 
 /// The content type of [`Response::json`]'s answers.
+///
+/// Needs the `json` feature.
+#[cfg_attr(docsrs, doc(cfg(feature = "json")))]
 pub const JSON_TYPE: &str = "application/json";
 
 impl Request<'_> {
@@ -17,6 +20,8 @@ impl Request<'_> {
     /// may borrow from the body: a `Cow<str>` marked `#[serde(borrow)]` is
     /// borrowed unless the string holds escapes (a `&str` field refuses
     /// those, with a 400).
+    ///
+    /// Needs the `json` feature.
     ///
     /// ```
     /// # async fn f(req: &mut percore_handlers::http::Request<'_>) -> std::io::Result<()> {
@@ -37,6 +42,7 @@ impl Request<'_> {
     /// `+json` type), 413 over the limit, 400 for a body that is not JSON
     /// or does not fit `T`, saying where (`invalid JSON: missing field
     /// `name` at line 1 column 2`), or as [`body`](Self::body).
+    #[cfg_attr(docsrs, doc(cfg(feature = "json")))]
     pub async fn json<'a, T: Deserialize<'a>>(&'a mut self) -> io::Result<T> {
         self.expect_type(is_json, JSON_TYPE)?;
         let body = self.body().await?;
@@ -48,6 +54,8 @@ impl Request<'_> {
 impl Response<'_> {
     /// The whole response: `status`, `Content-Type: application/json`, and
     /// `value` serialized into the body buffer (no intermediate string).
+    ///
+    /// Needs the `json` feature.
     ///
     /// ```
     /// # fn f(res: &mut percore_handlers::http::Response<'_>) -> std::io::Result<()> {
@@ -65,6 +73,7 @@ impl Response<'_> {
     /// A 500 [`HttpError`] when `value` cannot be serialized (a map with
     /// non-string keys, a `Serialize` impl that fails), the body then
     /// empty; or as [`send`](Self::send).
+    #[cfg_attr(docsrs, doc(cfg(feature = "json")))]
     pub fn json<T: Serialize + ?Sized>(&mut self, status: u16, value: &T) -> Result<(), HttpError> {
         self.send_with(status, Some(JSON_TYPE.as_bytes()), |body| {
             serde_json::to_writer(body, value).map_err(|e| {

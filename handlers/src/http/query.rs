@@ -68,6 +68,8 @@ impl<'r> Request<'r> {
     /// The query decoded into a `T` (a struct of named fields, say) by
     /// `serde_urlencoded`.
     ///
+    /// Needs the `serde` feature (or `json`, which enables it).
+    ///
     /// ```
     /// # fn show(req: &percore_handlers::http::Request<'_>) -> std::io::Result<()> {
     /// #[derive(serde::Deserialize)]
@@ -83,6 +85,7 @@ impl<'r> Request<'r> {
     /// # Errors
     ///
     /// 400 saying what did not fit (`invalid query: missing field `q``).
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     #[cfg(feature = "serde")]
     pub fn query_into<T: serde::de::DeserializeOwned>(&self) -> Result<T, HttpError> {
         serde_urlencoded::from_str(self.query().unwrap_or_default())
@@ -92,10 +95,13 @@ impl<'r> Request<'r> {
     /// The body, an `application/x-www-form-urlencoded` form, decoded into
     /// a `T` by `serde_urlencoded`.
     ///
+    /// Needs the `serde` feature (or `json`, which enables it).
+    ///
     /// # Errors
     ///
     /// 415 for another `Content-Type`, 400 for a form that does not fit,
     /// or as [`body`](Self::body).
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
     #[cfg(feature = "serde")]
     pub async fn form<T: serde::de::DeserializeOwned>(&mut self) -> io::Result<T> {
         self.expect_type(is_form, FORM)?;

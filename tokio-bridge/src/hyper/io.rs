@@ -19,6 +19,8 @@ type Flight = Pin<Box<dyn Future<Output = BufResult<(), Vec<u8>>>>>;
 /// A percore [`Stream`] (a handler's `Connection`, a `TcpStream`) as
 /// hyper's I/O, on its core.
 ///
+/// Needs the `hyper` feature.
+///
 /// Reads copy from the lease of the core's buffer that a percore read
 /// hands out into hyper's buffer, and give the lease back as soon as it is
 /// consumed. Writes copy hyper's bytes into a buffer of their own, which

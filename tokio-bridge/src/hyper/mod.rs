@@ -1,4 +1,6 @@
-//! hyper services on percore connections (feature `hyper`).
+//! hyper services on percore connections.
+//!
+//! Needs the `hyper` feature.
 //!
 //! hyper 1.x leaves its runtime to the program through a few traits; this
 //! module implements them over percore: [`Io`] (hyper's `Read` and
@@ -59,6 +61,8 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// An HTTP/1 server builder whose timer is the core's ([`Timer`]), as
 /// hyper's header-read deadline (30 s by default) needs one.
+///
+/// Needs the `hyper` feature.
 pub fn http1_builder() -> http1::Builder {
     let mut builder = http1::Builder::new();
     builder.timer(Timer);
@@ -68,6 +72,8 @@ pub fn http1_builder() -> http1::Builder {
 /// Serves HTTP/1 on `conn` with `service` until the client closes, an
 /// error ends the connection, or the server stops (then after the request
 /// being served). `builder` is usually [`http1_builder`]'s.
+///
+/// Needs the `hyper` feature.
 ///
 /// # Errors
 ///
@@ -123,6 +129,8 @@ fn client_left(e: &hyper::Error) -> bool {
 
 /// A [`Handler`] that serves HTTP/1 with a tower service, cloned per
 /// connection: an axum `Router`, or any `Service` of hyper requests.
+///
+/// Needs the `hyper` feature.
 #[derive(Debug)]
 pub struct HyperHandler<S> {
     service: S,

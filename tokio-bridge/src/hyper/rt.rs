@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 /// hyper's executor: spawns on the current core ([`percore::spawn_local`]),
 /// so the futures need not be `Send`. Only HTTP/2 and client connections
 /// spawn; a server's HTTP/1 connection runs in its handler's task.
+///
+/// Needs the `hyper` feature.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Exec;
 
@@ -24,6 +26,8 @@ where
 
 /// hyper's timer: the current core's timers ([`percore::time`]), for
 /// hyper's header-read and keep-alive deadlines.
+///
+/// Needs the `hyper` feature.
 ///
 /// Its sleeps must be created and polled on a core thread, as hyper does
 /// with a connection that a handler serves.
