@@ -170,14 +170,19 @@ pub async fn until_stopped<F: Future>(future: F) -> Option<F::Output> {
 /// use std::cell::RefCell;
 /// use std::rc::Rc;
 ///
+/// /// Buffers a core's handlers reuse from request to request.
+/// #[derive(Default)]
 /// struct Scratch {
 ///     free: RefCell<Vec<Vec<u8>>>,
 /// }
 ///
-/// fn serve_with(scratch: &Rc<Scratch>) {
-///     // Once per core, on the core (in a handler, or a task it spawns).
-///     percore::on_give_back(scratch, |s| s.free.borrow_mut().clear());
-/// }
+/// percore::block_on(percore::Backend::Auto, async {
+///     let scratch = Rc::new(Scratch::default());
+///     // On the core, once: the core keeps only a weak reference.
+///     assert!(percore::on_give_back(&scratch, |s| s.free.borrow_mut().clear()));
+///     // ... the core's tasks take from and return to `scratch`.
+/// })
+/// .unwrap();
 /// ```
 pub fn on_give_back<T: 'static>(cache: &Rc<T>, give_back: fn(&T)) -> bool {
     let cache = Rc::downgrade(cache);
