@@ -8,6 +8,7 @@
 
 pub(crate) mod config;
 pub(crate) mod context;
+pub(crate) mod give_back;
 pub(crate) mod messaging;
 pub(crate) mod shared;
 pub(crate) mod stopping;
@@ -82,6 +83,10 @@ pub(crate) struct Core {
     messages: RefCell<VecDeque<Message>>,
     graveyard: RefCell<Vec<Retained>>,
     last_cpu_sample: Cell<u64>,
+    /// When the core last saw I/O: a quiet core gives memory back.
+    quiet: give_back::Quiet,
+    /// What the handlers' caches give back with the core.
+    give_back_hooks: give_back::Hooks,
 }
 
 impl Core {
@@ -136,6 +141,8 @@ impl Core {
             messages: RefCell::new(VecDeque::new()),
             graveyard: RefCell::new(Vec::new()),
             last_cpu_sample: Cell::new(0),
+            quiet: give_back::Quiet::default(),
+            give_back_hooks: RefCell::new(Vec::new()),
         }))
     }
 
@@ -214,15 +221,19 @@ impl Core {
         self.take_remote_wakes();
         self.executor.run_ready();
         self.bury();
+        if self.quiet.due(now) {
+            self.give_back("quiet");
+        }
         let timeout = if self.executor.has_ready() || done() {
             Some(Duration::ZERO)
         } else {
-            self.time.wheel.borrow().next_deadline().map(|tick| {
+            let timer = self.time.wheel.borrow().next_deadline().map(|tick| {
                 self.time
                     .clock
                     .instant_of(tick)
                     .saturating_duration_since(now)
-            })
+            });
+            self.quiet.bound(now, timer)
         };
         // Publish before the park, not after: a park may block for good, and
         // the gauges must then describe the core as it went to sleep (the
@@ -236,7 +247,8 @@ impl Core {
         self.shared
             .side()
             .park(timeout, self.shutdown_seen.get(), |timeout| {
-                self.io.driver.borrow_mut().park(timeout);
+                let events = self.io.driver.borrow_mut().park(timeout);
+                self.quiet.parked(events);
             });
         self.bury();
     }

@@ -52,7 +52,9 @@ impl Driver {
         }
     }
 
-    pub(crate) fn park(&mut self, timeout: Option<Duration>) {
+    /// One trip to the kernel (see each backend's); returns how many
+    /// completions or readiness events it brought.
+    pub(crate) fn park(&mut self, timeout: Option<Duration>) -> u32 {
         match self {
             Driver::Uring(d) => d.park(timeout),
             Driver::Epoll(d) => d.park(timeout),
@@ -74,9 +76,11 @@ impl Driver {
 
     /// Frees what the driver keeps for reuse beyond its start-up
     /// reserve, after a spike (see `server::give_back`).
-    pub(crate) fn give_back(&mut self) {
-        if let Driver::Uring(d) = self {
-            d.give_back();
+    /// Returns the bytes of buffer memory given back to the kernel.
+    pub(crate) fn give_back(&mut self) -> usize {
+        match self {
+            Driver::Uring(d) => d.give_back(),
+            Driver::Epoll(_) => 0,
         }
     }
 

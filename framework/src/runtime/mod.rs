@@ -6,6 +6,7 @@ pub use crate::server::cpus;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::{pin, Pin};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
 
@@ -98,6 +99,56 @@ pub async fn until_stopped<F: Future>(future: F) -> Option<F::Output> {
         Pin::new(&mut stop).poll(cx).map(|()| None)
     })
     .await
+}
+
+/// Has `give_back` called on `cache` whenever this core gives memory
+/// back, for as long as `cache` lives (the core holds it weakly).
+///
+/// A core gives memory back after a burst: once it has seen no I/O for
+/// two seconds after seeing some, and once many of its connections have
+/// closed since its busiest moment. It then frees the receive buffers it
+/// keeps beyond a few, gives the pages of its idle ring buffers back to
+/// the kernel, calls these hooks, and asks glibc's allocator to return
+/// its free pages (`malloc_trim`). A cache that a burst grew (free lists
+/// of buffers, arenas) should drop what it keeps there, so that the trim
+/// that follows can return it: steady traffic, which would reuse it, does
+/// not trigger a give-back. See `docs/operating.md`, "Memory after a
+/// burst".
+///
+/// The hook runs on this core, outside any task; a panic in it is caught
+/// and counted like a task's. Returns whether it was registered: `false`
+/// outside a percore core thread.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::cell::RefCell;
+/// use std::rc::Rc;
+///
+/// /// Buffers a core's handlers reuse from request to request.
+/// #[derive(Default)]
+/// struct Scratch {
+///     free: RefCell<Vec<Vec<u8>>>,
+/// }
+///
+/// percore::block_on(percore::Backend::Auto, async {
+///     let scratch = Rc::new(Scratch::default());
+///     // On the core, once: the core keeps only a weak reference.
+///     assert!(percore::on_give_back(&scratch, |s| s.free.borrow_mut().clear()));
+///     // ... the core's tasks take from and return to `scratch`.
+/// })
+/// .unwrap();
+/// ```
+pub fn on_give_back<T: 'static>(cache: &Rc<T>, give_back: fn(&T)) -> bool {
+    let cache = Rc::downgrade(cache);
+    let hook = Box::new(move || match cache.upgrade() {
+        Some(cache) => {
+            give_back(&cache);
+            true
+        }
+        None => false,
+    });
+    context::try_with_core(|core| core.on_give_back(hook)).is_some()
 }
 
 /// Whether this core's server is stopping (cheap; for a check per request).

@@ -4,11 +4,10 @@
 //! core's heap and its pool of receive buffers, and their closing frees
 //! that memory to the allocator, which keeps it: the process's RSS would
 //! stay at the spike's height. So once a core has closed many connections
-//! since its busiest moment, it drops the receive buffers its pool keeps
-//! beyond a few, and asks glibc's allocator to return its free pages to
-//! the kernel (`malloc_trim`), which it otherwise does only at the top of
-//! a heap. Steady traffic, whose open count stays level, never triggers
-//! it.
+//! since its busiest moment, it gives back what it keeps for reuse
+//! (`core::give_back` says what). Steady traffic, whose open count stays
+//! level, never triggers it; a core that falls quiet gives back too,
+//! whatever its connections did.
 
 use std::cell::Cell;
 
@@ -21,9 +20,6 @@ const CLOSED_SINCE_PEAK: usize = 256;
 /// Connections whose closing, when it leaves the core with none, makes
 /// it give memory back: the last of a spike closes in small numbers.
 const EMPTIED_AFTER: usize = 64;
-
-/// Free receive buffers a pool keeps after giving back.
-const POOL_KEEPS: usize = 16;
 
 /// A core's open connections and the most it had since it last gave back.
 #[derive(Default)]
@@ -60,23 +56,9 @@ impl Level {
 }
 
 /// Gives memory back, on the core whose connections fell: it runs as the
-/// connection that made the fall closes, no timer needed (a periodic one
-/// would allocate timer slots on a busy core).
+/// connection that made the fall closes, no timer needed.
 pub(crate) fn now() {
-    let pooled = context::try_with_core(|core| {
-        // The closing connection's task may be dropped while the driver
-        // is in use (a cancellation at the core's end): skip it then.
-        if let Ok(mut driver) = core.io.driver.try_borrow_mut() {
-            driver.give_back();
-        }
-        core.io.pool.shrink_to(POOL_KEEPS)
-    });
-    let trimmed = crate::sys::release_free_heap();
-    tracing::debug!(
-        pooled_freed = pooled.unwrap_or(0),
-        trimmed,
-        "connections fell from their peak: memory given back"
-    );
+    context::try_with_core(|core| core.give_back("connections fell from their peak"));
 }
 
 #[cfg(test)]

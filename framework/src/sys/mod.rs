@@ -409,6 +409,51 @@ impl Mmap {
     pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
+
+    /// Gives the kernel back the whole pages inside `range` (bytes from
+    /// the start; the partial pages at its ends are kept), which read as
+    /// zeros from then on and take memory again only when written. Returns
+    /// the bytes given back.
+    ///
+    /// # Safety
+    ///
+    /// - Nothing holds a reference into `range`;
+    /// - nobody will read what was written there: a buffer in it is
+    ///   free, or whoever writes it next (the kernel) writes before any
+    ///   read.
+    pub(crate) unsafe fn discard(&self, range: std::ops::Range<usize>) -> usize {
+        let page = page_size();
+        let start = range.start.next_multiple_of(page);
+        let end = range.end.min(self.len) / page * page;
+        if start >= end {
+            return 0;
+        }
+        // SAFETY: `start..end` lies inside this private anonymous mapping
+        // (`end <= len`); MADV_DONTNEED only swaps its pages for zero-fill
+        // ones, which the caller's contract says nobody minds.
+        let res = unsafe {
+            libc::madvise(
+                self.ptr.as_ptr().add(start).cast(),
+                end - start,
+                libc::MADV_DONTNEED,
+            )
+        };
+        if res == 0 {
+            end - start
+        } else {
+            0
+        }
+    }
+}
+
+/// The size of a memory page.
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size)
+        .ok()
+        .filter(|&s| s > 0)
+        .unwrap_or(4096)
 }
 
 impl Drop for Mmap {

@@ -148,6 +148,8 @@ pub struct Config {
     /// a 502. Default 32 KiB, as for requests.
     pub max_response_head: usize,
     /// Largest upstream response body; larger is a 502. Default 1 MiB.
+    /// Also what one branch may hold: a core's peak is at most
+    /// [`max_pending`](Self::max_pending) × [`width`](Self::width) of it.
     pub max_response_body: usize,
     /// Outlier ejection of failing upstreams.
     pub ejection: EjectionConfig,

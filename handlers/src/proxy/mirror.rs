@@ -94,6 +94,11 @@ impl Mirror {
         }
     }
 
+    /// Frees the buffers kept for copies (the core gives memory back).
+    pub(crate) fn give_back(&self) {
+        self.bufs.clear();
+    }
+
     /// Queues a copy of a request (`line` and `shared` as for the
     /// branches), or drops it when [`Mirror::max_pending`] copies are
     /// already pending. Returns at once: the copy is sent by a worker.

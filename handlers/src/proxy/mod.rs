@@ -141,7 +141,15 @@
 //! nothing, nor does a branch cut off (the drain's workers, each a task
 //! reading one response, are reused); a branch cancelled while sending
 //! gives its buffer to the driver (which frees it at the completion), so
-//! only that and failures allocate.
+//! only that and failures allocate. A burst (many requests at once, or
+//! upstream bodies near [`Config::max_response_body`]) grows the free
+//! lists; when the core gives memory back after it (see
+//! [`percore::on_give_back`]), they are emptied, and the requests after
+//! that allocate until the lists are warm again. A branch holds at most
+//! its response's head and [`Config::max_response_body`] (the buffer's
+//! capacity may double past it once, as the read that crosses the limit
+//! arrives), so a core's peak is bounded by [`Config::max_pending`] ×
+//! [`Config::width`] of them.
 //!
 //! # Examples
 //!

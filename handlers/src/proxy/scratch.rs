@@ -4,7 +4,10 @@
 //! a single per-core buffer would not do; instead each request takes what
 //! it needs from a free list and gives it back when it ends. After warm-up
 //! the lists hold as many items as the core's peak concurrency needed, and
-//! a request allocates nothing.
+//! a request allocates nothing. When the core gives memory back after a
+//! burst (see [`percore::on_give_back`]), the lists are emptied: a burst
+//! of large bodies leaves nothing behind, and the next requests allocate
+//! until the lists are warm again.
 
 use std::cell::RefCell;
 use std::ops::Deref;
@@ -56,6 +59,12 @@ impl BufPool {
             self.free_bytes.set(bytes);
         }
     }
+
+    /// Frees every buffer on the list (the core gives memory back).
+    pub(crate) fn clear(&self) {
+        *self.free.borrow_mut() = Vec::new();
+        self.free_bytes.set(0);
+    }
 }
 
 /// Reused bump arenas, one per request in flight, for the branch futures.
@@ -70,6 +79,11 @@ impl ArenaPool {
     pub(crate) fn take(&self) -> ArenaLease<'_> {
         let bump = self.free.borrow_mut().pop().unwrap_or_default();
         ArenaLease { pool: self, bump }
+    }
+
+    /// Frees every arena on the list (the core gives memory back).
+    pub(crate) fn clear(&self) {
+        *self.free.borrow_mut() = Vec::new();
     }
 }
 
@@ -129,5 +143,8 @@ mod tests {
         assert_eq!(pool.free_bytes.get(), kept - taken.capacity());
         pool.put(taken);
         assert_eq!(pool.free_bytes.get(), kept);
+        pool.clear();
+        assert_eq!(pool.free_bytes.get(), 0);
+        assert_eq!(pool.free.borrow().capacity(), 0, "the list's own room too");
     }
 }

@@ -57,7 +57,11 @@ pub struct FanOut {
     pub(crate) stats: Arc<Counters>,
     /// Shared with the drain, whose buffers come from here.
     pub(crate) bufs: Rc<BufPool>,
-    arenas: ArenaPool,
+    arenas: Rc<ArenaPool>,
+    /// The free lists are emptied when the core gives memory back:
+    /// registered at the first request, on the core (`new` may run
+    /// elsewhere).
+    given_back: Cell<bool>,
     /// Reads cut-off branches' responses to the end for their pools.
     pub(crate) drain: Drain,
     mirror: Option<Rc<Mirror>>,
@@ -113,7 +117,8 @@ impl FanOut {
             limits,
             stats,
             bufs,
-            arenas: ArenaPool::default(),
+            arenas: Rc::default(),
+            given_back: Cell::new(false),
             drain,
             mirror,
             log,
@@ -159,6 +164,9 @@ impl Service for FanOut {
         if self.pending.get() >= self.config.max_pending {
             return self.reject_pending(res);
         }
+        if !self.given_back.replace(true) {
+            self.give_back_with_the_core();
+        }
         let in_flight = InFlight::new(&self.pending, &self.stats.stopped);
         let result = self.fan_out(req, res, target).await;
         in_flight.finish();
@@ -167,6 +175,18 @@ impl Service for FanOut {
 }
 
 impl FanOut {
+    /// Has the core empty the free lists when it gives memory back after
+    /// a burst: what endless or oversized upstream bodies grew would
+    /// otherwise stay (the buffers up to 32 MiB a core).
+    #[cold]
+    fn give_back_with_the_core(&self) {
+        percore::on_give_back(&self.bufs, BufPool::clear);
+        percore::on_give_back(&self.arenas, ArenaPool::clear);
+        if let Some(mirror) = &self.mirror {
+            percore::on_give_back(mirror, Mirror::give_back);
+        }
+    }
+
     /// Reads the body, fans the request out, joins the branches and writes
     /// the answer (see the module docs' steps 1 to 4).
     async fn fan_out(

@@ -182,8 +182,9 @@ impl Driver {
     }
 
     /// Waits for readiness up to `timeout` (forever when `None`) and wakes
-    /// the tasks whose sockets became ready.
-    pub(crate) fn park(&mut self, timeout: Option<Duration>) {
+    /// the tasks whose sockets became ready; returns how many events
+    /// came.
+    pub(crate) fn park(&mut self, timeout: Option<Duration>) -> u32 {
         let timeout_ms = match timeout {
             None => -1,
             // Round up: waking early would only spin back into the wait.
@@ -241,5 +242,7 @@ impl Driver {
                 }
             }
         }
+        // Lossless: at most the vector's capacity, an `i32`.
+        n as u32
     }
 }

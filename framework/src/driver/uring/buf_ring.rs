@@ -21,6 +21,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
+use std::os::fd::AsRawFd;
 
 use std::sync::atomic::{AtomicU16, Ordering};
 
@@ -41,6 +42,18 @@ struct RawEntry {
 }
 
 const _: () = assert!(std::mem::size_of::<RawEntry>() == std::mem::size_of::<BufRingEntry>());
+
+/// The kernel's `struct io_uring_buf_status`, what
+/// `IORING_REGISTER_PBUF_STATUS` reads of a ring.
+#[repr(C)]
+struct BufStatus {
+    buf_group: u32,
+    head: u32,
+    resv: [u32; 8],
+}
+
+/// `IORING_REGISTER_PBUF_STATUS` (Linux 6.8).
+const REGISTER_PBUF_STATUS: libc::c_long = 26;
 
 /// The buffer group id percore registers its ring under.
 pub(crate) const BUF_GROUP: u16 = 0;
@@ -68,6 +81,9 @@ pub(crate) struct BufRing {
     reserve: RefCell<Vec<u16>>,
     /// How many buffers the ring is kept at.
     depth: RingDepth,
+    /// One bit per buffer, for [`release_free`](Self::release_free):
+    /// allocated here so that giving back allocates nothing.
+    free_map: RefCell<Vec<u64>>,
 }
 
 impl BufRing {
@@ -118,6 +134,7 @@ impl BufRing {
             provided: Cell::new(0),
             reserve: RefCell::new(Vec::with_capacity(count as usize)),
             depth: RingDepth::new(u32::from(count)),
+            free_map: RefCell::new(vec![0; (count as usize).div_ceil(64)]),
         };
         // SAFETY: the entries mapping is page aligned, sized for `count`
         // entries, and lives in `this`, which outlives every receive that
@@ -230,6 +247,95 @@ impl BufRing {
         }
     }
 
+    /// The kernel's head of the ring: the entry it takes next. Entries
+    /// from there to our tail are buffers it has not taken. `EINVAL`
+    /// before Linux 6.8 (`IORING_REGISTER_PBUF_STATUS`).
+    pub(crate) fn kernel_head(&self, ring: &IoUring) -> io::Result<u16> {
+        let mut status = BufStatus {
+            buf_group: u32::from(BUF_GROUP),
+            head: 0,
+            resv: [0; 8],
+        };
+        // SAFETY: `status` is a live `struct io_uring_buf_status`, which
+        // the kernel fills for the one argument named; the ring's fd is
+        // open for as long as `ring`.
+        let res = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_register,
+                ring.as_raw_fd(),
+                REGISTER_PBUF_STATUS,
+                std::ptr::addr_of_mut!(status),
+                1,
+            )
+        };
+        if res < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // The kernel's head is 16 bits wide, like our tail.
+        Ok(status.head as u16)
+    }
+
+    /// Gives the pages of the buffers that hold nothing back to the
+    /// kernel: those on the reserve and, with `kernel_head`, those in the
+    /// ring that the kernel has not taken. They are zero-filled when next
+    /// written. Buffers out in completions and leases keep theirs. Returns
+    /// the bytes given back.
+    ///
+    /// # Safety
+    ///
+    /// `kernel_head`, if given, is [`kernel_head`](Self::kernel_head) read
+    /// while no receive could take a buffer, and none can until this
+    /// returns (a `DEFER_TASKRUN` ring of this thread, which takes buffers
+    /// only inside its `io_uring_enter`).
+    pub(crate) unsafe fn release_free(&self, kernel_head: Option<u16>) -> usize {
+        let count = usize::from(self.count);
+        let mut free = self.free_map.borrow_mut();
+        free.fill(0);
+        let mut mark = |bid: u16| {
+            let bid = usize::from(bid);
+            if bid < count {
+                free[bid / 64] |= 1 << (bid % 64);
+            }
+        };
+        for &bid in self.reserve.borrow().iter() {
+            mark(bid);
+        }
+        let tail = self.tail.get();
+        let in_ring = kernel_head.map_or(0, |head| tail.wrapping_sub(head));
+        // More than the ring holds would be a head that is not this ring's.
+        if usize::from(in_ring) <= count {
+            for back in 1..=in_ring {
+                let index = usize::from(tail.wrapping_sub(back) & (self.count - 1));
+                // SAFETY: `index < count`, inside the entries mapping; the
+                // kernel only reads the entries.
+                let bid = unsafe {
+                    let entry = self.entries.as_ptr().cast::<RawEntry>().add(index);
+                    std::ptr::addr_of!((*entry).bid).read()
+                };
+                mark(bid);
+            }
+        }
+        let mut released = 0;
+        let mut bid = 0;
+        while bid < count {
+            let is_free = |b: usize| free[b / 64] & (1 << (b % 64)) != 0;
+            if !is_free(bid) {
+                bid += 1;
+                continue;
+            }
+            let first = bid;
+            while bid < count && is_free(bid) {
+                bid += 1;
+            }
+            // SAFETY: buffers `first..bid` are free: a reserve buffer is
+            // held by nobody (`recycle`'s contract), and one in the ring
+            // is not taken before this returns (this function's contract);
+            // the kernel writes a taken buffer before anyone reads it.
+            released += unsafe { self.buffers.discard(first * self.stride..bid * self.stride) };
+        }
+        released
+    }
+
     fn push(&self, bid: u16) {
         debug_assert!(bid < self.count);
         let tail = self.tail.get();
@@ -293,6 +399,58 @@ mod tests {
         // SAFETY: nothing is submitted to `ring`.
         let bufs = unsafe { BufRing::register(&ring, 64, 128) }.expect("buffer ring");
         let _ = bufs.buf_ptr(64);
+    }
+
+    #[test]
+    fn giving_back_zeroes_the_free_buffers_and_keeps_the_taken_ones() {
+        const SIZE: usize = 8192;
+        let ring = IoUring::new(8).expect("io_uring");
+        // SAFETY: nothing is submitted to `ring`, so the kernel never
+        // writes a buffer: the test writes them all, and gives them back.
+        let bufs = unsafe { BufRing::register(&ring, 64, SIZE) }.expect("buffer ring");
+        for bid in 0..64u16 {
+            // SAFETY: inside buffer `bid`, which nothing else touches.
+            unsafe { std::ptr::write_bytes(bufs.buf_ptr(bid).cast_mut(), bid as u8 + 1, SIZE) };
+        }
+        // Nothing submitted, nothing taken: the kernel's head is the
+        // first entry (on kernels that can say).
+        match bufs.kernel_head(&ring) {
+            Ok(head) => assert_eq!(head, 0),
+            Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}"),
+        }
+        // As if the kernel had taken the first three buffers of the ring
+        // (0, 1, 2: the lowest ids go in first), still held by readers.
+        for _ in 0..3 {
+            bufs.taken();
+        }
+        let head = bufs.tail.get().wrapping_sub(bufs.provided.get() as u16);
+        // SAFETY: no receive runs (above), so none takes a buffer.
+        let released = unsafe { bufs.release_free(Some(head)) };
+
+        let bytes = |bid: u16| {
+            // SAFETY: the whole of buffer `bid`, written above.
+            unsafe { bufs.bytes(bid, SIZE) }
+        };
+        for bid in 0..3 {
+            assert!(
+                bytes(bid).iter().all(|&b| b == bid as u8 + 1),
+                "taken buffer {bid} kept"
+            );
+        }
+        // The whole pages from buffer 3's to the mapping's end; buffer 3
+        // shares its first page with buffer 2, which is held.
+        let page = 4096;
+        let (start, end) = (
+            (3 * bufs.stride).next_multiple_of(page),
+            64 * bufs.stride / page * page,
+        );
+        assert_eq!(released, end - start);
+        for bid in 4..64 {
+            assert!(
+                bytes(bid).iter().all(|&b| b == 0),
+                "free buffer {bid} given back"
+            );
+        }
     }
 
     #[test]

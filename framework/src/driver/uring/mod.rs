@@ -93,6 +93,9 @@ pub(crate) struct Driver {
     /// The eventfd read's state (see `sync::WakeRead`, model-checked).
     wake_read: crate::sync::WakeRead,
     multishot: bool,
+    /// Set up with `DEFER_TASKRUN`: the kernel runs this ring's work,
+    /// receives into ring buffers included, only in its `io_uring_enter`.
+    defer_taskrun: bool,
     /// Multishot receives carry a byte limit (until the kernel refuses one).
     recv_limit: bool,
     /// Sends may name a registered buffer (`IORING_RECVSEND_FIXED_BUF`).
@@ -363,7 +366,8 @@ impl Driver {
 
     /// One loop turn's trip to the kernel: submit, and wait for a completion
     /// unless `timeout` is zero; then dispatch every ready completion.
-    pub(crate) fn park(&mut self, timeout: Option<Duration>) {
+    /// Returns how many there were.
+    pub(crate) fn park(&mut self, timeout: Option<Duration>) -> u32 {
         self.retry_cancels();
         self.arm_wake();
         if let Some(ring) = &self.buf_ring {
@@ -410,6 +414,7 @@ impl Driver {
             let threshold = if self.busy { BATCH_STAY } else { BATCH_ENGAGE };
             self.busy = reaped >= threshold;
         }
+        reaped
     }
 
     /// Keeps `fd` open until the SQEs queued so far have been submitted
@@ -422,8 +427,30 @@ impl Driver {
 
     /// Frees the spare multishot queues beyond the start-up reserve:
     /// made during a spike, they would pin the pages they are spread on.
-    pub(crate) fn give_back(&mut self) {
+    /// And gives the pages of the ring buffers that hold no data back to
+    /// the kernel; returns their bytes.
+    ///
+    /// The ring's own buffers count only on a `DEFER_TASKRUN` ring: it
+    /// takes buffers only inside this thread's `io_uring_enter`, so the
+    /// head read here stays put until the pages are gone. Any other ring
+    /// may take one at any moment, and the kernel would then have written
+    /// a request into a page just discarded: only the reserve is given
+    /// back there.
+    pub(crate) fn give_back(&mut self) -> usize {
         self.spare_queues.truncate(SPARE_QUEUES_RESERVED);
+        let Some(ring) = &self.buf_ring else {
+            return 0;
+        };
+        let head = if self.defer_taskrun {
+            ring.kernel_head(&self.ring)
+                .inspect_err(|e| tracing::debug!(error = %e, "the buffer ring's head is unknown"))
+                .ok()
+        } else {
+            None
+        };
+        // SAFETY: a head comes only from a `DEFER_TASKRUN` ring, read just
+        // now on the ring's only thread, which enters it next after this.
+        unsafe { ring.release_free(head) }
     }
 
     /// Hands the resources of finished orphans to the caller to drop.

@@ -186,6 +186,7 @@ impl Driver {
             wake_buf: Box::new(0),
             wake_read: crate::sync::WakeRead::new(),
             multishot,
+            defer_taskrun: ladder == Ladder::DeferTaskrun,
             recv_limit: false,
             fixed_send: false,
             fixed_pool: fixed,
