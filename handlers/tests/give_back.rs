@@ -13,7 +13,9 @@
 //!   the branches' response buffers freed, and the proxy's free lists
 //!   what they kept.
 //!
-//! The tests read the process's RSS, so they run alone (`serial`).
+//! The tests read the process's RSS, so they run alone (`serial`), in a
+//! binary of their own: what other tests of a shared binary leave in the
+//! heap would move the start they are measured against.
 
 mod support;
 

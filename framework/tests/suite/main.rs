@@ -11,6 +11,7 @@ mod drain_deadline;
 mod drop_in_flight;
 mod fs;
 mod fs_vectored;
+mod give_back;
 mod handler_panic;
 mod messaging;
 mod outbound;
