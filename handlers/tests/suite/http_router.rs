@@ -216,6 +216,28 @@ backend_tests! {
         assert_eq!(c.roundtrip(&get("/users/me")).body, b"me\n");
     }
 
+    /// The router's own 404, 405 and 413 in an API's JSON: each error
+    /// given to `error_body` carries its status's reason phrase.
+    fn the_routers_answers_carry_their_reason(backend) {
+        fn json(error: &HttpError, body: &mut Vec<u8>) -> &'static str {
+            body.extend_from_slice(format!(r#"{{"error":"{}","status":{}}}"#, error.reason, error.status).as_bytes());
+            "application/json"
+        }
+        let routes = || Router::new(App::default()).get("/users/{id}", user).post("/small", echo).body_limit(4).error_body(json).build().expect("routes");
+        let server = TestServer::start(backend, Config::default(), routes);
+        let mut c = Client::connect(server.addr);
+        let r = c.roundtrip(&get("/nowhere"));
+        assert_eq!((r.status, r.header("content-type")), (404, Some("application/json")));
+        assert_eq!(String::from_utf8_lossy(&r.body), r#"{"error":"Not Found","status":404}"#);
+        let r = c.roundtrip(b"PUT /users/1 HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(String::from_utf8_lossy(&r.body), r#"{"error":"Method Not Allowed","status":405}"#);
+        let r = c.roundtrip(&get("/users/1"));
+        assert_eq!(r.status, 200);
+        let r = one(server.addr, &post("/small", "text/plain", b"too long"));
+        assert_eq!(r.status, 413);
+        assert_eq!(String::from_utf8_lossy(&r.body), r#"{"error":"Content-Length over limit","status":413}"#);
+    }
+
     /// Path parameters are percent-decoded when read; the catch-all takes
     /// the rest of the path, slashes included.
     fn parameters_are_decoded(backend) {

@@ -122,7 +122,7 @@ pub use routed::Routed;
 pub use table::RouteError;
 use table::{Lookup, Table};
 
-use super::proto::{error_text, ERROR_TEXT_TYPE};
+use super::proto::{error_text, reason_phrase, ERROR_TEXT_TYPE};
 use super::{HttpError, Request, RequestHead, Response, Service};
 
 /// Writes an error answer's body and returns its content type (see
@@ -317,7 +317,7 @@ impl<S, R> Routes<S, R> {
             res.header("Allow", allow)?;
         }
         let mut content_type = "";
-        let error = HttpError::new(status, "");
+        let error = HttpError::new(status, reason_phrase(status));
         res.send_with(status, None, |body| {
             content_type = (self.error_body)(&error, body);
             Ok(())
