@@ -171,6 +171,7 @@ mod config;
 mod conn;
 mod date;
 mod echo;
+mod error;
 mod handler;
 #[cfg(feature = "http")]
 mod interop;
@@ -188,6 +189,7 @@ mod wire;
 
 pub use config::Config;
 pub use echo::{HttpEcho, HELLO};
+pub use error::{Error, Result, RouteResult};
 pub use handler::HttpHandler;
 #[cfg(feature = "json")]
 pub use json::JSON_TYPE;

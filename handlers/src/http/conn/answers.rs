@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::access::{self, Ending, Exchange, CLIENT_LEFT};
 use super::state::Conn;
 use super::unwind::Panic;
+use crate::http::error::Chain;
 use crate::http::proto::{
     chars, error_response_kept_if, error_text, reason_phrase, HttpError, ERROR_TEXT_TYPE,
 };
@@ -231,19 +232,21 @@ impl<S: Service> Conn<'_, S> {
     /// core; one answered with a 4xx, or the client's doing (a bad request
     /// body, already answered, or a client that left or stopped reading), at
     /// debug.
-    /// The error's message may quote the client (a decoded parameter):
-    /// it is written on one line whatever it holds.
+    /// The error's message, then its causes (`a: b: c`), may quote the
+    /// client (a decoded parameter): they are written on one line whatever
+    /// they hold.
     pub(super) fn log_failure(&self, req: &Request<'_>, e: &io::Error, clients_doing: bool) {
         let (method, target) = (req.method(), req.target());
         let status = service_error(e).status;
         if clients_doing || status < 500 {
-            tracing::debug!(method, target, status, error = %OneLine(e), "service failed");
+            let error = OneLine(Chain(e));
+            tracing::debug!(method, target, status, error = %error, "service failed");
         } else if let Some(left_out) = self.layer.failures.admit(percore::time::now()) {
             let left_out = LeftOut {
                 count: left_out,
                 what: ("failure", "failures"),
             };
-            let error = OneLine(e);
+            let error = OneLine(Chain(e));
             tracing::warn!(method, target, status, error = %error, "service failed{left_out}");
         }
     }
