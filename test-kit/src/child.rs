@@ -43,9 +43,13 @@ pub fn strip_ansi(line: &str) -> String {
     out
 }
 
-/// The address after `listening on ` in a log line.
+/// The address after `listening on ` in a log line, or in the server's
+/// own start line (`serving addr=ADDR`) for a program that prints none.
 pub fn parse_listening(line: &str) -> Option<SocketAddr> {
-    let rest = line.split("listening on ").nth(1)?;
+    let rest = line
+        .split("listening on ")
+        .nth(1)
+        .or_else(|| line.split(" serving addr=").nth(1))?;
     rest.split_whitespace()
         .next()?
         .trim_end_matches(',')
