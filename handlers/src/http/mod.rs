@@ -5,7 +5,9 @@
 //!
 //! Most applications route: a [`Router`] maps methods and path patterns
 //! to async functions, with typed parameters, and is a [`Service`]
-//! (see [`router`]). The rest of this page is what every service gets.
+//! (see [`router`]). A route returns [`Result`], so that `?` takes any
+//! error (see [`Error`]). The rest of this page is what every service
+//! gets.
 //!
 //! Implement [`Service`]: look at the [`Request`], fill in the
 //! [`Response`]. Wrap it in an [`HttpHandler`] (one per core, made by the
