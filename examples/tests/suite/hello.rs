@@ -1,9 +1,9 @@
 //! The README's quick start (`hello`) as a newcomer runs it, on both
 //! backends (chosen by `PERCORE_BACKEND`: the program has no option for
 //! it): with no logging code of its own it prints its start line, a
-//! failing route's cause and its stop; SIGTERM exits 0; a port in use is a
-//! one-sentence error and exit status 1. And the binary is the README's
-//! code.
+//! failing route's cause and its stop; SIGTERM exits 0, also when sent
+//! on seeing the start line; a port in use is a one-sentence error and
+//! exit status 1. And the binary is the README's code.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -47,7 +47,7 @@ backend_process_tests! {
     /// Start, a greeting, a refused name, a route's failure and SIGTERM,
     /// each seen on stderr as a newcomer sees it.
     fn the_quick_start_says_what_it_does(backend) {
-        let child = ChildServer::spawn(hello_cmd(backend, 0), Duration::from_secs(60))
+        let child = ChildServer::spawn_until(hello_cmd(backend, 0), Duration::from_secs(60), parse_serving)
             .unwrap_or_else(|f| panic!("{backend}: hello did not start: {f:?}"));
         let addr = child.addr;
         assert!(child.wait_for_log(" serving ", Duration::from_secs(60)));
@@ -72,6 +72,17 @@ backend_process_tests! {
         let failed = log.lines().find(|l| l.contains("service failed")).expect("a failure line");
         assert!(failed.contains("WARN") && failed.contains("/motd"), "{failed}");
 
+        child.signal(libc::SIGTERM);
+        let (status, log) = child.wait(Duration::from_secs(60));
+        assert!(status.success(), "{backend}: exited with {status}:\n{log}");
+        assert!(log.contains("stopped"), "{backend}: no stop line:\n{log}");
+    }
+
+    /// SIGTERM sent as soon as the start line shows (as a supervisor
+    /// may): the server already stops on it gracefully, not killed.
+    fn sigterm_at_the_start_line_stops_gracefully(backend) {
+        let child = ChildServer::spawn_until(hello_cmd(backend, 0), Duration::from_secs(60), parse_serving)
+            .unwrap_or_else(|f| panic!("{backend}: hello did not start: {f:?}"));
         child.signal(libc::SIGTERM);
         let (status, log) = child.wait(Duration::from_secs(60));
         assert!(status.success(), "{backend}: exited with {status}:\n{log}");
