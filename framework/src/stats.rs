@@ -102,6 +102,7 @@ pub(crate) struct CoreStats {
     pub(crate) tls_handshakes: Counter,
     pub(crate) tls_failures: Counter,
     pub(crate) tls_evicted: Counter,
+    pub(crate) tls_plain_http: Counter,
     pub(crate) tls_handshake_ns: Counter,
     pub(crate) submissions: Counter,
     pub(crate) enters: Counter,
@@ -152,6 +153,7 @@ impl CoreStats {
             tls_handshakes: self.tls_handshakes.get(),
             tls_failures: self.tls_failures.get(),
             tls_evicted: self.tls_evicted.get(),
+            tls_plain_http: self.tls_plain_http.get(),
             tls_handshake_time: std::time::Duration::from_nanos(self.tls_handshake_ns.get()),
             submissions: self.submissions.get(),
             enters: self.enters.get(),
@@ -226,6 +228,10 @@ pub struct StatsSnapshot {
     /// ([`ServerBuilder::tls_max_handshakes`](crate::ServerBuilder::tls_max_handshakes));
     /// not counted in `tls_failures`.
     pub tls_evicted: u64,
+    /// Plain HTTP requests sent to a TLS listener (`GET / HTTP/1.1` where
+    /// a ClientHello belongs): each answered `400 Bad Request` in the
+    /// clear, as nginx does, and closed; not counted in `tls_failures`.
+    pub tls_plain_http: u64,
     /// Time the core spent in TLS handshakes' cryptography (rustls's work
     /// on each handshake's messages, server and client side, failed ones
     /// too), timed around each step: the CPU the handshakes cost, which a
@@ -259,7 +265,7 @@ impl fmt::Display for StatsSnapshot {
             "cpu={} backend={} accepted={} active={} requests={} in={} out={} \
              err_accept={} err_fd={} err_io={} panics={} enobufs={} accept_paused={} \
              read_paused={} unserved={} bulk={} sqes={} enters={} batched={} syscalls={} \
-             inflight={} cpu_ms={} tls={} tls_failed={} tls_evicted={} tls_ms={}",
+             inflight={} cpu_ms={} tls={} tls_failed={} tls_evicted={} tls_plain_http={} tls_ms={}",
             self.cpu,
             self.backend,
             self.accepted,
@@ -285,6 +291,7 @@ impl fmt::Display for StatsSnapshot {
             self.tls_handshakes,
             self.tls_failures,
             self.tls_evicted,
+            self.tls_plain_http,
             self.tls_handshake_time.as_millis()
         )
     }

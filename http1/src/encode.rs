@@ -230,6 +230,9 @@ pub fn error_text(error: &HttpError, body: &mut Vec<u8>) {
 fn error_text_parts(error: &HttpError) -> (&'static [u8], &'static [u8], &[u8]) {
     let phrase = reason_phrase(error.status).as_bytes();
     let detail = error.reason.as_bytes();
+    // A reason that is the phrase itself (the layer's own answers carry
+    // their phrase as reason) is said once.
+    let detail = if detail == phrase { b"" } else { detail };
     let separator: &[u8] = if phrase.is_empty() || detail.is_empty() {
         b""
     } else {
@@ -293,40 +296,70 @@ macro_rules! statuses {
 }
 
 statuses! {
+    // RFC 9110 §15, and the other codes of IANA's HTTP Status Code
+    // Registry (the RFC that registers each is named beside it).
     100 "Continue",
     101 "Switching Protocols",
+    102 "Processing", // RFC 2518
+    103 "Early Hints", // RFC 8297
     200 "OK",
     201 "Created",
     202 "Accepted",
+    203 "Non-Authoritative Information",
     204 "No Content",
+    205 "Reset Content",
     206 "Partial Content",
+    207 "Multi-Status", // RFC 4918
+    208 "Already Reported", // RFC 5842
+    226 "IM Used", // RFC 3229
+    300 "Multiple Choices",
     301 "Moved Permanently",
     302 "Found",
     303 "See Other",
     304 "Not Modified",
+    305 "Use Proxy",
     307 "Temporary Redirect",
     308 "Permanent Redirect",
     400 "Bad Request",
     401 "Unauthorized",
+    402 "Payment Required",
     403 "Forbidden",
     404 "Not Found",
     405 "Method Not Allowed",
+    406 "Not Acceptable",
+    407 "Proxy Authentication Required",
     408 "Request Timeout",
+    409 "Conflict",
+    410 "Gone",
     411 "Length Required",
+    412 "Precondition Failed",
     413 "Content Too Large",
     414 "URI Too Long",
     415 "Unsupported Media Type",
+    416 "Range Not Satisfiable",
     417 "Expectation Failed",
-    429 "Too Many Requests",
-    431 "Request Header Fields Too Large",
+    421 "Misdirected Request",
+    422 "Unprocessable Content",
+    423 "Locked", // RFC 4918
+    424 "Failed Dependency", // RFC 4918
+    425 "Too Early", // RFC 8470
+    426 "Upgrade Required",
+    428 "Precondition Required", // RFC 6585
+    429 "Too Many Requests", // RFC 6585
+    431 "Request Header Fields Too Large", // RFC 6585
+    451 "Unavailable For Legal Reasons", // RFC 7725
     500 "Internal Server Error",
     501 "Not Implemented",
     502 "Bad Gateway",
     503 "Service Unavailable",
     504 "Gateway Timeout",
     505 "HTTP Version Not Supported",
+    506 "Variant Also Negotiates", // RFC 2295
+    507 "Insufficient Storage", // RFC 4918
     // RFC 5842 §7.2; the fan-out proxy's answer to a request that loops.
     508 "Loop Detected",
+    510 "Not Extended", // RFC 2774
+    511 "Network Authentication Required", // RFC 6585
 }
 
 /// Writes `HTTP/1.1 NNN Reason\r\n`. We always answer as HTTP/1.1, the
@@ -474,6 +507,36 @@ mod tests {
         out.clear();
         status_line(&mut out, 1000);
         assert_eq!(out, b"HTTP/1.1 500 Internal Server Error\r\n");
+    }
+
+    #[test]
+    fn every_registered_status_has_its_phrase() {
+        // IANA's HTTP Status Code Registry, every assigned code but the
+        // unused 306 and 418.
+        let registered = [
+            100, 101, 102, 103, 200, 201, 202, 203, 204, 205, 206, 207, 208, 226, 300, 301, 302,
+            303, 304, 305, 307, 308, 400, 401, 402, 403, 404, 405, 406, 407, 408, 409, 410, 411,
+            412, 413, 414, 415, 416, 417, 421, 422, 423, 424, 425, 426, 428, 429, 431, 451, 500,
+            501, 502, 503, 504, 505, 506, 507, 508, 510, 511,
+        ];
+        for status in registered {
+            assert_ne!(reason_phrase(status), "", "status {status}");
+        }
+        assert_eq!(reason_phrase(422), "Unprocessable Content");
+        assert_eq!(reason_phrase(451), "Unavailable For Legal Reasons");
+        let mut out = Vec::new();
+        status_line(&mut out, 409);
+        assert_eq!(out, b"HTTP/1.1 409 Conflict\r\n");
+        out.clear();
+        error_text(&HttpError::new(409, "taken"), &mut out);
+        assert_eq!(out, b"Conflict: taken\n");
+    }
+
+    #[test]
+    fn error_text_says_the_phrase_once() {
+        let mut out = Vec::new();
+        error_text(&HttpError::new(404, "Not Found"), &mut out);
+        assert_eq!(out, b"Not Found\n");
     }
 
     #[test]

@@ -53,6 +53,18 @@ pub fn parse_listening(line: &str) -> Option<SocketAddr> {
         .ok()
 }
 
+/// The address of the server's own start line (`serving addr=ADDR`),
+/// which `ServerBuilder::serve` writes once the server also stops on
+/// signals: for a program that prints no `listening on` line of its own.
+pub fn parse_serving(line: &str) -> Option<SocketAddr> {
+    line.split(" serving addr=")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Why a child did not come up: its exit status (if it exited) and log.
 #[derive(Debug)]
 pub struct StartFailure {
@@ -67,7 +79,17 @@ pub struct StartFailure {
 impl ChildServer {
     /// Spawns `cmd` (stderr piped) and waits up to `limit` for a log line
     /// with `listening on ADDR`.
-    pub fn spawn(mut cmd: Command, limit: Duration) -> Result<ChildServer, StartFailure> {
+    pub fn spawn(cmd: Command, limit: Duration) -> Result<ChildServer, StartFailure> {
+        Self::spawn_until(cmd, limit, parse_listening)
+    }
+
+    /// [`spawn`](Self::spawn), waiting for the first log line from which
+    /// `address` reads the address (e.g. [`parse_serving`]).
+    pub fn spawn_until(
+        mut cmd: Command,
+        limit: Duration,
+        address: fn(&str) -> Option<SocketAddr>,
+    ) -> Result<ChildServer, StartFailure> {
         let started = Instant::now();
         cmd.stderr(Stdio::piped())
             .stdout(Stdio::null())
@@ -83,7 +105,7 @@ impl ChildServer {
                 for line in BufReader::new(stderr).lines() {
                     let Ok(line) = line else { break };
                     let line = strip_ansi(&line);
-                    if let Some(addr) = parse_listening(&line) {
+                    if let Some(addr) = address(&line) {
                         let _ = tx.send(addr);
                     }
                     let mut log = log.lock().unwrap_or_else(|e| e.into_inner());

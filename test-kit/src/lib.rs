@@ -51,8 +51,8 @@ pub mod upstream;
 pub use backend::{require, serial, shared, uring_unavailable};
 pub use certs::TestCert;
 pub use child::{
-    child_command, child_main, parse_listening, rerun_under_fault, server_command, stat_from_log,
-    strip_ansi, wait_timeout, ChildServer, StartFailure, CHILD_ENV,
+    child_command, child_main, parse_listening, parse_serving, rerun_under_fault, server_command,
+    stat_from_log, strip_ansi, wait_timeout, ChildServer, StartFailure, CHILD_ENV,
 };
 pub use client::{connect, ping, read_to_end, reset, roundtrip, IO_TIMEOUT};
 pub use flood::{flood, Outcomes, FLOOD_BATCH};

@@ -100,7 +100,7 @@ backend_process_tests! {
         assert_eq!(status, 400);
         assert!(body.starts_with(r#"{"error":"#), "{body}");
         assert_eq!(call(a, "PATCH", "/items/2", None).0, 405);
-        assert_eq!(get(a, "/nowhere"), (404, r#"{"error":"","status":404}"#.into()));
+        assert_eq!(get(a, "/nowhere"), (404, r#"{"error":"Not Found","status":404}"#.into()));
         stop(server);
     }
 

@@ -9,6 +9,7 @@ mod echo_child;
 mod echo_process;
 mod fanout_process;
 mod fleet;
+mod hello;
 mod http_echo_process;
 mod https;
 mod json_api_process;

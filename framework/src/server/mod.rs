@@ -11,6 +11,7 @@ mod handle;
 mod handshakes;
 mod listen;
 mod listening;
+mod plain_http;
 mod readiness;
 mod serve;
 mod signal;

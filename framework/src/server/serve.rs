@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use super::give_back::{self, Level};
 use super::handshakes::Handshaking;
 use super::listen::{ListenerCounters, Spawner};
+use super::plain_http;
 use super::SocketFile;
 use crate::core::{context, stopping};
 use crate::net::{Acceptor, Stream};
@@ -262,7 +263,8 @@ const LIMIT_WARNING_EVERY: Duration = Duration::from_secs(10);
 /// first, then the handler, with the encrypted stream. The handshake has
 /// a place among the core's (see [`handshakes`](super::handshakes)),
 /// a deadline for the client's first byte and one for the whole; a
-/// failure closes the connection, with a debug line and a count.
+/// failure closes the connection, with a debug line and a count, and so
+/// does plain HTTP, once answered.
 pub(crate) fn spawn_tls_connection<H: Handler>(
     stream: Stream,
     handler: &Rc<H>,
@@ -278,7 +280,9 @@ pub(crate) fn spawn_tls_connection<H: Handler>(
             let done = handshaking.unless_evicted(handshake).await;
             drop(handshaking);
             let stream = match done {
-                Some(Ok(Ok(stream))) => stream,
+                Some(Ok(Ok(Some(stream)))) => stream,
+                // Plain HTTP, answered: counted and logged by `refuse`.
+                Some(Ok(Ok(None))) => return,
                 // Counted and logged by the eviction.
                 None => return,
                 Some(failed) => {
@@ -303,12 +307,14 @@ pub(crate) fn spawn_tls_connection<H: Handler>(
 }
 
 /// A TLS connection's handshake: its first bytes within the first-byte
-/// deadline (the place stops being silent then), and the rest.
+/// deadline (the place stops being silent then), and the rest. `None`
+/// when the first bytes were a plain HTTP request, answered with a 400
+/// in the clear (see [`plain_http`](super::plain_http)).
 async fn accept(
     stream: Stream,
     tls: &super::listen::TlsSetup,
     handshaking: &Handshaking,
-) -> io::Result<Stream> {
+) -> io::Result<Option<Stream>> {
     let first = match crate::time::timeout(tls.first_byte_timeout, stream.read()).await {
         Ok(read) => read?,
         Err(_) => {
@@ -328,7 +334,16 @@ async fn accept(
         ));
     };
     handshaking.started();
-    stream.accept_tls_from(tls.config.clone(), first).await
+    if plain_http::looks_like_http(&first) {
+        // Its buffer goes back before the drain reads more.
+        drop(first);
+        plain_http::refuse(&stream).await;
+        return Ok(None);
+    }
+    stream
+        .accept_tls_from(tls.config.clone(), first)
+        .await
+        .map(Some)
 }
 
 /// Counts an accepted connection and hands it to its listener's handler.

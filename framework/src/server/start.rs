@@ -37,10 +37,24 @@ impl ServerBuilder {
     /// [`take_over`](Self::take_over)), an explicit
     /// [`Backend::Uring`] that the kernel refuses, or a core that fails to
     /// start (its error, with the CPU named).
+    pub fn start<H, F>(self, factory: F) -> io::Result<ServerHandle>
+    where
+        H: Handler,
+        F: Fn(&CoreContext) -> H + Send + Sync + 'static,
+    {
+        self.start_then(factory, |_| Ok(()))
+    }
+
+    /// [`start`](Self::start), running `ready` on the started server before
+    /// it says it is serving (a failure stops it, as a core's would).
     // Long on purpose: the start-up in order (resolve the cores, bind,
     // start each core's thread, wait for every one to be ready), read
     // top to bottom.
-    pub fn start<H, F>(self, factory: F) -> io::Result<ServerHandle>
+    fn start_then<H, F>(
+        self,
+        factory: F,
+        ready: impl FnOnce(&ServerHandle) -> io::Result<()>,
+    ) -> io::Result<ServerHandle>
     where
         H: Handler,
         F: Fn(&CoreContext) -> H + Send + Sync + 'static,
@@ -174,7 +188,7 @@ impl ServerBuilder {
             }),
             threads,
         };
-        if let Some(e) = first_error {
+        if let Some(e) = first_error.or_else(|| ready(&handle).err()) {
             // Stopped without the "stopping" line: this server never said
             // it was serving.
             handle.inner.shutdown.trigger();
@@ -214,8 +228,10 @@ impl ServerBuilder {
         F: Fn(&CoreContext) -> H + Send + Sync + 'static,
     {
         super::default_log::to_stderr_unless_set();
-        let handle = self.start(factory)?;
-        handle.shutdown_on_signals()?;
+        // The stop signals are handled before the start line says the
+        // server serves: a SIGTERM sent on seeing it stops it gracefully,
+        // never kills it.
+        let handle = self.start_then(factory, ServerHandle::shutdown_on_signals)?;
         handle.join()
     }
 }

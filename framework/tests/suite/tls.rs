@@ -442,6 +442,45 @@ backend_tests! {
         server.join().expect("join");
     }
 
+    /// Plain HTTP sent to the TLS port gets nginx's answer in the clear
+    /// (a raw request with a body still coming, then curl), is counted
+    /// apart from the failed handshakes, and TLS clients go on being
+    /// served.
+    fn plain_http_gets_a_plain_400(backend) {
+        let Some(cert) = TestCert::new(&format!("plain-{backend}")) else { return };
+        let server = tls_echo(backend, &cert, |b| b);
+        let addr = server.local_addr();
+        let mut sock = connect(addr);
+        sock.write_all(b"POST /form HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n").expect("send");
+        // The rest of the body, sent after the answer may have gone out:
+        // drained by the server, it does not turn the close into a reset.
+        let _ = sock.write_all(&[b'x'; 100_000]);
+        let mut answer = Vec::new();
+        sock.read_to_end(&mut answer).expect("the answer, then the close");
+        drop(sock);
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{answer}");
+        assert!(answer.contains("\r\nConnection: close\r\n"), "{answer}");
+        assert!(answer.ends_with("\r\n\r\nThe plain HTTP request was sent to HTTPS port\n"), "{answer}");
+
+        let mut counted = 1;
+        if let Some(out) = curl(&["--include", &format!("http://{addr}/")]) {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(text.starts_with("HTTP/1.1 400 Bad Request"), "{text}");
+            assert!(text.contains("The plain HTTP request was sent to HTTPS port"), "{text}");
+            counted += 1;
+        }
+        let stats = wait_until(Duration::from_secs(60), "every connection closed", || server.stats(), |s| {
+            sum(s, |c| c.active) == 0 && sum(s, |c| c.tls_plain_http) == counted
+        });
+        assert_eq!(sum(&stats, |c| c.tls_failures), 0);
+        let (back, _) = echo_through_percore_client(backend, addr, &cert.ca, b"still served");
+        assert_eq!(back, b"still served");
+        server.shutdown();
+        server.join().expect("join");
+    }
+
     /// A client that connects and sends nothing is closed at the
     /// handshake timeout, and counted.
     fn a_stalled_handshake_times_out(backend) {

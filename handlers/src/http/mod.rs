@@ -5,7 +5,9 @@
 //!
 //! Most applications route: a [`Router`] maps methods and path patterns
 //! to async functions, with typed parameters, and is a [`Service`]
-//! (see [`router`]). The rest of this page is what every service gets.
+//! (see [`router`]). A route returns [`Result`], so that `?` takes any
+//! error (see [`Error`]). The rest of this page is what every service
+//! gets.
 //!
 //! Implement [`Service`]: look at the [`Request`], fill in the
 //! [`Response`]. Wrap it in an [`HttpHandler`] (one per core, made by the
@@ -171,6 +173,7 @@ mod config;
 mod conn;
 mod date;
 mod echo;
+mod error;
 mod handler;
 #[cfg(feature = "http")]
 mod interop;
@@ -188,6 +191,7 @@ mod wire;
 
 pub use config::Config;
 pub use echo::{HttpEcho, HELLO};
+pub use error::{Error, Result, RouteResult};
 pub use handler::HttpHandler;
 #[cfg(feature = "json")]
 pub use json::JSON_TYPE;

@@ -117,7 +117,9 @@ pub trait Service: 'static {
     /// content type: for every answer the server gives itself (a refused
     /// request, 400–505; a timed-out head or body, 408; a 503 at a stop)
     /// and for an error returned by [`call`](Self::call) (its
-    /// [`HttpError`]'s status, or 500; a panic too). The status line,
+    /// [`HttpError`]'s status, or 500; a panic too). An error without a
+    /// reason of its own (a 500, the router's 404) comes with its status's
+    /// phrase as reason (`Internal Server Error`). The status line,
     /// `Connection` and the length are the server's; a `HEAD`
     /// request gets the head alone. The default writes [`error_text`]'s
     /// one line (`Bad Request: duplicate Content-Length`) as

@@ -148,6 +148,12 @@ pub(super) fn framework(text: &mut Text<'_>, cores: &[StatsSnapshot]) {
             |s| s.tls_evicted as f64,
         ),
         (
+            "percore_tls_plain_http_total",
+            C,
+            "Plain HTTP requests sent to a TLS port, answered 400 and closed.",
+            |s| s.tls_plain_http as f64,
+        ),
+        (
             "percore_tls_handshake_cpu_seconds_total",
             C,
             "CPU time spent in TLS handshakes.",

@@ -96,8 +96,9 @@ backend_tests! {
             (b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400, "duplicate Content-Length"),
             (b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 17\r\n\r\n", 413, "Content-Length over limit"),
             (&get("/forbidden"), 403, "not yours"),
-            (&get("/fail"), 500, ""),
-            (&get("/panic"), 500, ""),
+            // An error without a reason of its own carries the status's phrase.
+            (&get("/fail"), 500, "Internal Server Error"),
+            (&get("/panic"), 500, "Internal Server Error"),
         ];
         for (request, status, detail) in cases {
             let r = error_answer(server.addr, request, status == 403);

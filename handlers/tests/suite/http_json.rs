@@ -127,7 +127,7 @@ backend_tests! {
         assert_eq!(r.header("content-type"), Some("application/json"));
         let mut c = Client::connect(server.addr);
         let r = c.roundtrip(&get("/nowhere"));
-        assert_eq!(String::from_utf8_lossy(&r.body), r#"{"error":"","status":404}"#);
+        assert_eq!(String::from_utf8_lossy(&r.body), r#"{"error":"Not Found","status":404}"#);
     }
 
     /// A request head as `http::request::Parts`, and an `http::Response`

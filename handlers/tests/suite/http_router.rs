@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::io;
 use std::io::Write as _;
 
-use percore_handlers::http::{HttpError, Routed, Router, Routes};
+use percore_handlers::http::{self, HttpError, Routed, Router, Routes};
 use percore_test_kit::http::*;
 use percore_test_kit::log_capture;
 use percore_test_kit::*;
@@ -116,6 +116,54 @@ async fn no_such_param(_: &App, req: &mut Routed<'_, '_>, _: Res<'_, '_>) -> io:
     Ok(())
 }
 
+/// An error of the application's own, with a cause.
+#[derive(Debug)]
+struct PageError(io::Error);
+
+impl std::fmt::Display for PageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("cannot load the page")
+    }
+}
+
+impl std::error::Error for PageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+fn load_page(what: &str) -> Result<String, PageError> {
+    Err(PageError(io::Error::other(format!("no disk for {what}"))))
+}
+
+/// `?` on every kind of error in one handler: the path parameter's
+/// `HttpError`, an `HttpError` of its own, an I/O error, an error of the
+/// application's, a standard library one and, with `json`, serde_json's.
+async fn page(_: &App, req: &mut Routed<'_, '_>, res: Res<'_, '_>) -> http::Result {
+    let what = req.param_str("what")?;
+    match &*what {
+        "gone" => Err(HttpError::new(410, "deleted yesterday"))?,
+        "io" => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "notes.txt: access denied",
+        ))?,
+        "number" => {
+            let n: u32 = "12x".parse()?;
+            res.send(200, None, n.to_string().as_bytes())?;
+        }
+        #[cfg(feature = "json")]
+        "json" => {
+            let v: u32 = serde_json::from_str("{not json")?;
+            res.send(200, None, v.to_string().as_bytes())?;
+        }
+        _ => {
+            let text = load_page(&what)?;
+            res.send(200, None, text.as_bytes())?;
+        }
+    }
+    Ok(())
+}
+
 fn routes() -> Routes<App, impl percore_handlers::http::router::Chain<App>> {
     Router::new(App::default())
         .get("/users/{id}", user)
@@ -139,11 +187,16 @@ fn routes() -> Routes<App, impl percore_handlers::http::router::Chain<App>> {
         })
         .get(
             "/closure",
-            async |app: &App, _: &mut Routed<'_, '_>, res: Res<'_, '_>| {
+            async |app: &App, _: &mut Routed<'_, '_>, res: Res<'_, '_>| -> io::Result<()> {
                 res.send(200, None, format!("{}", app.served.get()).as_bytes())?;
                 Ok(())
             },
         )
+        .get("/page/{what}", page)
+        .get("/short-closure", async |app, _, res| -> http::Result {
+            res.send(200, None, format!("{}", app.served.get()).as_bytes())?;
+            Ok(())
+        })
         .trace(true)
         .build()
         .expect("the test routes do not conflict")
@@ -214,6 +267,28 @@ backend_tests! {
         assert_eq!(r.header("content-length"), Some("34"));
         assert!(r.body.is_empty());
         assert_eq!(c.roundtrip(&get("/users/me")).body, b"me\n");
+    }
+
+    /// The router's own 404, 405 and 413 in an API's JSON: each error
+    /// given to `error_body` carries its status's reason phrase.
+    fn the_routers_answers_carry_their_reason(backend) {
+        fn json(error: &HttpError, body: &mut Vec<u8>) -> &'static str {
+            body.extend_from_slice(format!(r#"{{"error":"{}","status":{}}}"#, error.reason, error.status).as_bytes());
+            "application/json"
+        }
+        let routes = || Router::new(App::default()).get("/users/{id}", user).post("/small", echo).body_limit(4).error_body(json).build().expect("routes");
+        let server = TestServer::start(backend, Config::default(), routes);
+        let mut c = Client::connect(server.addr);
+        let r = c.roundtrip(&get("/nowhere"));
+        assert_eq!((r.status, r.header("content-type")), (404, Some("application/json")));
+        assert_eq!(String::from_utf8_lossy(&r.body), r#"{"error":"Not Found","status":404}"#);
+        let r = c.roundtrip(b"PUT /users/1 HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(String::from_utf8_lossy(&r.body), r#"{"error":"Method Not Allowed","status":405}"#);
+        let r = c.roundtrip(&get("/users/1"));
+        assert_eq!(r.status, 200);
+        let r = one(server.addr, &post("/small", "text/plain", b"too long"));
+        assert_eq!(r.status, 413);
+        assert_eq!(String::from_utf8_lossy(&r.body), r#"{"error":"Content-Length over limit","status":413}"#);
     }
 
     /// Path parameters are percent-decoded when read; the catch-all takes
@@ -326,6 +401,38 @@ backend_tests! {
         assert_eq!(closed.len(), 1, "{closed:?}");
         let closed = log_capture::lines_with(&[&addr, span, "status=400", "close"]);
         assert_eq!(closed.len(), 1, "{closed:?}");
+    }
+
+    /// `?` in a handler returning `http::Result`, on any error: an
+    /// `HttpError` keeps its status and reason (the client's to read);
+    /// any other error is a bare 500 whose message and causes reach the
+    /// log alone, at WARN with the method and target.
+    fn question_mark_takes_any_error(backend) {
+        log_capture::install();
+        let server = server(backend);
+        let mut c = Client::connect(server.addr);
+        let r = c.roundtrip(&get("/page/gone"));
+        assert_eq!((r.status, r.body.as_slice()), (410, &b"Gone: deleted yesterday\n"[..]));
+        assert_eq!(c.roundtrip(&get("/short-closure")).status, 200);
+        // Each backend's paths its own: the log is the process's.
+        let mut cases = vec![
+            (format!("/page/io?b={backend:?}"), "notes.txt: access denied".to_string()),
+            (format!("/page/lost-{backend:?}"), format!("cannot load the page: no disk for lost-{backend:?}")),
+        ];
+        if cfg!(feature = "json") {
+            cases.push((format!("/page/json?b={backend:?}"), "invalid type: map, expected u32".to_string()));
+        }
+        cases.push((format!("/page/number?b={backend:?}"), "invalid digit found in string".to_string()));
+        for (path, cause) in &cases {
+            // A server each: a core logs one failure a second.
+            let server = self::server(backend);
+            let r = one(server.addr, &get(path));
+            assert_eq!(r.status, 500, "{path}");
+            assert_eq!(r.body, b"Internal Server Error\n", "{path}: the cause is not the client's");
+            drop(server);
+            let logged = log_capture::lines_with(&["WARN", "service failed", "GET", path, cause]);
+            assert_eq!(logged.len(), 1, "{path}: {cause}: {logged:?}");
+        }
     }
 
     /// A failure's message that quotes a parameter holding CR LF (sent

@@ -2,13 +2,17 @@
 //! when on, the access-log line) of every response, the answers after a
 //! panic or at a stop, and the log line of a failed service call.
 
+use std::borrow::Cow;
 use std::io;
 use std::time::Duration;
 
 use super::access::{self, Ending, Exchange, CLIENT_LEFT};
 use super::state::Conn;
 use super::unwind::Panic;
-use crate::http::proto::{chars, error_response_kept_if, error_text, HttpError, ERROR_TEXT_TYPE};
+use crate::http::error::Chain;
+use crate::http::proto::{
+    chars, error_response_kept_if, error_text, reason_phrase, HttpError, ERROR_TEXT_TYPE,
+};
 use crate::http::request::Request;
 use crate::http::response::{effective_status, Response, Streaming};
 use crate::http::service::Service;
@@ -48,6 +52,7 @@ impl<S: Service> Conn<'_, S> {
     /// the request's minor version when the connection stays open after it.
     fn put_error(&self, e: &HttpError, head_only: bool, kept: Option<u8>, body: &mut Vec<u8>) {
         body.clear();
+        let e = &with_phrase(e);
         // Any client can make the server answer an error: a service's bug here
         // must not cost the answer (the default is sent instead).
         let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -227,19 +232,21 @@ impl<S: Service> Conn<'_, S> {
     /// core; one answered with a 4xx, or the client's doing (a bad request
     /// body, already answered, or a client that left or stopped reading), at
     /// debug.
-    /// The error's message may quote the client (a decoded parameter):
-    /// it is written on one line whatever it holds.
+    /// The error's message, then its causes (`a: b: c`), may quote the
+    /// client (a decoded parameter): they are written on one line whatever
+    /// they hold.
     pub(super) fn log_failure(&self, req: &Request<'_>, e: &io::Error, clients_doing: bool) {
         let (method, target) = (req.method(), req.target());
         let status = service_error(e).status;
         if clients_doing || status < 500 {
-            tracing::debug!(method, target, status, error = %OneLine(e), "service failed");
+            let error = OneLine(Chain(e));
+            tracing::debug!(method, target, status, error = %error, "service failed");
         } else if let Some(left_out) = self.layer.failures.admit(percore::time::now()) {
             let left_out = LeftOut {
                 count: left_out,
                 what: ("failure", "failures"),
             };
-            let error = OneLine(e);
+            let error = OneLine(Chain(e));
             tracing::warn!(method, target, status, error = %error, "service failed{left_out}");
         }
     }
@@ -260,6 +267,16 @@ impl<S: Service> Conn<'_, S> {
             return false;
         }
         true
+    }
+}
+
+/// `e`, its reason the status's phrase if it has none: an error body made
+/// from the reason (an API's JSON) then says what the status says.
+fn with_phrase(e: &HttpError) -> Cow<'_, HttpError> {
+    if e.reason.is_empty() {
+        Cow::Owned(HttpError::new(e.status, reason_phrase(e.status)))
+    } else {
+        Cow::Borrowed(e)
     }
 }
 

@@ -8,20 +8,39 @@ use std::io;
 
 use percore::future::Either;
 
+use super::super::error::RouteResult;
 use super::super::{HttpError, Response};
 use super::Routed;
 
 /// An async function that answers a routed request: `async fn(&S,
-/// &mut Routed, &mut Response) -> io::Result<()>`, or an async closure of
-/// that shape.
-pub trait RouteFn<S>:
-    AsyncFn(&S, &mut Routed<'_, '_>, &mut Response<'_>) -> io::Result<()>
-{
+/// &mut Routed, &mut Response) -> R`, or an async closure of that shape,
+/// where `R` is `http::Result` (any error, see [`Error`](super::super::Error))
+/// or `io::Result<()>`.
+pub trait RouteFn<S> {
+    /// The future of one call, its result as the server layer answers it.
+    fn call<'a>(
+        &'a self,
+        state: &'a S,
+        req: &'a mut Routed<'_, '_>,
+        res: &'a mut Response<'_>,
+    ) -> impl Future<Output = io::Result<()>> + 'a;
 }
 
-impl<S, F> RouteFn<S> for F where
-    F: AsyncFn(&S, &mut Routed<'_, '_>, &mut Response<'_>) -> io::Result<()>
+impl<S, F, R> RouteFn<S> for F
+where
+    F: AsyncFn(&S, &mut Routed<'_, '_>, &mut Response<'_>) -> R,
+    R: RouteResult,
 {
+    #[inline]
+    fn call<'a>(
+        &'a self,
+        state: &'a S,
+        req: &'a mut Routed<'_, '_>,
+        res: &'a mut Response<'_>,
+    ) -> impl Future<Output = io::Result<()>> + 'a {
+        let call = self(state, req, res);
+        async move { call.await.into_io() }
+    }
 }
 
 /// The handlers of a router, reached by route index.
@@ -70,7 +89,7 @@ impl<S, F: RouteFn<S>, T: Chain<S>> Chain<S> for Link<F, T> {
         res: &'a mut Response<'_>,
     ) -> impl Future<Output = io::Result<()>> + 'a {
         if index == self.index {
-            Either::Left((self.handler)(state, req, res))
+            Either::Left(self.handler.call(state, req, res))
         } else {
             Either::Right(self.rest.call(index, state, req, res))
         }

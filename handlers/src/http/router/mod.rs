@@ -3,9 +3,8 @@
 //!
 //! ```no_run
 //! use std::cell::Cell;
-//! use std::io;
 //!
-//! use percore_handlers::http::{HttpError, HttpHandler, Response, Routed, Router};
+//! use percore_handlers::http::{self, HttpError, HttpHandler, Response, Routed, Router};
 //!
 //! /// Per-core state: one value per core, so `Cell`s need no locks.
 //! #[derive(Default)]
@@ -13,7 +12,7 @@
 //!     hits: Cell<u64>,
 //! }
 //!
-//! async fn user(app: &App, req: &mut Routed<'_, '_>, res: &mut Response<'_>) -> io::Result<()> {
+//! async fn user(app: &App, req: &mut Routed<'_, '_>, res: &mut Response<'_>) -> http::Result {
 //!     app.hits.set(app.hits.get() + 1);
 //!     let id: u64 = req.param("id")?; // `/users/x` is a 400 naming `id`
 //!     if id == 0 {
@@ -23,7 +22,7 @@
 //!     Ok(())
 //! }
 //!
-//! async fn upload(_: &App, req: &mut Routed<'_, '_>, res: &mut Response<'_>) -> io::Result<()> {
+//! async fn upload(_: &App, req: &mut Routed<'_, '_>, res: &mut Response<'_>) -> http::Result {
 //!     let mut total = 0;
 //!     while let Some(piece) = req.chunk().await? {
 //!         total += piece.len();
@@ -32,9 +31,9 @@
 //!     Ok(())
 //! }
 //!
-//! fn main() -> io::Result<()> {
+//! fn main() -> Result<(), percore::MainError> {
 //!     percore::Server::builder()
-//!         .address("127.0.0.1:8080".parse().expect("an address"))
+//!         .address("127.0.0.1:8080".parse()?)
 //!         .serve(|_core| {
 //!             let routes = Router::new(App::default())
 //!                 .get("/users/{id}", user)
@@ -44,8 +43,58 @@
 //!                 .build()
 //!                 .expect("routes without conflicts");
 //!             HttpHandler::new(routes)
-//!         })
+//!         })?;
+//!     Ok(())
 //! }
+//! ```
+//!
+//! # Errors
+//!
+//! A handler returns [`http::Result`](super::Result): `?` takes any
+//! error type that implements [`std::error::Error`] (I/O, `serde_json`,
+//! `tokio_postgres` through `percore-tokio`, your own), with no
+//! `map_err`. An [`HttpError`] (from [`Routed::param`], or made with
+//! [`HttpError::new`] and `.into()`) is answered with its status and its
+//! reason as the body: the reason is for the client. Any other error is
+//! answered with a bare `500 Internal Server Error`: its message and
+//! causes are for the log alone, at WARN with the request's method and
+//! target (`service failed ... error=cannot read notes.txt: No such file
+//! or directory`). A 4xx is logged at debug: the client's doing. A
+//! handler may return `io::Result<()>` too; it is answered the same way.
+//!
+//! # Closures
+//!
+//! A handler may be an async closure. Write it `async |state, req, res|
+//! -> http::Result { .. }`: the parameters' types come from the router,
+//! the result's must be said (the body's `?` could convert into many):
+//!
+//! ```
+//! use percore_handlers::http::{self, Router};
+//!
+//! let routes = Router::new(7u64)
+//!     .get("/seven", async |n, _, res| -> http::Result {
+//!         res.send(200, None, n.to_string().as_bytes())?;
+//!         Ok(())
+//!     })
+//!     .build()
+//!     .unwrap();
+//! # drop(routes);
+//! ```
+//!
+//! The older form, a closure that returns an `async move` block, does not
+//! compile: the block would borrow the request and the response beyond
+//! the closure's call. Rust then says `type annotations needed` or
+//! `lifetime may not live long enough`; write `async |..|` instead.
+//!
+//! ```compile_fail
+//! use percore_handlers::http::{self, Router};
+//!
+//! let routes = Router::new(7u64)
+//!     .get("/seven", |n, _, res| async move {
+//!         res.send(200, None, n.to_string().as_bytes())?;
+//!         Ok::<(), http::Error>(())
+//!     })
+//!     .build();
 //! ```
 //!
 //! # Matching
@@ -73,9 +122,11 @@
 //!
 //! Their bodies, like every error answer's, come from the router's
 //! [`error_body`](Router::error_body) (the server's one line of text by
-//! default, a JSON object for an API that says so). A handler's error
-//! becomes an answer as a [`Service`]'s does: an [`HttpError`] its
-//! status and reason, any other error a 500.
+//! default, a JSON object for an API that says so), given an
+//! [`HttpError`] whose reason is the status's phrase (`Not Found`). A
+//! handler's error becomes an answer as a [`Service`]'s does: an
+//! [`HttpError`] its status and reason, any other error a 500 (see
+//! [Errors](self#errors)).
 //!
 //! # Request bodies
 //!
@@ -122,8 +173,8 @@ pub use routed::Routed;
 pub use table::RouteError;
 use table::{Lookup, Table};
 
-use super::proto::{error_text, ERROR_TEXT_TYPE};
-use super::{HttpError, Request, RequestHead, Response, Service};
+use super::proto::{error_text, reason_phrase, ERROR_TEXT_TYPE};
+use super::{HttpError, Request, RequestHead, Response, RouteResult, Service};
 
 /// Writes an error answer's body and returns its content type (see
 /// [`Service::error_body`]).
@@ -136,7 +187,8 @@ fn text_error_body(error: &HttpError, body: &mut Vec<u8>) -> &'static str {
 
 /// Builds a routing table: method and path pattern to an async handler
 /// taking the router's state `S` (one per core), the [`Routed`] request
-/// and the [`Response`]. [`build`](Self::build) checks the table and
+/// and the [`Response`], and returning [`http::Result`](super::Result)
+/// or `io::Result<()>`. [`build`](Self::build) checks the table and
 /// returns the [`Routes`] to serve. See the [module docs](self).
 #[must_use = "a router serves nothing until it is built and served"]
 pub struct Router<S, R = End> {
@@ -167,12 +219,11 @@ impl<S: 'static> Router<S> {
 impl<S: 'static, R: Chain<S>> Router<S, R> {
     /// Routes `method` requests whose path matches `pattern` (under the
     /// prefixes of enclosing [`nest`](Self::nest)s) to `handler`.
-    pub fn route<F: RouteFn<S>>(
-        mut self,
-        method: &str,
-        pattern: &str,
-        handler: F,
-    ) -> Router<S, Link<F, R>> {
+    pub fn route<F, O>(mut self, method: &str, pattern: &str, handler: F) -> Router<S, Link<F, R>>
+    where
+        F: AsyncFn(&S, &mut Routed<'_, '_>, &mut Response<'_>) -> O,
+        O: RouteResult,
+    {
         let index = self.table.routes.len();
         if self.error.is_none() {
             let full = format!("{}{pattern}", self.prefix);
@@ -194,27 +245,47 @@ impl<S: 'static, R: Chain<S>> Router<S, R> {
     }
 
     /// A `GET` route (which answers `HEAD` too).
-    pub fn get<F: RouteFn<S>>(self, pattern: &str, handler: F) -> Router<S, Link<F, R>> {
+    pub fn get<F, O>(self, pattern: &str, handler: F) -> Router<S, Link<F, R>>
+    where
+        F: AsyncFn(&S, &mut Routed<'_, '_>, &mut Response<'_>) -> O,
+        O: RouteResult,
+    {
         self.route("GET", pattern, handler)
     }
 
     /// A `POST` route.
-    pub fn post<F: RouteFn<S>>(self, pattern: &str, handler: F) -> Router<S, Link<F, R>> {
+    pub fn post<F, O>(self, pattern: &str, handler: F) -> Router<S, Link<F, R>>
+    where
+        F: AsyncFn(&S, &mut Routed<'_, '_>, &mut Response<'_>) -> O,
+        O: RouteResult,
+    {
         self.route("POST", pattern, handler)
     }
 
     /// A `PUT` route.
-    pub fn put<F: RouteFn<S>>(self, pattern: &str, handler: F) -> Router<S, Link<F, R>> {
+    pub fn put<F, O>(self, pattern: &str, handler: F) -> Router<S, Link<F, R>>
+    where
+        F: AsyncFn(&S, &mut Routed<'_, '_>, &mut Response<'_>) -> O,
+        O: RouteResult,
+    {
         self.route("PUT", pattern, handler)
     }
 
     /// A `PATCH` route.
-    pub fn patch<F: RouteFn<S>>(self, pattern: &str, handler: F) -> Router<S, Link<F, R>> {
+    pub fn patch<F, O>(self, pattern: &str, handler: F) -> Router<S, Link<F, R>>
+    where
+        F: AsyncFn(&S, &mut Routed<'_, '_>, &mut Response<'_>) -> O,
+        O: RouteResult,
+    {
         self.route("PATCH", pattern, handler)
     }
 
     /// A `DELETE` route.
-    pub fn delete<F: RouteFn<S>>(self, pattern: &str, handler: F) -> Router<S, Link<F, R>> {
+    pub fn delete<F, O>(self, pattern: &str, handler: F) -> Router<S, Link<F, R>>
+    where
+        F: AsyncFn(&S, &mut Routed<'_, '_>, &mut Response<'_>) -> O,
+        O: RouteResult,
+    {
         self.route("DELETE", pattern, handler)
     }
 
@@ -317,7 +388,7 @@ impl<S, R> Routes<S, R> {
             res.header("Allow", allow)?;
         }
         let mut content_type = "";
-        let error = HttpError::new(status, "");
+        let error = HttpError::new(status, reason_phrase(status));
         res.send_with(status, None, |body| {
             content_type = (self.error_body)(&error, body);
             Ok(())
