@@ -11,6 +11,7 @@ pub(crate) mod context;
 pub(crate) mod messaging;
 pub(crate) mod shared;
 pub(crate) mod stopping;
+pub(crate) mod watch;
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -126,7 +127,7 @@ impl Core {
                 msg_spaces: MsgSpaces::new(),
                 stats,
             },
-            time: Timers::new(shared.id),
+            time: Timers::starting_at(shared.id, shared.watch.epoch()),
             shared,
             shutdown_waiters: RefCell::new(Slab::with_capacity(16)),
             shutdown_seen: Cell::new(false),
@@ -206,10 +207,9 @@ impl Core {
     /// may ever wake it (an epoll core with no timer would wait forever).
     fn turn(&self, done: &dyn Fn() -> bool) {
         let now = self.time.clock.update();
-        self.time
-            .wheel
-            .borrow_mut()
-            .advance(self.time.clock.current_tick());
+        let tick = self.time.clock.current_tick();
+        self.shared.watch.turn_began(tick);
+        self.time.wheel.borrow_mut().advance(tick);
         self.check_shutdown();
         self.take_remote_wakes();
         self.executor.run_ready();
@@ -231,6 +231,7 @@ impl Core {
         // turn, which always follows a park that returns.
         self.executor.record_caught();
         self.publish_gauges();
+        self.shared.watch.parking();
         // Announce, re-check the inboxes and the stop latch, then block:
         // `sync::wake`, the code the loom models run.
         self.shared

@@ -1,0 +1,111 @@
+//! FAULTS N1: a handler that blocks its core. The stall is reported once,
+//! with its duration and a backtrace naming the blocking function, the
+//! counter counts it, and the core's other connections are answered
+//! after it.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use percore::{Connection, Handler};
+use percore_test_kit::*;
+
+const BLOCK: &[u8] = b"BLOCK!";
+
+/// How long the handler blocks: four thresholds.
+const BLOCKED: Duration = Duration::from_millis(200);
+const THRESHOLD: Duration = Duration::from_millis(50);
+
+/// The function the backtrace must name: never inlined, so it keeps a
+/// frame of its own.
+#[inline(never)]
+fn percore_test_blocks_its_core(how_long: Duration) {
+    std::thread::sleep(how_long);
+    std::hint::black_box(());
+}
+
+/// Echo that blocks its core's thread before echoing a buffer holding
+/// [`BLOCK`].
+struct Blocker;
+
+impl Handler for Blocker {
+    async fn serve(&self, conn: Connection) -> std::io::Result<()> {
+        while let Some(buf) = conn.read().await? {
+            if buf.windows(BLOCK.len()).any(|w| w == BLOCK) {
+                percore_test_blocks_its_core(BLOCKED);
+            }
+            let (res, _) = conn.write_all(buf).await;
+            res?;
+        }
+        conn.shutdown_write()
+    }
+}
+
+/// `stalled_ms=N` of a log line.
+fn stalled_ms(line: &str) -> u64 {
+    let at = line.find("stalled_ms=").expect("a stalled_ms field") + "stalled_ms=".len();
+    let digits: String = line[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().expect("stalled_ms is a number")
+}
+
+backend_tests! {
+    /// Serial: the log is the process's, and a test beside this one could
+    /// stall too.
+    fn a_blocking_handler_is_reported_once(backend) {
+        log_capture::install();
+        log_capture::clear();
+        let server = builder(backend)
+            .stall_threshold(Some(THRESHOLD))
+            .start(|_core| Blocker)
+            .expect("start");
+        check_backend(&server, backend);
+        let addr = server.local_addr();
+        // 1. Two connections on the one core; the first blocks it.
+        let mut blocked = connect(addr);
+        let mut other = connect(addr);
+        roundtrip(&mut other, b"before the stall");
+        blocked.write_all(BLOCK).expect("write");
+        // 2. The other connection is answered, after the stall.
+        roundtrip(&mut other, b"during the stall");
+        let mut echo = [0u8; BLOCK.len()];
+        blocked.read_exact(&mut echo).expect("the blocked connection's echo");
+        assert_eq!(echo, BLOCK);
+        roundtrip(&mut blocked, b"after it");
+        // 3. The stall's end is logged once, and its duration recorded.
+        wait_until(Duration::from_secs(60), "the stall logged", || log_capture::warnings("core stalled"), |lines| {
+            lines.iter().any(|l| stalled_ms(l) >= BLOCKED.as_millis() as u64)
+        });
+        assert!(sum(&server.stats(), |c| c.stall_durations.count()) >= 1);
+        let reports = log_capture::warnings("core stalled");
+        let long: Vec<&String> = reports.iter().filter(|l| stalled_ms(l) >= BLOCKED.as_millis() as u64).collect();
+        assert_eq!(long.len(), 1, "one report of the 200 ms stall: {reports:#?}");
+        // A loaded machine may stall the core briefly besides; each stall
+        // seen is counted and logged once.
+        let stats = server.stats();
+        assert_eq!(sum(&stats, |c| c.stalls), reports.len() as u64, "{reports:#?}");
+        // 4. The backtrace was taken during the stall, on the core's thread.
+        let frames = log_capture::lines_with(&["percore_test_blocks_its_core"]);
+        assert!(!frames.is_empty(), "the backtrace names the blocking function: {long:#?}");
+        assert!(log_capture::lines_with(&["the stall ended before the sample"]).is_empty());
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// With the watchdog off, nothing is counted or logged.
+    fn no_watchdog_no_report(backend) {
+        log_capture::install();
+        log_capture::clear();
+        let server = builder(backend)
+            .stall_threshold(None)
+            .start(|_core| Blocker)
+            .expect("start");
+        let mut blocked = connect(server.local_addr());
+        roundtrip(&mut blocked, BLOCK);
+        assert_eq!(sum(&server.stats(), |c| c.stalls), 0);
+        assert!(log_capture::warnings("core stalled").is_empty());
+        server.shutdown();
+        server.join().expect("join");
+    }
+}
