@@ -83,6 +83,11 @@ pub(crate) struct Core {
     messages: RefCell<VecDeque<Message>>,
     graveyard: RefCell<Vec<Retained>>,
     last_cpu_sample: Cell<u64>,
+    /// Whether a turn measures its busy time (see `queue_delay`): off
+    /// unless something sheds load by it, since it costs a clock read.
+    track_delay: Cell<bool>,
+    /// How long the last turn ran before it went to the kernel.
+    queue_delay: Cell<Duration>,
 }
 
 impl Core {
@@ -137,6 +142,8 @@ impl Core {
             messages: RefCell::new(VecDeque::new()),
             graveyard: RefCell::new(Vec::new()),
             last_cpu_sample: Cell::new(0),
+            track_delay: Cell::new(false),
+            queue_delay: Cell::new(Duration::ZERO),
         }))
     }
 
@@ -231,6 +238,9 @@ impl Core {
         // turn, which always follows a park that returns.
         self.executor.record_caught();
         self.publish_gauges();
+        if self.track_delay.get() {
+            self.queue_delay.set(now.elapsed());
+        }
         self.shared.watch.parking();
         // Announce, re-check the inboxes and the stop latch, then block:
         // `sync::wake`, the code the loom models run.
@@ -384,6 +394,18 @@ impl Core {
                 .cpu_time_us
                 .set(crate::sys::thread_cpu_time().as_micros() as u64);
         }
+    }
+
+    /// Makes every turn measure how long it ran (see `queue_delay`).
+    pub(crate) fn track_queue_delay(&self) {
+        self.track_delay.set(true);
+    }
+
+    /// How long the last turn ran, from its start to its trip to the
+    /// kernel: what a request that arrived as it began waited at least
+    /// before the core could read it. Zero until tracked.
+    pub(crate) fn queue_delay(&self) -> Duration {
+        self.queue_delay.get()
     }
 
     /// Final CPU-time sample, taken when the core stops.

@@ -373,7 +373,9 @@ impl ServerBuilder {
     /// once at WARN with its duration, the task it was polling and a
     /// backtrace of the core's thread taken during the stall (sampled
     /// with the signal `SIGRTMIN+5`; a program that handles that signal
-    /// itself gets reports without backtraces). Durations go to
+    /// itself gets reports without backtraces; the signal interrupts the
+    /// blocking call, which most calls restart by themselves, while
+    /// `poll` or `select` return `EINTR` once). Durations go to
     /// [`StatsSnapshot::stall_durations`](crate::StatsSnapshot::stall_durations).
     ///
     /// The cores pay nothing extra for it: they publish the turn's start

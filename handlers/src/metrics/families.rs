@@ -282,6 +282,12 @@ pub(super) fn http(text: &mut Text<'_>, cores: &[(String, HttpStats, HistogramSn
             "Service calls cut off by a stop (503).",
             |s| s.cut_off as f64,
         ),
+        (
+            "percore_http_shed_total",
+            C,
+            "Requests shed with 503 and Retry-After, the core overloaded.",
+            |s| s.shed as f64,
+        ),
     ];
     per_core(text, &rows, families);
     let name = "percore_http_request_duration_seconds";

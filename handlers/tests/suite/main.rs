@@ -34,6 +34,7 @@ mod http_refusal;
 mod http_router;
 mod http_send_file;
 mod http_service;
+mod http_shed;
 mod http_slow;
 mod http_slow_bodies;
 mod http_stats;
