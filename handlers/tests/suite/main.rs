@@ -36,6 +36,7 @@ mod http_send_file;
 mod http_service;
 mod http_shed;
 mod http_slow;
+mod http_stall;
 mod http_slow_bodies;
 mod http_stats;
 mod http_stop;
