@@ -83,13 +83,13 @@ fn run(cores: &[Arc<CoreShared>], threshold: Duration, stopped: &mpsc::Receiver<
     }
     for (core, stall) in cores.iter().zip(&mut stalls) {
         if let Some(stall) = stall.take() {
-            let now = core.watch.now_tick();
-            report(
-                core,
-                &stall,
-                now.saturating_sub(stall.began),
-                "still under way at the stop",
-            );
+            let lasted = core.watch.now_tick().saturating_sub(stall.began);
+            if stall.logged {
+                let at = "core stall still under way at the stop";
+                tracing::info!(cpu = core.cpu, stalled_ms = lasted, "{at}");
+            } else {
+                report(core, &stall, lasted, "still under way at the stop");
+            }
         }
     }
 }
