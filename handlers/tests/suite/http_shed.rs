@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use percore::net::Endpoint;
+use percore::Readiness;
 use percore_handlers::http::{Config, HttpHandler, Request, Response, Service};
+use percore_handlers::metrics::{Admin, Metrics};
 use percore_test_kit::http::*;
 use percore_test_kit::*;
 
@@ -62,19 +65,46 @@ backend_tests! {
     parallel;
     /// Eight clients, 25 requests each, against a bound of 1 ms: some are
     /// shed (503, `Retry-After`, close), the rest served, none lost; the
-    /// service saw only the served ones, and the counter the shed ones.
+    /// service saw only the served ones, the counter the shed ones, and
+    /// `/readyz` says `overloaded` once, then `ready` again.
     fn an_overloaded_core_sheds_with_503(backend) {
         let calls = Arc::new(AtomicU64::new(0));
         let mut config = Config::default();
         config.shed_queue_delay = Some(Duration::from_millis(1));
-        let made = calls.clone();
-        let handler = move |_: &percore::CoreContext| HttpHandler::with_config(Slow { calls: made.clone() }, config);
-        let server = builder(backend).stall_threshold(None).start(handler).expect("start");
+        let readiness = Readiness::new();
+        let metrics = Metrics::new(readiness.clone());
+        let (made, registry, admin) = (calls.clone(), metrics.clone(), metrics.clone());
+        let server = builder(backend)
+            .stall_threshold(None)
+            .readiness(readiness)
+            .add_listener(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), move |_core| {
+                HttpHandler::new(Admin::new(admin.clone()))
+            })
+            .start(move |core| {
+                let handler = HttpHandler::with_config(Slow { calls: made.clone() }, config);
+                registry.register_http(core, handler.stats_reader());
+                handler
+            })
+            .expect("start");
+        let Endpoint::Tcp(admin) = server.listeners()[1].addr.clone() else {
+            panic!("the admin listener is TCP")
+        };
         let (ok, shed) = load(server.local_addr(), 8, 25);
         assert_eq!(ok + shed, 200, "every request answered");
         assert!(shed > 0, "some requests shed ({ok} served)");
         assert!(ok > 0, "some requests served ({shed} shed)");
         assert_eq!(calls.load(Ordering::Relaxed), ok, "a shed request never reaches the service");
+        let scrape = one(admin, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        let text = String::from_utf8_lossy(&scrape.body);
+        let line = format!("percore_http_shed_total{{core=\"{}\"}} {shed}\n", server.stats()[0].cpu);
+        assert!(text.contains(&line), "no {line:?} in:\n{text}");
+        let ready = |expect: &str| {
+            let resp = one(admin, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+            assert_eq!(String::from_utf8_lossy(&resp.body), expect, "{resp:?}");
+            resp.status
+        };
+        assert_eq!(ready("overloaded\n"), 503);
+        assert_eq!(ready("ready\n"), 200);
         server.shutdown();
         server.join().expect("join");
     }
