@@ -103,6 +103,16 @@ pub(crate) fn install() -> Result<(), &'static str> {
     })
 }
 
+/// Whether the signal's handler is still [`on_signal`].
+fn still_ours() -> bool {
+    // SAFETY: sigaction is plain old data; all-zero is a valid value.
+    let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new action only reads the current one into `current`.
+    let read = unsafe { libc::sigaction(signal_number(), std::ptr::null(), &mut current) };
+    read == 0
+        && current.sa_sigaction == on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t
+}
+
 extern "C" fn on_signal(_: libc::c_int) {
     // SAFETY: __errno_location returns this thread's errno slot, valid
     // for the thread's life.
@@ -161,6 +171,13 @@ impl std::fmt::Display for SampleError {
 /// (the handler's own frames included), waiting at most `wait` for them.
 pub(crate) fn sample(tid: i32, wait: Duration) -> Result<Vec<usize>, SampleError> {
     install().map_err(SampleError::NotInstalled)?;
+    if !still_ours() {
+        // The program took the signal over since: sending it now would
+        // run its handler, or kill the process if it reset the default.
+        return Err(SampleError::NotInstalled(
+            "the sampling signal (SIGRTMIN+5) got another handler",
+        ));
+    }
     if STATE
         .compare_exchange(FREE, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
