@@ -20,8 +20,9 @@ use crate::core::shared::CoreShared;
 use crate::executor::task::TaskKey;
 use crate::sys::stack_sample;
 
-/// How long a stall may last before it is logged while still under way:
-/// a core stuck for good must not wait for its end to be reported.
+/// How long a stall may last before it is logged while still under way
+/// (or four thresholds, if longer): a core stuck for good must not wait
+/// for its end to be reported.
 const STILL_STALLED: Duration = Duration::from_secs(1);
 
 /// How long the watchdog waits for a stalled thread to answer the
@@ -101,7 +102,10 @@ fn check(core: &CoreShared, stall: &mut Option<Stall>, threshold_ms: u64) {
     if let Some(current) = stall {
         if turn == Some(current.began) {
             let lasted = now.saturating_sub(current.began);
-            if !current.logged && lasted >= STILL_STALLED.as_millis() as u64 {
+            // Never sooner than a few thresholds, so that a large one
+            // still gets one line per stall, at its end.
+            let long = (STILL_STALLED.as_millis() as u64).max(4 * threshold_ms);
+            if !current.logged && lasted >= long {
                 report(core, current, lasted, "still under way");
                 current.logged = true;
             }

@@ -10,10 +10,14 @@ use percore::{Connection, Handler};
 use percore_test_kit::*;
 
 const BLOCK: &[u8] = b"BLOCK!";
+/// Makes the handler block for [`LONG`].
+const BLOCK_LONG: &[u8] = b"LONG!!";
 
 /// How long the handler blocks: four thresholds.
 const BLOCKED: Duration = Duration::from_millis(200);
 const THRESHOLD: Duration = Duration::from_millis(50);
+/// Past the second after which a stall is logged while under way.
+const LONG: Duration = Duration::from_millis(1500);
 
 /// The function the backtrace must name: never inlined, so it keeps a
 /// frame of its own.
@@ -32,6 +36,9 @@ impl Handler for Blocker {
         while let Some(buf) = conn.read().await? {
             if buf.windows(BLOCK.len()).any(|w| w == BLOCK) {
                 percore_test_blocks_its_core(BLOCKED);
+            }
+            if buf.windows(BLOCK_LONG.len()).any(|w| w == BLOCK_LONG) {
+                percore_test_blocks_its_core(LONG);
             }
             let (res, _) = conn.write_all(buf).await;
             res?;
@@ -95,6 +102,32 @@ backend_tests! {
         assert!(long[0].ends_with("backtrace="), "a backtrace, not a reason for none: {}", long[0]);
         let frames = log_capture::lines_with(&["percore_test_blocks_its_core"]);
         assert!(!frames.is_empty(), "the backtrace names the blocking function: {long:#?}");
+    }
+
+    /// A stall past a second is logged while under way (a core stuck for
+    /// good is reported), once, and its end at INFO with the whole length.
+    fn a_long_stall_is_logged_while_under_way(backend) {
+        log_capture::install();
+        log_capture::clear();
+        let server = builder(backend)
+            .stall_threshold(Some(THRESHOLD))
+            .start(|_core| Blocker)
+            .expect("start");
+        let mut blocked = connect(server.local_addr());
+        roundtrip(&mut blocked, BLOCK_LONG);
+        let reader = server.stats_reader();
+        wait_until(Duration::from_secs(60), "the long stall's end", || log_capture::lines_with(&["core stall ended"]), |l| !l.is_empty());
+        server.shutdown();
+        server.join().expect("join");
+        let under_way = log_capture::lines_with(&["WARN", "core stalled", "(still under way)"]);
+        assert_eq!(under_way.len(), 1, "{under_way:#?}");
+        assert!(stalled_ms(&under_way[0]) >= 1000, "{}", under_way[0]);
+        let ended = log_capture::lines_with(&["core stall ended"]);
+        assert_eq!(ended.len(), 1, "{ended:#?}");
+        assert!(stalled_ms(&ended[0]) >= LONG.as_millis() as u64, "{}", ended[0]);
+        let long_reports = log_capture::warnings("core stalled").into_iter().filter(|l| stalled_ms(l) >= 1000).count();
+        assert_eq!(long_reports, 1, "one WARN for the long stall");
+        assert!(sum(&reader.snapshot(), |c| c.stalls) >= 1);
     }
 
     /// With the watchdog off, nothing is counted or logged.
