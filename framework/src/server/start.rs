@@ -187,14 +187,16 @@ impl ServerBuilder {
             return Err(e);
         }
         let watchdog = match self.stall_threshold {
-            Some(threshold) => match Watchdog::start(handle.inner.cores.clone(), threshold) {
-                Ok(watchdog) => Some(watchdog),
-                Err(e) => {
-                    // The server serves as well without it.
-                    tracing::warn!(error = %e, "no stall watchdog: cannot start its thread");
-                    None
+            Some(threshold) => {
+                match Watchdog::start(handle.inner.cores.clone(), threshold, main_addr.clone()) {
+                    Ok(watchdog) => Some(watchdog),
+                    Err(e) => {
+                        // The server serves as well without it.
+                        tracing::warn!(error = %e, "no stall watchdog: cannot start its thread");
+                        None
+                    }
                 }
-            },
+            }
             None => None,
         };
         let mut handle = handle;

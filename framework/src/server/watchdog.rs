@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::core::shared::CoreShared;
 use crate::executor::task::TaskKey;
+use crate::net::Endpoint;
 use crate::sys::stack_sample;
 
 /// How long a stall may last before it is logged while still under way
@@ -38,12 +39,20 @@ pub(super) struct Watchdog {
 }
 
 impl Watchdog {
-    /// Starts watching `cores` for turns longer than `threshold`.
-    pub(super) fn start(cores: Vec<Arc<CoreShared>>, threshold: Duration) -> io::Result<Watchdog> {
+    /// Starts watching `cores` for turns longer than `threshold`; its
+    /// lines name the server by `addr`, as its cores' lines do.
+    pub(super) fn start(
+        cores: Vec<Arc<CoreShared>>,
+        threshold: Duration,
+        addr: Endpoint,
+    ) -> io::Result<Watchdog> {
         let (stop, stopped) = mpsc::channel();
         let thread = thread::Builder::new()
             .name("percore-watchdog".into())
-            .spawn(move || run(&cores, threshold, &stopped))?;
+            .spawn(move || {
+                let _span = tracing::info_span!("watchdog", %addr).entered();
+                run(&cores, threshold, &stopped)
+            })?;
         Ok(Watchdog { stop, thread })
     }
 
