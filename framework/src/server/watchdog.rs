@@ -201,6 +201,9 @@ fn symbolize(frames: &[usize]) -> String {
                 .any(|n| n.starts_with("on_signal") || n.contains("stack_sample::on_signal"))
         })
         .map_or(0, |i| i + 2);
+    // The parsed debug information is tens of MiB: given back now, and
+    // read again for the next report (stalls are rare, memory is not free).
+    backtrace::clear_symbol_cache();
     let mut out = String::new();
     for (i, (ip, names)) in named.iter().skip(skip).enumerate() {
         if names.is_empty() {

@@ -75,7 +75,6 @@ backend_tests! {
         let metrics = Metrics::new(readiness.clone());
         let (made, registry, admin) = (calls.clone(), metrics.clone(), metrics.clone());
         let server = builder(backend)
-            .stall_threshold(None)
             .readiness(readiness)
             .add_listener(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), move |_core| {
                 HttpHandler::new(Admin::new(admin.clone()))
@@ -114,7 +113,7 @@ backend_tests! {
         let calls = Arc::new(AtomicU64::new(0));
         let made = calls.clone();
         let handler = move |_: &percore::CoreContext| HttpHandler::new(Slow { calls: made.clone() });
-        let server = builder(backend).stall_threshold(None).start(handler).expect("start");
+        let server = builder(backend).start(handler).expect("start");
         let (ok, shed) = load(server.local_addr(), 4, 10);
         assert_eq!((ok, shed), (40, 0));
         assert_eq!(calls.load(Ordering::Relaxed), 40);
