@@ -38,6 +38,11 @@ pub struct HttpArgs {
     /// microseconds) under the target percore_handlers::http::access
     #[arg(long)]
     pub access_log: bool,
+    /// Shed load: while a core's last loop turn ran longer than N ms, answer
+    /// new requests 503 with Retry-After: 1, without calling the service
+    /// (0 = off)
+    #[arg(long = "shed-ms", value_name = "N", default_value = "0", value_parser = millis)]
+    pub shed: Duration,
 }
 
 impl HttpArgs {
@@ -55,6 +60,7 @@ impl HttpArgs {
         config.idle_timeout = self.idle_timeout;
         config.stop_grace = self.stop_grace;
         config.access_log = self.access_log;
+        config.shed_queue_delay = (!self.shed.is_zero()).then_some(self.shed);
         config
     }
 }
@@ -63,7 +69,7 @@ impl HttpArgs {
 pub const HTTP_STATS_NOTE: &str = "\
 With --stats, each core's line is followed by the responses it sent:
   TIME stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=..
-  service_errors=.. cut_off=..";
+  service_errors=.. cut_off=.. shed=..";
 
 #[cfg(test)]
 mod tests {

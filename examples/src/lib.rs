@@ -105,6 +105,11 @@ pub struct CommonArgs {
     /// closing the listeners, so a balancer stops sending first
     #[arg(long = "unready-ms", value_name = "N", default_value = "0", value_parser = millis)]
     pub unready_delay: Duration,
+    /// Report a loop turn that keeps a core longer than N ms (a handler
+    /// that blocks): once per stall, a WARN line with its duration and a
+    /// backtrace, and percore_stalls_total; 0 = off
+    #[arg(long = "stall-ms", value_name = "N", default_value = "50", value_parser = millis)]
+    pub stall: Duration,
 }
 
 /// The end of every server's `--help`: signals and environment.
@@ -359,7 +364,8 @@ where
         .wait_batching((!common.wait_batch.is_zero()).then_some(common.wait_batch))
         .take_over(common.take_over)
         .readiness(metrics.readiness().clone())
-        .unready_delay(common.unready_delay);
+        .unready_delay(common.unready_delay)
+        .stall_threshold((!common.stall.is_zero()).then_some(common.stall));
     if let Some(cores) = &common.cores {
         builder = builder.cores(cores.iter().copied());
     }

@@ -112,6 +112,10 @@ pub(crate) struct CoreStats {
     pub(crate) ring_buffers_out: Counter,
     pub(crate) cpu_time_us: Counter,
     pub(crate) backend: Counter,
+    /// Stalls the watchdog saw (its thread is the one writer).
+    pub(crate) stalls: Counter,
+    /// How long each ended stall lasted (the watchdog writes it).
+    pub(crate) stall_time: crate::histogram::Histogram,
     /// The io_uring set-up flags granted, as the driver names them;
     /// `None` for no ring. Written once, when the core's ring is made.
     pub(crate) ring_flags: std::sync::Mutex<Option<&'static str>>,
@@ -162,6 +166,8 @@ impl CoreStats {
             in_flight: self.in_flight.get(),
             ring_buffers_out: self.ring_buffers_out.get(),
             cpu_time: std::time::Duration::from_micros(self.cpu_time_us.get()),
+            stalls: self.stalls.get(),
+            stall_durations: self.stall_time.snapshot(),
             ring_flags: *self
                 .ring_flags
                 .lock()
@@ -252,6 +258,13 @@ pub struct StatsSnapshot {
     pub ring_buffers_out: u64,
     /// CPU time the core's thread has used.
     pub cpu_time: std::time::Duration,
+    /// Stalls: loop turns that kept the core longer than the stall
+    /// threshold ([`ServerBuilder::stall_threshold`](crate::ServerBuilder::stall_threshold)),
+    /// counted when seen, each logged once with a backtrace.
+    pub stalls: u64,
+    /// How long the ended stalls lasted (a stall still under way is in
+    /// [`stalls`](Self::stalls) and not yet here).
+    pub stall_durations: crate::histogram::HistogramSnapshot,
     /// The io_uring set-up flags the kernel granted this core's ring
     /// (`SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG`, `COOP_TASKRUN|TASKRUN_FLAG`,
     /// `SQPOLL` or `none`); `None` on epoll, or before the core started.
@@ -265,7 +278,7 @@ impl fmt::Display for StatsSnapshot {
             "cpu={} backend={} accepted={} active={} requests={} in={} out={} \
              err_accept={} err_fd={} err_io={} panics={} enobufs={} accept_paused={} \
              read_paused={} unserved={} bulk={} sqes={} enters={} batched={} syscalls={} \
-             inflight={} cpu_ms={} tls={} tls_failed={} tls_evicted={} tls_plain_http={} tls_ms={}",
+             inflight={} cpu_ms={} tls={} tls_failed={} tls_evicted={} tls_plain_http={} tls_ms={} stalls={}",
             self.cpu,
             self.backend,
             self.accepted,
@@ -292,7 +305,8 @@ impl fmt::Display for StatsSnapshot {
             self.tls_failures,
             self.tls_evicted,
             self.tls_plain_http,
-            self.tls_handshake_time.as_millis()
+            self.tls_handshake_time.as_millis(),
+            self.stalls
         )
     }
 }

@@ -437,6 +437,9 @@ backend_process_tests! {
             &server_cpu().to_string(),
             "--max-connections",
             "20000",
+            // A stall report's symbolization would add tens of MiB.
+            "--stall-ms",
+            "0",
         ]));
         let addr = child.addr;
         let pid = child.pid().to_string();

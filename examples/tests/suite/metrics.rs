@@ -88,7 +88,8 @@ backend_process_tests! {
         let info = format!("percore_core_info{{core=\"0\",backend=\"{backend}\"");
         assert!(text.contains(&info), "{text}");
         for family in ["process_open_fds", "process_resident_memory_bytes", "percore_uptime_seconds",
-                       "percore_cpu_seconds_total", "percore_listener_connections_accepted_total"] {
+                       "percore_cpu_seconds_total", "percore_listener_connections_accepted_total",
+                       "percore_stalls_total", "percore_stall_duration_seconds_count"] {
             assert!(text.contains(&format!("\n{family}")), "no {family} in:\n{text}");
         }
         if installed("promtool") {

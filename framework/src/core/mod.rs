@@ -12,6 +12,7 @@ pub(crate) mod give_back;
 pub(crate) mod messaging;
 pub(crate) mod shared;
 pub(crate) mod stopping;
+pub(crate) mod watch;
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -87,6 +88,11 @@ pub(crate) struct Core {
     quiet: give_back::Quiet,
     /// What the handlers' caches give back with the core.
     give_back_hooks: give_back::Hooks,
+    /// Whether a turn measures its busy time (see `queue_delay`): off
+    /// unless something sheds load by it, since it costs a clock read.
+    track_delay: Cell<bool>,
+    /// How long the last turn ran before it went to the kernel.
+    queue_delay: Cell<Duration>,
 }
 
 impl Core {
@@ -131,7 +137,7 @@ impl Core {
                 msg_spaces: MsgSpaces::new(),
                 stats,
             },
-            time: Timers::new(shared.id),
+            time: Timers::starting_at(shared.id, shared.watch.epoch()),
             shared,
             shutdown_waiters: RefCell::new(Slab::with_capacity(16)),
             shutdown_seen: Cell::new(false),
@@ -143,6 +149,8 @@ impl Core {
             last_cpu_sample: Cell::new(0),
             quiet: give_back::Quiet::default(),
             give_back_hooks: RefCell::new(Vec::new()),
+            track_delay: Cell::new(false),
+            queue_delay: Cell::new(Duration::ZERO),
         }))
     }
 
@@ -213,10 +221,9 @@ impl Core {
     /// may ever wake it (an epoll core with no timer would wait forever).
     fn turn(&self, done: &dyn Fn() -> bool) {
         let now = self.time.clock.update();
-        self.time
-            .wheel
-            .borrow_mut()
-            .advance(self.time.clock.current_tick());
+        let tick = self.time.clock.current_tick();
+        self.shared.watch.turn_began(tick);
+        self.time.wheel.borrow_mut().advance(tick);
         self.check_shutdown();
         self.take_remote_wakes();
         self.executor.run_ready();
@@ -242,6 +249,10 @@ impl Core {
         // turn, which always follows a park that returns.
         self.executor.record_caught();
         self.publish_gauges();
+        if self.track_delay.get() {
+            self.queue_delay.set(now.elapsed());
+        }
+        self.shared.watch.parking();
         // Announce, re-check the inboxes and the stop latch, then block:
         // `sync::wake`, the code the loom models run.
         self.shared
@@ -395,6 +406,18 @@ impl Core {
                 .cpu_time_us
                 .set(crate::sys::thread_cpu_time().as_micros() as u64);
         }
+    }
+
+    /// Makes every turn measure how long it ran (see `queue_delay`).
+    pub(crate) fn track_queue_delay(&self) {
+        self.track_delay.set(true);
+    }
+
+    /// How long the last turn ran, from its start to its trip to the
+    /// kernel: what a request that arrived as it began waited at least
+    /// before the core could read it. Zero until tracked.
+    pub(crate) fn queue_delay(&self) -> Duration {
+        self.queue_delay.get()
     }
 
     /// Final CPU-time sample, taken when the core stops.

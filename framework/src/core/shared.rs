@@ -26,6 +26,8 @@ pub(crate) struct CoreShared {
     pub(crate) mailbox: Remote<Message>,
     pub(crate) shutdown: Arc<Shutdown>,
     pub(crate) stats: Arc<CoreStats>,
+    /// What the stall watchdog reads of this core.
+    pub(crate) watch: super::watch::CoreWatch,
     /// Every core of the same server, by index (this one included).
     peers: OnceLock<Vec<Weak<CoreShared>>>,
 }
@@ -41,6 +43,7 @@ impl CoreShared {
             mailbox: Remote::new(MAILBOX_CAP),
             shutdown,
             stats: Arc::new(CoreStats::default()),
+            watch: super::watch::CoreWatch::new(),
             peers: OnceLock::new(),
         }
     }

@@ -145,6 +145,7 @@ impl Executor {
 
     fn poll_task(&self, task: Arc<dyn Runnable>) {
         let key = task.header().key;
+        self.owner.polling(key);
         budget::reset();
         // The queue's reference goes into the poll (it becomes the waker).
         let result = catch_unwind(AssertUnwindSafe(|| task.poll()));

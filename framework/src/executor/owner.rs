@@ -27,6 +27,9 @@ pub(crate) struct Owner {
     pub(crate) parker: Parker<EventNotify>,
     /// Wakes from other threads. Unbounded: see `sync::wake::wake_remote`.
     pub(crate) wakes: Remote<TaskKey>,
+    /// The key of the task being polled (`index << 32 | generation`),
+    /// for the stall watchdog: one relaxed store per poll.
+    polling: std::sync::atomic::AtomicU64,
 }
 
 impl Owner {
@@ -37,6 +40,24 @@ impl Owner {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             parker: Parker::new(EventNotify(wake_fd)),
             wakes: Remote::unbounded(),
+            polling: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The core is about to poll `key`.
+    #[inline]
+    pub(crate) fn polling(&self, key: TaskKey) {
+        let packed = (u64::from(key.index) << 32) | u64::from(key.generation);
+        self.polling
+            .store(packed, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The task the core polls now, or polled last.
+    pub(crate) fn polled(&self) -> TaskKey {
+        let packed = self.polling.load(std::sync::atomic::Ordering::Relaxed);
+        TaskKey {
+            index: (packed >> 32) as u32,
+            generation: packed as u32,
         }
     }
 

@@ -176,6 +176,23 @@ pub fn drain_deadline() -> Option<std::time::Instant> {
     context::try_with_core(|core| core.drain_deadline()).flatten()
 }
 
+/// Starts measuring this core's queue delay (see [`queue_delay`]); the
+/// cores do not measure it unless asked, as it costs one clock read per
+/// loop turn. Outside a core it does nothing.
+pub fn track_queue_delay() {
+    context::try_with_core(|core| core.track_queue_delay());
+}
+
+/// How long this core's last loop turn ran before it went back to the
+/// kernel for more I/O: a request whose bytes arrived as that turn began
+/// waited at least this long to be read, so a core that cannot keep up
+/// shows it here first. Zero until [`track_queue_delay`] was called on
+/// this core, and outside a core. For load shedding (the HTTP layer's
+/// `Config::shed_queue_delay`): one read of a core-local cell.
+pub fn queue_delay() -> std::time::Duration {
+    context::try_with_core(|core| core.queue_delay()).unwrap_or_default()
+}
+
 /// Adds `n` to this core's request counter (shown in [`StatsSnapshot`]).
 /// Protocol handlers call it; outside a core it does nothing.
 pub fn count_requests(n: u64) {

@@ -83,6 +83,9 @@ pub struct ServerHandle {
     pub(super) inner: Arc<Inner>,
     /// Each returns its core's result and when the core had finished.
     pub(super) threads: Vec<thread::JoinHandle<(io::Result<()>, Instant)>>,
+    /// The stall watchdog, stopped once every core has (it watches the
+    /// drain too).
+    pub(super) watchdog: Option<super::watchdog::Watchdog>,
 }
 
 impl ServerHandle {
@@ -177,7 +180,10 @@ impl ServerHandle {
     pub(super) fn join_threads(self) -> (io::Result<()>, Option<Instant>) {
         let mut result = Ok(());
         let mut last: Option<Instant> = None;
-        for thread in self.threads {
+        let ServerHandle {
+            threads, watchdog, ..
+        } = self;
+        for thread in threads {
             let outcome = match thread.join() {
                 Ok((outcome, at)) => {
                     last = Some(last.map_or(at, |l| l.max(at)));
@@ -190,6 +196,9 @@ impl ServerHandle {
                     result = Err(e);
                 }
             }
+        }
+        if let Some(watchdog) = watchdog {
+            watchdog.stop();
         }
         (result, last)
     }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::handle::Inner;
 use super::listen::{self, BindOptions, Bound, ListenerCounters, ListenerSpec, TlsSetup};
 use super::serve::{serve_core, CoreListener, DrainGuard, ServeLimits};
+use super::watchdog::Watchdog;
 use super::{backend, cpus, fd_limit, CoreContext, ServerBuilder, ServerHandle};
 use crate::core::config::CoreConfig;
 use crate::core::shared::CoreShared;
@@ -187,6 +188,7 @@ impl ServerBuilder {
                 unready_delay: self.unready_delay,
             }),
             threads,
+            watchdog: None,
         };
         if let Some(e) = first_error.or_else(|| ready(&handle).err()) {
             // Stopped without the "stopping" line: this server never said
@@ -198,6 +200,21 @@ impl ServerBuilder {
             let _ = handle.join_threads();
             return Err(e);
         }
+        let watchdog = match self.stall_threshold {
+            Some(threshold) => {
+                match Watchdog::start(handle.inner.cores.clone(), threshold, main_addr.clone()) {
+                    Ok(watchdog) => Some(watchdog),
+                    Err(e) => {
+                        // The server serves as well without it.
+                        tracing::warn!(error = %e, "no stall watchdog: cannot start its thread");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        let mut handle = handle;
+        handle.watchdog = watchdog;
         self.readiness.set_serving();
         if addrs.len() == 1 {
             tracing::info!(addr = %main_addr, %backend, cores = ?cpus, "serving");
@@ -306,6 +323,7 @@ fn run_core(
     ready: mpsc::Sender<io::Result<()>>,
 ) -> io::Result<()> {
     let cpu = shared.cpu;
+    shared.watch.set_thread();
     if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
         tracing::warn!(cpu, "could not pin the core thread to its CPU");
     }

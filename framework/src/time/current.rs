@@ -16,11 +16,11 @@ pub(crate) struct Clock {
 }
 
 impl Clock {
-    pub(crate) fn new() -> Clock {
-        let now = Instant::now();
+    /// A clock whose ticks count from `start`.
+    pub(crate) fn starting_at(start: Instant) -> Clock {
         Clock {
-            start: now,
-            now: Cell::new(now),
+            start,
+            now: Cell::new(Instant::now().max(start)),
         }
     }
 
@@ -69,11 +69,13 @@ impl Timers {
         self.id as u32
     }
 
-    pub(crate) fn new(id: usize) -> Timers {
+    /// A core's timers, whose clock counts ticks from `start` (which the
+    /// core also tells its stall watchdog).
+    pub(crate) fn starting_at(id: usize, start: Instant) -> Timers {
         Timers {
             id,
             wheel: RefCell::new(Wheel::new()),
-            clock: Clock::new(),
+            clock: Clock::starting_at(start),
         }
     }
 }

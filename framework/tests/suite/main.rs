@@ -22,6 +22,7 @@ mod send_file;
 mod server_config;
 mod spawn_blocking;
 mod sqpoll_idle;
+mod stall;
 mod take_over;
 mod task_wakers;
 mod tls;

@@ -78,6 +78,18 @@ pub struct Config {
     /// gets a line with status 499 (nginx's convention). Default off: a
     /// line per request costs more than serving it.
     pub access_log: bool,
+    /// Sheds load early: while the core's last loop turn ran longer than
+    /// this ([`percore::queue_delay`]: the least a request arriving as it
+    /// began waited before the core could read it), a new request is
+    /// answered `503 Service Unavailable` with `Retry-After: 1` and
+    /// `Connection: close`, without calling the service, and counted in
+    /// [`HttpStats::shed`](super::HttpStats::shed). A core that cannot
+    /// keep up then spends its time on the requests it can still answer
+    /// in time, instead of every request's latency growing without bound.
+    /// Default off (`None`): measuring costs a clock read per loop turn,
+    /// and the right bound depends on the service (a few times its usual
+    /// turn under load).
+    pub shed_queue_delay: Option<Duration>,
 }
 
 impl Default for Config {
@@ -93,6 +105,7 @@ impl Default for Config {
             max_age: Duration::from_secs(3600),
             stop_grace: Duration::from_secs(1),
             access_log: false,
+            shed_queue_delay: None,
         }
     }
 }

@@ -51,13 +51,17 @@ pub struct HttpStats {
     pub service_errors: u64,
     /// Service calls cut off near the drain deadline of a stop (503).
     pub cut_off: u64,
+    /// Requests shed, answered 503 with `Retry-After` without calling the
+    /// service, because the core was overloaded (see
+    /// [`Config::shed_queue_delay`](super::Config::shed_queue_delay)).
+    pub shed: u64,
 }
 
 impl fmt::Display for HttpStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "2xx={} 3xx={} 4xx={} 5xx={} refused={} timeouts={} service_errors={} cut_off={}",
+            "2xx={} 3xx={} 4xx={} 5xx={} refused={} timeouts={} service_errors={} cut_off={} shed={}",
             self.status_2xx,
             self.status_3xx,
             self.status_4xx,
@@ -65,7 +69,8 @@ impl fmt::Display for HttpStats {
             self.refused,
             self.timeouts,
             self.service_errors,
-            self.cut_off
+            self.cut_off,
+            self.shed
         )
     }
 }
@@ -121,6 +126,7 @@ pub(crate) enum Reason {
     Timeout,
     ServiceError,
     CutOff,
+    Shed,
 }
 
 impl Reason {
@@ -147,6 +153,7 @@ pub(crate) struct Counters {
     timeouts: Counter,
     service_errors: Counter,
     cut_off: Counter,
+    shed: Counter,
     /// Each response's latency, from the read that brought its request.
     pub(crate) latency: Histogram,
 }
@@ -178,6 +185,7 @@ impl Counters {
             Reason::Timeout => &self.timeouts,
             Reason::ServiceError => &self.service_errors,
             Reason::CutOff => &self.cut_off,
+            Reason::Shed => &self.shed,
         };
         counter.add(1);
     }
@@ -192,6 +200,7 @@ impl Counters {
             timeouts: self.timeouts.get(),
             service_errors: self.service_errors.get(),
             cut_off: self.cut_off.get(),
+            shed: self.shed.get(),
         }
     }
 

@@ -16,7 +16,10 @@ const TEXT_FORMAT: &[u8] = b"text/plain; version=0.0.4; charset=utf-8";
 /// - `GET /healthz`: 200 `ok` while the process serves;
 /// - `GET /readyz`: 200 `ready` when the server wants traffic, else 503
 ///   (`starting` before every core listens, `stopping` once a stop has
-///   begun); see [`percore::Readiness`];
+///   begun, `overloaded` when a core's HTTP layer shed requests since the
+///   previous `/readyz`: see
+///   [`Config::shed_queue_delay`](crate::http::Config::shed_queue_delay));
+///   see [`percore::Readiness`];
 ///
 /// anything else 404. `HEAD` works as `GET`.
 #[derive(Debug, Clone)]
@@ -48,7 +51,12 @@ impl Admin {
             "/healthz" => res.send(200, plain, b"ok\n")?,
             "/readyz" => {
                 let readiness = self.metrics.readiness();
-                if readiness.is_ready() {
+                // Asked before the readiness, so that the shed requests
+                // a stop's answer covers are not reported again after it.
+                let overloaded = self.metrics.shed_since_last_check();
+                if readiness.is_ready() && overloaded {
+                    res.send(503, plain, b"overloaded\n")?;
+                } else if readiness.is_ready() {
                     res.send(200, plain, b"ready\n")?;
                 } else if readiness.is_leaving() {
                     res.send(503, plain, b"stopping\n")?;

@@ -201,8 +201,23 @@ pub(super) fn framework(text: &mut Text<'_>, cores: &[StatsSnapshot]) {
             "CPU time the core's thread has used.",
             |s| s.cpu_time.as_secs_f64(),
         ),
+        (
+            "percore_stalls_total",
+            C,
+            "Loop turns that kept the core longer than the stall threshold (each logged once at WARN with a backtrace).",
+            |s| s.stalls as f64,
+        ),
     ];
     per_core(text, &rows, families);
+    let name = "percore_stall_duration_seconds";
+    text.family(
+        name,
+        Kind::Histogram,
+        "How long each ended stall kept its core.",
+    );
+    for (core, s) in &rows {
+        text.histogram(name, &[("core", core)], &s.stall_durations);
+    }
 }
 
 pub(super) fn listeners(text: &mut Text<'_>, server: &StatsReader) {
@@ -272,6 +287,12 @@ pub(super) fn http(text: &mut Text<'_>, cores: &[(String, HttpStats, HistogramSn
             C,
             "Service calls cut off by a stop (503).",
             |s| s.cut_off as f64,
+        ),
+        (
+            "percore_http_shed_total",
+            C,
+            "Requests shed with 503 and Retry-After, the core overloaded.",
+            |s| s.shed as f64,
         ),
     ];
     per_core(text, &rows, families);

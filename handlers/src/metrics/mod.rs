@@ -64,6 +64,8 @@ struct Shared {
     proxy: CoreSlots<ProxyStatsReader>,
     started: Instant,
     started_at: SystemTime,
+    /// The shed requests of every core at the last `/readyz` answer.
+    shed_seen: std::sync::atomic::AtomicU64,
 }
 
 /// One reader per core, by the core's index: sized by the first core to
@@ -111,6 +113,7 @@ impl Metrics {
             proxy: CoreSlots::default(),
             started: Instant::now(),
             started_at: SystemTime::now(),
+            shed_seen: std::sync::atomic::AtomicU64::new(0),
         }))
     }
 
@@ -134,6 +137,18 @@ impl Metrics {
     /// Whether the server wants traffic (`/readyz`).
     pub fn readiness(&self) -> &Readiness {
         &self.0.readiness
+    }
+
+    /// Whether any core's HTTP layer shed requests (see
+    /// [`Config::shed_queue_delay`](crate::http::Config::shed_queue_delay))
+    /// since the last call: what `/readyz` answers `overloaded` for.
+    pub fn shed_since_last_check(&self) -> bool {
+        let shed: u64 = self.0.http.each().map(|(_, r)| r.snapshot().shed).sum();
+        let seen = self
+            .0
+            .shed_seen
+            .swap(shed, std::sync::atomic::Ordering::Relaxed);
+        shed > seen
     }
 
     /// Every metric now, in Prometheus's text format, appended to `out`.

@@ -91,6 +91,9 @@ impl TestServer {
             .cores([cpu])
             .backend(backend)
             .drain_timeout(drain)
+            // As the test kit's builder: no stall reports in tests that
+            // measure memory.
+            .stall_threshold(None)
             .start(move |_core| {
                 let handler = HttpHandler::with_stats(config, &make);
                 *registry.lock().unwrap() = Some(handler.stats_reader());

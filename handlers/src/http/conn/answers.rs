@@ -11,7 +11,8 @@ use super::state::Conn;
 use super::unwind::Panic;
 use crate::http::error::Chain;
 use crate::http::proto::{
-    chars, error_response_kept_if, error_text, reason_phrase, HttpError, ERROR_TEXT_TYPE,
+    chars, error_response_kept_if, error_text, reason_phrase, Framing, HttpError, ResponseHead,
+    ERROR_TEXT_TYPE,
 };
 use crate::http::request::Request;
 use crate::http::response::{effective_status, Response, Streaming};
@@ -89,6 +90,29 @@ impl<S: Service> Conn<'_, S> {
                 error_response_kept_if(out, e.status, content_type, body, head_only, d, kept);
             })
         });
+    }
+
+    /// A request shed because the core is overloaded (see
+    /// `Config::shed_queue_delay`): 503 with `Retry-After: 1`, and the
+    /// connection closes after it (its body, if any, is not read).
+    pub(super) fn answer_overloaded(&self, head_only: bool) {
+        const BODY: &[u8] = b"Service Unavailable: the server is overloaded\n";
+        self.layer.date.with(|d| {
+            self.wire.with_out(|out| {
+                let head = ResponseHead {
+                    content_type: Some(ERROR_TEXT_TYPE.as_bytes()),
+                    keep_alive: false,
+                    extra: &[("Retry-After", b"1")],
+                    ..ResponseHead::new(503, Framing::Length(BODY.len() as u64))
+                };
+                let encoded = head.encode(d, out);
+                debug_assert!(encoded.is_ok(), "a fixed head with valid fields encodes");
+                if !head_only {
+                    out.extend_from_slice(BODY);
+                }
+            })
+        });
+        self.sent(None, 503, Some(Reason::Shed));
     }
 
     /// Counts a response the layer put in the output (and why it answered

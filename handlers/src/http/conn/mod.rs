@@ -172,6 +172,12 @@ fn serve_turn<'a, S: Service>(
                 spilled = Some(max_body);
                 continue;
             }
+            if let Some(bound) = config.shed_queue_delay {
+                if overloaded(bound) {
+                    conn.answer_overloaded(head.method == "HEAD");
+                    return Ended::Turn(Next::Close);
+                }
+            }
             let head_len = head.head_len;
             // Lent for the exchange, as the header slots are; declared before
             // the request and response that borrow them, so given back after.
@@ -234,6 +240,16 @@ fn serve_turn<'a, S: Service>(
             }
         }
     }
+}
+
+/// Whether the core is too far behind to take a new request: its last
+/// loop turn ran longer than `bound`. The first call on a core makes its
+/// turns measure themselves (a cell set again on each call: cheaper than
+/// asking whether it was).
+#[inline]
+fn overloaded(bound: std::time::Duration) -> bool {
+    percore::track_queue_delay();
+    percore::queue_delay() > bound
 }
 
 /// How a turn ended: the connection goes on as [`Next`] says, or is over

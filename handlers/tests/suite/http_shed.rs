@@ -1,0 +1,123 @@
+//! FAULTS N2: overload shed early. With `Config::shed_queue_delay` set, a
+//! core whose loop turns run long answers new requests 503 with
+//! `Retry-After` without calling the service; every request still gets
+//! an answer, 200 or 503, and the counts add up.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use percore::net::Endpoint;
+use percore::Readiness;
+use percore_handlers::http::{Config, HttpHandler, Request, Response, Service};
+use percore_handlers::metrics::{Admin, Metrics};
+use percore_test_kit::http::*;
+use percore_test_kit::*;
+
+/// Blocks its core a little per request, so that requests arriving
+/// meanwhile wait: a turn that serves one runs longer than the bound.
+struct Slow {
+    calls: Arc<AtomicU64>,
+}
+
+impl Service for Slow {
+    async fn call(&self, _req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(3));
+        res.send(200, None, b"ok")?;
+        Ok(())
+    }
+}
+
+const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+
+/// `clients` threads each send `rounds` requests, one per connection;
+/// returns how many were answered 200 and how many 503.
+fn load(addr: std::net::SocketAddr, clients: usize, rounds: usize) -> (u64, u64) {
+    let threads: Vec<_> = (0..clients)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let (mut ok, mut shed) = (0u64, 0u64);
+                for _ in 0..rounds {
+                    let resp = one(addr, GET);
+                    match resp.status {
+                        200 => ok += 1,
+                        503 => {
+                            assert_eq!(resp.header("retry-after"), Some("1"), "{resp:?}");
+                            assert!(resp.closes(), "{resp:?}");
+                            shed += 1;
+                        }
+                        other => panic!("unexpected status {other}: {resp:?}"),
+                    }
+                }
+                (ok, shed)
+            })
+        })
+        .collect();
+    threads.into_iter().fold((0, 0), |(ok, shed), t| {
+        let (o, s) = t.join().expect("client thread");
+        (ok + o, shed + s)
+    })
+}
+
+backend_tests! {
+    parallel;
+    /// Eight clients, 25 requests each, against a bound of 1 ms: some are
+    /// shed (503, `Retry-After`, close), the rest served, none lost; the
+    /// service saw only the served ones, the counter the shed ones, and
+    /// `/readyz` says `overloaded` once, then `ready` again.
+    fn an_overloaded_core_sheds_with_503(backend) {
+        let calls = Arc::new(AtomicU64::new(0));
+        let mut config = Config::default();
+        config.shed_queue_delay = Some(Duration::from_millis(1));
+        let readiness = Readiness::new();
+        let metrics = Metrics::new(readiness.clone());
+        let (made, registry, admin) = (calls.clone(), metrics.clone(), metrics.clone());
+        let server = builder(backend)
+            .readiness(readiness)
+            .add_listener(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), move |_core| {
+                HttpHandler::new(Admin::new(admin.clone()))
+            })
+            .start(move |core| {
+                let handler = HttpHandler::with_config(Slow { calls: made.clone() }, config);
+                registry.register_http(core, handler.stats_reader());
+                handler
+            })
+            .expect("start");
+        let Endpoint::Tcp(admin) = server.listeners()[1].addr.clone() else {
+            panic!("the admin listener is TCP")
+        };
+        let (ok, shed) = load(server.local_addr(), 8, 25);
+        assert_eq!(ok + shed, 200, "every request answered");
+        assert!(shed > 0, "some requests shed ({ok} served)");
+        assert!(ok > 0, "some requests served ({shed} shed)");
+        assert_eq!(calls.load(Ordering::Relaxed), ok, "a shed request never reaches the service");
+        let scrape = one(admin, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        let text = String::from_utf8_lossy(&scrape.body);
+        let line = format!("percore_http_shed_total{{core=\"{}\"}} {shed}\n", server.stats()[0].cpu);
+        assert!(text.contains(&line), "no {line:?} in:\n{text}");
+        let ready = |expect: &str| {
+            let resp = one(admin, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+            assert_eq!(String::from_utf8_lossy(&resp.body), expect, "{resp:?}");
+            resp.status
+        };
+        assert_eq!(ready("overloaded\n"), 503);
+        assert_eq!(ready("ready\n"), 200);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// Off by default: the same load is served whole, however slowly.
+    fn no_shedding_by_default(backend) {
+        let calls = Arc::new(AtomicU64::new(0));
+        let made = calls.clone();
+        let handler = move |_: &percore::CoreContext| HttpHandler::new(Slow { calls: made.clone() });
+        let server = builder(backend).start(handler).expect("start");
+        let (ok, shed) = load(server.local_addr(), 4, 10);
+        assert_eq!((ok, shed), (40, 0));
+        assert_eq!(calls.load(Ordering::Relaxed), 40);
+        server.shutdown();
+        server.join().expect("join");
+    }
+}
