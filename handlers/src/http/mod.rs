@@ -171,6 +171,8 @@ mod config;
 mod conn;
 mod date;
 mod echo;
+#[cfg(feature = "h2")]
+mod h2;
 mod handler;
 #[cfg(feature = "http")]
 mod interop;

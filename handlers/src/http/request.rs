@@ -31,12 +31,45 @@ use super::Config;
 /// still waiting for permission.
 pub struct Request<'r> {
     head: RequestHead<'r, 'r>,
-    pub(crate) body: BodyReader<'r>,
+    pub(crate) body: Body<'r>,
+}
+
+/// Where a request's body comes from: the HTTP/1 wire, or an HTTP/2
+/// stream. The connection loops reach their own kind through
+/// [`Body::h1`] and the HTTP/2 stream's task.
+pub(crate) enum Body<'r> {
+    H1(BodyReader<'r>),
+    #[cfg(feature = "h2")]
+    H2(&'r mut super::h2::StreamBody),
+}
+
+impl<'r> Body<'r> {
+    /// The HTTP/1 reader. Only the HTTP/1 loop, which made it, asks.
+    #[inline(always)]
+    pub(crate) fn h1(&mut self) -> &mut BodyReader<'r> {
+        match self {
+            Body::H1(reader) => reader,
+            #[cfg(feature = "h2")]
+            Body::H2(_) => unreachable!("the HTTP/1 loop serves HTTP/1 requests only"),
+        }
+    }
 }
 
 impl<'r> Request<'r> {
     pub(crate) fn new(head: RequestHead<'r, 'r>, body: BodyReader<'r>) -> Self {
-        Self { head, body }
+        Self {
+            head,
+            body: Body::H1(body),
+        }
+    }
+
+    /// A request of an HTTP/2 stream.
+    #[cfg(feature = "h2")]
+    pub(crate) fn new_h2(head: RequestHead<'r, 'r>, body: &'r mut super::h2::StreamBody) -> Self {
+        Self {
+            head,
+            body: Body::H2(body),
+        }
     }
 
     /// The method token, e.g. `GET` (case-sensitive).
@@ -64,7 +97,8 @@ impl<'r> Request<'r> {
         self.head.query()
     }
 
-    /// The minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
+    /// The minor version, 0 for HTTP/1.0 and 1 for HTTP/1.1; or 2 for a
+    /// request of an HTTP/2 stream.
     pub fn version(&self) -> u8 {
         self.head.version
     }
@@ -123,7 +157,11 @@ impl<'r> Request<'r> {
     ///
     /// When the socket is no longer connected.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.body.wire.conn.peer_addr()
+        match &self.body {
+            Body::H1(reader) => reader.wire.conn.peer_addr(),
+            #[cfg(feature = "h2")]
+            Body::H2(body) => body.peer_addr(),
+        }
     }
 
     /// The rest of the body, read to its end. Empty when there is none.
@@ -140,7 +178,11 @@ impl<'r> Request<'r> {
     /// Return the error from the service: the server answers with the
     /// right status itself, whatever the service wrote, and closes.
     pub async fn body(&mut self) -> io::Result<&[u8]> {
-        self.body.collect().await
+        match &mut self.body {
+            Body::H1(reader) => reader.collect().await,
+            #[cfg(feature = "h2")]
+            Body::H2(body) => body.collect().await,
+        }
     }
 
     /// The next piece of the body as it arrives, or `None` at its end.
@@ -152,7 +194,11 @@ impl<'r> Request<'r> {
     ///
     /// As [`body`](Self::body).
     pub async fn chunk(&mut self) -> io::Result<Option<&[u8]>> {
-        self.body.chunk().await
+        match &mut self.body {
+            Body::H1(reader) => reader.chunk().await,
+            #[cfg(feature = "h2")]
+            Body::H2(body) => body.chunk().await,
+        }
     }
 }
 
@@ -569,7 +615,7 @@ impl<'r> BodyReader<'r> {
     }
 }
 
-fn failure_error(f: Failure) -> io::Error {
+pub(crate) fn failure_error(f: Failure) -> io::Error {
     match f {
         Failure::Refused(e) if e.status == 408 => io::Error::new(io::ErrorKind::TimedOut, e),
         Failure::Refused(e) => io::Error::new(io::ErrorKind::InvalidData, e),

@@ -266,7 +266,7 @@ impl<S: Service> Conn<'_, S> {
 /// The error answer to a service's error: the `HttpError` it wraps, if it
 /// has an error status (4xx or 5xx), else a 500. One place, so that the
 /// answer, its log line and whether the connection may be kept agree.
-pub(super) fn service_error(e: &io::Error) -> HttpError {
+pub(crate) fn service_error(e: &io::Error) -> HttpError {
     HttpError::of(e)
         .filter(|e| (400..=599).contains(&e.status))
         .unwrap_or(HttpError::internal())
