@@ -119,6 +119,11 @@ fn curl_get(args: &[&str], url: &str) -> Option<Got> {
     all.push(url);
     let out = curl(&all)?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "curl {all:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (body, tail) = text.rsplit_once('\n').expect("curl's write-out line");
     let (status, version) = tail.split_once(' ').expect("status and version");
     Some(Got {

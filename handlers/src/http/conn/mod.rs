@@ -108,14 +108,6 @@ pub(super) fn serve<S: Service>(
                 Read::Close => break None,
                 Read::End(result) => break Some(result),
             };
-            // A clear-text client with prior knowledge of HTTP/2 begins
-            // with its preface, before any HTTP/1 request.
-            #[cfg(feature = "h2")]
-            if state.served == 0 && super::h2::is_preface(turn.rest()) {
-                let read = turn.rest().to_vec();
-                drop(turn);
-                break Some(super::h2::serve(conn.layer, &conn.wire.conn, read, &conn.stop).await);
-            }
 
             // The requests of this read, served by a future of their own in a
             // pooled allocation that owns the turn: an idle connection's
@@ -149,6 +141,17 @@ fn serve_turn<'a, S: Service>(
         // The body limit of a request whose bytes were just spilled: its head
         // is parsed again, but the service is not asked twice.
         let mut spilled: Option<u64> = None;
+        // A clear-text client with prior knowledge of HTTP/2 begins with
+        // its preface, before any HTTP/1 request. Checked here, in the
+        // turn's pooled future, so an idle connection's holds no room
+        // for the handover.
+        #[cfg(feature = "h2")]
+        if state.served == 0 && super::h2::is_preface(turn.rest()) {
+            let read = turn.rest().to_vec();
+            drop(turn);
+            let http2 = super::h2::serve(layer, &conn.wire.conn, read, &conn.stop);
+            return Ended::Connection(http2.await);
+        }
         loop {
             let bytes = turn.rest();
             if bytes.is_empty() {

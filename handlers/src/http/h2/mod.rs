@@ -63,6 +63,10 @@ pub(crate) fn chosen_by_alpn(conn: &Stream) -> bool {
     conn.is_tls() && conn.tls_alpn().as_deref() == Some(b"h2")
 }
 
+/// A connection's HTTP/2 loop, boxed: the HTTP/1 loop that hands over to
+/// it keeps only room for the box.
+pub(crate) type Boxed<'a> = Pin<Box<dyn Future<Output = stdio::Result<()>> + 'a>>;
+
 /// Serves HTTP/2 on a connection that chose it by ALPN.
 pub(crate) async fn serve_alpn<S: Service>(layer: &Layer<S>, conn: Stream) -> stdio::Result<()> {
     let stop = layer.stop.register();
@@ -78,7 +82,7 @@ pub(crate) fn serve<'a, S: Service>(
     conn: &'a Stream,
     read: Vec<u8>,
     stop: &'a StopSlot,
-) -> Pin<Box<dyn Future<Output = stdio::Result<()>> + 'a>> {
+) -> Boxed<'a> {
     Box::pin(serve_connection(layer, conn, read, stop))
 }
 

@@ -48,6 +48,8 @@ pub(super) async fn serve<S: Service>(
         started,
     };
     let mut out = StreamOut::new(respond);
+    let config = &layer.config;
+    let mut body = StreamBody::new(recv, config.limits.max_body, peer, config.body_timeout);
     let mut fields = Vec::with_capacity(parts.headers.len() + 1);
     // `:authority` stands for `Host` (RFC 9113 §8.3.1): services read
     // `Host` on either version.
@@ -72,18 +74,20 @@ pub(super) async fn serve<S: Service>(
     };
     if fields.len() > layer.config.limits.max_headers {
         let e = HttpError::new(431, "too many header fields");
-        return answer.refuse(&mut out, &e).await;
+        answer.refuse(&mut out, &e).await;
+        return body.drain(config.linger_timeout).await;
     }
     let length = match parts.headers.get(CONTENT_LENGTH).map(content_length) {
         None => None,
         Some(Some(n)) => Some(n),
         Some(None) => {
             let e = HttpError::new(400, "invalid Content-Length");
-            return answer.refuse(&mut out, &e).await;
+            answer.refuse(&mut out, &e).await;
+            return body.drain(config.linger_timeout).await;
         }
     };
     let kind = match length {
-        _ if recv.is_end_stream() => BodyKind::None,
+        _ if body.recv.is_end_stream() => BodyKind::None,
         Some(n) => BodyKind::Length(n),
         // HTTP/2 frames the body: its length is known at its end.
         None => BodyKind::Chunked,
@@ -99,16 +103,17 @@ pub(super) async fn serve<S: Service>(
         content_type: parts.headers.get(CONTENT_TYPE).map(HeaderValue::as_bytes),
         headers: &fields,
     };
-    let configured = layer.config.limits.max_body;
+    let configured = config.limits.max_body;
     let max_body = match kind {
         BodyKind::None | BodyKind::Length(0) => configured,
         _ => layer.service.body_limit(&head, configured),
     };
     if matches!(kind, BodyKind::Length(n) if n > max_body) {
         let e = HttpError::too_large("Content-Length over limit");
-        return answer.refuse(&mut out, &e).await;
+        answer.refuse(&mut out, &e).await;
+        return body.drain(config.linger_timeout).await;
     }
-    let mut body = StreamBody::new(recv, max_body, peer, layer.config.body_timeout);
+    body.limit = max_body;
     let (mut res_headers, mut res_body) = (Vec::new(), Vec::new());
     let mut req = Request::new_h2(head, &mut body);
     let mut res = Response::new_h2(
@@ -135,10 +140,8 @@ pub(super) async fn serve<S: Service>(
             Err(HttpError::internal().into())
         }
     };
-    let failure = match &req.body {
-        crate::http::request::Body::H2(body) => body.failure.clone(),
-        crate::http::request::Body::H1(_) => None,
-    };
+    drop(req);
+    let failure = body.failure.clone();
     let failed = match (failure, result) {
         (Some(Failure::Gone), _) => {
             answer.client_left();
@@ -172,6 +175,7 @@ pub(super) async fn serve<S: Service>(
             answer.error(&mut out, &e, reason).await;
         }
     }
+    body.drain(config.linger_timeout).await;
 }
 
 /// A `Content-Length` value: decimal digits only.
@@ -254,6 +258,9 @@ impl<S: Service> Answer<'_, S> {
     }
 }
 
+/// The most of a request body read and dropped after its answer.
+const DRAIN_MAX: u64 = 1024 * 1024;
+
 /// The body of one stream's request, as the service reads it: each DATA
 /// frame as it comes, its flow-control window given back at once, so a
 /// client sends at most a window's worth ahead of the service.
@@ -334,6 +341,26 @@ impl StreamBody {
                     self.current = data;
                     return Ok(Some(&self.current));
                 }
+            }
+        }
+    }
+
+    /// Reads and drops what the client still sends of a body the
+    /// answer went out before (a refusal, a service that did not read it),
+    /// for a while and up to a bound: ended unread, the stream would be
+    /// reset, and some clients take that reset for a failed exchange,
+    /// answer and all.
+    async fn drain(&mut self, linger: std::time::Duration) {
+        if self.failure == Some(Failure::Gone) || self.recv.is_end_stream() {
+            return;
+        }
+        let until = after(percore::time::now(), linger);
+        let mut left = DRAIN_MAX;
+        while let Ok(Some(Ok(data))) = percore::time::timeout_at(until, self.recv.data()).await {
+            let _ = self.recv.flow_control().release_capacity(data.len());
+            left = left.saturating_sub(data.len() as u64);
+            if left == 0 {
+                return;
             }
         }
     }
