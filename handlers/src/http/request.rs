@@ -36,7 +36,9 @@ pub struct Request<'r> {
 
 /// Where a request's body comes from: the HTTP/1 wire, or an HTTP/2
 /// stream. The connection loops reach their own kind through
-/// [`Body::h1`] and the HTTP/2 stream's task.
+/// [`Body::h1`] and the HTTP/2 stream's task. Not boxed: the HTTP/1
+/// reader is the common case, and lives in the exchange's pooled future.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Body<'r> {
     H1(BodyReader<'r>),
     #[cfg(feature = "h2")]

@@ -162,7 +162,7 @@ pub(super) async fn serve<S: Service>(
         },
         Some((e, reason)) if res.head_sent() => {
             // Only a reset tells the client its response is incomplete.
-            drop(res);
+            // (`res` is done with `out` here.)
             out.reset();
             answer.sent(
                 e.status,
@@ -171,7 +171,6 @@ pub(super) async fn serve<S: Service>(
             );
         }
         Some((e, reason)) => {
-            drop(res);
             answer.error(&mut out, &e, reason).await;
         }
     }
