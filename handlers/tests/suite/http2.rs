@@ -275,6 +275,54 @@ backend_tests! {
         let _ = router_answers("--http2-prior-knowledge", &base, &[]);
     }
 
+    /// curl's `--http2` in clear text asks for `Upgrade: h2c`, which is not
+    /// taken (RFC 9113 dropped it): it is served HTTP/1.1.
+    fn an_upgrade_to_h2c_is_served_h1(backend) {
+        let server = TestServer::start(backend, Config::default(), routes);
+        let url = format!("http://{}/users/5", server.addr);
+        if let Some(got) = curl_get(&["--http2"], &url) {
+            assert_eq!((got.status, got.version.as_str(), got.body.as_str()), (200, "1.1", "user 5 v1\n"));
+        }
+    }
+
+    /// A body that grows past the route's limit, with no `Content-Length`
+    /// to refuse it by, is answered 413 as it is read.
+    fn a_streamed_body_over_the_limit_is_413(backend) {
+        let server = TestServer::start(backend, Config::default(), routes);
+        let mut s = raw_h2(server.addr);
+        let mut block = vec![0x83, 0x86]; // :method POST, :scheme http
+        block.extend_from_slice(&[0x04, 6]);
+        block.extend_from_slice(b"/small");
+        block.extend_from_slice(&[0x01, 0x09]);
+        block.extend_from_slice(b"localhost");
+        let mut request = frame(HEADERS, 0x4, 1, &block);
+        request.extend(frame(0, 0, 1, b"0123456789"));
+        request.extend(frame(0, 1, 1, b"abcdef"));
+        // And a GOAWAY of the client's own, so that the server closes
+        // once it has answered.
+        request.extend(frame(GOAWAY, 0, 0, &[0, 0, 0, 1, 0, 0, 0, 0]));
+        s.write_all(&request).expect("request");
+        let frames = frames_until_close(&mut s);
+        let body: Vec<u8> = frames
+            .iter()
+            .filter(|f| f.0 == 0 && f.2 == 1)
+            .flat_map(|f| f.3.clone())
+            .collect();
+        let body = String::from_utf8_lossy(&body);
+        assert_eq!(body, "Content Too Large: request body over limit\n", "{frames:?}");
+    }
+
+    /// A connection with no stream open gets GOAWAY at the idle timeout,
+    /// and is closed.
+    fn an_idle_connection_gets_goaway(backend) {
+        let server = TestServer::start(backend, short_config(), routes);
+        let mut s = raw_h2(server.addr);
+        s.write_all(&get_frame(1, "/users/1")).expect("request");
+        let frames = frames_until_close(&mut s);
+        assert!(frames.iter().any(|f| f.0 == HEADERS && f.2 == 1), "{frames:?}");
+        assert!(frames.iter().any(|f| f.0 == GOAWAY), "{frames:?}");
+    }
+
     /// Over TLS, ALPN `h2` chooses HTTP/2 and `http/1.1` is kept; a
     /// server that offers `http/1.1` alone (the default) is never spoken
     /// to in HTTP/2.

@@ -113,7 +113,7 @@ async fn serve_connection<S: Service>(
     let mut streams = FuturesUnordered::new();
     let mut stopping = false;
     // Reset as the last stream ends: the idle timeout runs while the
-    // connection has none.
+    // connection has none, and bounds the wait for its end after GOAWAY.
     let mut idle = Box::pin(percore::time::sleep(config.idle_timeout));
     let mut busy = false;
     let served = poll_fn(|cx| loop {
@@ -123,14 +123,27 @@ async fn serve_connection<S: Service>(
             idle.as_mut()
                 .reset(percore::time::now() + config.idle_timeout);
         }
-        if !stopping {
-            let idle_out = !busy && idle.as_mut().poll(cx).is_ready();
-            if idle_out || stop.poll_stopped(cx) {
-                // GOAWAY: no new streams; those begun are served, until
-                // the server's drain deadline ends the connection's task.
-                h2.graceful_shutdown();
-                stopping = true;
+        if !busy && idle.as_mut().poll(cx).is_ready() {
+            if stopping {
+                // A client that neither opens streams nor ends the
+                // connection an idle period after its GOAWAY (it never
+                // acknowledged the PING that completes the shutdown).
+                return Poll::Ready(Ok(()));
             }
+            h2.graceful_shutdown();
+            stopping = true;
+            idle.as_mut()
+                .reset(percore::time::now() + config.idle_timeout);
+            continue;
+        }
+        if !stopping && stop.poll_stopped(cx) {
+            // GOAWAY: no new streams; those begun are served, until the
+            // server's drain deadline ends the connection's task.
+            h2.graceful_shutdown();
+            stopping = true;
+            idle.as_mut()
+                .reset(percore::time::now() + config.idle_timeout);
+            continue;
         }
         match h2.poll_accept(cx) {
             Poll::Ready(Some(Ok((request, respond)))) => {
