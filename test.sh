@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, as CI does. As root it first installs
-# what the tests use (curl, h2load, nginx, wrk, strace, iproute2, openssl, python3,
-# prometheus with promtool, haproxy, postgresql), and a test that
+# what the tests use (curl, h2load, nginx, wrk, strace, iproute2, openssl,
+# python3, prometheus with promtool, haproxy, postgresql), and a test that
 # finds one of those missing then fails instead of skipping; as another
 # user it says what is missing, and those tests skip with the reason.
 #
@@ -22,6 +22,6 @@ else
             echo "test.sh: ${spec%%:*} is not installed (not root: not installing it); the tests that need it skip"
     done
 fi
-# The HTTP layer's optional parts (JSON, the `http` crate), hyper on
+# The HTTP layer's optional parts (JSON, the `http` crate, HTTP/2), hyper on
 # percore and the cookbook's PostgreSQL recipe are tested too.
 exec cargo test --workspace --features percore-handlers/json,percore-handlers/http,percore-handlers/h2,percore-tokio/hyper,percore-examples/axum,percore-examples/postgres "$@"
