@@ -105,15 +105,28 @@ impl AsyncWrite for Io<'_> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
+    }
+
+    /// All of `bufs` in one send: `h2` writes a frame as its head and its
+    /// payload, which would otherwise be a send each.
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         ready!(this.poll_flight(cx))?;
         let mut out = std::mem::take(&mut this.spare);
         out.clear();
-        out.extend_from_slice(buf);
+        for buf in bufs {
+            out.extend_from_slice(buf);
+        }
+        let len = out.len();
         let stream = this.stream;
         let mut flight: Flight<'_> = Box::pin(stream.write_all(out));
         // The first poll starts the send: on epoll it is the syscall, and
-        // a frame that fits the socket's buffer is done here.
+        // frames that fit the socket's buffer are done here.
         match flight.as_mut().poll(cx) {
             Poll::Ready((res, out)) => {
                 this.spare = out;
@@ -121,7 +134,11 @@ impl AsyncWrite for Io<'_> {
             }
             Poll::Pending => this.write = Some(flight),
         }
-        Poll::Ready(Ok(buf.len()))
+        Poll::Ready(Ok(len))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

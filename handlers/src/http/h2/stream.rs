@@ -155,6 +155,11 @@ pub(super) async fn serve<S: Service>(
         }
         (None, Ok(())) => None,
     };
+    if res.client_gone() {
+        // The client reset the stream or left: nothing more reaches it.
+        answer.client_left();
+        return;
+    }
     match failed {
         None => match res.finish_h2().await {
             Ok(status) => answer.sent(status, None, Ending::Whole),

@@ -114,6 +114,12 @@ impl<'r> Response<'r> {
         Ok(status)
     }
 
+    /// Whether the client reset the stream or left, so that nothing more
+    /// reaches it.
+    pub(crate) fn client_gone(&self) -> bool {
+        self.sink.write_failed()
+    }
+
     /// Whether the head went out, after which an error can only reset
     /// the stream.
     pub(crate) fn head_sent(&self) -> bool {
