@@ -2,8 +2,8 @@
 //! parameter, a JSON echo, `HEAD`, 404, 405, 413) with curl in clear text
 //! (prior knowledge) and over TLS (ALPN `h2`, and `http/1.1` still);
 //! streams of one connection served together; h2load without errors; the
-//! stop's GOAWAY with the stream in flight served; and a rapid-reset
-//! flood cut off while another client is served. (Features `h2` and
+//! stop's GOAWAY with the stream in flight served; and the rapid-reset
+//! and CONTINUATION floods cut off while another client is served. (Features `h2` and
 //! `json`, which `./test.sh` enables.)
 #![cfg(all(feature = "h2", feature = "json"))]
 
@@ -252,7 +252,16 @@ fn raw_h2(addr: SocketAddr) -> TcpStream {
 /// Frames read until the peer closes: (type, flags, stream, payload).
 fn frames_until_close(s: &mut TcpStream) -> Vec<(u8, u8, u32, Vec<u8>)> {
     let mut all = Vec::new();
-    let _ = s.read_to_end(&mut all);
+    // A reset ends it as a close does; a minute of silence is a hang.
+    if let Err(e) = s.read_to_end(&mut all) {
+        assert!(
+            !matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ),
+            "the server neither answered nor closed: {e}"
+        );
+    }
     let mut frames = Vec::new();
     let mut at = 0;
     while at + 9 <= all.len() {
@@ -409,17 +418,19 @@ backend_tests! {
     }
 
     /// Rapid reset (CVE-2023-44487): a client that opens and resets
-    /// streams in a burst gets GOAWAY `ENHANCE_YOUR_CALM` and is cut off,
-    /// while another client is served.
+    /// 10,000 streams in a burst gets GOAWAY `ENHANCE_YOUR_CALM` and is
+    /// cut off, while another client, during the burst, is served.
     fn rapid_reset_is_cut_off(backend) {
         let server = TestServer::start(backend, Config::default(), routes);
+        let url = format!("http://{}/users/2", server.addr);
         let mut s = raw_h2(server.addr);
         let mut burst = Vec::new();
-        for i in 0..1000u32 {
+        for i in 0..10_000u32 {
             let id = 2 * i + 1;
             burst.extend(get_frame(id, "/users/1"));
             burst.extend(frame(RST_STREAM, 0, id, &8u32.to_be_bytes()));
         }
+        let other = std::thread::spawn(move || curl_get(&["--http2-prior-knowledge"], &url));
         // The server may cut the connection while the burst is sent.
         let _ = s.write_all(&burst);
         let frames = frames_until_close(&mut s);
@@ -428,9 +439,41 @@ backend_tests! {
         });
         let code = u32::from_be_bytes(goaway.3[4..8].try_into().expect("error code"));
         assert_eq!(code, ENHANCE_YOUR_CALM);
-        let url = format!("http://{}/users/2", server.addr);
-        if let Some(got) = curl_get(&["--http2-prior-knowledge"], &url) {
+        if let Some(got) = other.join().expect("the other client") {
             assert_eq!((got.status, got.body.as_str()), (200, "user 2 v2\n"));
+        }
+    }
+
+    /// CONTINUATION flood (CVE-2024-27316): a header block that never
+    /// ends is refused at the header-list limit, the connection closed,
+    /// and no request of it reaches the service; another client is
+    /// served.
+    fn a_continuation_flood_is_refused(backend) {
+        let server = TestServer::start(backend, Config::default(), routes);
+        let mut s = raw_h2(server.addr);
+        // HEADERS without END_HEADERS, then CONTINUATIONs of 1 KiB
+        // fields, without end: 4 MiB in all.
+        let mut flood = frame(HEADERS, 0x1, 1, &[0x82, 0x86, 0x84, 0x01, 0x09]);
+        flood.extend_from_slice(b"localhost");
+        let first = flood.len() - 9;
+        flood[..3].copy_from_slice(&(first as u32).to_be_bytes()[1..]);
+        let mut field = vec![0x00, 0x03];
+        field.extend_from_slice(b"x-a");
+        field.extend_from_slice(&[0x7f, 0x81, 0x07]); // a 1,024-byte value
+        field.extend(std::iter::repeat_n(b'v', 1024));
+        for _ in 0..4096 {
+            flood.extend(frame(9, 0, 1, &field));
+        }
+        let _ = s.write_all(&flood);
+        let frames = frames_until_close(&mut s);
+        assert!(
+            !frames.iter().any(|f| f.0 == HEADERS && f.2 == 1 && f.3.first() == Some(&0x88)),
+            "served: {frames:?}"
+        );
+        assert!(frames.iter().any(|f| f.0 == GOAWAY), "no GOAWAY in {frames:?}");
+        let url = format!("http://{}/users/3", server.addr);
+        if let Some(got) = curl_get(&["--http2-prior-knowledge"], &url) {
+            assert_eq!((got.status, got.body.as_str()), (200, "user 3 v2\n"));
         }
     }
 }
