@@ -184,6 +184,7 @@ mod config;
 mod conn;
 mod date;
 mod echo;
+mod failure;
 #[cfg(feature = "h2")]
 mod h2;
 mod handler;

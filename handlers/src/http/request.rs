@@ -10,6 +10,7 @@ use std::time::Instant;
 use percore::buf::RecvBuf;
 use percore::future::{select, Either};
 
+pub(crate) use super::failure::{failure_error, Failure};
 use super::proto::{BodyDecoder, BodyKind, Header, HttpError, Limits, RequestHead, CONTINUE_100};
 use super::wire::{after, StopSlot, Waited, Wire};
 use super::Config;
@@ -213,17 +214,6 @@ impl std::fmt::Debug for Request<'_> {
             .field("body", &self.head.body)
             .finish_non_exhaustive()
     }
-}
-
-/// Why a body could not be read. Recorded by the reader, so the connection
-/// loop answers correctly whatever the service did with the error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Failure {
-    /// Answer with this error (400, 408, 413, 431), then close.
-    Refused(HttpError),
-    /// The peer went away (end of stream, reset, write failure): close
-    /// without answering.
-    Gone,
 }
 
 /// Where a run of body bytes lies.
@@ -614,16 +604,5 @@ impl<'r> BodyReader<'r> {
             failure: self.failure.clone(),
             abandoned,
         }
-    }
-}
-
-pub(crate) fn failure_error(f: Failure) -> io::Error {
-    match f {
-        Failure::Refused(e) if e.status == 408 => io::Error::new(io::ErrorKind::TimedOut, e),
-        Failure::Refused(e) => io::Error::new(io::ErrorKind::InvalidData, e),
-        Failure::Gone => io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "connection closed before the end of the request body",
-        ),
     }
 }

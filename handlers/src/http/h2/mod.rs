@@ -13,7 +13,9 @@
 //! knowledge, `h2c`), which the HTTP/1 loop sees in its first read and
 //! hands over with the bytes it read ([`is_preface`]).
 
+mod body;
 mod io;
+mod out;
 mod stream;
 
 use std::future::{poll_fn, Future};
@@ -27,8 +29,9 @@ use percore::net::Stream;
 use super::layer::Layer;
 use super::service::Service;
 use super::wire::StopSlot;
+pub(crate) use body::StreamBody;
 use io::Io;
-pub(crate) use stream::{StreamBody, StreamOut};
+pub(crate) use out::StreamOut;
 
 /// The client's connection preface (RFC 9113 §3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
