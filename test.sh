@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, as CI does. As root it first installs
-# what the tests use (curl, nginx, wrk, strace, iproute2, openssl, python3,
-# prometheus with promtool, haproxy, postgresql), and a test that
+# what the tests use (curl, h2load, nginx, wrk, strace, iproute2, openssl,
+# python3, prometheus with promtool, haproxy, postgresql), and a test that
 # finds one of those missing then fails instead of skipping; as another
 # user it says what is missing, and those tests skip with the reason.
 #
@@ -12,16 +12,16 @@ cd "$(dirname "$0")"
 . .ci/tools.sh
 
 # PostgreSQL's binaries are not on PATH: its package's pg_ctlcluster is.
-tools=(curl nginx:nginx wrk strace ip:iproute2 openssl python3 prometheus promtool:prometheus haproxy pg_ctlcluster:postgresql)
+tools=(curl h2load:nghttp2-client nginx:nginx wrk strace ip:iproute2 openssl python3 prometheus promtool:prometheus haproxy pg_ctlcluster:postgresql)
 if [ "$(id -u)" -eq 0 ]; then
     need_tools "${tools[@]}"
-    export PERCORE_TEST_TOOLS=curl,nginx,wrk,openssl,python3,prometheus,promtool,haproxy,postgresql
+    export PERCORE_TEST_TOOLS=curl,h2load,nginx,wrk,openssl,python3,prometheus,promtool,haproxy,postgresql
 else
     for spec in "${tools[@]}"; do
         command -v "${spec%%:*}" >/dev/null 2>&1 ||
             echo "test.sh: ${spec%%:*} is not installed (not root: not installing it); the tests that need it skip"
     done
 fi
-# The HTTP layer's optional parts (JSON, the `http` crate), hyper on
+# The HTTP layer's optional parts (JSON, the `http` crate, HTTP/2), hyper on
 # percore and the cookbook's PostgreSQL recipe are tested too.
-exec cargo test --workspace --features percore-handlers/json,percore-handlers/http,percore-tokio/hyper,percore-examples/axum,percore-examples/postgres "$@"
+exec cargo test --workspace --features percore-handlers/json,percore-handlers/http,percore-handlers/h2,percore-tokio/hyper,percore-examples/axum,percore-examples/postgres "$@"

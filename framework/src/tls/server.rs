@@ -13,7 +13,8 @@ use rustls::sign::CertifiedKey;
 use super::{certificates, invalid, private_key, roots};
 
 /// A server's TLS configuration, built from PEM files: TLS 1.2 and 1.3
-/// (older versions are refused), ALPN `http/1.1`, and session tickets.
+/// (older versions are refused), ALPN `http/1.1` (or the protocols of
+/// [`alpn`](Self::alpn)), and session tickets.
 ///
 /// # Examples
 ///
@@ -34,6 +35,7 @@ pub struct ServerTls {
     default: (PathBuf, PathBuf),
     names: Vec<(String, PathBuf, PathBuf)>,
     client_ca: Option<PathBuf>,
+    alpn: Vec<Vec<u8>>,
 }
 
 impl ServerTls {
@@ -44,6 +46,7 @@ impl ServerTls {
             default: (cert_chain.to_path_buf(), key.to_path_buf()),
             names: Vec::new(),
             client_ca: None,
+            alpn: vec![b"http/1.1".to_vec()],
         }
     }
 
@@ -61,6 +64,17 @@ impl ServerTls {
     /// `ca_file` (PEM), and refuses the handshake of one that has none.
     pub fn client_ca(mut self, ca_file: &Path) -> ServerTls {
         self.client_ca = Some(ca_file.to_path_buf());
+        self
+    }
+
+    /// The protocols offered by ALPN, most preferred first (`http/1.1`
+    /// alone unless set). `[b"h2", b"http/1.1"]` lets clients choose
+    /// HTTP/2 with a handler that serves it (percore-handlers'
+    /// `HttpHandler` with its `h2` feature), and HTTP/1.1 still. Offer
+    /// only what the listener's handler speaks: a client that gets `h2`
+    /// talks HTTP/2 from its first byte.
+    pub fn alpn(mut self, protocols: &[&[u8]]) -> ServerTls {
+        self.alpn = protocols.iter().map(|p| p.to_vec()).collect();
         self
     }
 
@@ -92,7 +106,7 @@ impl ServerTls {
             }
         };
         let mut config = builder.with_cert_resolver(Arc::new(ByName { default, by_name }));
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = self.alpn.clone();
         config.ticketer =
             super::ticketer().map_err(|e| io::Error::other(format!("TLS session tickets: {e}")))?;
         Ok(Arc::new(config))

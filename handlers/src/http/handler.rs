@@ -101,6 +101,21 @@ impl<S> Drop for HttpHandler<S> {
 
 impl<S: Service> Handler for HttpHandler<S> {
     fn serve(&self, conn: Connection) -> impl Future<Output = io::Result<()>> {
+        #[cfg(feature = "h2")]
+        {
+            let layer = &self.layer;
+            // A TLS connection that chose `h2` by ALPN is served by the
+            // HTTP/2 loop from its first byte; a clear-text one that
+            // begins with the preface is handed over by the HTTP/1 loop.
+            async move {
+                if super::h2::chosen_by_alpn(&conn) {
+                    super::h2::serve_alpn(layer, conn).await
+                } else {
+                    super::conn::serve(layer, conn).await
+                }
+            }
+        }
+        #[cfg(not(feature = "h2"))]
         super::conn::serve(&self.layer, conn)
     }
 }

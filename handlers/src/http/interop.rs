@@ -22,6 +22,7 @@ impl Request<'_> {
             .uri(self.target())
             .version(match self.version() {
                 0 => http::Version::HTTP_10,
+                2 => http::Version::HTTP_2,
                 _ => http::Version::HTTP_11,
             });
         for field in self.headers() {

@@ -163,6 +163,19 @@
 //! requests with no heap allocation at all, on both backends (counted by
 //! `tests/alloc/http_alloc.rs`).
 //!
+//! # HTTP/2
+//!
+//! With the feature `h2`, the [`HttpHandler`] also speaks HTTP/2 (the
+//! `h2` crate's frames, with its rapid-reset and CONTINUATION-flood
+//! limits), serving the same [`Service`] unchanged: a clear-text
+//! connection that begins with the HTTP/2 preface (prior knowledge,
+//! `curl --http2-prior-knowledge`), and a TLS connection whose ALPN chose
+//! `h2`, which a listener offers only when asked to
+//! (`percore::tls::ServerTls::alpn`). A request's
+//! [`version`](Request::version) is then 2; its streams are served
+//! concurrently on the connection's core. See `docs/http.md` for the
+//! limits and what HTTP/2 does not have yet.
+//!
 //! # The protocol core
 //!
 //! The parsing and framing underneath are [`proto`]: plain functions with
@@ -174,6 +187,9 @@ mod conn;
 mod date;
 mod echo;
 mod error;
+mod failure;
+#[cfg(feature = "h2")]
+mod h2;
 mod handler;
 #[cfg(feature = "http")]
 mod interop;

@@ -10,6 +10,7 @@ use std::time::Instant;
 use percore::buf::RecvBuf;
 use percore::future::{select, Either};
 
+pub(crate) use super::failure::{failure_error, Failure};
 use super::proto::{BodyDecoder, BodyKind, Header, HttpError, Limits, RequestHead, CONTINUE_100};
 use super::wire::{after, StopSlot, Waited, Wire};
 use super::Config;
@@ -31,12 +32,47 @@ use super::Config;
 /// still waiting for permission.
 pub struct Request<'r> {
     head: RequestHead<'r, 'r>,
-    pub(crate) body: BodyReader<'r>,
+    pub(crate) body: Body<'r>,
+}
+
+/// Where a request's body comes from: the HTTP/1 wire, or an HTTP/2
+/// stream. The connection loops reach their own kind through
+/// [`Body::h1`] and the HTTP/2 stream's task. Not boxed: the HTTP/1
+/// reader is the common case, and lives in the exchange's pooled future.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Body<'r> {
+    H1(BodyReader<'r>),
+    #[cfg(feature = "h2")]
+    H2(&'r mut super::h2::StreamBody),
+}
+
+impl<'r> Body<'r> {
+    /// The HTTP/1 reader. Only the HTTP/1 loop, which made it, asks.
+    #[inline(always)]
+    pub(crate) fn h1(&mut self) -> &mut BodyReader<'r> {
+        match self {
+            Body::H1(reader) => reader,
+            #[cfg(feature = "h2")]
+            Body::H2(_) => unreachable!("the HTTP/1 loop serves HTTP/1 requests only"),
+        }
+    }
 }
 
 impl<'r> Request<'r> {
     pub(crate) fn new(head: RequestHead<'r, 'r>, body: BodyReader<'r>) -> Self {
-        Self { head, body }
+        Self {
+            head,
+            body: Body::H1(body),
+        }
+    }
+
+    /// A request of an HTTP/2 stream.
+    #[cfg(feature = "h2")]
+    pub(crate) fn new_h2(head: RequestHead<'r, 'r>, body: &'r mut super::h2::StreamBody) -> Self {
+        Self {
+            head,
+            body: Body::H2(body),
+        }
     }
 
     /// The method token, e.g. `GET` (case-sensitive).
@@ -64,7 +100,8 @@ impl<'r> Request<'r> {
         self.head.query()
     }
 
-    /// The minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
+    /// The minor version, 0 for HTTP/1.0 and 1 for HTTP/1.1; or 2 for a
+    /// request of an HTTP/2 stream.
     pub fn version(&self) -> u8 {
         self.head.version
     }
@@ -123,7 +160,11 @@ impl<'r> Request<'r> {
     ///
     /// When the socket is no longer connected.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.body.wire.conn.peer_addr()
+        match &self.body {
+            Body::H1(reader) => reader.wire.conn.peer_addr(),
+            #[cfg(feature = "h2")]
+            Body::H2(body) => body.peer_addr(),
+        }
     }
 
     /// The rest of the body, read to its end. Empty when there is none.
@@ -140,7 +181,11 @@ impl<'r> Request<'r> {
     /// Return the error from the service: the server answers with the
     /// right status itself, whatever the service wrote, and closes.
     pub async fn body(&mut self) -> io::Result<&[u8]> {
-        self.body.collect().await
+        match &mut self.body {
+            Body::H1(reader) => reader.collect().await,
+            #[cfg(feature = "h2")]
+            Body::H2(body) => body.collect().await,
+        }
     }
 
     /// The next piece of the body as it arrives, or `None` at its end.
@@ -152,7 +197,11 @@ impl<'r> Request<'r> {
     ///
     /// As [`body`](Self::body).
     pub async fn chunk(&mut self) -> io::Result<Option<&[u8]>> {
-        self.body.chunk().await
+        match &mut self.body {
+            Body::H1(reader) => reader.chunk().await,
+            #[cfg(feature = "h2")]
+            Body::H2(body) => body.chunk().await,
+        }
     }
 }
 
@@ -165,17 +214,6 @@ impl std::fmt::Debug for Request<'_> {
             .field("body", &self.head.body)
             .finish_non_exhaustive()
     }
-}
-
-/// Why a body could not be read. Recorded by the reader, so the connection
-/// loop answers correctly whatever the service did with the error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Failure {
-    /// Answer with this error (400, 408, 413, 431), then close.
-    Refused(HttpError),
-    /// The peer went away (end of stream, reset, write failure): close
-    /// without answering.
-    Gone,
 }
 
 /// Where a run of body bytes lies.
@@ -566,16 +604,5 @@ impl<'r> BodyReader<'r> {
             failure: self.failure.clone(),
             abandoned,
         }
-    }
-}
-
-fn failure_error(f: Failure) -> io::Error {
-    match f {
-        Failure::Refused(e) if e.status == 408 => io::Error::new(io::ErrorKind::TimedOut, e),
-        Failure::Refused(e) => io::Error::new(io::ErrorKind::InvalidData, e),
-        Failure::Gone => io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "connection closed before the end of the request body",
-        ),
     }
 }

@@ -2,6 +2,8 @@
 //! reused buffers and framed by the server.
 
 mod file;
+#[cfg(feature = "h2")]
+mod h2;
 
 use std::io;
 
@@ -25,7 +27,7 @@ use super::wire::Wire;
 /// capacity from one request to the next: a steady stream of responses
 /// allocates nothing.
 pub struct Response<'r> {
-    wire: &'r Wire,
+    sink: Sink<'r>,
     date: &'r SharedDate,
     pub(crate) status: u16,
     /// Encoded, validated `Name: value\r\n` lines.
@@ -43,6 +45,14 @@ pub struct Response<'r> {
     declared: Option<u64>,
     /// Of a declared streamed body, the bytes not yet sent.
     left: u64,
+}
+
+/// Where a response goes: the HTTP/1 connection's output, or an HTTP/2
+/// stream.
+pub(crate) enum Sink<'r> {
+    H1(&'r Wire),
+    #[cfg(feature = "h2")]
+    H2(&'r mut crate::http::h2::StreamOut),
 }
 
 /// How a response whose head was already sent by [`Response::flush`]
@@ -74,7 +84,7 @@ impl<'r> Response<'r> {
         body.clear();
         wire.set_head_out(false);
         Self {
-            wire,
+            sink: Sink::H1(wire),
             date,
             status: 200,
             headers,
@@ -264,10 +274,15 @@ impl<'r> Response<'r> {
     /// The send error, `TimedOut` when the client stopped reading, or
     /// `InvalidInput` for a body longer than its declared length.
     pub async fn flush(&mut self) -> io::Result<()> {
-        if self.wire.write_failed() {
+        let wire = match &self.sink {
+            Sink::H1(wire) => *wire,
+            #[cfg(feature = "h2")]
+            Sink::H2(_) => return self.flush_h2().await,
+        };
+        if wire.write_failed() {
             // Nothing more reaches this client: queue nothing.
             self.body.clear();
-            return self.wire.flush().await;
+            return wire.flush().await;
         }
         if self
             .owed()
@@ -304,31 +319,30 @@ impl<'r> Response<'r> {
             };
             let headers = &*self.headers;
             self.date
-                .with(|date| {
-                    self.wire
-                        .with_out(|out| head.encode_raw(date, headers, out))
-                })
+                .with(|date| wire.with_out(|out| head.encode_raw(date, headers, out)))
                 .map_err(io::Error::other)?;
             self.streaming = Some(streaming);
-            self.wire.set_head_out(true);
+            wire.set_head_out(true);
         }
         self.move_body();
-        self.wire.flush().await
+        wire.flush().await
     }
 
     /// Moves written body bytes of a streamed response into the output
     /// (a declared length's worth at most).
     pub(crate) fn move_body(&mut self) {
         let body = &mut *self.body;
+        let Some(wire) = self.sink.h1() else {
+            return;
+        };
         match self.streaming {
-            Some(Streaming::Chunked) => self.wire.with_out(|out| encode_chunk(out, body)),
-            Some(Streaming::UntilClose) => self.wire.with_out(|out| out.extend_from_slice(body)),
+            Some(Streaming::Chunked) => wire.with_out(|out| encode_chunk(out, body)),
+            Some(Streaming::UntilClose) => wire.with_out(|out| out.extend_from_slice(body)),
             Some(Streaming::Length) => {
                 let fits = body
                     .len()
                     .min(usize::try_from(self.left).unwrap_or(usize::MAX));
-                self.wire
-                    .with_out(|out| out.extend_from_slice(&body[..fits]));
+                wire.with_out(|out| out.extend_from_slice(&body[..fits]));
                 self.left -= fits as u64;
             }
             Some(Streaming::NoBody) | None => {}
@@ -368,7 +382,7 @@ impl<'r> Response<'r> {
             Some(Streaming::Length) => self.left == 0,
             _ => false,
         };
-        body_out && !self.wire.write_failed()
+        body_out && !self.sink.write_failed()
     }
 
     /// The `Content-Length` of a response sent whole. For `HEAD`, the
@@ -381,6 +395,27 @@ impl<'r> Response<'r> {
             Some(len) if self.head_only => Some(len),
             None if self.head_only && self.body.is_empty() => None,
             _ => Some(self.body.len() as u64),
+        }
+    }
+}
+
+impl<'r> Sink<'r> {
+    /// The HTTP/1 wire, or `None` for an HTTP/2 stream.
+    #[inline(always)]
+    fn h1(&self) -> Option<&'r Wire> {
+        match self {
+            Sink::H1(wire) => Some(wire),
+            #[cfg(feature = "h2")]
+            Sink::H2(_) => None,
+        }
+    }
+
+    /// Whether nothing more reaches the client.
+    fn write_failed(&self) -> bool {
+        match self {
+            Sink::H1(wire) => wire.write_failed(),
+            #[cfg(feature = "h2")]
+            Sink::H2(out) => out.failed(),
         }
     }
 }

@@ -44,7 +44,18 @@ pub(crate) const CLIENT_LEFT: u16 = 499;
 /// microseconds from the read that brought the request to the response in
 /// the output.
 pub(crate) fn log(conn: &Connection, exchange: Option<Exchange<'_>>, status: u16, ending: Ending) {
-    let peer = OrDash(conn.peer_addr().ok());
+    log_peer(conn.peer_addr().ok(), exchange, status, ending);
+}
+
+/// As [`log`], for a client whose address is known already (an HTTP/2
+/// stream's).
+pub(crate) fn log_peer(
+    peer: Option<std::net::SocketAddr>,
+    exchange: Option<Exchange<'_>>,
+    status: u16,
+    ending: Ending,
+) {
+    let peer = OrDash(peer);
     let (method, target, micros) = match exchange {
         Some(e) => (
             e.method,

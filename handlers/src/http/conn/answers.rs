@@ -307,7 +307,7 @@ fn with_phrase(e: &HttpError) -> Cow<'_, HttpError> {
 /// The error answer to a service's error: the `HttpError` it wraps, if it
 /// has an error status (4xx or 5xx), else a 500. One place, so that the
 /// answer, its log line and whether the connection may be kept agree.
-pub(super) fn service_error(e: &io::Error) -> HttpError {
+pub(crate) fn service_error(e: &io::Error) -> HttpError {
     HttpError::of(e)
         .filter(|e| (400..=599).contains(&e.status))
         .unwrap_or(HttpError::internal())

@@ -41,8 +41,8 @@
 //! neither: [`lend`] and [`pooled`] keep them. [`State`], [`Buffers`] and
 //! each read's [`Turn`](state::Turn) are in [`state`].
 
-mod access;
-mod answers;
+pub(super) mod access;
+pub(super) mod answers;
 mod close;
 mod complete;
 mod cutoff;
@@ -51,7 +51,7 @@ mod moment;
 mod pooled;
 mod slots;
 mod state;
-mod unwind;
+pub(super) mod unwind;
 
 use std::future::Future;
 use std::io;
@@ -141,6 +141,17 @@ fn serve_turn<'a, S: Service>(
         // The body limit of a request whose bytes were just spilled: its head
         // is parsed again, but the service is not asked twice.
         let mut spilled: Option<u64> = None;
+        // A clear-text client with prior knowledge of HTTP/2 begins with
+        // its preface, before any HTTP/1 request. Checked here, in the
+        // turn's pooled future, so an idle connection's holds no room
+        // for the handover.
+        #[cfg(feature = "h2")]
+        if state.served == 0 && super::h2::is_preface(turn.rest()) {
+            let read = turn.rest().to_vec();
+            drop(turn);
+            let http2 = super::h2::serve(layer, &conn.wire.conn, read, &conn.stop);
+            return Ended::Connection(http2.await);
+        }
         loop {
             let bytes = turn.rest();
             if bytes.is_empty() {
@@ -194,7 +205,7 @@ fn serve_turn<'a, S: Service>(
                     return Ended::Connection(conn.answer_panic(exchange, &res, panic).await)
                 }
                 None => {
-                    let slow_body = req.body.awaiting_client();
+                    let slow_body = req.body.h1().awaiting_client();
                     return Ended::Connection(
                         conn.answer_stopping(exchange, &res, slow_body).await,
                     );
@@ -206,20 +217,20 @@ fn serve_turn<'a, S: Service>(
             // The answer stands even if the upload then fails, which only
             // closes the connection.
             let mut first = false;
-            let end = match req.body.end_now() {
+            let end = match req.body.h1().end_now() {
                 Some(end) => end,
-                None if drains(&result, &res) && req.body.rest_to_come() => {
+                None if drains(&result, &res) && req.body.h1().rest_to_come() => {
                     first = true;
                     BodyEnd::unknown()
                 }
                 // The body ended (or failed) in what had come; or a rest
                 // still to come is left, and the connection closes.
-                None => req.body.finish(None).await,
+                None => req.body.h1().finish(None).await,
             };
             let outcome = conn.settle(exchange, &req, &mut res, result, &end);
             let (outcome, end) = if first {
                 let discard = (outcome == Outcome::Keep).then_some(&conn.stop);
-                let end = req.body.finish(discard).await;
+                let end = req.body.h1().finish(discard).await;
                 (after_discard(outcome, &end), end)
             } else {
                 (outcome, end)

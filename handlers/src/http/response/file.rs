@@ -48,9 +48,10 @@ impl Response<'_> {
         {
             return Err(invalid("send_file needs a declared Content-Length that covers it").into());
         }
-        if len >= SENDFILE_MIN && !self.wire.conn.is_tls() && file.cached(pos, len) {
+        let wire = self.sink.h1().filter(|wire| !wire.conn.is_tls());
+        if let Some(wire) = wire.filter(|_| len >= SENDFILE_MIN && file.cached(pos, len)) {
             self.flush().await?;
-            self.wire.send_file(file, pos, len).await?;
+            wire.send_file(file, pos, len).await?;
             self.left -= len;
             return Ok(());
         }

@@ -1,0 +1,157 @@
+//! [`Io`]: a percore stream as tokio's `AsyncRead` and `AsyncWrite`, which
+//! the `h2` crate drives. The traits need no tokio runtime: their polls
+//! are percore's reads and writes on the connection's core.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use percore::buf::{BufResult, RecvBuf};
+use percore::net::Stream;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// A write in flight: it owns its buffer, as a percore write must (the
+/// kernel may still read it after a cancel).
+type Flight<'a> = Pin<Box<dyn Future<Output = BufResult<(), Vec<u8>>> + 'a>>;
+
+/// A borrowed percore stream as tokio's I/O.
+///
+/// Reads hand out first the bytes read before the switch to HTTP/2 (the
+/// clear-text preface the HTTP/1 path saw), then copy from the lease of
+/// each percore read into the caller's buffer, keeping what did not fit.
+/// Writes copy into a buffer of their own that is sent whole while `h2`
+/// goes on; the next write, flush or shutdown waits for it and reports
+/// its error. The buffer is reused from one write to the next.
+pub(super) struct Io<'a> {
+    stream: &'a Stream,
+    /// Bytes read before the switch, not yet handed out.
+    replay: Vec<u8>,
+    replayed: usize,
+    /// The rest of the last read, when the caller's buffer was full.
+    unread: Option<RecvBuf>,
+    write: Option<Flight<'a>>,
+    spare: Vec<u8>,
+}
+
+impl<'a> Io<'a> {
+    pub(super) fn new(stream: &'a Stream, replay: Vec<u8>) -> Self {
+        Self {
+            stream,
+            replay,
+            replayed: 0,
+            unread: None,
+            write: None,
+            spare: Vec::new(),
+        }
+    }
+
+    /// Waits for the write in flight, if any, and hands back its result.
+    fn poll_flight(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Some(flight) = self.write.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        let (res, buf) = ready!(flight.as_mut().poll(cx));
+        self.write = None;
+        self.spare = buf;
+        Poll::Ready(res)
+    }
+}
+
+impl AsyncRead for Io<'_> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.replayed < this.replay.len() {
+            let rest = &this.replay[this.replayed..];
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            this.replayed += n;
+            if this.replayed == this.replay.len() {
+                this.replay = Vec::new();
+                this.replayed = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        let mut lease = match this.unread.take() {
+            Some(lease) => lease,
+            None => {
+                // `Read` is only a borrow: the receive belongs to the
+                // stream, so a new one each poll loses nothing.
+                let mut read = this.stream.read();
+                match ready!(Pin::new(&mut read).poll(cx))? {
+                    Some(lease) => lease,
+                    // End of stream: a read of nothing says so.
+                    None => return Poll::Ready(Ok(())),
+                }
+            }
+        };
+        let n = lease.len().min(buf.remaining());
+        buf.put_slice(&lease[..n]);
+        if n < lease.len() {
+            lease.advance(n);
+            this.unread = Some(lease);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Io<'_> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
+    }
+
+    /// All of `bufs` in one send: `h2` writes a frame as its head and its
+    /// payload, which would otherwise be a send each.
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        ready!(this.poll_flight(cx))?;
+        let mut out = std::mem::take(&mut this.spare);
+        out.clear();
+        for buf in bufs {
+            out.extend_from_slice(buf);
+        }
+        let len = out.len();
+        let stream = this.stream;
+        let mut flight: Flight<'_> = Box::pin(stream.write_all(out));
+        // The first poll starts the send: on epoll it is the syscall, and
+        // frames that fit the socket's buffer are done here.
+        match flight.as_mut().poll(cx) {
+            Poll::Ready((res, out)) => {
+                this.spare = out;
+                res?;
+            }
+            Poll::Pending => this.write = Some(flight),
+        }
+        Poll::Ready(Ok(len))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_flight(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_flight(cx))?;
+        match this.stream.shutdown_write() {
+            // A peer that reset first has nothing left to finish.
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => Poll::Ready(Ok(())),
+            res => Poll::Ready(res),
+        }
+    }
+}

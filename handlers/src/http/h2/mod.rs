@@ -1,0 +1,186 @@
+//! HTTP/2 for the [`HttpHandler`](super::HttpHandler): one connection's
+//! frames are hyperium's `h2` crate's, over [`Io`], the connection's
+//! percore stream as tokio's I/O traits. Each stream's request is served
+//! by the same [`Service`] as on HTTP/1, with a [`Request`] and a
+//! [`Response`] backed by the stream ([`StreamBody`], [`StreamOut`]).
+//!
+//! A connection is one task: its frames and all its streams are polled
+//! by one future ([`serve`]), so streams are served concurrently on the
+//! connection's core with nothing shared across threads.
+//!
+//! The connection is HTTP/2 when TLS agreed on `h2` by ALPN, or when a
+//! clear-text connection begins with the client's preface (prior
+//! knowledge, `h2c`), which the HTTP/1 loop sees in its first read and
+//! hands over with the bytes it read ([`is_preface`]).
+
+mod body;
+mod io;
+mod out;
+mod stream;
+
+use std::future::{poll_fn, Future};
+use std::io as stdio;
+use std::pin::Pin;
+use std::task::Poll;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use percore::net::Stream;
+
+use super::layer::Layer;
+use super::service::Service;
+use super::wire::StopSlot;
+pub(crate) use body::StreamBody;
+use io::Io;
+pub(crate) use out::StreamOut;
+
+/// The client's connection preface (RFC 9113 §3.4).
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Streams a client may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`).
+pub(crate) const MAX_CONCURRENT_STREAMS: u32 = 128;
+/// Each stream's receive window, the request body bytes a client may send
+/// ahead of the service's reads.
+const STREAM_WINDOW: u32 = 256 * 1024;
+/// The connection's receive window, over all its streams.
+const CONNECTION_WINDOW: u32 = 1024 * 1024;
+/// Response bytes buffered per stream beyond the client's window.
+const SEND_BUFFER: usize = 256 * 1024;
+/// Streams a client may open and reset before the server has seen them
+/// through (the rapid-reset attack, CVE-2023-44487): past this the
+/// connection ends with GOAWAY.
+const PENDING_RESETS: usize = 20;
+/// Streams the server may reset for the client's errors before it ends
+/// the connection.
+const LOCAL_RESETS: usize = 1024;
+
+/// Whether a clear-text connection's first bytes are (the start of) the
+/// HTTP/2 preface: at least `PRI ` and nothing that differs from it. No
+/// HTTP/1 request begins so (`PRI` is reserved for the preface).
+pub(crate) fn is_preface(bytes: &[u8]) -> bool {
+    let n = bytes.len().min(PREFACE.len());
+    n >= 4 && bytes[..n] == PREFACE[..n]
+}
+
+/// Whether a TLS connection agreed on `h2` by ALPN.
+pub(crate) fn chosen_by_alpn(conn: &Stream) -> bool {
+    conn.is_tls() && conn.tls_alpn().as_deref() == Some(b"h2")
+}
+
+/// A connection's HTTP/2 loop, boxed: the HTTP/1 loop that hands over to
+/// it keeps only room for the box.
+pub(crate) type Boxed<'a> = Pin<Box<dyn Future<Output = stdio::Result<()>> + 'a>>;
+
+/// Serves HTTP/2 on a connection that chose it by ALPN.
+pub(crate) async fn serve_alpn<S: Service>(layer: &Layer<S>, conn: Stream) -> stdio::Result<()> {
+    let stop = layer.stop.register();
+    serve(layer, &conn, Vec::new(), &stop).await
+}
+
+/// Serves HTTP/2 on `conn` until the client leaves, it stays idle past
+/// the idle timeout, or the server stops (GOAWAY, then the streams begun
+/// are served to their end, until the server's drain deadline). `read` is what the
+/// HTTP/1 loop read before it saw the preface.
+pub(crate) fn serve<'a, S: Service>(
+    layer: &'a Layer<S>,
+    conn: &'a Stream,
+    read: Vec<u8>,
+    stop: &'a StopSlot,
+) -> Boxed<'a> {
+    Box::pin(serve_connection(layer, conn, read, stop))
+}
+
+async fn serve_connection<S: Service>(
+    layer: &Layer<S>,
+    conn: &Stream,
+    read: Vec<u8>,
+    stop: &StopSlot,
+) -> stdio::Result<()> {
+    let config = &layer.config;
+    let peer = conn.peer_addr().ok();
+    let mut builder = h2::server::Builder::new();
+    builder
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .initial_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_header_list_size(u32::try_from(layer.max_head).unwrap_or(u32::MAX))
+        .max_send_buffer_size(SEND_BUFFER)
+        .max_pending_accept_reset_streams(PENDING_RESETS)
+        .max_local_error_reset_streams(Some(LOCAL_RESETS));
+    let handshake = builder.handshake::<_, bytes::Bytes>(Io::new(conn, read));
+    let mut h2 = match percore::time::timeout(config.head_timeout, handshake).await {
+        Ok(Ok(h2)) => h2,
+        Ok(Err(e)) => return ended(e),
+        // A client that never finishes its preface and settings.
+        Err(_) => return Ok(()),
+    };
+    let mut streams = FuturesUnordered::new();
+    let mut stopping = false;
+    // Reset as the last stream ends: the idle timeout runs while the
+    // connection has none, and bounds the wait for its end after GOAWAY.
+    let mut idle = Box::pin(percore::time::sleep(config.idle_timeout));
+    let mut busy = false;
+    let served = poll_fn(|cx| loop {
+        while let Poll::Ready(Some(())) = streams.poll_next_unpin(cx) {}
+        if busy && streams.is_empty() {
+            busy = false;
+            idle.as_mut()
+                .reset(percore::time::now() + config.idle_timeout);
+        }
+        if !busy && idle.as_mut().poll(cx).is_ready() {
+            if stopping {
+                // A client that neither opens streams nor ends the
+                // connection an idle period after its GOAWAY (it never
+                // acknowledged the PING that completes the shutdown).
+                return Poll::Ready(Ok(()));
+            }
+            h2.graceful_shutdown();
+            stopping = true;
+            idle.as_mut()
+                .reset(percore::time::now() + config.idle_timeout);
+            continue;
+        }
+        if !stopping && stop.poll_stopped(cx) {
+            // GOAWAY: no new streams; those begun are served, until the
+            // server's drain deadline ends the connection's task.
+            h2.graceful_shutdown();
+            stopping = true;
+            idle.as_mut()
+                .reset(percore::time::now() + config.idle_timeout);
+            continue;
+        }
+        match h2.poll_accept(cx) {
+            Poll::Ready(Some(Ok((request, respond)))) => {
+                streams.push(stream::serve(layer, peer, request, respond));
+                busy = true;
+            }
+            Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
+            Poll::Ready(None) => return Poll::Ready(Ok(())),
+            Poll::Pending => return Poll::Pending,
+        }
+    })
+    .await;
+    match served {
+        // The connection closed with every stream done, as h2 ends it.
+        Ok(()) => Ok(()),
+        Err(e) => ended(e),
+    }
+}
+
+/// The end of a connection by an `h2` error: a client that went away or
+/// broke the protocol (it got GOAWAY) is no error of the server's.
+fn ended(e: h2::Error) -> stdio::Result<()> {
+    if e.is_io() {
+        let e = e
+            .into_io()
+            .unwrap_or_else(|| stdio::Error::other("h2 I/O error"));
+        return match e.kind() {
+            stdio::ErrorKind::ConnectionReset
+            | stdio::ErrorKind::BrokenPipe
+            | stdio::ErrorKind::UnexpectedEof
+            | stdio::ErrorKind::NotConnected => Ok(()),
+            _ => Err(e),
+        };
+    }
+    tracing::debug!(error = %e, "HTTP/2 connection ended");
+    Ok(())
+}

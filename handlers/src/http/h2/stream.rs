@@ -1,0 +1,262 @@
+//! One HTTP/2 stream: its request made a [`Request`] for the service, and
+//! its [`Response`] sent as frames.
+
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::time::Instant;
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::RecvStream;
+use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, HOST};
+
+use super::body::StreamBody;
+use super::out::StreamOut;
+
+use crate::http::conn::access::{self, Ending, Exchange};
+use crate::http::conn::answers::service_error;
+use crate::http::conn::unwind::CatchUnwind;
+use crate::http::failure::Failure;
+use crate::http::layer::Layer;
+use crate::http::proto::{BodyKind, Header, HttpError, RequestHead};
+use crate::http::request::Request;
+use crate::http::response::Response;
+use crate::http::service::Service;
+use crate::http::stats::Reason;
+
+/// Serves the request of one stream with the layer's service.
+pub(super) async fn serve<S: Service>(
+    layer: &Layer<S>,
+    peer: Option<SocketAddr>,
+    request: http::Request<RecvStream>,
+    respond: SendResponse<Bytes>,
+) {
+    let started = percore::time::now();
+    percore::count_requests(1);
+    let (parts, recv) = request.into_parts();
+    let method = parts.method.as_str();
+    // The origin form, as HTTP/1 has it; `*` or the authority for the
+    // forms that have no path.
+    let target = match parts.uri.path_and_query() {
+        Some(pq) => pq.as_str(),
+        None => parts.uri.authority().map_or("/", |a| a.as_str()),
+    };
+    let exchange = Exchange {
+        method,
+        target,
+        started,
+    };
+    let mut out = StreamOut::new(respond);
+    let config = &layer.config;
+    let mut body = StreamBody::new(recv, config.limits.max_body, peer, config.body_timeout);
+    let mut fields = Vec::with_capacity(parts.headers.len() + 1);
+    // `:authority` stands for `Host` (RFC 9113 §8.3.1): services read
+    // `Host` on either version.
+    if !parts.headers.contains_key(HOST) {
+        if let Some(authority) = parts.uri.authority() {
+            fields.push(Header {
+                name: "host",
+                value: authority.as_str().as_bytes(),
+            });
+        }
+    }
+    fields.extend(parts.headers.iter().map(|(name, value)| Header {
+        name: name.as_str(),
+        value: value.as_bytes(),
+    }));
+    let head_only = method == "HEAD";
+    let answer = Answer {
+        layer,
+        peer,
+        exchange,
+        head_only,
+    };
+    if fields.len() > layer.config.limits.max_headers {
+        let e = HttpError::new(431, "too many header fields");
+        answer.refuse(&mut out, &e).await;
+        return body.drain(config.linger_timeout).await;
+    }
+    let length = match parts.headers.get(CONTENT_LENGTH).map(content_length) {
+        None => None,
+        Some(Some(n)) => Some(n),
+        Some(None) => {
+            let e = HttpError::new(400, "invalid Content-Length");
+            answer.refuse(&mut out, &e).await;
+            return body.drain(config.linger_timeout).await;
+        }
+    };
+    let kind = match length {
+        _ if body.recv.is_end_stream() => BodyKind::None,
+        Some(n) => BodyKind::Length(n),
+        // HTTP/2 frames the body: its length is known at its end.
+        None => BodyKind::Chunked,
+    };
+    let head = RequestHead {
+        method,
+        target,
+        version: 2,
+        head_len: 0,
+        body: kind,
+        keep_alive: true,
+        expect_continue: false,
+        content_type: parts.headers.get(CONTENT_TYPE).map(HeaderValue::as_bytes),
+        headers: &fields,
+    };
+    let configured = config.limits.max_body;
+    let max_body = match kind {
+        BodyKind::None | BodyKind::Length(0) => configured,
+        _ => layer.service.body_limit(&head, configured),
+    };
+    if matches!(kind, BodyKind::Length(n) if n > max_body) {
+        let e = HttpError::too_large("Content-Length over limit");
+        answer.refuse(&mut out, &e).await;
+        return body.drain(config.linger_timeout).await;
+    }
+    body.limit = max_body;
+    let (mut res_headers, mut res_body) = (Vec::new(), Vec::new());
+    let mut req = Request::new_h2(head, &mut body);
+    let mut res = Response::new_h2(
+        &mut out,
+        &layer.date,
+        &mut res_headers,
+        &mut res_body,
+        head_only,
+    );
+    let called = {
+        let call = pin!(layer.service.call(&mut req, &mut res));
+        CatchUnwind(call).await
+    };
+    let result = match called {
+        Ok(Ok(())) => match res.length_mismatch() {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        },
+        Ok(Err(e)) => Err(e),
+        Err(_panic) => {
+            if let Some(left_out) = layer.failures.admit(percore::time::now()) {
+                tracing::error!(method, target, left_out, "HTTP/2 service panicked");
+            }
+            Err(HttpError::internal().into())
+        }
+    };
+    drop(req);
+    let failure = body.failure.clone();
+    let failed = match (failure, result) {
+        (Some(Failure::Gone), _) => {
+            answer.client_left();
+            return;
+        }
+        (Some(Failure::Refused(e)), _) => Some((e.clone(), Some(Reason::refusal(e.status)))),
+        (None, Err(e)) => {
+            let e = service_error(&e);
+            let reason = (e.status >= 500).then_some(Reason::ServiceError);
+            Some((e, reason))
+        }
+        (None, Ok(())) => None,
+    };
+    if res.client_gone() {
+        // The client reset the stream or left: nothing more reaches it.
+        answer.client_left();
+        return;
+    }
+    match failed {
+        None => match res.finish_h2().await {
+            Ok(status) => answer.sent(status, None, Ending::Whole),
+            Err(_) => answer.client_left(),
+        },
+        Some((e, reason)) if res.head_sent() => {
+            // Only a reset tells the client its response is incomplete.
+            // (`res` is done with `out` here.)
+            out.reset();
+            answer.sent(
+                e.status,
+                reason.or(Some(Reason::ServiceError)),
+                Ending::Incomplete,
+            );
+        }
+        Some((e, reason)) => {
+            answer.error(&mut out, &e, reason).await;
+        }
+    }
+    body.drain(config.linger_timeout).await;
+}
+
+/// A `Content-Length` value: decimal digits only.
+fn content_length(value: &HeaderValue) -> Option<u64> {
+    let bytes = value.as_bytes();
+    if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
+/// What a stream's answers and its count and log line need.
+struct Answer<'a, S> {
+    layer: &'a Layer<S>,
+    peer: Option<SocketAddr>,
+    exchange: Exchange<'a>,
+    head_only: bool,
+}
+
+impl<S: Service> Answer<'_, S> {
+    /// Answers a request the layer refused before the service saw it.
+    async fn refuse(&self, out: &mut StreamOut, e: &HttpError) {
+        self.error(out, e, Some(Reason::refusal(e.status))).await;
+    }
+
+    /// Answers with `e`, its body the service's
+    /// [`error_body`](Service::error_body).
+    async fn error(&self, out: &mut StreamOut, e: &HttpError, reason: Option<Reason>) {
+        let mut body = Vec::new();
+        let service = &self.layer.service;
+        let content_type = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            service.error_body(e, &mut body)
+        }))
+        .unwrap_or_else(|_| {
+            body.clear();
+            crate::http::proto::error_text(e, &mut body);
+            crate::http::proto::ERROR_TEXT_TYPE
+        });
+        let mut fields = Vec::new();
+        fields.extend_from_slice(b"Content-Type: ");
+        fields.extend_from_slice(content_type.as_bytes());
+        fields.extend_from_slice(b"\r\n");
+        let send_body = !self.head_only;
+        let sent = out
+            .send_head(
+                e.status,
+                &fields,
+                Some(body.len() as u64),
+                &self.layer.date,
+                !send_body,
+            )
+            .is_ok();
+        let sent = sent && (!send_body || out.send_data(Bytes::from(body), true).await.is_ok());
+        if sent {
+            self.sent(e.status, reason, Ending::Whole);
+        } else {
+            self.client_left();
+        }
+    }
+
+    fn sent(&self, status: u16, reason: Option<Reason>, ending: Ending) {
+        let counters = &self.layer.counters;
+        match reason {
+            Some(reason) => counters.answered(status, reason),
+            None => counters.response(status),
+        }
+        let took = Instant::now().saturating_duration_since(self.exchange.started);
+        counters.latency.record(took);
+        if self.layer.config.access_log {
+            access::log_peer(self.peer, Some(self.exchange), status, ending);
+        }
+    }
+
+    /// The client reset the stream or left before its answer.
+    fn client_left(&self) {
+        if self.layer.config.access_log {
+            let status = access::CLIENT_LEFT;
+            access::log_peer(self.peer, Some(self.exchange), status, Ending::Incomplete);
+        }
+    }
+}
