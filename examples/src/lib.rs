@@ -8,7 +8,7 @@
 //! code that reads the options.
 
 use std::ffi::OsString;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::str::FromStr;
 use std::time::Duration;
@@ -264,38 +264,10 @@ pub fn exit_with(status: i32, text: &str) -> ! {
     std::process::exit(status)
 }
 
-/// Logs to stderr at `info` unless `RUST_LOG` says otherwise, in colour
-/// only on a terminal (a log file or a pipe gets plain text). `RUST_LOG`
-/// is a list of `target=level` directives and an optional bare default
-/// level, e.g. `info,percore=debug`; a value that does not parse is
-/// reported and logging stays at `info`.
-///
-/// A log line that cannot be written is dropped: by default the subscriber
-/// reports it with `eprintln!`, which panics when stderr is a pipe whose
-/// reader is gone, and the server must go on serving (and stopping) then.
+/// Logs to stderr at `info` unless `RUST_LOG` says otherwise (see
+/// [`percore::log_to_stderr`]).
 pub fn init_logging() {
-    use tracing_subscriber::filter::Targets;
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    use tracing_subscriber::Layer;
-
-    let info = || Targets::new().with_default(tracing::Level::INFO);
-    let (filter, refused) = match std::env::var("RUST_LOG") {
-        Ok(value) => match value.parse::<Targets>() {
-            Ok(filter) => (filter, None),
-            Err(e) => (info(), Some((value, e))),
-        },
-        Err(_) => (info(), None),
-    };
-    let layer = tracing_subscriber::fmt::layer()
-        .with_ansi(io::stderr().is_terminal())
-        .with_writer(io::stderr)
-        .log_internal_errors(false)
-        .with_filter(filter);
-    tracing_subscriber::registry().with(layer).init();
-    if let Some((value, error)) = refused {
-        tracing::warn!(%error, "RUST_LOG={value:?} ignored: logging at info");
-    }
+    percore::log_to_stderr();
 }
 
 /// Starts the server, prints its address, stats if asked, stops on

@@ -89,8 +89,8 @@ pub use handler::{Connection, Handler};
 pub use main_error::MainError;
 pub use runtime::{
     block_on, core_count, core_index, core_stats, count_requests, current_backend, drain_deadline,
-    is_shutting_down, on_give_back, queue_delay, shutdown_signal, spawn_blocking, spawn_local,
-    submit_to, track_queue_delay, until_stopped, Blocking, CoreContext, ListenerStats, Readiness,
-    Server, ServerBuilder, ServerHandle, ShutdownSignal, StatsReader, StatsSnapshot, Stopper,
-    SubmitError,
+    is_shutting_down, log_to_stderr, on_give_back, queue_delay, shutdown_signal, spawn_blocking,
+    spawn_local, submit_to, track_queue_delay, until_stopped, Blocking, CoreContext, ListenerStats,
+    Readiness, Server, ServerBuilder, ServerHandle, ShutdownSignal, StatsReader, StatsSnapshot,
+    Stopper, SubmitError,
 };

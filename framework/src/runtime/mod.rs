@@ -17,7 +17,8 @@ pub use crate::core::stopping::{shutdown_signal, ShutdownSignal};
 pub use crate::histogram::{Histogram, HistogramSnapshot};
 pub use crate::server::Readiness;
 pub use crate::server::{
-    CoreContext, ListenerStats, Server, ServerBuilder, ServerHandle, StatsReader, Stopper,
+    log_to_stderr, CoreContext, ListenerStats, Server, ServerBuilder, ServerHandle, StatsReader,
+    Stopper,
 };
 pub use crate::stats::{Counter, StatsSnapshot};
 pub use blocking::{spawn_blocking, Blocking};

@@ -12,9 +12,16 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
 /// Logs to stderr at `info` (or as `RUST_LOG` says: `target=level`
-/// directives and a bare default level) unless the program has already
-/// installed a global `tracing` subscriber, whose choice then stands.
-pub(super) fn to_stderr_unless_set() {
+/// directives and a bare default level, e.g. `info,percore=debug`; a value
+/// that does not parse is reported and logging stays at `info`), in colour
+/// only on a terminal, unless the program has already installed a global
+/// `tracing` subscriber, whose choice then stands. A line that cannot be
+/// written (stderr's reader gone) is dropped, and the server goes on.
+///
+/// [`ServerBuilder::serve`](crate::ServerBuilder::serve) calls it; a
+/// program that starts its server with [`start`](crate::ServerBuilder::start)
+/// may call it first to get the same log.
+pub fn log_to_stderr() {
     if tracing::dispatcher::has_been_set() {
         return;
     }

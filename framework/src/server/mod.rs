@@ -5,6 +5,7 @@ pub(crate) mod backend;
 mod bind;
 pub mod cpus;
 mod default_log;
+pub use default_log::log_to_stderr;
 mod fd_limit;
 mod give_back;
 mod handle;

@@ -244,7 +244,7 @@ impl ServerBuilder {
         H: Handler,
         F: Fn(&CoreContext) -> H + Send + Sync + 'static,
     {
-        super::default_log::to_stderr_unless_set();
+        super::default_log::log_to_stderr();
         // The stop signals are handled before the start line says the
         // server serves: a SIGTERM sent on seeing it stops it gracefully,
         // never kills it.
