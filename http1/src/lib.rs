@@ -73,14 +73,15 @@ mod limits;
 mod line;
 mod request;
 pub mod response;
+mod status;
 pub mod tchar;
 
 pub use body::{BodyDecoder, Decoded};
 pub use date::DateCache;
 pub use encode::{
     encode_chunk, encode_last_chunk, error_response, error_response_kept_if, error_response_with,
-    error_text, method_not_allowed, reason_phrase, write_decimal, Framing, ResponseHead,
-    CONTINUE_100, ERROR_TEXT_TYPE,
+    error_text, method_not_allowed, write_decimal, Framing, ResponseHead, CONTINUE_100,
+    ERROR_TEXT_TYPE,
 };
 pub use error::HttpError;
 /// A request header field, as [`RequestHead::headers`] lists them:
@@ -92,6 +93,7 @@ pub use request::{
     header_storage, max_head_len, parse_head, too_many_fields, BodyKind, HeadRetry, HeaderSlot,
     RequestHead,
 };
+pub use status::reason_phrase;
 
 #[cfg(test)]
 mod tests;

@@ -183,11 +183,11 @@ impl<'a, T: OpAble> Op<'a, T> {
                         return Poll::Ready(res);
                     }
                     let sqe = self.data.uring_sqe(core, d);
-                    // SAFETY: `OpAble`'s contract: the SQE points into the
-                    // driver, into `sqe.retained` (the slot's from now on),
-                    // or into `self.data`'s heap memory, which this `Op`
-                    // holds to the completion or hands to the slot in its
-                    // `Drop`; its fd stays open until submitted.
+                    // By `OpAble`'s contract the SQE points into the driver,
+                    // into `sqe.retained` (the slot's from now on), or into
+                    // `self.data`'s heap memory, which this `Op` holds to the
+                    // completion or hands to the slot in its `Drop`.
+                    // SAFETY: that memory and the fd outlive the operation.
                     let key = unsafe { d.push(sqe.entry, sqe.kind, false, sqe.retained) };
                     self.key = Some((core.id, key));
                     key

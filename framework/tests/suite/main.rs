@@ -26,6 +26,7 @@ mod stall;
 mod take_over;
 mod task_wakers;
 mod tls;
+mod tls_peers;
 mod under_faults;
 mod unix;
 mod until_stopped;

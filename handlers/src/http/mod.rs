@@ -182,6 +182,7 @@
 //! no I/O, public for those who want the protocol pieces without the
 //! server.
 
+mod body_reader;
 mod config;
 mod conn;
 mod date;

@@ -327,10 +327,11 @@ impl BufRing {
             while bid < count && is_free(bid) {
                 bid += 1;
             }
-            // SAFETY: buffers `first..bid` are free: a reserve buffer is
-            // held by nobody (`recycle`'s contract), and one in the ring
-            // is not taken before this returns (this function's contract);
-            // the kernel writes a taken buffer before anyone reads it.
+            // Buffers `first..bid` are free: a reserve buffer is held by
+            // nobody (`recycle`'s contract), one in the ring is not taken
+            // before this returns (this function's contract), and the
+            // kernel writes a taken buffer before anyone reads it.
+            // SAFETY: so discarding their pages loses no data (see above).
             released += unsafe { self.buffers.discard(first * self.stride..bid * self.stride) };
         }
         released
