@@ -40,6 +40,11 @@ pub struct CommonArgs {
     /// The Unix socket file's permission bits, in octal (e.g. 660)
     #[arg(long, value_name = "MODE", value_parser = octal_mode, requires = "unix")]
     pub unix_mode: Option<u32>,
+    /// Whether the binary's handler speaks HTTP/2: then TLS offers `h2`
+    /// by ALPN before `http/1.1`. Set by the binary, not on the command
+    /// line.
+    #[arg(skip)]
+    pub offer_h2: bool,
     /// Serve TLS on the TCP port with this certificate chain (PEM, leaf
     /// first); needs --tls-key
     #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -348,6 +353,9 @@ where
         let mut tls = percore::tls::ServerTls::new(cert, key);
         if let Some(ca) = &common.tls_client_ca {
             tls = tls.client_ca(ca);
+        }
+        if common.offer_h2 {
+            tls = tls.alpn(&[b"h2", b"http/1.1"]);
         }
         builder = builder
             .tls(tls.build()?)

@@ -67,7 +67,9 @@ struct Cli {
 }
 
 fn main() {
-    let Cli { common } = parse_args("8084");
+    let Cli { mut common } = parse_args("8084");
+    // hyper serves HTTP/2 too: over TLS, ALPN offers it first.
+    common.offer_h2 = true;
     init_logging();
     // The factory runs on each core's thread: one router, and one state,
     // per core.
