@@ -19,6 +19,8 @@ use percore::{Backend, CoreContext, Handler, Readiness, Server};
 use percore_handlers::http::HttpHandler;
 use percore_handlers::metrics::{Admin, Metrics};
 
+#[cfg(feature = "grpc")]
+pub mod grpc;
 mod http_args;
 mod stats_lines;
 pub use http_args::{HttpArgs, HTTP_STATS_NOTE};

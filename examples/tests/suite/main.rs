@@ -9,6 +9,8 @@ mod echo_child;
 mod echo_process;
 mod fanout_process;
 mod fleet;
+#[cfg(feature = "grpc")]
+mod grpc;
 mod hello;
 mod http_echo_process;
 mod https;

@@ -40,6 +40,7 @@
 //! ([`serve`] takes any hyper `Service`, `Send` or not) or
 //! percore-handlers' HTTP layer.
 
+mod grpc_timeout;
 mod io;
 mod rt;
 
@@ -55,6 +56,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use percore::{Connection, Handler};
 
+pub use grpc_timeout::{Deadline, GrpcTimeout};
 pub use io::Io;
 pub use rt::{Exec, Timer};
 
