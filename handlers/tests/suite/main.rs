@@ -46,3 +46,4 @@ mod http_unix;
 mod static_files;
 #[path = "../support/mod.rs"]
 mod support;
+mod ws_basic;

@@ -6,6 +6,7 @@
 pub(crate) mod client;
 pub(crate) mod fanout;
 pub(crate) mod http;
+pub(crate) mod ws;
 
 use percore::{Backend, ServerBuilder, ServerHandle};
 use percore_handlers::echo::Echo;
