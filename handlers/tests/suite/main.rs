@@ -47,3 +47,4 @@ mod static_files;
 #[path = "../support/mod.rs"]
 mod support;
 mod ws_basic;
+mod ws_conformance;

@@ -101,17 +101,6 @@ impl Frame {
     }
 }
 
-impl WsClient<std::net::TcpStream> {
-    /// Connects to `/echo` at `addr` and completes the handshake.
-    pub(crate) fn connect(addr: SocketAddr) -> Self {
-        let stream = connect(addr);
-        stream.set_nodelay(true).expect("nodelay");
-        let mut c = WsClient::new(stream);
-        c.handshake("/echo", "");
-        c
-    }
-}
-
 impl<S: Read + Write> WsClient<S> {
     pub(crate) fn new(stream: S) -> Self {
         Self {
