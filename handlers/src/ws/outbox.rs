@@ -10,8 +10,9 @@
 //! is dropped (FAULTS M3) instead of its queue growing.
 
 use std::cell::{Cell, RefCell};
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io;
+use std::pin::pin;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 
@@ -196,24 +197,33 @@ impl Shared {
         }
     }
 
-    /// Writes `batch` whole within the write timeout; gives it back.
+    /// Writes `batch` whole, within the write timeout from its start;
+    /// gives it back. Ends early (the connection reset) when the
+    /// connection is dropped meanwhile: a slow reader's queue filled up
+    /// while this write waited for it.
     pub(crate) async fn write(&self, batch: Vec<u8>) -> io::Result<Vec<u8>> {
-        let write = self.stream.write_all(batch);
-        match percore::time::timeout(self.config.write_timeout, write).await {
-            Ok((Ok(()), batch)) => Ok(batch),
-            Ok((Err(e), _)) => {
+        let mut write = pin!(self.stream.write_all(batch));
+        let mut sleep = pin!(percore::time::sleep(self.config.write_timeout));
+        let written = poll_fn(|cx| {
+            if let Poll::Ready(done) = write.as_mut().poll(cx) {
+                return Poll::Ready(Some(done));
+            }
+            if self.out.borrow().dead {
+                return Poll::Ready(None);
+            }
+            self.writer.set(Some(cx.waker().clone()));
+            sleep.as_mut().poll(cx).map(|()| None)
+        })
+        .await;
+        match written {
+            Some((Ok(()), batch)) => Ok(batch),
+            Some((Err(e), _)) => {
                 self.kill();
                 Err(e)
             }
-            Err(_) => {
+            None => {
                 self.kill();
-                // A reset, not a close: the unsent frames are not
-                // trickled out to a client that stopped reading.
-                let _ = self.stream.set_linger(Some(std::time::Duration::ZERO));
-                Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "write timed out: the client stopped reading",
-                ))
+                Err(self.dropped())
             }
         }
     }
@@ -227,12 +237,14 @@ impl Shared {
         queued
     }
 
-    /// Why the writer ended: a slow reader's drop.
+    /// Why the writer ended: a slow reader's drop, or a write that made
+    /// no progress within the write timeout.
     fn dropped(&self) -> io::Error {
-        // A reset: what was queued for it is not trickled out.
+        // A reset, not a close: what was queued for a client that does
+        // not read is not trickled out to it for minutes.
         let _ = self.stream.set_linger(Some(std::time::Duration::ZERO));
         io::Error::new(
-            io::ErrorKind::WouldBlock,
+            io::ErrorKind::TimedOut,
             "the client read too slowly for its send queue, and was dropped",
         )
     }

@@ -48,3 +48,4 @@ mod static_files;
 mod support;
 mod ws_basic;
 mod ws_conformance;
+mod ws_limits;

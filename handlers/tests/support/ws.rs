@@ -4,11 +4,10 @@
 //! server answers.
 
 use std::io::{self, Read, Write};
-use std::net::SocketAddr;
 
 use percore::{Backend, ServerHandle};
 use percore_handlers::http::{HttpHandler, Request, Response, Service};
-use percore_handlers::ws::{Handshake, WsConfig};
+use percore_handlers::ws::{Handshake, Message, WsConfig, WsStatsReader};
 use percore_test_kit::*;
 
 /// The key of RFC 6455 §1.3, and its accept value.
@@ -39,6 +38,21 @@ impl Service for WsEcho {
                     Ok(())
                 })?;
             }
+            "/flood" => {
+                // Sends 256 KiB messages every millisecond until the
+                // connection is dropped: a client that never reads is a
+                // slow reader.
+                let Some(hs) = Handshake::new(req, res) else {
+                    return Ok(());
+                };
+                hs.accept(res, self.0, |ws| async move {
+                    let msg = Message::binary(vec![7u8; 256 << 10]);
+                    while ws.send(msg.clone()).is_ok() {
+                        percore::time::sleep(std::time::Duration::from_millis(1)).await;
+                    }
+                    Ok(())
+                })?;
+            }
             "/raw" if req.upgrade_protocol() == Some(b"x-echo") => {
                 res.upgrade("x-echo", |mut up| async move {
                     let read = up.take_read();
@@ -58,13 +72,26 @@ impl Service for WsEcho {
     }
 }
 
-/// [`WsEcho`] with `config` on `cores` cores.
+/// [`WsEcho`] with `config` on one core.
 pub(crate) fn ws_server(backend: Backend, config: WsConfig) -> ServerHandle {
+    ws_server_with_stats(backend, config).0
+}
+
+/// [`ws_server`], with a reader of its core's WebSocket counters.
+pub(crate) fn ws_server_with_stats(
+    backend: Backend,
+    config: WsConfig,
+) -> (ServerHandle, WsStatsReader) {
+    let (tx, rx) = std::sync::mpsc::channel();
     let server = builder(backend)
-        .start(move |_core| HttpHandler::new(WsEcho(config)))
+        .start(move |_core| {
+            let _ = tx.send(percore_handlers::ws::stats_reader());
+            HttpHandler::new(WsEcho(config))
+        })
         .expect("start");
     check_backend(&server, backend);
-    server
+    let stats = rx.recv().expect("the core's counters");
+    (server, stats)
 }
 
 /// The opening handshake's request for `path`, with `extra` fields.
@@ -143,6 +170,11 @@ impl<S: Read + Write> WsClient<S> {
         }
         self.buf.extend_from_slice(&chunk[..n]);
         Ok(n)
+    }
+
+    /// What was read past the last head or frame, taken.
+    pub(crate) fn take_buffered(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
     }
 
     /// Sends a masked frame.
