@@ -17,3 +17,16 @@ need_tools() {
         apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
 }
+
+# need_pip MODULE[:PACKAGE]...  installs, with pip, the package of each
+# Python module that python3 cannot import (the package is the module's
+# name unless given).
+need_pip() {
+    local spec
+    for spec in "$@"; do
+        python3 -c "import ${spec%%:*}" >/dev/null 2>&1 && continue
+        echo "installing python package ${spec#*:}"
+        python3 -m pip install -q --root-user-action=ignore "${spec#*:}" >/dev/null ||
+            python3 -m pip install -q --break-system-packages "${spec#*:}" >/dev/null
+    done
+}

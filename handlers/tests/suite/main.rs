@@ -49,3 +49,4 @@ mod support;
 mod ws_basic;
 mod ws_conformance;
 mod ws_limits;
+mod ws_python;
