@@ -2,7 +2,8 @@
 //!
 //! A route accepts a client's upgrade with a [`Handshake`] and gets a
 //! [`WebSocket`] in the connection's task; the same code runs over TCP,
-//! Unix sockets and TLS, on io_uring and epoll.
+//! Unix sockets and TLS, on io_uring and epoll. [`hub`] broadcasts to
+//! the subscribers of a topic on every core.
 //!
 //! # What the server does
 //!
@@ -53,6 +54,7 @@ mod close;
 mod config;
 pub mod frame;
 mod handshake;
+pub mod hub;
 mod message;
 mod outbox;
 mod socket;

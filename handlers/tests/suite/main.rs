@@ -47,6 +47,7 @@ mod static_files;
 #[path = "../support/mod.rs"]
 mod support;
 mod ws_basic;
+mod ws_broadcast;
 mod ws_conformance;
 mod ws_limits;
 mod ws_python;
