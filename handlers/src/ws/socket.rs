@@ -80,6 +80,12 @@ impl WebSocket {
     /// a client that did not answer a ping, `UnexpectedEof` for one that
     /// left without a close frame, or the stream's error. The connection
     /// is then over.
+    #[expect(
+        clippy::await_holding_refcell_ref,
+        reason = "only `recv` and the close after the route's future ended read; \
+                  both take the reader with `try_borrow_mut`, so a second reader \
+                  gets an error, never a panic"
+    )]
     pub async fn recv(&mut self) -> io::Result<Option<Message>> {
         let Ok(mut guard) = self.reader.try_borrow_mut() else {
             return Err(io::Error::other("the WebSocket is being read elsewhere"));

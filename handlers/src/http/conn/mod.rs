@@ -475,7 +475,8 @@ mod tests {
     /// in milliseconds, the stop slot's waker in a `Cell` and the timer's
     /// key in 8 bytes, 448; with the turn owned by its pooled future and
     /// the close awaited after the loop, 352; with the deadlines in
-    /// 8 bytes each ([`moment`]), 320 (debug and release builds):
+    /// 8 bytes each ([`moment`]), 320; with an upgrade's hand-over (a
+    /// boxed exit and the boxed protocol's future), 344 (debug builds):
     /// the connection's `Conn` and `State` and the wait of a read. The
     /// bound leaves room for compilers to lay it out otherwise, not for an
     /// exchange, a write, a turn or another inline address to come back.
