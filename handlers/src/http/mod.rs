@@ -204,6 +204,7 @@ mod response;
 pub mod router;
 mod service;
 mod stats;
+mod upgrade;
 mod wire;
 
 pub use config::Config;
@@ -218,3 +219,4 @@ pub use response::Response;
 pub use router::{RouteError, Routed, Router, Routes};
 pub use service::Service;
 pub use stats::{HttpStats, HttpStatsReader};
+pub use upgrade::Upgraded;

@@ -142,6 +142,21 @@ impl<'r> Request<'r> {
         self.head.body
     }
 
+    /// The protocol the client asks to switch to (its `Upgrade` field,
+    /// say `websocket`), when the request may be upgraded: HTTP/1.1, with
+    /// `upgrade` listed in `Connection`, one `Upgrade` field and no body.
+    /// `None` otherwise, and always on HTTP/2 (whose extended CONNECT is
+    /// another mechanism). A service that accepts answers with
+    /// [`Response::upgrade`](super::Response::upgrade); one that does not
+    /// answers as to any request, and the connection stays HTTP.
+    pub fn upgrade_protocol(&self) -> Option<&'r [u8]> {
+        match &self.body {
+            Body::H1(_) => super::upgrade::requested(&self.head),
+            #[cfg(feature = "h2")]
+            Body::H2(_) => None,
+        }
+    }
+
     /// The whole parsed head, for anything the accessors above do not show.
     pub fn head(&self) -> &RequestHead<'r, 'r> {
         &self.head

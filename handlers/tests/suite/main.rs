@@ -46,3 +46,8 @@ mod http_unix;
 mod static_files;
 #[path = "../support/mod.rs"]
 mod support;
+mod ws_basic;
+mod ws_broadcast;
+mod ws_conformance;
+mod ws_limits;
+mod ws_python;

@@ -6,6 +6,8 @@
 pub(crate) mod client;
 pub(crate) mod fanout;
 pub(crate) mod http;
+#[allow(dead_code, reason = "only the suite's WebSocket tests use it")]
+pub(crate) mod ws;
 
 use percore::{Backend, ServerBuilder, ServerHandle};
 use percore_handlers::echo::Echo;

@@ -30,6 +30,7 @@ impl<'r> Response<'r> {
             streaming: None,
             declared: None,
             left: 0,
+            upgrade: None,
         }
     }
 
