@@ -55,13 +55,19 @@ pub struct HttpStats {
     /// service, because the core was overloaded (see
     /// [`Config::shed_queue_delay`](super::Config::shed_queue_delay)).
     pub shed: u64,
+    /// Connections served with HTTP/2 (feature `h2`).
+    pub h2_connections: u64,
+    /// HTTP/2 connections the server ended with GOAWAY for the client's
+    /// abuse: a flood of frames that carry nothing, streams reset faster
+    /// than they are served (rapid reset), or a protocol error.
+    pub h2_cut: u64,
 }
 
 impl fmt::Display for HttpStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "2xx={} 3xx={} 4xx={} 5xx={} refused={} timeouts={} service_errors={} cut_off={} shed={}",
+            "2xx={} 3xx={} 4xx={} 5xx={} refused={} timeouts={} service_errors={} cut_off={} shed={} h2_connections={} h2_cut={}",
             self.status_2xx,
             self.status_3xx,
             self.status_4xx,
@@ -70,7 +76,9 @@ impl fmt::Display for HttpStats {
             self.timeouts,
             self.service_errors,
             self.cut_off,
-            self.shed
+            self.shed,
+            self.h2_connections,
+            self.h2_cut
         )
     }
 }
@@ -154,6 +162,8 @@ pub(crate) struct Counters {
     service_errors: Counter,
     cut_off: Counter,
     shed: Counter,
+    h2_connections: Counter,
+    h2_cut: Counter,
     /// Each response's latency, from the read that brought its request.
     pub(crate) latency: Histogram,
 }
@@ -190,6 +200,16 @@ impl Counters {
         counter.add(1);
     }
 
+    /// A connection began HTTP/2.
+    pub(crate) fn h2_connection(&self) {
+        self.h2_connections.add(1);
+    }
+
+    /// An HTTP/2 connection was ended for the client's abuse.
+    pub(crate) fn h2_cut(&self) {
+        self.h2_cut.add(1);
+    }
+
     pub(crate) fn snapshot(&self) -> HttpStats {
         HttpStats {
             status_2xx: self.status_2xx.get(),
@@ -201,6 +221,8 @@ impl Counters {
             service_errors: self.service_errors.get(),
             cut_off: self.cut_off.get(),
             shed: self.shed.get(),
+            h2_connections: self.h2_connections.get(),
+            h2_cut: self.h2_cut.get(),
         }
     }
 

@@ -294,6 +294,18 @@ pub(super) fn http(text: &mut Text<'_>, cores: &[(String, HttpStats, HistogramSn
             "Requests shed with 503 and Retry-After, the core overloaded.",
             |s| s.shed as f64,
         ),
+        (
+            "percore_http2_connections_total",
+            C,
+            "Connections served with HTTP/2.",
+            |s| s.h2_connections as f64,
+        ),
+        (
+            "percore_http2_cut_total",
+            C,
+            "HTTP/2 connections ended with GOAWAY for abuse (floods, rapid reset, protocol errors).",
+            |s| s.h2_cut as f64,
+        ),
     ];
     per_core(text, &rows, families);
     let name = "percore_http_request_duration_seconds";

@@ -21,6 +21,7 @@ mod fanout_nginx;
 mod fanout_stop;
 mod fanout_tls;
 mod http2;
+mod http2_abuse;
 mod http_answer_first;
 mod http_basic;
 mod http_body_limit;

@@ -5,6 +5,8 @@
 
 pub(crate) mod client;
 pub(crate) mod fanout;
+#[allow(dead_code, reason = "only the suite's HTTP/2 tests use it")]
+pub(crate) mod h2raw;
 pub(crate) mod http;
 #[allow(dead_code, reason = "only the suite's WebSocket tests use it")]
 pub(crate) mod ws;

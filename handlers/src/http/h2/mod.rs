@@ -14,6 +14,7 @@
 //! hands over with the bytes it read ([`is_preface`]).
 
 mod body;
+mod flood;
 mod io;
 mod out;
 mod stream;
@@ -30,6 +31,7 @@ use super::layer::Layer;
 use super::service::Service;
 use super::wire::StopSlot;
 pub(crate) use body::StreamBody;
+use flood::FloodGuard;
 use io::Io;
 pub(crate) use out::StreamOut;
 
@@ -106,20 +108,38 @@ async fn serve_connection<S: Service>(
         .max_send_buffer_size(SEND_BUFFER)
         .max_pending_accept_reset_streams(PENDING_RESETS)
         .max_local_error_reset_streams(Some(LOCAL_RESETS));
-    let handshake = builder.handshake::<_, bytes::Bytes>(Io::new(conn, read));
+    let guard = FloodGuard::default();
+    let handshake = builder.handshake::<_, bytes::Bytes>(Io::new(conn, read, &guard));
     let mut h2 = match percore::time::timeout(config.head_timeout, handshake).await {
         Ok(Ok(h2)) => h2,
-        Ok(Err(e)) => return ended(e),
+        Ok(Err(e)) => return ended(layer, e),
         // A client that never finishes its preface and settings.
         Err(_) => return Ok(()),
     };
+    layer.counters.h2_connection();
     let mut streams = FuturesUnordered::new();
     let mut stopping = false;
     // Reset as the last stream ends: the idle timeout runs while the
     // connection has none, and bounds the wait for its end after GOAWAY.
     let mut idle = Box::pin(percore::time::sleep(config.idle_timeout));
     let mut busy = false;
+    let mut cut = false;
     let served = poll_fn(|cx| loop {
+        if !cut && guard.flooded() {
+            // FAULTS L3: frames that carry nothing, far beyond the
+            // payload. GOAWAY at once; the streams begun are dropped.
+            cut = true;
+            let tally = guard.received_tally();
+            tracing::info!(
+                peer = ?peer,
+                overhead = tally.overhead,
+                payload = tally.payload,
+                "HTTP/2 flood: GOAWAY ENHANCE_YOUR_CALM"
+            );
+            layer.counters.h2_cut();
+            h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+            streams.clear();
+        }
         while let Poll::Ready(Some(())) = streams.poll_next_unpin(cx) {}
         if busy && streams.is_empty() {
             busy = false;
@@ -162,13 +182,17 @@ async fn serve_connection<S: Service>(
     match served {
         // The connection closed with every stream done, as h2 ends it.
         Ok(()) => Ok(()),
-        Err(e) => ended(e),
+        Err(e) => ended(layer, e),
     }
 }
 
 /// The end of a connection by an `h2` error: a client that went away or
-/// broke the protocol (it got GOAWAY) is no error of the server's.
-fn ended(e: h2::Error) -> stdio::Result<()> {
+/// broke the protocol (it got GOAWAY, and is counted) is no error of the
+/// server's.
+fn ended<S>(layer: &Layer<S>, e: h2::Error) -> stdio::Result<()> {
+    if e.is_go_away() && e.is_library() {
+        layer.counters.h2_cut();
+    }
     if e.is_io() {
         let e = e
             .into_io()

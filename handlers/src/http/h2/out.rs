@@ -3,6 +3,7 @@
 
 use std::future::poll_fn;
 use std::io;
+use std::time::Duration;
 
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -17,14 +18,19 @@ pub(crate) struct StreamOut {
     respond: SendResponse<Bytes>,
     send: Option<SendStream<Bytes>>,
     failed: bool,
+    /// How long a send may wait for the client's windows to open (the
+    /// layer's `write_timeout`): a client that never reads, and so never
+    /// opens them (FAULTS L4), holds its stream no longer.
+    write_timeout: Duration,
 }
 
 impl StreamOut {
-    pub(super) fn new(respond: SendResponse<Bytes>) -> Self {
+    pub(super) fn new(respond: SendResponse<Bytes>, write_timeout: Duration) -> Self {
         Self {
             respond,
             send: None,
             failed: false,
+            write_timeout,
         }
     }
 
@@ -106,7 +112,18 @@ impl StreamOut {
         }
         while !data.is_empty() {
             send.reserve_capacity(data.len());
-            let granted = match poll_fn(|cx| send.poll_capacity(cx)).await {
+            let wait =
+                percore::time::timeout(self.write_timeout, poll_fn(|cx| send.poll_capacity(cx)));
+            let Ok(granted) = wait.await else {
+                // The stream is given up: CANCEL tells the client so.
+                send.send_reset(h2::Reason::CANCEL);
+                self.failed = true;
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the client's HTTP/2 window stayed closed past the write timeout",
+                ));
+            };
+            let granted = match granted {
                 Some(Ok(n)) => n,
                 Some(Err(e)) => return Err(gone(&mut self.failed, e)),
                 None => {

@@ -46,8 +46,8 @@ pub(super) async fn serve<S: Service>(
         target,
         started,
     };
-    let mut out = StreamOut::new(respond);
     let config = &layer.config;
+    let mut out = StreamOut::new(respond, config.write_timeout);
     let mut body = StreamBody::new(recv, config.limits.max_body, peer, config.body_timeout);
     let mut fields = Vec::with_capacity(parts.headers.len() + 1);
     // `:authority` stands for `Host` (RFC 9113 §8.3.1): services read
