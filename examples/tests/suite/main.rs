@@ -12,6 +12,7 @@ mod fleet;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod hello;
+mod http2_takeover;
 mod http_echo_process;
 mod https;
 mod json_api_process;
