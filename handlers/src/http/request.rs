@@ -213,6 +213,22 @@ impl<'r> Request<'r> {
     }
 }
 
+impl Request<'_> {
+    /// A trailer field the client sent after the body (HTTP/2), once the
+    /// body was read to its end by [`body`](Self::body) or
+    /// [`chunk`](Self::chunk); `None` before, or if it sent none. On
+    /// HTTP/1.1 always `None`: a chunked body's trailer section is read
+    /// and dropped (a trailer such as `Content-Length` could otherwise
+    /// change what the head said).
+    pub fn trailer(&self, name: &str) -> Option<&[u8]> {
+        match &self.body {
+            Body::H1(_) => None,
+            #[cfg(feature = "h2")]
+            Body::H2(body) => body.trailer(name),
+        }
+    }
+}
+
 impl std::fmt::Debug for Request<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Request")

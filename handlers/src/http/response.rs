@@ -4,6 +4,7 @@
 mod file;
 #[cfg(feature = "h2")]
 mod h2;
+mod trailers;
 
 use std::io;
 
@@ -48,6 +49,9 @@ pub struct Response<'r> {
     left: u64,
     /// What takes the connection after a 101 ([`upgrade`](Self::upgrade)).
     pub(crate) upgrade: Option<OnUpgrade>,
+    /// Trailer fields, encoded as the head's (see
+    /// [`trailer`](Self::trailer)); allocated only when one is added.
+    pub(crate) trailers: Vec<u8>,
 }
 
 /// Where a response goes: the HTTP/1 connection's output, or an HTTP/2
@@ -99,6 +103,7 @@ impl<'r> Response<'r> {
             declared: None,
             left: 0,
             upgrade: None,
+            trailers: Vec::new(),
         }
     }
 

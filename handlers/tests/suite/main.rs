@@ -22,6 +22,7 @@ mod fanout_stop;
 mod fanout_tls;
 mod http2;
 mod http2_abuse;
+mod http2_trailers;
 mod http_answer_first;
 mod http_basic;
 mod http_body_limit;

@@ -53,26 +53,8 @@ impl StreamOut {
         let mut response = http::Response::new(());
         *response.status_mut() =
             http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+        append_fields(response.headers_mut(), fields);
         let headers = response.headers_mut();
-        for line in fields.split(|&b| b == b'\n') {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let Some(colon) = line.iter().position(|&b| b == b':') else {
-                continue;
-            };
-            let (name, value) = (&line[..colon], &line[colon + 1..]);
-            let value = value.strip_prefix(b" ").unwrap_or(value);
-            // HTTP/2 has no connection-specific fields (RFC 9113 §8.2.2);
-            // the server's own framing ones are refused as they are added.
-            let Ok(name) = HeaderName::from_bytes(name) else {
-                continue;
-            };
-            if matches!(name.as_str(), "upgrade" | "proxy-connection" | "te") {
-                continue;
-            }
-            if let Ok(value) = HeaderValue::from_bytes(value) {
-                headers.append(name, value);
-            }
-        }
         if let Some(len) = length {
             headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
         }
@@ -145,11 +127,49 @@ impl StreamOut {
         Ok(())
     }
 
+    /// Ends the stream with the trailer fields `fields` (`Name: value\r\n`
+    /// lines, already checked), after the body sent so far.
+    pub(crate) fn send_trailers(&mut self, fields: &[u8]) -> io::Result<()> {
+        let Some(send) = self.send.as_mut() else {
+            return Err(io::Error::other("trailers before the response head"));
+        };
+        let mut trailers = http::HeaderMap::new();
+        append_fields(&mut trailers, fields);
+        send.send_trailers(trailers).map_err(|e| {
+            self.failed = true;
+            io::Error::new(io::ErrorKind::BrokenPipe, e)
+        })
+    }
+
     /// Resets the stream: its response cannot be completed.
     pub(crate) fn reset(&mut self) {
         match self.send.as_mut() {
             Some(send) => send.send_reset(h2::Reason::INTERNAL_ERROR),
             None => self.respond.send_reset(h2::Reason::INTERNAL_ERROR),
+        }
+    }
+}
+
+/// Appends the `Name: value\r\n` lines of `fields` (already checked) to
+/// `headers`, leaving out what HTTP/2 has no place for.
+fn append_fields(headers: &mut http::HeaderMap, fields: &[u8]) {
+    for line in fields.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        // HTTP/2 has no connection-specific fields (RFC 9113 §8.2.2);
+        // the server's own framing ones are refused as they are added.
+        let Ok(name) = HeaderName::from_bytes(name) else {
+            continue;
+        };
+        if matches!(name.as_str(), "upgrade" | "proxy-connection" | "te") {
+            continue;
+        }
+        if let Ok(value) = HeaderValue::from_bytes(value) {
+            headers.append(name, value);
         }
     }
 }
