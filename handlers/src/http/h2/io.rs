@@ -44,11 +44,18 @@ pub(super) struct Io<'a> {
 }
 
 impl<'a> Io<'a> {
-    pub(super) fn new(stream: &'a Stream, replay: Vec<u8>, guard: &'a FloodGuard) -> Self {
+    /// The connection's I/O over `stream`: `replay` first, and the
+    /// first `preface` bytes received are no frame (the client's preface).
+    pub(super) fn new(
+        stream: &'a Stream,
+        replay: Vec<u8>,
+        guard: &'a FloodGuard,
+        preface: usize,
+    ) -> Self {
         Self {
             stream,
             guard,
-            inbound: FrameMeter::skipping(super::PREFACE.len()),
+            inbound: FrameMeter::skipping(preface),
             outbound: FrameMeter::default(),
             replay,
             replayed: 0,

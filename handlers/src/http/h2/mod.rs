@@ -109,7 +109,8 @@ async fn serve_connection<S: Service>(
         .max_pending_accept_reset_streams(PENDING_RESETS)
         .max_local_error_reset_streams(Some(LOCAL_RESETS));
     let guard = FloodGuard::default();
-    let handshake = builder.handshake::<_, bytes::Bytes>(Io::new(conn, read, &guard));
+    let handshake =
+        builder.handshake::<_, bytes::Bytes>(Io::new(conn, read, &guard, PREFACE.len()));
     let mut h2 = match percore::time::timeout(config.head_timeout, handshake).await {
         Ok(Ok(h2)) => h2,
         Ok(Err(e)) => return ended(layer, e),
