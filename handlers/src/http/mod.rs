@@ -207,7 +207,7 @@ mod stats;
 mod upgrade;
 mod wire;
 
-pub use config::Config;
+pub use config::{Config, H2Limits};
 pub use echo::{HttpEcho, HELLO};
 pub use error::{Error, Result, RouteResult};
 pub use handler::HttpHandler;

@@ -120,6 +120,24 @@ backend_tests! {
         }
     }
 
+    /// `Config::h2` is what the server announces: its first SETTINGS
+    /// frame carries the configured concurrent streams and stream window.
+    fn the_settings_are_the_configs(backend) {
+        let mut config = Config::default();
+        config.h2.max_concurrent_streams = 7;
+        config.h2.stream_window = 1000;
+        let server = TestServer::start(backend, config, routes);
+        let mut s = raw_h2(server.addr);
+        s.write_all(&frame(GOAWAY, 0, 0, &[0; 8])).expect("goodbye");
+        let frames = frames_until_close(&mut s);
+        let settings = &frames.iter().find(|f| f.0 == SETTINGS && f.1 == 0).expect("the server's SETTINGS").3;
+        let value = |id: u16| {
+            settings.chunks(6).find(|c| u16::from_be_bytes([c[0], c[1]]) == id).map(|c| u32::from_be_bytes([c[2], c[3], c[4], c[5]]))
+        };
+        assert_eq!(value(3), Some(7), "{backend}: SETTINGS_MAX_CONCURRENT_STREAMS");
+        assert_eq!(value(4), Some(1000), "{backend}: SETTINGS_INITIAL_WINDOW_SIZE");
+    }
+
     /// FAULTS L4: a client whose window is zero (and never opens) asks
     /// 100 streams of 64 KiB: each is cancelled (RST_STREAM CANCEL) at the
     /// write timeout, the connection closes when idle, and a client

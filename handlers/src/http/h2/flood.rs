@@ -9,14 +9,11 @@
 //! both ways, are *payload*. A connection whose received overhead passes
 //! a fixed allowance plus the payload so far is a flood. A real client's
 //! overhead (a WINDOW_UPDATE per window of a download, a keep-alive PING)
-//! stays far below that; a flood of 17-byte PINGs reaches the allowance
-//! after about 60,000 frames, whatever the rate, so the CPU a flood can
+//! stays far below that; a flood of 17-byte PINGs reaches the default
+//! allowance (1 MiB) after about 60,000 frames, whatever the rate, so the CPU a flood can
 //! take is bounded by bytes, not by the machine's speed.
 
 use std::cell::Cell;
-
-/// Overhead a connection may send before it must be matched by payload.
-const ALLOWANCE: u64 = 1024 * 1024;
 
 const FRAME_HEAD: usize = 9;
 const DATA: u8 = 0x0;
@@ -88,19 +85,29 @@ impl FrameMeter {
 /// them) and its loop (which acts on the verdict).
 #[derive(Debug, Default)]
 pub(super) struct FloodGuard {
+    /// Overhead the connection may send before it must be matched by
+    /// payload.
+    allowance: u64,
     received: Cell<Tally>,
     sent: Cell<Tally>,
     flooded: Cell<bool>,
 }
 
 impl FloodGuard {
+    pub(super) fn new(allowance: u64) -> Self {
+        FloodGuard {
+            allowance,
+            ..FloodGuard::default()
+        }
+    }
+
     /// Counts received bytes; true once the connection is a flood.
     pub(super) fn received(&self, meter: &mut FrameMeter, bytes: &[u8]) -> bool {
         let mut tally = self.received.get();
         meter.feed(bytes, &mut tally);
         self.received.set(tally);
         let payload = tally.payload + self.sent.get().payload;
-        if tally.overhead > ALLOWANCE + payload {
+        if tally.overhead > self.allowance + payload {
             self.flooded.set(true);
         }
         self.flooded.get()
@@ -163,9 +170,11 @@ mod tests {
         }
     }
 
+    const ALLOWANCE: u64 = 1024 * 1024;
+
     #[test]
     fn a_ping_flood_is_found_and_a_download_is_not() {
-        let guard = FloodGuard::default();
+        let guard = FloodGuard::new(ALLOWANCE);
         let (mut inbound, mut outbound) = (FrameMeter::default(), FrameMeter::default());
         // A download: a WINDOW_UPDATE (13 bytes) per 64 KiB sent.
         for _ in 0..10_000 {
@@ -173,7 +182,7 @@ mod tests {
             assert!(!guard.received(&mut inbound, &frame(8, 4)));
         }
         let ping = frame(6, 8);
-        let guard = FloodGuard::default();
+        let guard = FloodGuard::new(ALLOWANCE);
         let mut inbound = FrameMeter::default();
         let pings = (0..100_000)
             .take_while(|_| !guard.received(&mut inbound, &ping))

@@ -38,23 +38,6 @@ pub(crate) use out::StreamOut;
 /// The client's connection preface (RFC 9113 §3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// Streams a client may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`).
-pub(crate) const MAX_CONCURRENT_STREAMS: u32 = 128;
-/// Each stream's receive window, the request body bytes a client may send
-/// ahead of the service's reads.
-const STREAM_WINDOW: u32 = 256 * 1024;
-/// The connection's receive window, over all its streams.
-const CONNECTION_WINDOW: u32 = 1024 * 1024;
-/// Response bytes buffered per stream beyond the client's window.
-const SEND_BUFFER: usize = 256 * 1024;
-/// Streams a client may open and reset before the server has seen them
-/// through (the rapid-reset attack, CVE-2023-44487): past this the
-/// connection ends with GOAWAY.
-const PENDING_RESETS: usize = 20;
-/// Streams the server may reset for the client's errors before it ends
-/// the connection.
-const LOCAL_RESETS: usize = 1024;
-
 /// Whether a clear-text connection's first bytes are (the start of) the
 /// HTTP/2 preface: at least `PRI ` and nothing that differs from it. No
 /// HTTP/1 request begins so (`PRI` is reserved for the preface).
@@ -100,15 +83,16 @@ async fn serve_connection<S: Service>(
     let config = &layer.config;
     let peer = conn.peer_addr().ok();
     let mut builder = h2::server::Builder::new();
+    let limits = &config.h2;
     builder
-        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        .initial_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .initial_window_size(limits.stream_window)
+        .initial_connection_window_size(limits.connection_window)
         .max_header_list_size(u32::try_from(layer.max_head).unwrap_or(u32::MAX))
-        .max_send_buffer_size(SEND_BUFFER)
-        .max_pending_accept_reset_streams(PENDING_RESETS)
-        .max_local_error_reset_streams(Some(LOCAL_RESETS));
-    let guard = FloodGuard::default();
+        .max_send_buffer_size(limits.send_buffer)
+        .max_pending_accept_reset_streams(limits.pending_resets)
+        .max_local_error_reset_streams(Some(limits.error_resets));
+    let guard = FloodGuard::new(limits.flood_allowance);
     let handshake =
         builder.handshake::<_, bytes::Bytes>(Io::new(conn, read, &guard, PREFACE.len()));
     let mut h2 = match percore::time::timeout(config.head_timeout, handshake).await {
