@@ -262,7 +262,7 @@ pub(super) fn http(text: &mut Text<'_>, cores: &[(String, HttpStats, HistogramSn
         }
     }
     let rows: Vec<(String, HttpStats)> = cores.iter().map(|(c, s, _)| (c.clone(), *s)).collect();
-    use Kind::Counter as C;
+    use Kind::{Counter as C, Gauge as G};
     let families: &[PerCore<HttpStats>] = &[
         (
             "percore_http_refused_total",
@@ -305,6 +305,30 @@ pub(super) fn http(text: &mut Text<'_>, cores: &[(String, HttpStats, HistogramSn
             C,
             "HTTP/2 connections ended with GOAWAY for abuse (floods, rapid reset, protocol errors).",
             |s| s.h2_cut as f64,
+        ),
+        (
+            "percore_http2_requests_total",
+            C,
+            "Requests served over HTTP/2 (one a stream).",
+            |s| s.h2_streams as f64,
+        ),
+        (
+            "percore_http2_open_streams",
+            G,
+            "HTTP/2 streams whose service call is running.",
+            |s| s.h2_streams.saturating_sub(s.h2_streams_ended) as f64,
+        ),
+        (
+            "percore_http2_streams_reset_total",
+            C,
+            "HTTP/2 streams the client reset or lost before their answer.",
+            |s| s.h2_streams_reset as f64,
+        ),
+        (
+            "percore_http2_goaways_total",
+            C,
+            "GOAWAY frames sent (stop, idle, abuse).",
+            |s| s.h2_goaways as f64,
         ),
     ];
     per_core(text, &rows, families);

@@ -120,6 +120,27 @@ backend_tests! {
         }
     }
 
+    /// The HTTP/2 counters add up: five requests on one connection are
+    /// five streams, none open once answered; a flood is a cut and a
+    /// GOAWAY.
+    fn the_counters_add_up(backend) {
+        let server = TestServer::start(backend, Config::default(), routes);
+        let mut s = raw_h2(server.addr);
+        for id in [1, 3, 5, 7, 9] {
+            s.write_all(&get_frame(id, "/small")).expect("a request");
+        }
+        s.write_all(&frame(GOAWAY, 0, 0, &[0; 8])).expect("goodbye");
+        let frames = frames_until_close(&mut s);
+        assert!([1, 3, 5, 7, 9].iter().all(|&id| answered(&frames, id)), "{frames:?}");
+        let stats = wait_until(std::time::Duration::from_secs(60), "the streams' ends counted", || server.http_stats(), |s| s.h2_streams_ended == 5);
+        assert_eq!((stats.h2_connections, stats.h2_streams, stats.h2_streams_reset), (1, 5, 0), "{stats}");
+        assert_eq!((stats.h2_cut, stats.h2_goaways), (0, 0), "{stats}");
+        let (frames, _) = flood(&server, &[], &frame(PING, 0, 0, &[1; 8]));
+        assert_eq!(goaway_code(&frames), Some(ENHANCE_YOUR_CALM));
+        let stats = server.http_stats();
+        assert_eq!((stats.h2_connections, stats.h2_cut, stats.h2_goaways), (2, 1, 1), "{stats}");
+    }
+
     /// `Config::h2` is what the server announces: its first SETTINGS
     /// frame carries the configured concurrent streams and stream window.
     fn the_settings_are_the_configs(backend) {

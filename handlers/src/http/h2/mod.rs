@@ -122,6 +122,7 @@ async fn serve_connection<S: Service>(
                 "HTTP/2 flood: GOAWAY ENHANCE_YOUR_CALM"
             );
             layer.counters.h2_cut();
+            layer.counters.h2_goaways.add(1);
             h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
             streams.clear();
         }
@@ -139,6 +140,7 @@ async fn serve_connection<S: Service>(
                 return Poll::Ready(Ok(()));
             }
             h2.graceful_shutdown();
+            layer.counters.h2_goaways.add(1);
             stopping = true;
             idle.as_mut()
                 .reset(percore::time::now() + config.idle_timeout);
@@ -148,6 +150,7 @@ async fn serve_connection<S: Service>(
             // GOAWAY: no new streams; those begun are served, until the
             // server's drain deadline ends the connection's task.
             h2.graceful_shutdown();
+            layer.counters.h2_goaways.add(1);
             stopping = true;
             idle.as_mut()
                 .reset(percore::time::now() + config.idle_timeout);
@@ -177,6 +180,7 @@ async fn serve_connection<S: Service>(
 fn ended<S>(layer: &Layer<S>, e: h2::Error) -> stdio::Result<()> {
     if e.is_go_away() && e.is_library() {
         layer.counters.h2_cut();
+        layer.counters.h2_goaways.add(1);
     }
     if e.is_io() {
         let e = e
