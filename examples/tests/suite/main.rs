@@ -11,6 +11,7 @@ mod fanout_process;
 mod fleet;
 #[cfg(feature = "grpc")]
 mod grpc;
+mod h2_smoke;
 mod hello;
 mod http2_takeover;
 mod http_echo_process;
