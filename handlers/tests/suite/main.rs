@@ -34,6 +34,7 @@ mod http_flood;
 mod http_flush_edges;
 mod http_json;
 mod http_refusal;
+mod http_route_stall;
 mod http_router;
 mod http_send_file;
 mod http_service;
