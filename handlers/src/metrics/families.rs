@@ -202,6 +202,12 @@ pub(super) fn framework(text: &mut Text<'_>, cores: &[StatsSnapshot]) {
             |s| s.cpu_time.as_secs_f64(),
         ),
         (
+            "percore_queue_delay_seconds",
+            G,
+            "How long the core's last loop turn ran before it looked for more I/O (when tracked).",
+            |s| s.queue_delay.as_secs_f64(),
+        ),
+        (
             "percore_stalls_total",
             C,
             "Loop turns that kept the core longer than the stall threshold (each logged once at WARN with a backtrace).",
