@@ -222,7 +222,10 @@ impl Request<'_> {
     /// change what the head said).
     pub fn trailer(&self, name: &str) -> Option<&[u8]> {
         match &self.body {
-            Body::H1(_) => None,
+            Body::H1(_) => {
+                let _ = name;
+                None
+            }
             #[cfg(feature = "h2")]
             Body::H2(body) => body.trailer(name),
         }

@@ -221,11 +221,13 @@ impl Counters {
     }
 
     /// A connection began HTTP/2.
+    #[cfg(feature = "h2")]
     pub(crate) fn h2_connection(&self) {
         self.h2_connections.add(1);
     }
 
     /// An HTTP/2 connection was ended for the client's abuse.
+    #[cfg(feature = "h2")]
     pub(crate) fn h2_cut(&self) {
         self.h2_cut.add(1);
     }
