@@ -50,4 +50,5 @@ mod ws_basic;
 mod ws_broadcast;
 mod ws_conformance;
 mod ws_limits;
+mod ws_metrics;
 mod ws_python;
