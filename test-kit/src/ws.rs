@@ -145,13 +145,7 @@ impl<S: Read + Write> WsClient<S> {
 }
 
 /// A client frame with `rsv` bits (0..8), masked or not.
-pub fn client_frame(
-    fin: bool,
-    rsv: u8,
-    opcode: u8,
-    masked: bool,
-    payload: &[u8],
-) -> Vec<u8> {
+pub fn client_frame(fin: bool, rsv: u8, opcode: u8, masked: bool, payload: &[u8]) -> Vec<u8> {
     let mut out = vec![(u8::from(fin) << 7) | (rsv << 4) | opcode];
     let mask_bit = if masked { 0x80 } else { 0 };
     match payload.len() {

@@ -8,13 +8,12 @@ use crate::ws::WsStats;
 pub(super) fn ws(text: &mut Text<'_>, rows: &[(String, WsStats)]) {
     use Kind::{Counter as C, Gauge as G};
     let families: &[PerCore<WsStats>] = &[
-        ("percore_ws_open", G, "WebSockets open.", |s| s.open() as f64),
-        (
-            "percore_ws_opened_total",
-            C,
-            "WebSockets accepted.",
-            |s| s.opened as f64,
-        ),
+        ("percore_ws_open", G, "WebSockets open.", |s| {
+            s.open() as f64
+        }),
+        ("percore_ws_opened_total", C, "WebSockets accepted.", |s| {
+            s.opened as f64
+        }),
         (
             "percore_ws_messages_received_total",
             C,

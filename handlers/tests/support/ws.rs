@@ -89,4 +89,3 @@ pub(crate) fn ws_server_with_stats(
     let stats = rx.recv().expect("the core's counters");
     (server, stats)
 }
-
