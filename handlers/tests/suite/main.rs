@@ -20,6 +20,7 @@ mod fanout_loop;
 mod fanout_nginx;
 mod fanout_stop;
 mod fanout_tls;
+mod fanout_upgrade;
 mod http2;
 mod http_answer_first;
 mod http_basic;
