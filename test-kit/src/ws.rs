@@ -65,8 +65,11 @@ impl<S: Read + Write> WsClient<S> {
             .expect("send handshake");
         let head = self.read_head();
         assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
+        // Field names are case-insensitive (hyper writes them lower case).
+        let accept = format!("sec-websocket-accept: {ACCEPT}\r\n");
         assert!(
-            head.contains(&format!("Sec-WebSocket-Accept: {ACCEPT}\r\n")),
+            head.to_ascii_lowercase()
+                .contains(&accept.to_ascii_lowercase()),
             "{head}"
         );
         head
