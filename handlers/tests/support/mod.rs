@@ -6,7 +6,11 @@
 pub(crate) mod client;
 pub(crate) mod fanout;
 pub(crate) mod http;
-#[allow(dead_code, unused_imports, reason = "only the suite's WebSocket tests use it")]
+#[allow(
+    dead_code,
+    unused_imports,
+    reason = "only the suite's WebSocket tests use it"
+)]
 pub(crate) mod ws;
 
 use percore::{Backend, ServerBuilder, ServerHandle};
