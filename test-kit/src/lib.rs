@@ -47,6 +47,7 @@ mod streams;
 mod target;
 mod tools;
 pub mod upstream;
+pub mod ws;
 
 pub use backend::{require, serial, shared, uring_unavailable};
 pub use certs::TestCert;

@@ -1,6 +1,8 @@
 //! The example servers, run as processes the way an operator runs them:
 //! one module per server or subject, in one binary.
 
+mod chat_browser;
+mod chat_process;
 mod cli;
 mod cookbook;
 mod counter_process;

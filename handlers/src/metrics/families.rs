@@ -1,5 +1,5 @@
 //! The metric families: each counter of the framework, the HTTP layer and
-//! the fan-out proxy, with its name, type and help, one sample per core.
+//! the fan-out proxy (the WebSocket layer's are in `ws.rs`), with its name, type and help, one sample per core.
 
 use percore::runtime::HistogramSnapshot;
 use percore::{StatsReader, StatsSnapshot};
@@ -9,9 +9,9 @@ use crate::http::HttpStats;
 use crate::proxy::ProxyStats;
 
 /// A family with one sample per core: `(name, kind, help, value)`.
-type PerCore<T> = (&'static str, Kind, &'static str, fn(&T) -> f64);
+pub(super) type PerCore<T> = (&'static str, Kind, &'static str, fn(&T) -> f64);
 
-fn per_core<T>(text: &mut Text<'_>, rows: &[(String, T)], families: &[PerCore<T>]) {
+pub(super) fn per_core<T>(text: &mut Text<'_>, rows: &[(String, T)], families: &[PerCore<T>]) {
     for &(name, kind, help, value) in families {
         text.family(name, kind, help);
         for (core, row) in rows {

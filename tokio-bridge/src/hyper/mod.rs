@@ -35,7 +35,8 @@
 //! shared between cores and its atomics are never contended), and an `Rc`
 //! or a `RefCell` cannot be held across an `.await` in an axum handler.
 //! percore's own I/O types are `!Send`, so an axum handler cannot use
-//! them; a tokio-based client works, through the runtime [`Compat`]
+//! them (an upgraded connection, axum's `WebSocketUpgrade`, reaches its
+//! route through a pipe: [`HyperHandler::with_upgrades`]); a tokio-based client works, through the runtime [`Compat`]
 //! enters. A service that needs `!Send` state uses hyper directly
 //! ([`serve`] takes any hyper `Service`, `Send` or not) or
 //! percore-handlers' HTTP layer.
@@ -43,6 +44,7 @@
 mod grpc_timeout;
 mod io;
 mod rt;
+mod upgrades;
 
 use std::error::Error as StdError;
 use std::future::poll_fn;
@@ -59,6 +61,7 @@ use percore::{Connection, Handler};
 pub use grpc_timeout::{Deadline, GrpcTimeout};
 pub use io::Io;
 pub use rt::{Exec, Timer};
+pub use upgrades::serve_with_upgrades;
 
 use crate::Compat;
 
@@ -149,6 +152,7 @@ fn client_left(e: &(dyn StdError + 'static)) -> bool {
 pub struct HyperHandler<S> {
     service: S,
     builder: auto::Builder<Exec>,
+    upgrades: bool,
 }
 
 impl<S> HyperHandler<S> {
@@ -157,7 +161,16 @@ impl<S> HyperHandler<S> {
         HyperHandler {
             service,
             builder: builder(),
+            upgrades: false,
         }
+    }
+
+    /// Serves with upgrades ([`serve_with_upgrades`]), for axum's
+    /// `WebSocketUpgrade`: each connection's bytes then go through a pipe,
+    /// one more copy each way (see [`serve_with_upgrades`] for why).
+    pub fn with_upgrades(mut self) -> Self {
+        self.upgrades = true;
+        self
     }
 
     /// hyper's settings for the connections (protocols, keep-alive,
@@ -177,6 +190,13 @@ where
 {
     fn serve(&self, conn: Connection) -> impl Future<Output = std::io::Result<()>> {
         let service = TowerToHyperService::new(self.service.clone());
-        serve(conn, &self.builder, service)
+        let upgrades = self.upgrades;
+        async move {
+            if upgrades {
+                serve_with_upgrades(conn, &self.builder, service).await
+            } else {
+                serve(conn, &self.builder, service).await
+            }
+        }
     }
 }
