@@ -46,7 +46,11 @@ const PIPE: usize = 64 * 1024;
 
 /// [`serve`](super::serve), with upgrades: a service that answers 101
 /// (axum's `WebSocketUpgrade`) gets the connection, wherever its task
-/// runs. See the [module docs](self) for how, and what it costs.
+/// runs. hyper gets one end of an in-memory pipe (`Send`, as axum's
+/// upgrade task needs) and a pump on the core copies between the other
+/// end and the connection: one more copy each way, and the upgraded
+/// protocol's work runs on the tokio runtime's thread, shared by every
+/// core; percore-handlers' own WebSocket server pays neither.
 ///
 /// Needs the `hyper` feature.
 ///
