@@ -16,6 +16,7 @@ pub(crate) mod secure;
 mod socket;
 mod stream;
 mod tcp;
+mod udp;
 mod unix;
 mod unix_listener;
 
@@ -26,6 +27,8 @@ pub(crate) use listener::{bind_probe, bind_probe_shared, bind_reuseport};
 pub(crate) use socket::Socket;
 pub use stream::{Read, Stream, WriteAll, WriteAllVectored};
 pub use tcp::TcpStream;
+pub(crate) use udp::bind_udp;
+pub use udp::{RecvMeta, UdpSocket, MAX_SEGMENTS};
 pub use unix::{PeerCred, UnixAddr, UnixStream};
 pub use unix_listener::UnixListener;
 pub(crate) use unix_listener::{bind as bind_unix, SocketFile, UnixOptions};

@@ -1,0 +1,224 @@
+//! UDP sockets on both backends, through `percore::block_on`: datagrams of
+//! every size from empty to the largest IPv4 carries come back byte for
+//! byte, over IPv4 and IPv6; a datagram longer than the buffer is cut and
+//! says so; a connected socket reports its peer's port unreachable once,
+//! then works again; a segmented send arrives as its datagrams, with GSO
+//! and without; GRO joins what it may and says where to cut; a flood from
+//! one sender is dropped by the kernel, never queued without bound, and the
+//! socket keeps receiving after it.
+
+use std::net::{SocketAddr, UdpSocket as StdUdp};
+
+use percore::net::UdpSocket;
+use percore::time::timeout;
+use percore_test_kit::*;
+
+/// The sizes a round trip covers: empty, one byte, a QUIC packet, a full
+/// Ethernet payload, a jumbo frame and the largest IPv4 datagram.
+const SIZES: [usize; 6] = [0, 1, 1200, 1472, 9000, 65_507];
+
+/// Bytes of `len` that tell their positions apart.
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// A std socket on the other side, echoing `count` datagrams back.
+fn std_echo(at: &str, count: usize) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    let socket = StdUdp::bind(at).expect("bind the echo");
+    socket.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+    let addr = socket.local_addr().expect("addr");
+    let thread = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65_536];
+        for _ in 0..count {
+            let (n, peer) = socket.recv_from(&mut buf).expect("echo receives");
+            socket.send_to(&buf[..n], peer).expect("echo sends");
+        }
+    });
+    (addr, thread)
+}
+
+/// Sends each size to a std echo and checks what comes back, first with
+/// `send_to` and `recv_from`, then connected with `send` and `recv`.
+fn round_trips(backend: percore::Backend, local: &'static str) {
+    let (echo, thread) = std_echo(local, SIZES.len() * 2);
+    percore::block_on(backend, async move {
+        let socket = UdpSocket::bind(local.parse().unwrap()).expect("bind");
+        let mut buf = Vec::with_capacity(65_536);
+        for (i, &size) in SIZES.iter().enumerate() {
+            let sent = pattern(size, i as u8);
+            let (res, back) = socket.send_to(sent.clone(), echo).await;
+            assert_eq!(res.expect("send_to"), size);
+            drop(back);
+            buf.clear();
+            let (res, got) = timeout(IO_TIMEOUT, socket.recv_from(buf))
+                .await
+                .expect("echoed");
+            let meta = res.expect("recv_from");
+            assert_eq!(
+                (meta.len, meta.datagram_len, meta.peer),
+                (size, size, Some(echo))
+            );
+            assert!(!meta.truncated());
+            assert!(
+                got[..meta.len] == sent[..],
+                "{size} bytes came back changed"
+            );
+            buf = got;
+        }
+        socket.connect(echo).expect("connect");
+        assert_eq!(socket.peer_addr().expect("peer"), echo);
+        for (i, &size) in SIZES.iter().enumerate() {
+            let sent = pattern(size, 100 + i as u8);
+            let (res, _) = socket.send(sent.clone()).await;
+            assert_eq!(res.expect("send"), size);
+            buf.clear();
+            let (res, got) = timeout(IO_TIMEOUT, socket.recv(buf)).await.expect("echoed");
+            let meta = res.expect("recv");
+            assert_eq!(meta.len, size);
+            assert!(
+                got[..meta.len] == sent[..],
+                "{size} bytes came back changed (connected)"
+            );
+            buf = got;
+        }
+    })
+    .expect("block_on");
+    thread.join().expect("echo thread");
+}
+
+/// Whether `::1` can be bound here.
+fn ipv6_loopback() -> bool {
+    StdUdp::bind("[::1]:0").is_ok()
+}
+
+backend_tests! {
+    parallel;
+
+    /// Datagrams of 0, 1, 1,200, 1,472, 9,000 and 65,507 bytes come back
+    /// from an echo byte for byte over IPv4, unconnected and connected.
+    fn udp_round_trips_ipv4(backend) {
+        round_trips(backend, "127.0.0.1:0");
+    }
+
+    /// The same over IPv6 loopback, where the machine has one.
+    fn udp_round_trips_ipv6(backend) {
+        if !ipv6_loopback() {
+            println!("skipped: ::1 cannot be bound here (no IPv6 loopback)");
+            return;
+        }
+        round_trips(backend, "[::1]:0");
+    }
+
+    /// A datagram longer than the buffer fills it, and the result says how
+    /// long the datagram was; the next datagram is received whole.
+    fn udp_truncation_is_reported(backend) {
+        let sender = StdUdp::bind("127.0.0.1:0").expect("bind sender");
+        percore::block_on(backend, async move {
+            let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+            let to = socket.local_addr();
+            let long = pattern(3000, 7);
+            sender.send_to(&long, to).expect("send long");
+            sender.send_to(b"short", to).expect("send short");
+            let (res, got) = socket.recv_from(Vec::with_capacity(1000)).await;
+            let meta = res.expect("recv long");
+            assert_eq!((meta.len, meta.datagram_len), (1000, 3000));
+            assert!(meta.truncated());
+            assert_eq!(&got[..], &long[..1000]);
+            let (res, got) = socket.recv_from(Vec::with_capacity(1000)).await;
+            let meta = res.expect("recv short");
+            assert_eq!((meta.len, meta.truncated()), (5, false));
+            assert_eq!(&got[..], b"short");
+        })
+        .expect("block_on");
+    }
+
+    /// A connected socket whose peer has no socket gets the ICMP port
+    /// unreachable as `ConnectionRefused` once, on the receive waiting
+    /// then; its next exchange, with a live peer, works.
+    fn udp_port_unreachable_then_recovery(backend) {
+        // A port with no socket: bound, its number kept, then closed.
+        let gone = StdUdp::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
+        let (echo, thread) = std_echo("127.0.0.1:0", 1);
+        percore::block_on(backend, async move {
+            let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+            socket.connect(gone).expect("connect");
+            let (res, _) = socket.send(&b"anyone?"[..]).await;
+            res.expect("the first send goes out");
+            let (res, _) = timeout(IO_TIMEOUT, socket.recv(Vec::with_capacity(64)))
+                .await
+                .expect("the refusal comes");
+            let err = res.expect_err("port unreachable");
+            assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
+            socket.connect(echo).expect("connect to the echo");
+            let (res, _) = socket.send(&b"hello"[..]).await;
+            res.expect("send after the error");
+            let (res, got) = timeout(IO_TIMEOUT, socket.recv(Vec::with_capacity(64)))
+                .await
+                .expect("echoed");
+            res.expect("recv after the error");
+            assert_eq!(&got[..], b"hello");
+        })
+        .expect("block_on");
+        thread.join().expect("echo thread");
+    }
+
+    /// A segmented send of 10 datagrams of 1,000 bytes (the last 500)
+    /// arrives as those datagrams, in order, whether the kernel cut them
+    /// (GSO) or the socket sent each.
+    fn udp_segmented_send_arrives_as_datagrams(backend) {
+        let receiver = StdUdp::bind("127.0.0.1:0").expect("bind receiver");
+        receiver.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+        let to = receiver.local_addr().expect("addr");
+        let payload = pattern(9_500, 3);
+        let expected = payload.clone();
+        let gso = percore::block_on(backend, async move {
+            let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+            let (res, _) = socket.send_segments(payload, Some(to), 1000).await;
+            assert_eq!(res.expect("segmented send"), 9_500);
+            let (res, _) = socket.send_segments(vec![1u8; 10], Some(to), 0).await;
+            assert_eq!(res.expect_err("size 0").kind(), std::io::ErrorKind::InvalidInput);
+            socket.gso_supported()
+        })
+        .expect("block_on");
+        println!("GSO {}", if gso { "offered by the kernel" } else { "absent: one send each" });
+        let mut buf = vec![0u8; 2048];
+        for (i, chunk) in expected.chunks(1000).enumerate() {
+            let n = receiver.recv(&mut buf).expect("a segment");
+            assert_eq!(&buf[..n], chunk, "segment {i}");
+        }
+    }
+
+    /// With GRO on, a GSO train sent over loopback may arrive joined, with
+    /// its segment size; cut at it, the bytes are the sent datagrams in
+    /// order. Where the kernel offers both, at least one receive is joined.
+    fn udp_gro_receives_split_back(backend) {
+        let sent: Vec<Vec<u8>> = (0..8).map(|i| pattern(1200, i)).collect();
+        let train: Vec<u8> = sent.concat();
+        let (offload, joined, got) = percore::block_on(backend, async move {
+            let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+            let sender = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).expect("bind sender");
+            let gro = socket.set_gro(true).expect("set_gro");
+            let (res, _) = sender.send_segments(train, Some(socket.local_addr()), 1200).await;
+            assert_eq!(res.expect("send the train"), 9600);
+            let mut got: Vec<Vec<u8>> = Vec::new();
+            let mut joined = false;
+            let mut buf = Vec::with_capacity(65_536);
+            while got.len() < 8 {
+                buf.clear();
+                let (res, back) = timeout(IO_TIMEOUT, socket.recv_from(buf)).await.expect("recv");
+                let meta = res.expect("recv");
+                joined |= meta.segment_size.is_some_and(|s| meta.len > s);
+                let size = meta.segment_size.unwrap_or(meta.len.max(1));
+                got.extend(back[..meta.len].chunks(size).map(<[u8]>::to_vec));
+                buf = back;
+            }
+            (gro && sender.gso_supported(), joined, got)
+        })
+        .expect("block_on");
+        println!("GRO and GSO {}", if offload { "offered" } else { "absent" });
+        assert_eq!(got, sent);
+        assert_eq!(joined, offload, "a GSO train to a GRO socket arrives joined");
+    }
+}
