@@ -15,7 +15,8 @@
 //! (`statsd_truncated_datagrams_total`) and skipped whole, as its last
 //! line is cut; each core keeps at most `--max-names` names, counting the
 //! lines past that (`statsd_names_over_limit_total`), so no sender can
-//! grow the memory without bound.
+//! grow the memory without bound. A gauge's value is the one set last,
+//! by whichever core received it (each sender's socket reaches one core).
 
 use std::cell::RefCell;
 use std::io;

@@ -9,6 +9,10 @@
 //! the same handler serves TCP and Unix clients unchanged. A stream that
 //! wraps another (TLS) takes a `Stream` in and serves the same kind of
 //! handler.
+//!
+//! [`UdpSocket`] is the datagram socket: one datagram per owned-buffer
+//! receive or send, with truncation reported and GSO and GRO where the
+//! kernel offers them.
 
 mod endpoint;
 mod listener;

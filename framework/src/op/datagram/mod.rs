@@ -116,7 +116,7 @@ impl MsgBox {
     /// The `UDP_GRO` segment size among the control messages the kernel
     /// wrote, if there is one.
     fn gro_segment(&self) -> Option<usize> {
-        let written = (self.hdr.msg_controllen as usize).min(CONTROL_LEN);
+        let written = self.hdr.msg_controllen.min(CONTROL_LEN);
         let head = std::mem::size_of::<libc::cmsghdr>();
         let mut at = 0;
         // Walked by hand over the bytes (as `CMSG_NXTHDR` does), so that
@@ -132,7 +132,7 @@ impl MsgBox {
                     .cast::<libc::cmsghdr>()
                     .read()
             };
-            let len = cmsg.cmsg_len as usize;
+            let len = cmsg.cmsg_len;
             if len < head || at + len > written {
                 return None;
             }
