@@ -32,7 +32,7 @@ pub(crate) use socket::Socket;
 pub use stream::{Read, Stream, WriteAll, WriteAllVectored};
 pub use tcp::TcpStream;
 pub(crate) use udp::bind_udp;
-pub use udp::{RecvMeta, UdpSocket, MAX_SEGMENTS};
+pub use udp::{Batch, RecvMeta, UdpSocket, MAX_BATCH, MAX_SEGMENTS};
 pub use unix::{PeerCred, UnixAddr, UnixStream};
 pub use unix_listener::UnixListener;
 pub(crate) use unix_listener::{bind as bind_unix, SocketFile, UnixOptions};

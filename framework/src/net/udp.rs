@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 use crate::buf::{BufResult, IoBuf, IoBufMut};
+pub use crate::op::datagram::batch::{Batch, MAX_BATCH};
 pub use crate::op::datagram::recv::RecvMeta;
 use crate::op::datagram::recv::RecvMsg;
 use crate::op::datagram::send::{SendMsg, Target};
@@ -206,6 +207,41 @@ impl UdpSocket {
             end,
         };
         SendMsg::new(&self.fd, &self.io, &self.spares, buf, target).await
+    }
+
+    /// Receives into `batch` (emptied first) at least one datagram, and
+    /// every one already queued behind it up to the batch's slots, in
+    /// one system call where the kernel has them queued (`recvmmsg`).
+    /// Resolves to the count received; read them with [`Batch::iter`].
+    ///
+    /// # Errors
+    ///
+    /// As [`recv_from`](Self::recv_from): an error that comes after some
+    /// datagrams were taken is the next call's.
+    pub async fn recv_batch(&self, batch: Batch) -> BufResult<usize, Batch> {
+        crate::op::datagram::batch::recv(&self.fd, &self.io, batch).await
+    }
+
+    /// Sends every datagram queued in `batch` ([`Batch::push`]) that is
+    /// not sent yet, as many per system call as the socket takes
+    /// (`sendmmsg`), and resolves to the count sent by this call.
+    ///
+    /// # Errors
+    ///
+    /// The first datagram's error that stopped the batch:
+    /// [`Batch::sent`] says how many went before it; send again to go on
+    /// past it, or [`clear`](Batch::clear) the batch.
+    pub async fn send_batch(&self, mut batch: Batch) -> BufResult<usize, Batch> {
+        let mut sent = 0;
+        while batch.sent() < batch.len() {
+            let (res, back) = crate::op::datagram::batch::send(&self.fd, &self.io, batch).await;
+            batch = back;
+            match res {
+                Ok(n) => sent += n,
+                Err(e) => return (Err(e), batch),
+            }
+        }
+        (Ok(sent), batch)
     }
 
     /// Sends `buf` as datagrams of `segment_size` bytes each (the last may

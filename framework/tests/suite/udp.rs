@@ -5,11 +5,12 @@
 //! then works again; a segmented send arrives as its datagrams, with GSO
 //! and without; GRO joins what it may and says where to cut; a flood from
 //! one sender is dropped by the kernel, never queued without bound, and the
-//! socket keeps receiving after it.
+//! socket keeps receiving after it; batches receive and send many
+//! datagrams per call, in order, with truncation per slot.
 
 use std::net::{SocketAddr, UdpSocket as StdUdp};
 
-use percore::net::UdpSocket;
+use percore::net::{Batch, UdpSocket};
 use percore::time::timeout;
 use percore_test_kit::*;
 
@@ -220,5 +221,91 @@ backend_tests! {
         println!("GRO and GSO {}", if offload { "offered" } else { "absent" });
         assert_eq!(got, sent);
         assert_eq!(joined, offload, "a GSO train to a GRO socket arrives joined");
+    }
+
+    /// 100 datagrams (one longer than a slot) received in batches of 16
+    /// come in order, whole but the long one, which says it was cut;
+    /// then a batch of 40 sent at once arrives as its 40 datagrams.
+    fn udp_batches_receive_and_send_in_order(backend) {
+        let peer = StdUdp::bind("127.0.0.1:0").expect("bind peer");
+        peer.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+        let peer_addr = peer.local_addr().expect("addr");
+        let sent: Vec<Vec<u8>> = (0..100).map(|i| pattern(if i == 50 { 3000 } else { 100 + i }, i as u8)).collect();
+        let datagrams = sent.clone();
+        let sender = peer.try_clone().expect("clone");
+        let (got, cut) = percore::block_on(backend, async move {
+            let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+            for d in &datagrams {
+                sender.send_to(d, socket.local_addr()).expect("send");
+            }
+            let mut batch = Batch::new(16, 2048);
+            let mut got: Vec<Vec<u8>> = Vec::new();
+            let mut cut = Vec::new();
+            while got.len() < datagrams.len() {
+                let (res, back) = timeout(IO_TIMEOUT, socket.recv_batch(batch)).await.expect("a batch");
+                let n = res.expect("recv_batch");
+                assert!(n >= 1 && n <= 16 && n == back.len(), "{n} in a batch");
+                for (bytes, meta) in back.iter() {
+                    assert_eq!(meta.peer, Some(peer_addr));
+                    if meta.truncated() {
+                        cut.push((got.len(), meta.datagram_len));
+                    }
+                    got.push(bytes.to_vec());
+                }
+                batch = back;
+            }
+            // Back to the peer, 40 at once.
+            let mut out = Batch::new(40, 64);
+            for i in 0..40u8 {
+                assert!(out.push(&[i; 20], peer_addr));
+            }
+            assert!(!out.push(&[0; 20], peer_addr), "a full batch takes no more");
+            let (res, out) = socket.send_batch(out).await;
+            assert_eq!((res.expect("send_batch"), out.sent()), (40, 40));
+            (got, cut)
+        })
+        .expect("block_on");
+        assert_eq!(cut, [(50, 3000)]);
+        for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+            let want = if i == 50 { &s[..2048] } else { &s[..] };
+            assert!(g[..] == *want, "datagram {i}");
+        }
+        let mut buf = [0u8; 64];
+        for i in 0..40u8 {
+            let n = peer.recv(&mut buf).expect("a batched datagram");
+            assert_eq!(&buf[..n], &[i; 20]);
+        }
+    }
+
+    /// A batch receive that waits (nothing queued when it starts: on
+    /// io_uring a `RECVMSG` then, on epoll the readable edge) brings the
+    /// datagrams sent while it waited, in order.
+    fn udp_batch_receive_waits_for_the_first(backend) {
+        let sender = StdUdp::bind("127.0.0.1:0").expect("bind sender");
+        let got = percore::block_on(backend, async move {
+            let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+            let to = socket.local_addr();
+            let send_later = async {
+                percore::time::sleep(std::time::Duration::from_millis(20)).await;
+                for i in 0..5u8 {
+                    sender.send_to(&[i; 10], to).expect("send");
+                }
+            };
+            let mut got = Vec::new();
+            let mut batch = Batch::new(8, 64);
+            let receive = async {
+                while got.len() < 5 {
+                    let (res, back) = socket.recv_batch(batch).await;
+                    res.expect("recv_batch");
+                    got.extend(back.iter().map(|(bytes, _)| bytes.to_vec()));
+                    batch = back;
+                }
+            };
+            timeout(IO_TIMEOUT, percore::future::join(send_later, receive)).await.expect("all five");
+            got
+        })
+        .expect("block_on");
+        let want: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 10]).collect();
+        assert_eq!(got, want);
     }
 }

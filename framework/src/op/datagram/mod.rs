@@ -9,6 +9,7 @@
 //! its future is dropped in flight. The boxes come from the socket's own
 //! spares ([`Spares`]), so a steady stream of datagrams allocates none.
 
+pub(crate) mod batch;
 pub(crate) mod recv;
 pub(crate) mod send;
 
