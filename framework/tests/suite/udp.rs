@@ -244,7 +244,7 @@ backend_tests! {
             while got.len() < datagrams.len() {
                 let (res, back) = timeout(IO_TIMEOUT, socket.recv_batch(batch)).await.expect("a batch");
                 let n = res.expect("recv_batch");
-                assert!(n >= 1 && n <= 16 && n == back.len(), "{n} in a batch");
+                assert!((1..=16).contains(&n) && n == back.len(), "{n} in a batch");
                 for (bytes, meta) in back.iter() {
                     assert_eq!(meta.peer, Some(peer_addr));
                     if meta.truncated() {
