@@ -110,6 +110,21 @@ impl UdpSocket {
         UdpSocket::from_fd(bind_udp(addr, true)?)
     }
 
+    /// Adopts a bound std socket on this core (made non-blocking).
+    ///
+    /// # Errors
+    ///
+    /// The socket's address cannot be read, or the socket cannot be
+    /// registered with the core's driver.
+    ///
+    /// # Panics
+    ///
+    /// Outside a percore core.
+    pub fn from_std(socket: std::net::UdpSocket) -> io::Result<UdpSocket> {
+        socket.set_nonblocking(true)?;
+        UdpSocket::from_fd(OwnedFd::from(socket))
+    }
+
     /// Adopts a bound UDP socket on this core.
     pub(crate) fn from_fd(fd: OwnedFd) -> io::Result<UdpSocket> {
         let local_addr = sys::local_addr(fd.as_fd())?;
@@ -343,7 +358,10 @@ impl UdpSocket {
     /// Any other `setsockopt` failure.
     pub fn set_gro(&self, on: bool) -> io::Result<bool> {
         match sys::set_int_opt(self.fd.as_fd(), libc::SOL_UDP, libc::UDP_GRO, i32::from(on)) {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                self.spares.gro.set(on);
+                Ok(true)
+            }
             Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => Ok(false),
             Err(e) => Err(e),
         }

@@ -13,7 +13,7 @@ pub(crate) mod batch;
 pub(crate) mod recv;
 pub(crate) mod send;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use crate::sys::RawAddr;
 
@@ -169,18 +169,29 @@ impl MsgBox {
     }
 }
 
-/// A socket's spare [`MsgBox`]es.
+/// A socket's spare [`MsgBox`]es, and what its receives learnt.
 pub(crate) struct Spares {
     // Boxed in the `Vec` too: a box taken out is handed to an operation
     // whose header must not move.
     #[allow(clippy::vec_box)]
     free: RefCell<Vec<Box<MsgBox>>>,
+    /// io_uring: whether datagrams were flowing at the last receive (it
+    /// found one queued, or its SQE completed), so that the next one
+    /// tries a non-blocking `recvmsg` before it submits: a busy socket
+    /// then costs one system call per datagram, not an SQE and a trip
+    /// through the ring. Cleared when a try finds the queue empty, so an
+    /// idle socket pays at most one wasted try per wait.
+    pub(crate) flowing: Cell<bool>,
+    /// GRO is on: receives need control data (`recvmsg`, not `recvfrom`).
+    pub(crate) gro: Cell<bool>,
 }
 
 impl Spares {
     pub(crate) fn new() -> Spares {
         Spares {
             free: RefCell::new(Vec::new()),
+            flowing: Cell::new(true),
+            gro: Cell::new(false),
         }
     }
 

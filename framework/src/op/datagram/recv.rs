@@ -1,8 +1,9 @@
 //! Receiving one datagram into an owned buffer, with its sender.
 //!
-//! io_uring: an `IORING_OP_RECVMSG`; epoll: `recvmsg` tried first, then
-//! again at each readable edge. Both pass `MSG_TRUNC`, so the result is
-//! the datagram's whole length even when the buffer held less of it.
+//! io_uring: an `IORING_OP_RECVMSG`, after a non-blocking `recvmsg` while
+//! datagrams are flowing (see `Spares::flowing`); epoll: `recvmsg` tried
+//! first, then again at each readable edge. Both pass `MSG_TRUNC`, so the
+//! result is the datagram's whole length even when the buffer held less.
 
 use std::future::Future;
 use std::io;
@@ -21,6 +22,7 @@ use crate::driver::uring::{self, Cqe, OpKind, Retained};
 use crate::op::cqe_result;
 use crate::op::lifecycle::{Op, OpAble, Sqe};
 use crate::op::{SharedFd, SocketIo};
+use crate::sys::RawAddr;
 
 /// What a received datagram was: how much of it the buffer holds, how long
 /// it really was, and who sent it.
@@ -84,10 +86,84 @@ impl<B: IoBufMut> RecvInto<'_, B> {
         &mut space.hdr
     }
 
-    /// What the kernel's count `n` (the whole length, `MSG_TRUNC`) means.
+    /// One non-blocking `recvmsg` (the socket is non-blocking; `flags`
+    /// add to `MSG_TRUNC`).
+    fn recvmsg(&mut self, flags: libc::c_int) -> io::Result<RecvMeta> {
+        let fd = self.fd.as_raw_fd();
+        let hdr = self.fill();
+        // The raw syscall, as the stream receive makes it (no
+        // cancellation-point wrapper); every argument is register-sized.
+        // SAFETY: `hdr` and what it points at (the box's rooms, the
+        // buffer's bytes) are held by this operation for the call.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_recvmsg,
+                libc::c_long::from(fd),
+                hdr,
+                libc::c_long::from(libc::MSG_TRUNC | flags),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(self.meta(n as usize))
+    }
+
+    /// One non-blocking receive without control data: `recvfrom`, which
+    /// costs the kernel less than `recvmsg` (no header to copy in and
+    /// out), for a socket without GRO.
+    fn recvfrom(&mut self, flags: libc::c_int) -> io::Result<RecvMeta> {
+        let fd = self.fd.as_raw_fd();
+        let Some(buf) = self.buf.as_mut() else {
+            panic!("RecvMsg polled after completion")
+        };
+        let (ptr, len) = (buf.stable_mut_ptr(), buf.bytes_total());
+        let mut addr = RawAddr::empty();
+        // The raw syscall, as for `recvmsg`; every argument is register-sized.
+        // SAFETY: the kernel writes at most `len` bytes at `ptr` (the
+        // buffer's writable bytes, owned by this operation), and at most
+        // `addr.len` bytes of address into `addr`, a live local.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_recvfrom,
+                libc::c_long::from(fd),
+                ptr,
+                len,
+                libc::c_long::from(libc::MSG_TRUNC | flags),
+                addr.as_mut_ptr(),
+                &mut addr.len,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let peer = addr.to_std().ok();
+        Ok(self.meta_of(n as usize, peer, None))
+    }
+
+    /// One non-blocking receive: `recvfrom` unless the socket has GRO on,
+    /// whose segment size comes in control data.
+    fn try_recv(&mut self, flags: libc::c_int) -> io::Result<RecvMeta> {
+        if self.spares.gro.get() {
+            self.recvmsg(flags)
+        } else {
+            self.recvfrom(flags)
+        }
+    }
+
+    /// What the kernel's count `n` (the whole length, `MSG_TRUNC`) means,
+    /// with the sender and segment size in the box.
     fn meta(&mut self, n: usize) -> RecvMeta {
-        let (Some(buf), Some(space)) = (self.buf.as_mut(), self.space.as_ref()) else {
-            unreachable!("a receive keeps its buffer and header to the completion")
+        let Some(space) = self.space.as_ref() else {
+            unreachable!("a receive keeps its header to the completion")
+        };
+        let (peer, segment) = (space.peer(), space.gro_segment());
+        self.meta_of(n, peer, segment)
+    }
+
+    fn meta_of(&mut self, n: usize, peer: Option<SocketAddr>, segment: Option<usize>) -> RecvMeta {
+        let Some(buf) = self.buf.as_mut() else {
+            unreachable!("a receive keeps its buffer to the completion")
         };
         let len = n.min(buf.bytes_total());
         // SAFETY: the kernel wrote the first `len` bytes of the buffer
@@ -96,8 +172,8 @@ impl<B: IoBufMut> RecvInto<'_, B> {
         RecvMeta {
             len,
             datagram_len: n,
-            peer: space.peer(),
-            segment_size: space.gro_segment(),
+            peer,
+            segment_size: segment,
         }
     }
 }
@@ -108,6 +184,20 @@ impl<B: IoBufMut> RecvInto<'_, B> {
 // to the slot, with the descriptor.
 unsafe impl<B: IoBufMut> OpAble for RecvInto<'_, B> {
     type Output = RecvMeta;
+
+    fn uring_try(&mut self) -> Option<io::Result<RecvMeta>> {
+        if !self.spares.flowing.get() {
+            return None;
+        }
+        match self.try_recv(libc::MSG_DONTWAIT) {
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                self.spares.flowing.set(false);
+                None
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => None,
+            res => Some(res),
+        }
+    }
 
     fn uring_sqe(&mut self, _core: &Io, _d: &uring::Driver) -> Sqe {
         let hdr = self.fill();
@@ -122,6 +212,7 @@ unsafe impl<B: IoBufMut> OpAble for RecvInto<'_, B> {
     }
 
     fn uring_done(&mut self, cqe: Cqe, _retained: Retained) -> Option<io::Result<RecvMeta>> {
+        self.spares.flowing.set(true);
         Some(cqe_result(cqe.res).map(|n| self.meta(n as usize)))
     }
 
@@ -132,33 +223,17 @@ unsafe impl<B: IoBufMut> OpAble for RecvInto<'_, B> {
         source: SourceKey,
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<RecvMeta>> {
-        let fd = self.fd.as_raw_fd();
         loop {
             if d.poll_ready(source, Interest::Read, cx).is_pending() {
                 return Poll::Pending;
             }
-            let hdr = self.fill();
             d.count_syscall();
-            // The raw syscall, as the stream receive makes it (no
-            // cancellation-point wrapper); every argument is register-sized.
-            // SAFETY: `hdr` and what it points at (the box's rooms, the
-            // buffer's bytes) are held by this operation for the call.
-            let n = unsafe {
-                libc::syscall(
-                    libc::SYS_recvmsg,
-                    libc::c_long::from(fd),
-                    hdr,
-                    libc::c_long::from(libc::MSG_TRUNC),
-                )
-            };
-            if n >= 0 {
-                return Poll::Ready(Ok(self.meta(n as usize)));
-            }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EAGAIN) => d.clear_ready(source, Interest::Read),
-                Some(libc::EINTR) => {}
-                _ => return Poll::Ready(Err(err)),
+            match self.try_recv(0) {
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                    d.clear_ready(source, Interest::Read);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                res => return Poll::Ready(res),
             }
         }
     }
