@@ -277,14 +277,24 @@ backend_tests! {
         }
     }
 
-    /// A batch receive that waits (nothing queued when it starts: on
-    /// io_uring a `RECVMSG` then, on epoll the readable edge) brings the
-    /// datagrams sent while it waited, in order.
+    /// A receive that waits (nothing queued when it starts: on io_uring
+    /// a `RECVMSG` then, on epoll the readable edge) names its sender;
+    /// a batch receive that waits brings the datagrams sent while it
+    /// waited, in order, each with its sender.
     fn udp_batch_receive_waits_for_the_first(backend) {
         let sender = StdUdp::bind("127.0.0.1:0").expect("bind sender");
+        let from = sender.local_addr().expect("addr");
         let got = percore::block_on(backend, async move {
             let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
             let to = socket.local_addr();
+            // A single receive that waits too, and names its sender.
+            let send_one = async {
+                percore::time::sleep(std::time::Duration::from_millis(20)).await;
+                sender.send_to(b"first", to).expect("send");
+            };
+            let (_, (res, first)) = percore::future::join(send_one, socket.recv_from(Vec::with_capacity(64))).await;
+            assert_eq!(res.expect("recv_from").peer, Some(from));
+            assert_eq!(&first[..], b"first");
             let send_later = async {
                 percore::time::sleep(std::time::Duration::from_millis(20)).await;
                 for i in 0..5u8 {
@@ -297,7 +307,10 @@ backend_tests! {
                 while got.len() < 5 {
                     let (res, back) = socket.recv_batch(batch).await;
                     res.expect("recv_batch");
-                    got.extend(back.iter().map(|(bytes, _)| bytes.to_vec()));
+                    for (bytes, meta) in back.iter() {
+                        assert_eq!(meta.peer, Some(from));
+                        got.push(bytes.to_vec());
+                    }
                     batch = back;
                 }
             };
