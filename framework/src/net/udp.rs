@@ -346,6 +346,14 @@ impl UdpSocket {
         known
     }
 
+    /// Makes segmented sends ([`send_segments`](Self::send_segments)) go
+    /// out one datagram per send from now on, as where the kernel has no
+    /// GSO: for a path whose device mishandles segmentation offload, or
+    /// to compare the two.
+    pub fn disable_gso(&self) {
+        self.gso.set(Some(false));
+    }
+
     /// Turns UDP GRO on or off: with it on, the kernel may join datagrams
     /// of one sender that arrive together into one receive, whose
     /// [`RecvMeta::segment_size`] says where to cut them (so the buffer

@@ -89,6 +89,22 @@ fn round_trips(backend: percore::Backend, local: &'static str) {
     thread.join().expect("echo thread");
 }
 
+/// The receive queue (bytes) and drop count `/proc/net/udp` gives the
+/// IPv4 socket bound on `port`.
+fn udp_queue(port: u16) -> (u64, u64) {
+    let table = std::fs::read_to_string("/proc/net/udp").expect("/proc/net/udp");
+    let port = format!(":{port:04X}");
+    for line in table.lines().skip(1) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() > 12 && fields[1].ends_with(&port) {
+            let rx = fields[4].split(':').nth(1).expect("tx:rx");
+            let rx = u64::from_str_radix(rx, 16).expect("hex rx_queue");
+            return (rx, fields[12].parse().expect("drops"));
+        }
+    }
+    panic!("no socket on port {port} in /proc/net/udp");
+}
+
 /// Whether `::1` can be bound here.
 fn ipv6_loopback() -> bool {
     StdUdp::bind("[::1]:0").is_ok()
@@ -167,7 +183,7 @@ backend_tests! {
 
     /// A segmented send of 10 datagrams of 1,000 bytes (the last 500)
     /// arrives as those datagrams, in order, whether the kernel cut them
-    /// (GSO) or the socket sent each.
+    /// (GSO, where it has it) or the socket sent each (forced after).
     fn udp_segmented_send_arrives_as_datagrams(backend) {
         let receiver = StdUdp::bind("127.0.0.1:0").expect("bind receiver");
         receiver.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
@@ -176,18 +192,25 @@ backend_tests! {
         let expected = payload.clone();
         let gso = percore::block_on(backend, async move {
             let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
-            let (res, _) = socket.send_segments(payload, Some(to), 1000).await;
+            let gso = socket.gso_supported();
+            let (res, payload) = socket.send_segments(payload, Some(to), 1000).await;
             assert_eq!(res.expect("segmented send"), 9_500);
+            // The fallback, one send per datagram, forced: the same again.
+            socket.disable_gso();
+            let (res, _) = socket.send_segments(payload, Some(to), 1000).await;
+            assert_eq!(res.expect("segmented send without GSO"), 9_500);
             let (res, _) = socket.send_segments(vec![1u8; 10], Some(to), 0).await;
             assert_eq!(res.expect_err("size 0").kind(), std::io::ErrorKind::InvalidInput);
-            socket.gso_supported()
+            gso
         })
         .expect("block_on");
         println!("GSO {}", if gso { "offered by the kernel" } else { "absent: one send each" });
         let mut buf = vec![0u8; 2048];
-        for (i, chunk) in expected.chunks(1000).enumerate() {
-            let n = receiver.recv(&mut buf).expect("a segment");
-            assert_eq!(&buf[..n], chunk, "segment {i}");
+        for train in ["with GSO", "one send each"] {
+            for (i, chunk) in expected.chunks(1000).enumerate() {
+                let n = receiver.recv(&mut buf).expect("a segment");
+                assert_eq!(&buf[..n], chunk, "segment {i}, {train}");
+            }
         }
     }
 
@@ -320,5 +343,46 @@ backend_tests! {
         .expect("block_on");
         let want: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 10]).collect();
         assert_eq!(got, want);
+    }
+
+    /// A flood of 20,000 datagrams from one source at a socket that does
+    /// not read, its kernel buffer asked at 64 KiB: what waits stays
+    /// within the buffer (memory bounded whatever the flood) and the
+    /// kernel counts the rest dropped; the socket then receives what was
+    /// queued and the datagram sent after.
+    fn udp_flood_is_bounded_by_the_socket_buffer(backend) {
+        let flooder = StdUdp::bind("127.0.0.1:0").expect("bind flooder");
+        percore::block_on(backend, async move {
+            let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+            socket.set_recv_buffer_size(64 * 1024).expect("SO_RCVBUF");
+            let to = socket.local_addr();
+            for _ in 0..20_000 {
+                let _ = flooder.send_to(&[7u8; 100], to);
+            }
+            let (queued, drops) = udp_queue(to.port());
+            // The kernel doubles the size asked; one datagram may pass it.
+            assert!(queued <= 4 * 64 * 1024, "{queued} bytes wait in the socket");
+            assert!(drops > 0, "the kernel dropped none of the flood");
+            flooder.send_to(b"end", to).ok();
+            let mut flood = 0u64;
+            let mut buf = Vec::with_capacity(2048);
+            loop {
+                if udp_queue(to.port()).0 == 0 {
+                    // Drained: the end mark may have been dropped too.
+                    flooder.send_to(b"end", to).expect("send the end mark");
+                }
+                buf.clear();
+                let (res, back) = timeout(IO_TIMEOUT, socket.recv_from(buf)).await.expect("a datagram");
+                let meta = res.expect("recv_from");
+                if &back[..meta.len] == b"end" {
+                    break;
+                }
+                assert_eq!(meta.len, 100);
+                flood += 1;
+                buf = back;
+            }
+            assert!(flood > 0 && flood < 20_000, "{flood} of the flood received");
+        })
+        .expect("block_on");
     }
 }
