@@ -17,3 +17,16 @@ need_tools() {
         apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
 }
+
+# need_pip MODULE[:PACKAGE]...  installs, with pip, the PyPI package of
+# each Python module that python3 cannot import (the package is the
+# module's name unless given).
+need_pip() {
+    local missing=() spec
+    for spec in "$@"; do
+        python3 -c "import ${spec%%:*}" >/dev/null 2>&1 || missing+=("${spec#*:}")
+    done
+    [ "${#missing[@]}" -gt 0 ] || return 0
+    echo "installing (pip) ${missing[*]}"
+    python3 -m pip install -q --root-user-action=ignore "${missing[@]}"
+}

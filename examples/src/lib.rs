@@ -19,6 +19,8 @@ use percore::{Backend, CoreContext, Handler, Readiness, Server};
 use percore_handlers::http::HttpHandler;
 use percore_handlers::metrics::{Admin, Metrics};
 
+#[cfg(feature = "grpc")]
+pub mod grpc;
 mod http_args;
 mod stats_lines;
 pub mod statsd;
@@ -41,6 +43,11 @@ pub struct CommonArgs {
     /// The Unix socket file's permission bits, in octal (e.g. 660)
     #[arg(long, value_name = "MODE", value_parser = octal_mode, requires = "unix")]
     pub unix_mode: Option<u32>,
+    /// Whether the binary's handler speaks HTTP/2: then TLS offers `h2`
+    /// by ALPN before `http/1.1`. Set by the binary, not on the command
+    /// line.
+    #[arg(skip)]
+    pub offer_h2: bool,
     /// Serve TLS on the TCP port with this certificate chain (PEM, leaf
     /// first); needs --tls-key
     #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -349,6 +356,9 @@ where
         let mut tls = percore::tls::ServerTls::new(cert, key);
         if let Some(ca) = &common.tls_client_ca {
             tls = tls.client_ca(ca);
+        }
+        if common.offer_h2 {
+            tls = tls.alpn(&[b"h2", b"http/1.1"]);
         }
         builder = builder
             .tls(tls.build()?)

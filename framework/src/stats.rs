@@ -111,6 +111,8 @@ pub(crate) struct CoreStats {
     pub(crate) in_flight: Counter,
     pub(crate) ring_buffers_out: Counter,
     pub(crate) cpu_time_us: Counter,
+    /// The last loop turn's length in µs, while queue delay is tracked.
+    pub(crate) queue_delay_us: Counter,
     pub(crate) backend: Counter,
     /// Stalls the watchdog saw (its thread is the one writer).
     pub(crate) stalls: Counter,
@@ -166,6 +168,7 @@ impl CoreStats {
             in_flight: self.in_flight.get(),
             ring_buffers_out: self.ring_buffers_out.get(),
             cpu_time: std::time::Duration::from_micros(self.cpu_time_us.get()),
+            queue_delay: std::time::Duration::from_micros(self.queue_delay_us.get()),
             stalls: self.stalls.get(),
             stall_durations: self.stall_time.snapshot(),
             ring_flags: *self
@@ -258,6 +261,10 @@ pub struct StatsSnapshot {
     pub ring_buffers_out: u64,
     /// CPU time the core's thread has used.
     pub cpu_time: std::time::Duration,
+    /// The core's queue delay ([`queue_delay`](crate::queue_delay)) as of
+    /// its last loop turn: how long that turn ran before the core looked
+    /// for more I/O. Zero unless it is tracked (load shedding turns it on).
+    pub queue_delay: std::time::Duration,
     /// Stalls: loop turns that kept the core longer than the stall
     /// threshold ([`ServerBuilder::stall_threshold`](crate::ServerBuilder::stall_threshold)),
     /// counted when seen, each logged once with a backtrace.

@@ -11,3 +11,4 @@ mod log_limit;
 pub mod metrics;
 mod one_line;
 pub mod proxy;
+pub mod ws;

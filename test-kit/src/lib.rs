@@ -47,6 +47,7 @@ mod streams;
 mod target;
 mod tools;
 pub mod upstream;
+pub mod ws;
 
 pub use backend::{require, serial, shared, uring_unavailable};
 pub use certs::TestCert;
@@ -74,7 +75,7 @@ pub use server::{builder, check_backend, idle_in_flight, server_cpu, sum, PlainE
 pub use silent::Silent;
 pub use streams::{within_polls, Progress, Streams};
 pub use target::{ClientSock, Target};
-pub use tools::{curl, installed, python3, wrk};
+pub use tools::{curl, installed, python3, python_module, wrk};
 
 /// Writes each test once and stamps it out per backend, into modules
 /// `uring` and `epoll`. Each stamped test holds [`serial`], and skips

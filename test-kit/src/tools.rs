@@ -29,6 +29,21 @@ pub fn python3(script: &str, args: &[&str]) -> Option<Output> {
     )
 }
 
+/// Whether python3 can import `module` (a PyPI package the test script
+/// installs with pip when root, named in `PERCORE_TEST_TOOLS` as
+/// `python3-<module>`); prints why the test skips when it cannot, and
+/// fails when the test script promised it.
+pub fn python_module(module: &str) -> bool {
+    let found = Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !found {
+        missing(&format!("python3-{module}"));
+    }
+    found
+}
+
 /// Whether `tool` is on `PATH`; prints why the test skips when it is
 /// not, and fails when the test script promised it.
 pub fn installed(tool: &str) -> bool {

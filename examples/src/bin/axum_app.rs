@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release --features axum --bin axum_app -- [--port 8084] [--cores 0,1] [--backend auto]
 //! curl -s 127.0.0.1:8084/users/7                # {"id":7,"name":"user7"}
+//! curl -s --http2-prior-knowledge 127.0.0.1:8084/users/7   # the same over HTTP/2
 //! curl -s -d '{"name":"ann"}' -H 'content-type: application/json' 127.0.0.1:8084/users
 //! ```
 
@@ -67,7 +68,9 @@ struct Cli {
 }
 
 fn main() {
-    let Cli { common } = parse_args("8084");
+    let Cli { mut common } = parse_args("8084");
+    // hyper serves HTTP/2 too: over TLS, ALPN offers it first.
+    common.offer_h2 = true;
     init_logging();
     // The factory runs on each core's thread: one router, and one state,
     // per core.

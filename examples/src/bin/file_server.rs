@@ -44,7 +44,8 @@ struct Cli {
 
 fn main() {
     let cli: Cli = parse_args("8083");
-    let (common, config) = (cli.common, cli.http.config());
+    let (mut common, config) = (cli.common, cli.http.config());
+    common.offer_h2 = cfg!(feature = "h2");
     init_logging();
     // Resolved once here, before any core starts: a bad root is a usage
     // error, not a stream of 404s.

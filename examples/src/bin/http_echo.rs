@@ -31,7 +31,8 @@ struct Cli {
 
 fn main() {
     let cli: Cli = parse_args("8080");
-    let (common, config) = (cli.common, cli.http.config());
+    let (mut common, config) = (cli.common, cli.http.config());
+    common.offer_h2 = cfg!(feature = "h2");
     init_logging();
     let http = CoreReaders::<HttpStatsReader>::default();
     let registry = http.clone();

@@ -82,7 +82,11 @@ async fn weather(app: &App, req: Req<'_, '_, '_>, res: Res<'_, '_>) -> io::Resul
 }
 
 fn main() {
-    let Cli { common, upstream } = parse_args("8082");
+    let Cli {
+        mut common,
+        upstream,
+    } = parse_args("8082");
+    common.offer_h2 = cfg!(feature = "h2");
     init_logging();
     let factory = move |_: &percore::CoreContext| {
         HttpHandler::with_stats(Config::default(), |counters| {

@@ -7,14 +7,20 @@ use std::time::Duration;
 use percore_test_kit::ChildServer;
 
 pub(crate) const ECHO: &str = env!("CARGO_BIN_EXE_echo");
+pub(crate) const HTTP_ECHO: &str = env!("CARGO_BIN_EXE_http_echo");
 
 /// `echo --port 0 --host 127.0.0.1 <args>`, logging at info, with no
 /// backend or fault inherited from the environment, and SIGHUP at its
 /// default: a test runner started under `nohup` passes SIGHUP on ignored,
 /// and the server leaves an ignored SIGHUP ignored (as it should).
 pub(crate) fn echo_cmd(args: &[&str]) -> Command {
+    example_cmd(ECHO, args)
+}
+
+/// [`echo_cmd`] for another example binary, at `path`.
+pub(crate) fn example_cmd(path: &str, args: &[&str]) -> Command {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(ECHO);
+    let mut cmd = Command::new(path);
     cmd.args(["--port", "0", "--host", "127.0.0.1"])
         .args(args)
         .env("RUST_LOG", "info")

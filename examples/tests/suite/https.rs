@@ -13,7 +13,12 @@ const FANOUT: &str = env!("CARGO_BIN_EXE_fanout");
 const HELLO: &str = r#"{"message":"Hello!"}"#;
 
 fn start(backend: &str, cert: &TestCert) -> ChildServer {
-    let mut cmd = Command::new(HTTP_ECHO);
+    start_bin(HTTP_ECHO, backend, cert)
+}
+
+/// Starts the example binary at `path` with TLS.
+fn start_bin(path: &str, backend: &str, cert: &TestCert) -> ChildServer {
+    let mut cmd = Command::new(path);
     cmd.args(["--port", "0", "--cores", "0", "--backend", backend])
         .arg("--tls-cert")
         .arg(&cert.cert)
@@ -23,7 +28,7 @@ fn start(backend: &str, cert: &TestCert) -> ChildServer {
         .env_remove("PERCORE_BACKEND")
         .env_remove("PERCORE_FAULT");
     let server = ChildServer::spawn(cmd, Duration::from_secs(60))
-        .unwrap_or_else(|f| panic!("http_echo did not start: {f:?}"));
+        .unwrap_or_else(|f| panic!("{path} did not start: {f:?}"));
     assert!(
         server.wait_for_log("with TLS", Duration::from_secs(60)),
         "{}",
@@ -47,7 +52,64 @@ fn stop(server: ChildServer) {
     assert!(status.success(), "{status}: {log}");
 }
 
+/// curl over HTTPS to `path` on the server: the HTTP version ALPN chose
+/// (`2` or `1.1`) and the body; `None` if curl is missing.
+fn version_and_body(
+    server: &ChildServer,
+    cert: &TestCert,
+    path: &str,
+    http2: bool,
+) -> Option<(String, String)> {
+    let url = format!("https://localhost:{}{path}", server.addr.port());
+    let resolve = format!("localhost:{}:127.0.0.1", server.addr.port());
+    let ca = cert.ca.display().to_string();
+    let version = if http2 { "--http2" } else { "--http1.1" };
+    let out = curl(&[
+        version,
+        "--resolve",
+        &resolve,
+        "--cacert",
+        &ca,
+        "--write-out",
+        "\n%{http_version}",
+        &url,
+    ])?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    let (body, version) = text.rsplit_once('\n').expect("the version line");
+    Some((version.to_string(), body.to_string()))
+}
+
 backend_process_tests! {
+    /// HTTPS with ALPN: curl that offers `h2` gets HTTP/2 from a server
+    /// whose handler speaks it (axum on percore, and `http_echo` when
+    /// built with HTTP/2), and one that offers only `http/1.1` gets 1.1.
+    fn alpn_chooses_http2_over_https(backend) {
+        let Some(cert) = TestCert::new(&format!("https-alpn-{backend}")) else { return };
+        #[cfg(feature = "axum")]
+        {
+            let axum = start_bin(env!("CARGO_BIN_EXE_axum_app"), backend, &cert);
+            if let Some((version, body)) = version_and_body(&axum, &cert, "/users/7", true) {
+                assert_eq!(version, "2", "{backend}: axum_app over TLS");
+                assert_eq!(body, r#"{"id":7,"name":"user7"}"#);
+                let (version, _) = version_and_body(&axum, &cert, "/users/7", false).expect("curl ran once");
+                assert_eq!(version, "1.1", "{backend}: axum_app with http/1.1 only");
+            }
+            stop(axum);
+        }
+        let server = start(backend, &cert);
+        if let Some((version, body)) = version_and_body(&server, &cert, "/hello", true) {
+            let spoken = if cfg!(feature = "h2") { "2" } else { "1.1" };
+            assert_eq!(version, spoken, "{backend}: http_echo over TLS");
+            assert_eq!(body, HELLO);
+        }
+        stop(server);
+    }
+
     /// curl with the test CA: GET and POST over one kept-alive
     /// connection; with another CA it refuses the server.
     fn curl_over_https(backend) {

@@ -1,6 +1,8 @@
 //! The example servers, run as processes the way an operator runs them:
 //! one module per server or subject, in one binary.
 
+mod chat_browser;
+mod chat_process;
 mod cli;
 mod cookbook;
 mod counter_process;
@@ -9,7 +11,11 @@ mod echo_child;
 mod echo_process;
 mod fanout_process;
 mod fleet;
+#[cfg(feature = "grpc")]
+mod grpc;
+mod h2_smoke;
 mod hello;
+mod http2_takeover;
 mod http_echo_process;
 mod https;
 mod json_api_process;

@@ -1,18 +1,19 @@
 //! Stopping the `echo` binary as an operator does, on both backends:
 //! SIGTERM drains and exits 0, also when nobody reads the log any more; a
 //! second signal exits at once and says so, unless it is the same one sent
-//! twice at once (GNU `timeout`); SIGHUP stops as SIGTERM does
+//! twice at once (GNU `timeout`); Ctrl-C with an idle client stops at
+//! once; SIGHUP stops as SIGTERM does
 //! unless it is ignored (`nohup`); a log written to a file is
 //! plain text; a server started with `--take-over` replaces a running one;
 //! a server restarted right after a kill gets the port.
 
 use crate::echo_child;
 
-use std::io::{BufRead, ErrorKind, Read};
+use std::io::{BufRead, ErrorKind, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
-use echo_child::{echo_cmd, serve, stop};
+use echo_child::{echo_cmd, example_cmd, serve, stop, HTTP_ECHO};
 use percore_test_kit::*;
 
 /// An `echo` with a half-second drain, and a client it has served once.
@@ -39,6 +40,21 @@ backend_process_tests! {
             Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
             other => panic!("{backend}: the idle connection was not closed: {other:?}"),
         }
+    }
+
+    /// Ctrl-C with an idle client connected: `echo` closes the connection
+    /// and exits 0 at once, not at the drain deadline (two minutes here;
+    /// the stop's wait of a minute is the hang guard).
+    fn ctrl_c_stops_at_once_with_an_idle_client(backend) {
+        let child = serve(echo_cmd(&["--backend", backend, "--drain-ms", "120000"]));
+        let mut idle = connect(child.addr);
+        roundtrip(&mut idle, b"then nothing more");
+        child.signal(libc::SIGINT);
+        let (exit, log) = child.wait(Duration::from_secs(60));
+        assert_eq!(exit.code(), Some(0), "{backend}: {log}");
+        assert!(log.contains("stopped"), "{backend}: {log}");
+        let mut buf = [0u8; 8];
+        assert_eq!(idle.read(&mut buf).expect("read the close"), 0, "{backend}: the idle connection was not closed");
     }
 
     /// A restart without refusing connections: a second server started with
@@ -246,8 +262,8 @@ fn a_log_file_gets_no_colour_codes() {
     );
 }
 
-/// A second signal during the drain exits at once, with the shell's status
-/// for death by that signal, and says so on stderr (without that line the
+/// A second signal during the drain (of a request half received) exits
+/// at once, with the shell's status for death by that signal, and says so on stderr (without that line the
 /// log would end mid-drain, like a crash).
 #[test]
 fn a_second_signal_exits_at_once() {
@@ -259,9 +275,8 @@ fn a_second_signal_exits_at_once() {
     ] {
         // A drain of two minutes, which only the second signal cuts short
         // within the minute the test waits.
-        let child = serve(echo_cmd(&["--drain-ms", "120000"]));
-        let mut open = connect(child.addr);
-        roundtrip(&mut open, b"keeps the drain busy");
+        let child = serve(example_cmd(HTTP_ECHO, &["--drain-ms", "120000"]));
+        let _mid_request = a_request_half_sent(child.addr);
         child.signal(signal);
         assert!(
             child.wait_for_log("draining", Duration::from_secs(60)),
@@ -280,4 +295,21 @@ fn a_second_signal_exits_at_once() {
             "{log}"
         );
     }
+}
+
+/// A request whose body is half sent, once `http_echo` has begun to read
+/// it (its `100 Continue` says so): it waits for the rest (its body
+/// timeout is 30 s), so the drain has a request to wait for.
+fn a_request_half_sent(addr: std::net::SocketAddr) -> std::net::TcpStream {
+    let mut client = connect(addr);
+    client
+        .write_all(
+            b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n",
+        )
+        .expect("send a request head");
+    let mut head = [0u8; 25];
+    client.read_exact(&mut head).expect("read 100 Continue");
+    assert_eq!(&head, b"HTTP/1.1 100 Continue\r\n\r\n");
+    client.write_all(b"half").expect("send half the body");
+    client
 }

@@ -250,7 +250,10 @@ impl Core {
         self.executor.record_caught();
         self.publish_gauges();
         if self.track_delay.get() {
-            self.queue_delay.set(now.elapsed());
+            let delay = now.elapsed();
+            self.queue_delay.set(delay);
+            let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+            self.shared.stats.queue_delay_us.set(micros);
         }
         self.shared.watch.parking();
         // Announce, re-check the inboxes and the stop latch, then block:

@@ -12,7 +12,9 @@
 //! watchdog reports a turn only once it has run for the threshold, at
 //! least a millisecond, so the next turn always has a later tick.
 
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// One core's published state.
@@ -24,6 +26,8 @@ pub(crate) struct CoreWatch {
     turn: AtomicU64,
     /// The core thread's kernel id (zero before it started).
     thread: AtomicI32,
+    /// The [`StallLabel`] of what the core polls now, zero for none.
+    label: AtomicU32,
 }
 
 impl CoreWatch {
@@ -32,6 +36,7 @@ impl CoreWatch {
             epoch: Instant::now(),
             turn: AtomicU64::new(0),
             thread: AtomicI32::new(0),
+            label: AtomicU32::new(0),
         }
     }
 
@@ -63,6 +68,22 @@ impl CoreWatch {
         self.turn.load(Ordering::Relaxed).checked_sub(1)
     }
 
+    /// Sets the label of what the core polls now, returning the one
+    /// before (`0`: none).
+    #[inline]
+    pub(crate) fn swap_label(&self, label: u32) -> u32 {
+        let before = self.label.load(Ordering::Relaxed);
+        self.label.store(label, Ordering::Relaxed);
+        before
+    }
+
+    /// The name of what the core polls now, if labelled.
+    pub(crate) fn label(&self) -> Option<String> {
+        let id = NonZeroU32::new(self.label.load(Ordering::Relaxed))?;
+        let names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+        names.get(id.get() as usize - 1).map(|n| n.to_string())
+    }
+
     pub(crate) fn thread(&self) -> Option<i32> {
         Some(self.thread.load(Ordering::Relaxed)).filter(|&t| t != 0)
     }
@@ -70,5 +91,35 @@ impl CoreWatch {
     /// Milliseconds since `epoch`, in the ticks' unit.
     pub(crate) fn now_tick(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
+    }
+}
+
+/// Every [`StallLabel`]'s name, its id less one: interned, so a name
+/// labelled again (a router built anew) takes no more room.
+static NAMES: Mutex<Vec<Box<str>>> = Mutex::new(Vec::new());
+
+/// A name for stall reports: what a core was running when it stalled,
+/// such as an HTTP route (`GET /users/{id}`). Made once, when what it
+/// names is set up (not per request); see [`labeled`](crate::runtime::labeled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StallLabel(NonZeroU32);
+
+impl StallLabel {
+    /// The label named `name`; the same label for the same name.
+    pub fn new(name: &str) -> StallLabel {
+        let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+        let index = match names.iter().position(|n| **n == *name) {
+            Some(index) => index,
+            None => {
+                names.push(name.into());
+                names.len() - 1
+            }
+        };
+        let id = u32::try_from(index + 1).unwrap_or(u32::MAX);
+        StallLabel(NonZeroU32::new(id).unwrap_or(NonZeroU32::MAX))
+    }
+
+    pub(crate) fn id(self) -> u32 {
+        self.0.get()
     }
 }

@@ -11,9 +11,11 @@ use std::sync::Arc;
 use std::task::Poll;
 
 mod blocking;
+mod labeled;
 
 pub use crate::core::messaging::{core_count, core_index, submit_to, SubmitError};
 pub use crate::core::stopping::{shutdown_signal, ShutdownSignal};
+pub use crate::core::watch::StallLabel;
 pub use crate::histogram::{Histogram, HistogramSnapshot};
 pub use crate::server::Readiness;
 pub use crate::server::{
@@ -22,6 +24,7 @@ pub use crate::server::{
 };
 pub use crate::stats::{Counter, StatsSnapshot};
 pub use blocking::{spawn_blocking, Blocking};
+pub use labeled::{labeled, Labeled};
 
 use crate::core::{config, context, shared};
 use crate::executor::{JoinError, JoinHandle};

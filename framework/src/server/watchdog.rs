@@ -1,8 +1,9 @@
 //! The stall watchdog: one thread per server that notices when a core
 //! keeps running one loop turn longer than the stall threshold (a
 //! handler that blocks, spins, or waits on a lock), and reports it once,
-//! with how long it lasted, the task being polled and a backtrace of the
-//! core's thread taken during the stall.
+//! with how long it lasted, the task being polled (and its label, such
+//! as an HTTP route, when it has one: `runtime::labeled`) and a backtrace
+//! of the core's thread taken during the stall.
 //!
 //! The cores publish when their turn began (`core::watch`); the watchdog
 //! wakes every half threshold, so a stall is seen between one and one and
@@ -70,6 +71,8 @@ struct Stall {
     began: u64,
     /// The task being polled when the stall was seen.
     task: TaskKey,
+    /// Its label (`runtime::labeled`), if it had one.
+    label: Option<String>,
     /// The return addresses sampled during the stall, symbolized only when
     /// reported (the first symbolization reads the debug information, which
     /// can take a second: the next look must not wait for it), or why
@@ -139,6 +142,7 @@ fn check(core: &CoreShared, stall: &mut Option<Stall>, threshold_ms: u64) {
     }
     core.stats.stalls.add(1);
     let task = core.owner.polled();
+    let label = core.watch.label();
     let backtrace = match core.watch.thread() {
         Some(tid) => match stack_sample::sample(tid, SAMPLE_WAIT) {
             Ok(frames) if core.watch.turn() == Some(began) => Ok(frames),
@@ -150,6 +154,7 @@ fn check(core: &CoreShared, stall: &mut Option<Stall>, threshold_ms: u64) {
     *stall = Some(Stall {
         began,
         task,
+        label,
         backtrace,
         logged: false,
     });
@@ -163,6 +168,7 @@ fn report(core: &CoreShared, stall: &Stall, lasted_ms: u64, state: &str) {
         cpu = core.cpu,
         stalled_ms = lasted_ms,
         task,
+        label = stall.label.as_deref().unwrap_or("none"),
         backtrace = %match &stall.backtrace {
             Ok(frames) => format!("\n{}", symbolize(frames)),
             Err(why) => format!("none ({why})"),

@@ -15,7 +15,7 @@ use std::sync::Barrier;
 
 use bytes::Bytes;
 use percore::{Connection, Handler};
-use percore_test_kit::alloc::{ALLOCS, COUNTING, SIZES, TRACKED, TRAP};
+use percore_test_kit::alloc::{ALLOCS, COUNTING, FIRST_IN_WINDOW, SIZES, TRACKED, TRAP, WINDOW};
 use percore_test_kit::*;
 
 const CLIENTS: usize = 4;
@@ -117,9 +117,11 @@ backend_tests! {
             barrier.wait();
             let warm_up = ALLOCS.swap(0, Ordering::Relaxed);
             assert!(warm_up > 0, "the core thread's allocations were not counted");
+            WINDOW.store(true, Ordering::Relaxed);
             barrier.wait();
             barrier.wait();
             COUNTING.store(false, Ordering::SeqCst);
+            WINDOW.store(false, Ordering::Relaxed);
             barrier.wait();
             for client in clients {
                 expected_out += client.join().expect("client");
@@ -137,6 +139,12 @@ backend_tests! {
         let writes = CLIENTS * MEASURED;
         println!("{backend}: {allocs} allocations over {writes} gathered writes (first sizes {sizes:?})");
         println!("{}", stats[0]);
-        assert_eq!(allocs, 0, "allocations on the core thread over {writes} gathered writes; first sizes {sizes:?}");
+        let first = FIRST_IN_WINDOW.lock().unwrap_or_else(|e| e.into_inner()).take();
+        assert_eq!(
+            allocs,
+            0,
+            "allocations on the core thread over {writes} gathered writes; first sizes {sizes:?}; the first's backtrace:\n{}",
+            first.unwrap_or_default()
+        );
     }
 }

@@ -90,6 +90,53 @@ pub struct Config {
     /// and the right bound depends on the service (a few times its usual
     /// turn under load).
     pub shed_queue_delay: Option<Duration>,
+    /// HTTP/2's own limits (feature `h2`).
+    pub h2: H2Limits,
+}
+
+/// The limits of an HTTP/2 connection (feature `h2`). `Default` gives
+/// each field's named default, close to nginx's and hyper's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct H2Limits {
+    /// Streams a client may have open at once
+    /// (`SETTINGS_MAX_CONCURRENT_STREAMS`). Default 128 (nginx).
+    pub max_concurrent_streams: u32,
+    /// Each stream's receive window: request body bytes a client may send
+    /// ahead of the service's reads. Default 256 KiB.
+    pub stream_window: u32,
+    /// The connection's receive window, over all its streams. Default
+    /// 1 MiB.
+    pub connection_window: u32,
+    /// Response bytes buffered per stream beyond the client's window.
+    /// Default 256 KiB.
+    pub send_buffer: usize,
+    /// Streams a client may open and reset before the server has served
+    /// them (rapid reset, CVE-2023-44487); then GOAWAY
+    /// `ENHANCE_YOUR_CALM`. Default 20.
+    pub pending_resets: usize,
+    /// Streams the server may reset for the client's errors before it
+    /// ends the connection. Default 1,024.
+    pub error_resets: usize,
+    /// Bytes of frames that carry no request or response (PING,
+    /// SETTINGS, WINDOW_UPDATE, PRIORITY, empty DATA, unknown types) a
+    /// client may send beyond the payload that flowed both ways; then
+    /// GOAWAY `ENHANCE_YOUR_CALM`. Default 1 MiB.
+    pub flood_allowance: u64,
+}
+
+impl Default for H2Limits {
+    fn default() -> Self {
+        Self {
+            max_concurrent_streams: 128,
+            stream_window: 256 * 1024,
+            connection_window: 1024 * 1024,
+            send_buffer: 256 * 1024,
+            pending_resets: 20,
+            error_resets: 1024,
+            flood_allowance: 1024 * 1024,
+        }
+    }
 }
 
 impl Default for Config {
@@ -106,6 +153,7 @@ impl Default for Config {
             stop_grace: Duration::from_secs(1),
             access_log: false,
             shed_queue_delay: None,
+            h2: H2Limits::default(),
         }
     }
 }

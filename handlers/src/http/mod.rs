@@ -204,9 +204,10 @@ mod response;
 pub mod router;
 mod service;
 mod stats;
+mod upgrade;
 mod wire;
 
-pub use config::Config;
+pub use config::{Config, H2Limits};
 pub use echo::{HttpEcho, HELLO};
 pub use error::{Error, Result, RouteResult};
 pub use handler::HttpHandler;
@@ -218,3 +219,4 @@ pub use response::Response;
 pub use router::{RouteError, Routed, Router, Routes};
 pub use service::Service;
 pub use stats::{HttpStats, HttpStatsReader};
+pub use upgrade::Upgraded;

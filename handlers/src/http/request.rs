@@ -142,6 +142,21 @@ impl<'r> Request<'r> {
         self.head.body
     }
 
+    /// The protocol the client asks to switch to (its `Upgrade` field,
+    /// say `websocket`), when the request may be upgraded: HTTP/1.1, with
+    /// `upgrade` listed in `Connection`, one `Upgrade` field and no body.
+    /// `None` otherwise, and always on HTTP/2 (whose extended CONNECT is
+    /// another mechanism). A service that accepts answers with
+    /// [`Response::upgrade`](super::Response::upgrade); one that does not
+    /// answers as to any request, and the connection stays HTTP.
+    pub fn upgrade_protocol(&self) -> Option<&'r [u8]> {
+        match &self.body {
+            Body::H1(_) => super::upgrade::requested(&self.head),
+            #[cfg(feature = "h2")]
+            Body::H2(_) => None,
+        }
+    }
+
     /// The whole parsed head, for anything the accessors above do not show.
     pub fn head(&self) -> &RequestHead<'r, 'r> {
         &self.head
@@ -194,6 +209,25 @@ impl<'r> Request<'r> {
             Body::H1(reader) => reader.chunk().await,
             #[cfg(feature = "h2")]
             Body::H2(body) => body.chunk().await,
+        }
+    }
+}
+
+impl Request<'_> {
+    /// A trailer field the client sent after the body (HTTP/2), once the
+    /// body was read to its end by [`body`](Self::body) or
+    /// [`chunk`](Self::chunk); `None` before, or if it sent none. On
+    /// HTTP/1.1 always `None`: a chunked body's trailer section is read
+    /// and dropped (a trailer such as `Content-Length` could otherwise
+    /// change what the head said).
+    pub fn trailer(&self, name: &str) -> Option<&[u8]> {
+        match &self.body {
+            Body::H1(_) => {
+                let _ = name;
+                None
+            }
+            #[cfg(feature = "h2")]
+            Body::H2(body) => body.trailer(name),
         }
     }
 }

@@ -4,11 +4,13 @@
 mod file;
 #[cfg(feature = "h2")]
 mod h2;
+mod trailers;
 
 use std::io;
 
 use super::date::SharedDate;
 use super::proto::{chars, encode_chunk, Framing, HttpError, ResponseHead};
+use super::upgrade::{on_upgrade, OnUpgrade, Upgraded};
 use super::wire::Wire;
 
 /// The response to one request, filled in by a [`Service`](super::Service).
@@ -45,6 +47,11 @@ pub struct Response<'r> {
     declared: Option<u64>,
     /// Of a declared streamed body, the bytes not yet sent.
     left: u64,
+    /// What takes the connection after a 101 ([`upgrade`](Self::upgrade)).
+    pub(crate) upgrade: Option<OnUpgrade>,
+    /// Trailer fields, encoded as the head's (see
+    /// [`trailer`](Self::trailer)); allocated only when one is added.
+    pub(crate) trailers: Vec<u8>,
 }
 
 /// Where a response goes: the HTTP/1 connection's output, or an HTTP/2
@@ -95,6 +102,8 @@ impl<'r> Response<'r> {
             streaming: None,
             declared: None,
             left: 0,
+            upgrade: None,
+            trailers: Vec::new(),
         }
     }
 
@@ -187,6 +196,47 @@ impl<'r> Response<'r> {
             return Err(invalid("content length declared after the head was sent"));
         }
         self.declared = Some(len);
+        Ok(())
+    }
+
+    /// Accepts the request's upgrade to `protocol`: once the service
+    /// returns `Ok`, the client gets `101 Switching Protocols` with
+    /// `Upgrade: protocol`, `Connection: Upgrade` and the fields the
+    /// service added (a WebSocket's `Sec-WebSocket-Accept`), and `then`
+    /// runs the new protocol on the connection, in its task, with the
+    /// bytes read past the request's head ([`Upgraded`]). The connection
+    /// ends when `then`'s future does; it is counted as open until then,
+    /// and dropped at the server's drain deadline like any other (watch
+    /// [`percore::shutdown_signal`] to end it sooner, as the WebSocket
+    /// layer does).
+    ///
+    /// Only for a request whose
+    /// [`upgrade_protocol`](super::Request::upgrade_protocol) is `Some`;
+    /// any other, or a service that returns an error, gets the usual
+    /// answer (a 500 for the misuse), and `then` is dropped. The body
+    /// written is dropped: a 101 has none.
+    ///
+    /// # Errors
+    ///
+    /// A 500 [`HttpError`] when `protocol` is not a valid field value or
+    /// [`flush`](Self::flush) already sent a head.
+    pub fn upgrade<F, Fut>(&mut self, protocol: &str, then: F) -> Result<(), HttpError>
+    where
+        F: FnOnce(Upgraded) -> Fut + 'static,
+        Fut: std::future::Future<Output = io::Result<()>> + 'static,
+    {
+        // RFC 9110 §7.8: `protocol-name ["/" protocol-version]`, tokens.
+        if !protocol
+            .split('/')
+            .take(2)
+            .all(|t| chars::is_token(t.as_bytes()))
+            || protocol.matches('/').count() > 1
+        {
+            return Err(invalid("invalid upgrade protocol"));
+        }
+        self.field(b"Upgrade", protocol.as_bytes())?;
+        self.status = 101;
+        self.upgrade = Some(on_upgrade(then));
         Ok(())
     }
 

@@ -55,13 +55,31 @@ pub struct HttpStats {
     /// service, because the core was overloaded (see
     /// [`Config::shed_queue_delay`](super::Config::shed_queue_delay)).
     pub shed: u64,
+    /// Connections served with HTTP/2 (feature `h2`).
+    pub h2_connections: u64,
+    /// HTTP/2 connections the server ended with GOAWAY for the client's
+    /// abuse: a flood of frames that carry nothing, streams reset faster
+    /// than they are served (rapid reset), or a protocol error.
+    pub h2_cut: u64,
+    /// Requests served over HTTP/2 (one a stream); the rest of the
+    /// core's requests came over HTTP/1.
+    pub h2_streams: u64,
+    /// HTTP/2 streams whose service call has ended: `h2_streams` less
+    /// this is the streams open now.
+    pub h2_streams_ended: u64,
+    /// HTTP/2 streams the client reset (or lost with its connection)
+    /// before their answer was out.
+    pub h2_streams_reset: u64,
+    /// GOAWAY frames sent: at the server's stop, to idle connections, and
+    /// for abuse.
+    pub h2_goaways: u64,
 }
 
 impl fmt::Display for HttpStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "2xx={} 3xx={} 4xx={} 5xx={} refused={} timeouts={} service_errors={} cut_off={} shed={}",
+            "2xx={} 3xx={} 4xx={} 5xx={} refused={} timeouts={} service_errors={} cut_off={} shed={} h2_connections={} h2_cut={} h2_streams={} h2_open={} h2_reset={} h2_goaways={}",
             self.status_2xx,
             self.status_3xx,
             self.status_4xx,
@@ -70,7 +88,13 @@ impl fmt::Display for HttpStats {
             self.timeouts,
             self.service_errors,
             self.cut_off,
-            self.shed
+            self.shed,
+            self.h2_connections,
+            self.h2_cut,
+            self.h2_streams,
+            self.h2_streams.saturating_sub(self.h2_streams_ended),
+            self.h2_streams_reset,
+            self.h2_goaways
         )
     }
 }
@@ -154,6 +178,12 @@ pub(crate) struct Counters {
     service_errors: Counter,
     cut_off: Counter,
     shed: Counter,
+    h2_connections: Counter,
+    h2_cut: Counter,
+    pub(crate) h2_streams: Counter,
+    pub(crate) h2_streams_ended: Counter,
+    pub(crate) h2_streams_reset: Counter,
+    pub(crate) h2_goaways: Counter,
     /// Each response's latency, from the read that brought its request.
     pub(crate) latency: Histogram,
 }
@@ -190,6 +220,18 @@ impl Counters {
         counter.add(1);
     }
 
+    /// A connection began HTTP/2.
+    #[cfg(feature = "h2")]
+    pub(crate) fn h2_connection(&self) {
+        self.h2_connections.add(1);
+    }
+
+    /// An HTTP/2 connection was ended for the client's abuse.
+    #[cfg(feature = "h2")]
+    pub(crate) fn h2_cut(&self) {
+        self.h2_cut.add(1);
+    }
+
     pub(crate) fn snapshot(&self) -> HttpStats {
         HttpStats {
             status_2xx: self.status_2xx.get(),
@@ -201,6 +243,12 @@ impl Counters {
             service_errors: self.service_errors.get(),
             cut_off: self.cut_off.get(),
             shed: self.shed.get(),
+            h2_connections: self.h2_connections.get(),
+            h2_cut: self.h2_cut.get(),
+            h2_streams: self.h2_streams.get(),
+            h2_streams_ended: self.h2_streams_ended.get(),
+            h2_streams_reset: self.h2_streams_reset.get(),
+            h2_goaways: self.h2_goaways.get(),
         }
     }
 

@@ -80,6 +80,12 @@ impl Wire {
         }
     }
 
+    /// The stream, for a connection leaving HTTP (an upgrade); what is
+    /// pending in the output is dropped (the caller flushed it).
+    pub(crate) fn into_conn(self) -> Connection {
+        self.conn
+    }
+
     fn write_timeout(&self) -> std::time::Duration {
         match self.write_timeout_ms {
             u32::MAX => std::time::Duration::MAX,

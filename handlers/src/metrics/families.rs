@@ -1,5 +1,5 @@
 //! The metric families: each counter of the framework, the HTTP layer and
-//! the fan-out proxy, with its name, type and help, one sample per core.
+//! the fan-out proxy (the WebSocket layer's are in `ws.rs`), with its name, type and help, one sample per core.
 
 use percore::runtime::HistogramSnapshot;
 use percore::{StatsReader, StatsSnapshot};
@@ -9,9 +9,9 @@ use crate::http::HttpStats;
 use crate::proxy::ProxyStats;
 
 /// A family with one sample per core: `(name, kind, help, value)`.
-type PerCore<T> = (&'static str, Kind, &'static str, fn(&T) -> f64);
+pub(super) type PerCore<T> = (&'static str, Kind, &'static str, fn(&T) -> f64);
 
-fn per_core<T>(text: &mut Text<'_>, rows: &[(String, T)], families: &[PerCore<T>]) {
+pub(super) fn per_core<T>(text: &mut Text<'_>, rows: &[(String, T)], families: &[PerCore<T>]) {
     for &(name, kind, help, value) in families {
         text.family(name, kind, help);
         for (core, row) in rows {
@@ -202,6 +202,12 @@ pub(super) fn framework(text: &mut Text<'_>, cores: &[StatsSnapshot]) {
             |s| s.cpu_time.as_secs_f64(),
         ),
         (
+            "percore_queue_delay_seconds",
+            G,
+            "How long the core's last loop turn ran before it looked for more I/O (when tracked).",
+            |s| s.queue_delay.as_secs_f64(),
+        ),
+        (
             "percore_stalls_total",
             C,
             "Loop turns that kept the core longer than the stall threshold (each logged once at WARN with a backtrace).",
@@ -262,7 +268,7 @@ pub(super) fn http(text: &mut Text<'_>, cores: &[(String, HttpStats, HistogramSn
         }
     }
     let rows: Vec<(String, HttpStats)> = cores.iter().map(|(c, s, _)| (c.clone(), *s)).collect();
-    use Kind::Counter as C;
+    use Kind::{Counter as C, Gauge as G};
     let families: &[PerCore<HttpStats>] = &[
         (
             "percore_http_refused_total",
@@ -293,6 +299,42 @@ pub(super) fn http(text: &mut Text<'_>, cores: &[(String, HttpStats, HistogramSn
             C,
             "Requests shed with 503 and Retry-After, the core overloaded.",
             |s| s.shed as f64,
+        ),
+        (
+            "percore_http2_connections_total",
+            C,
+            "Connections served with HTTP/2.",
+            |s| s.h2_connections as f64,
+        ),
+        (
+            "percore_http2_cut_total",
+            C,
+            "HTTP/2 connections ended with GOAWAY for abuse (floods, rapid reset, protocol errors).",
+            |s| s.h2_cut as f64,
+        ),
+        (
+            "percore_http2_requests_total",
+            C,
+            "Requests served over HTTP/2 (one a stream).",
+            |s| s.h2_streams as f64,
+        ),
+        (
+            "percore_http2_open_streams",
+            G,
+            "HTTP/2 streams whose service call is running.",
+            |s| s.h2_streams.saturating_sub(s.h2_streams_ended) as f64,
+        ),
+        (
+            "percore_http2_streams_reset_total",
+            C,
+            "HTTP/2 streams the client reset or lost before their answer.",
+            |s| s.h2_streams_reset as f64,
+        ),
+        (
+            "percore_http2_goaways_total",
+            C,
+            "GOAWAY frames sent (stop, idle, abuse).",
+            |s| s.h2_goaways as f64,
         ),
     ];
     per_core(text, &rows, families);

@@ -1,7 +1,7 @@
 //! Metrics in Prometheus's text format, and the health checks a load
 //! balancer asks: [`Metrics`] gathers a server's counters (the framework's
 //! per core and per listener, the HTTP layer's with its latency
-//! histograms, the fan-out proxy's) and the process's facts; [`Admin`]
+//! histograms, the WebSocket layer's, the fan-out proxy's) and the process's facts; [`Admin`]
 //! serves them at `/metrics`, with `/healthz` and `/readyz`.
 //!
 //! A scrape never stalls a core: every counter has one writer, its core,
@@ -13,6 +13,7 @@ mod admin;
 mod families;
 mod process;
 mod text;
+mod ws;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Instant, SystemTime};
@@ -22,6 +23,7 @@ use percore::{CoreContext, Readiness, StatsReader};
 
 use crate::http::{HttpStats, HttpStatsReader};
 use crate::proxy::{ProxyStats, ProxyStatsReader};
+use crate::ws::{WsStats, WsStatsReader};
 pub use admin::Admin;
 use text::{Kind, Text};
 
@@ -62,6 +64,7 @@ struct Shared {
     server: OnceLock<StatsReader>,
     http: CoreSlots<HttpStatsReader>,
     proxy: CoreSlots<ProxyStatsReader>,
+    ws: CoreSlots<WsStatsReader>,
     started: Instant,
     started_at: SystemTime,
     /// The shed requests of every core at the last `/readyz` answer.
@@ -111,6 +114,7 @@ impl Metrics {
             server: OnceLock::new(),
             http: CoreSlots::default(),
             proxy: CoreSlots::default(),
+            ws: CoreSlots::default(),
             started: Instant::now(),
             started_at: SystemTime::now(),
             shed_seen: std::sync::atomic::AtomicU64::new(0),
@@ -132,6 +136,13 @@ impl Metrics {
     /// Registers a core's fan-out proxy counters (from the factory).
     pub fn register_proxy(&self, core: &CoreContext, reader: ProxyStatsReader) {
         self.0.proxy.register(core, reader);
+    }
+
+    /// Registers a core's WebSocket counters (from the factory, on the
+    /// core: [`ws::stats_reader`](crate::ws::stats_reader) reads the
+    /// core it is called on).
+    pub fn register_ws(&self, core: &CoreContext, reader: WsStatsReader) {
+        self.0.ws.register(core, reader);
     }
 
     /// Whether the server wants traffic (`/readyz`).
@@ -180,6 +191,14 @@ impl Metrics {
             .collect();
         if !proxy.is_empty() {
             families::proxy(&mut text, &proxy);
+        }
+        let ws: Vec<(String, WsStats)> = shared
+            .ws
+            .each()
+            .map(|(cpu, r)| (cpu.to_string(), r.snapshot()))
+            .collect();
+        if !ws.is_empty() {
+            ws::ws(&mut text, &ws);
         }
         process(&mut text, shared);
     }

@@ -41,6 +41,14 @@
 //!    each failed upstream and why (for a connect or I/O error, the OS's
 //!    reason and error number).
 //!
+//! # Upgrades
+//!
+//! With [`Config::width`] 1 a request that asks to switch protocols (a
+//! WebSocket handshake) goes to one upstream, and once it answers 101 the
+//! proxy relays the connection both ways, byte for byte, until each side
+//! ends (`tunnel.rs`). A wider fan-out cannot join upgrades: it fans
+//! such a request out as any other, without its hop-by-hop `Upgrade`.
+//!
 //! # Retries
 //!
 //! A branch is retried at most once, and only for idempotent methods
@@ -179,6 +187,7 @@ mod service;
 mod stats;
 mod subrequest;
 mod target;
+mod tunnel;
 mod upstream;
 mod via;
 mod warn;

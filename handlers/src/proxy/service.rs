@@ -43,7 +43,7 @@ pub struct FanOut {
     pub(crate) upstreams: Vec<Upstream>,
     /// The upstream the next request's first branch goes to, counted
     /// among the upstreams not ejected.
-    next: Cell<usize>,
+    pub(crate) next: Cell<usize>,
     /// Most upstreams ejected at once.
     pub(crate) max_ejected: usize,
     /// Requests in a row whose branches on one upstream were all cut off
@@ -168,7 +168,15 @@ impl Service for FanOut {
             self.give_back_with_the_core();
         }
         let in_flight = InFlight::new(&self.pending, &self.stats.stopped);
-        let result = self.fan_out(req, res, target).await;
+        // One upstream can take over the connection; K cannot.
+        let upgrade = match req.upgrade_protocol() {
+            Some(protocol) if self.config.width == 1 => std::str::from_utf8(protocol).ok(),
+            _ => None,
+        };
+        let result = match upgrade {
+            Some(protocol) => self.tunnel(req, res, target, protocol).await,
+            None => self.fan_out(req, res, target).await,
+        };
         in_flight.finish();
         result
     }

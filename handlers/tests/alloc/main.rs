@@ -4,6 +4,7 @@
 percore_test_kit::count_allocations!();
 mod echo_alloc;
 mod fanout_alloc;
+mod h2_alloc;
 mod http_alloc;
 mod http_tls_alloc;
 #[path = "../support/mod.rs"]

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use percore::{Connection, Handler};
-use percore_handlers::echo::Echo;
+use percore_handlers::echo::{Echo, EchoUntilStop};
 use percore_test_kit::log_capture;
 use percore_test_kit::*;
 use support::start_echo;
@@ -161,6 +161,27 @@ backend_tests! {
             );
             assert_eq!(progress.echoed.load(Relaxed), total);
             assert!(join_time < DRAIN, "the server took {join_time:?} to stop: the drain deadline, not the connections' end");
+        }
+    }
+
+    /// `EchoUntilStop`: at the stop, idle connections close at once and
+    /// the server returns long before its drain deadline (two minutes; the
+    /// join's wait is the hang guard), each client having had its echo and
+    /// then the end of the stream.
+    fn echo_until_stop_closes_idle_connections_at_the_stop(backend) {
+        const DRAIN: Duration = Duration::from_secs(120);
+        let server = builder(backend).drain_timeout(DRAIN).start(|_core| EchoUntilStop).expect("start");
+        check_backend(&server, backend);
+        let mut idle: Vec<TcpStream> = (0..10).map(|_| connect(server.local_addr())).collect();
+        for (i, client) in idle.iter_mut().enumerate() {
+            roundtrip(client, pattern(i, 1000));
+        }
+        let stop = Instant::now();
+        server.shutdown();
+        server.join().expect("join");
+        assert!(stop.elapsed() < DRAIN, "the stop waited for the drain deadline");
+        for (i, client) in idle.iter_mut().enumerate() {
+            assert_eq!(read_to_end(client).map_err(|(_, e)| e).expect("close").len(), 0, "client {i}");
         }
     }
 

@@ -108,6 +108,34 @@ backend_tests! {
         server.join().expect("join");
     }
 
+    /// With shedding on, the core publishes its queue delay: while a
+    /// client keeps it busy with requests that each take 3 ms, a snapshot
+    /// (and `/metrics`' `percore_queue_delay_seconds`) shows a turn of at
+    /// least that.
+    fn the_queue_delay_is_published(backend) {
+        let calls = Arc::new(AtomicU64::new(0));
+        let mut config = Config::default();
+        config.shed_queue_delay = Some(Duration::from_secs(60));
+        let made = calls.clone();
+        let server = builder(backend)
+            .start(move |_core| HttpHandler::with_config(Slow { calls: made.clone() }, config))
+            .expect("start");
+        let addr = server.local_addr();
+        let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let going = busy.clone();
+        let client = std::thread::spawn(move || {
+            let mut c = Client::connect(addr);
+            while going.load(Ordering::Relaxed) {
+                assert_eq!(c.roundtrip(GET).status, 200);
+            }
+        });
+        wait_until(Duration::from_secs(60), "a turn of 3 ms published", || server.stats()[0].queue_delay, |d| *d >= Duration::from_millis(3));
+        busy.store(false, Ordering::Relaxed);
+        client.join().expect("the client");
+        server.shutdown();
+        server.join().expect("join");
+    }
+
     /// Off by default: the same load is served whole, however slowly.
     fn no_shedding_by_default(backend) {
         let calls = Arc::new(AtomicU64::new(0));

@@ -5,7 +5,15 @@
 
 pub(crate) mod client;
 pub(crate) mod fanout;
+#[allow(dead_code, reason = "only the suite's HTTP/2 tests use it")]
+pub(crate) mod h2raw;
 pub(crate) mod http;
+#[allow(
+    dead_code,
+    unused_imports,
+    reason = "only the suite's WebSocket tests use it"
+)]
+pub(crate) mod ws;
 
 use percore::{Backend, ServerBuilder, ServerHandle};
 use percore_handlers::echo::Echo;

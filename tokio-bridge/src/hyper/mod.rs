@@ -6,8 +6,11 @@
 //! module implements them over percore: [`Io`] (hyper's `Read` and
 //! `Write` over a percore stream), [`Exec`] (spawns on the core) and
 //! [`Timer`] (the core's timers). With them, [`serve`] runs hyper's
-//! HTTP/1 server on a handler's connection, and [`HyperHandler`] is a
-//! [`Handler`] that serves a tower service, an axum `Router` among them:
+//! server on a handler's connection, HTTP/1.1 or HTTP/2 as the client
+//! speaks (HTTP/2 over TLS when ALPN chose `h2`, and in clear text with
+//! prior knowledge: a connection that starts with HTTP/2's preface), and
+//! [`HyperHandler`] is a [`Handler`] that serves a tower service, an axum
+//! `Router` or a tonic gRPC service among them:
 //!
 //! ```no_run
 //! use axum::{routing::get, Router};
@@ -32,13 +35,16 @@
 //! shared between cores and its atomics are never contended), and an `Rc`
 //! or a `RefCell` cannot be held across an `.await` in an axum handler.
 //! percore's own I/O types are `!Send`, so an axum handler cannot use
-//! them; a tokio-based client works, through the runtime [`Compat`]
+//! them (an upgraded connection, axum's `WebSocketUpgrade`, reaches its
+//! route through a pipe: [`HyperHandler::with_upgrades`]); a tokio-based client works, through the runtime [`Compat`]
 //! enters. A service that needs `!Send` state uses hyper directly
 //! ([`serve`] takes any hyper `Service`, `Send` or not) or
 //! percore-handlers' HTTP layer.
 
+mod grpc_timeout;
 mod io;
 mod rt;
+mod upgrades;
 
 use std::error::Error as StdError;
 use std::future::poll_fn;
@@ -47,31 +53,38 @@ use std::pin::pin;
 
 use http_body::Body;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::{Request, Response};
+use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use percore::{Connection, Handler};
 
+pub use grpc_timeout::{Deadline, GrpcTimeout};
 pub use io::Io;
 pub use rt::{Exec, Timer};
+pub use upgrades::serve_with_upgrades;
 
 use crate::Compat;
 
 type BoxError = Box<dyn StdError + Send + Sync>;
 
-/// An HTTP/1 server builder whose timer is the core's ([`Timer`]), as
-/// hyper's header-read deadline (30 s by default) needs one.
+/// hyper's server builder for both protocols, spawning HTTP/2 streams
+/// on the core ([`Exec`]) and timing with the core's timers ([`Timer`]),
+/// as hyper's header-read deadline (30 s by default) and HTTP/2
+/// keep-alive need. Narrow it with `http1_only()` or `http2_only()`, tune
+/// each with `http1()` and `http2()`.
 ///
 /// Needs the `hyper` feature.
-pub fn http1_builder() -> http1::Builder {
-    let mut builder = http1::Builder::new();
-    builder.timer(Timer);
+pub fn builder() -> auto::Builder<Exec> {
+    let mut builder = auto::Builder::new(Exec);
+    builder.http1().timer(Timer);
+    builder.http2().timer(Timer);
     builder
 }
 
-/// Serves HTTP/1 on `conn` with `service` until the client closes, an
-/// error ends the connection, or the server stops (then after the request
-/// being served). `builder` is usually [`http1_builder`]'s.
+/// Serves HTTP/1.1 or HTTP/2 on `conn` (as the client's first bytes say)
+/// with `service` until the client closes, an error ends the connection,
+/// or the server stops (then after the requests being served). `builder`
+/// is usually [`builder`]'s.
 ///
 /// Needs the `hyper` feature.
 ///
@@ -81,11 +94,12 @@ pub fn http1_builder() -> http1::Builder {
 /// went away (closed mid-request, or reset).
 pub async fn serve<S, B>(
     conn: Connection,
-    builder: &http1::Builder,
+    builder: &auto::Builder<Exec>,
     service: S,
 ) -> std::io::Result<()>
 where
-    S: hyper::service::Service<Request<Incoming>, Response = Response<B>>,
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + 'static,
+    S::Future: 'static,
     S::Error: Into<BoxError>,
     B: Body + 'static,
     B::Error: Into<BoxError>,
@@ -104,17 +118,19 @@ where
     .await;
     match res {
         Ok(()) => Ok(()),
-        Err(e) if client_left(&e) => Ok(()),
+        Err(e) if client_left(&*e) => Ok(()),
         Err(e) => Err(std::io::Error::other(e)),
     }
 }
 
 /// Whether `e` only says that the client went away.
-fn client_left(e: &hyper::Error) -> bool {
-    if e.is_incomplete_message() || e.is_canceled() {
-        return true;
+fn client_left(e: &(dyn StdError + 'static)) -> bool {
+    if let Some(e) = e.downcast_ref::<hyper::Error>() {
+        if e.is_incomplete_message() || e.is_canceled() {
+            return true;
+        }
     }
-    let mut source = e.source();
+    let mut source = Some(e);
     while let Some(cause) = source {
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
             return matches!(
@@ -127,28 +143,39 @@ fn client_left(e: &hyper::Error) -> bool {
     false
 }
 
-/// A [`Handler`] that serves HTTP/1 with a tower service, cloned per
-/// connection: an axum `Router`, or any `Service` of hyper requests.
+/// A [`Handler`] that serves HTTP/1.1 and HTTP/2 with a tower service,
+/// cloned per connection: an axum `Router`, a tonic service, or any
+/// `Service` of hyper requests.
 ///
 /// Needs the `hyper` feature.
 #[derive(Debug)]
 pub struct HyperHandler<S> {
     service: S,
-    builder: http1::Builder,
+    builder: auto::Builder<Exec>,
+    upgrades: bool,
 }
 
 impl<S> HyperHandler<S> {
-    /// Serves `service` with [`http1_builder`]'s settings.
+    /// Serves `service` with [`builder`]'s settings.
     pub fn new(service: S) -> Self {
         HyperHandler {
             service,
-            builder: http1_builder(),
+            builder: builder(),
+            upgrades: false,
         }
     }
 
-    /// hyper's settings for the connections (keep-alive, limits,
-    /// deadlines).
-    pub fn builder_mut(&mut self) -> &mut http1::Builder {
+    /// Serves with upgrades ([`serve_with_upgrades`]), for axum's
+    /// `WebSocketUpgrade`: each connection's bytes then go through a pipe,
+    /// one more copy each way (see [`serve_with_upgrades`] for why).
+    pub fn with_upgrades(mut self) -> Self {
+        self.upgrades = true;
+        self
+    }
+
+    /// hyper's settings for the connections (protocols, keep-alive,
+    /// limits, deadlines).
+    pub fn builder_mut(&mut self) -> &mut auto::Builder<Exec> {
         &mut self.builder
     }
 }
@@ -156,12 +183,20 @@ impl<S> HyperHandler<S> {
 impl<S, B> Handler for HyperHandler<S>
 where
     S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + 'static,
+    S::Future: 'static,
     S::Error: Into<BoxError>,
     B: Body + 'static,
     B::Error: Into<BoxError>,
 {
     fn serve(&self, conn: Connection) -> impl Future<Output = std::io::Result<()>> {
         let service = TowerToHyperService::new(self.service.clone());
-        serve(conn, &self.builder, service)
+        let upgrades = self.upgrades;
+        async move {
+            if upgrades {
+                serve_with_upgrades(conn, &self.builder, service).await
+            } else {
+                serve(conn, &self.builder, service).await
+            }
+        }
     }
 }

@@ -6,8 +6,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// hyper's executor: spawns on the current core ([`percore::spawn_local`]),
-/// so the futures need not be `Send`. Only HTTP/2 and client connections
-/// spawn; a server's HTTP/1 connection runs in its handler's task.
+/// so the futures need not be `Send`, inside [`Compat`](crate::Compat), so
+/// they may use tokio resources as the connection's own task does. Only
+/// HTTP/2 (a task a stream) and client connections spawn; a server's
+/// HTTP/1 connection runs in its handler's task.
 ///
 /// Needs the `hyper` feature.
 #[derive(Debug, Clone, Copy, Default)]
@@ -20,7 +22,7 @@ where
 {
     fn execute(&self, future: F) {
         // Detached: the task runs to its end, or until the core stops.
-        drop(percore::spawn_local(future));
+        drop(percore::spawn_local(crate::Compat::new(future)));
     }
 }
 

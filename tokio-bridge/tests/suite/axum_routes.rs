@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use tokio::sync::Notify;
 
 /// A hang detector, not a speed limit.
-const HANG: Duration = Duration::from_secs(60);
+pub(crate) const HANG: Duration = Duration::from_secs(60);
 
 /// One core's state. axum wants it `Send + Sync`; it is made per core by
 /// the server's factory, so only that core touches it.
@@ -29,10 +29,10 @@ struct Core {
 
 /// What holds `/held` requests: the test opens it.
 #[derive(Default)]
-struct Gate {
+pub(crate) struct Gate {
     /// Requests waiting inside `/held`.
-    held: AtomicU64,
-    open: Notify,
+    pub(crate) held: AtomicU64,
+    pub(crate) open: Notify,
 }
 
 #[derive(Deserialize)]
@@ -93,7 +93,7 @@ async fn held(State(core): State<Arc<Core>>) -> &'static str {
     "released"
 }
 
-fn start(backend: percore::Backend, gate: Arc<Gate>) -> ServerHandle {
+pub(crate) fn start(backend: percore::Backend, gate: Arc<Gate>) -> ServerHandle {
     let server = builder(backend)
         .start(move |_core| HyperHandler::new(app(gate.clone())))
         .expect("server starts");

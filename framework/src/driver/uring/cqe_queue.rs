@@ -15,6 +15,11 @@ use super::ops::Cqe;
 pub(crate) struct CqeQueue(Option<Box<VecDeque<Cqe>>>);
 
 impl CqeQueue {
+    /// A queue with room for `completions` before it grows.
+    pub(crate) fn with_room(completions: usize) -> CqeQueue {
+        CqeQueue(Some(Box::new(VecDeque::with_capacity(completions))))
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.0.as_ref().is_none_or(|queue| queue.is_empty())
     }

@@ -131,6 +131,11 @@ pub(crate) struct Driver {
 const SPARE_QUEUES: usize = 4096;
 /// Spare-queue slots reserved when a core starts (2 KiB).
 const SPARE_QUEUES_RESERVED: usize = 256;
+/// Spare queues made when a core starts, each with room for
+/// [`CQE_QUEUE_ROOM`] completions (64 B apiece, 4 KiB in all).
+const SPARE_QUEUES_MADE: usize = 64;
+/// Completions a spare queue made at start holds before it grows.
+const CQE_QUEUE_ROOM: usize = 4;
 
 /// Keeps an emptied multishot queue's room for the next one, if it has
 /// any and the spares are not full; frees it otherwise.

@@ -18,7 +18,8 @@ use io_uring::IoUring;
 
 use super::buf_ring::BufRing;
 use super::{
-    enter, fault, warn_once, BufConfig, Cqe, Driver, FixedPool, REAP_BATCH, SPARE_QUEUES_RESERVED,
+    enter, fault, warn_once, BufConfig, Cqe, CqeQueue, Driver, FixedPool, CQE_QUEUE_ROOM,
+    REAP_BATCH, SPARE_QUEUES_MADE, SPARE_QUEUES_RESERVED,
 };
 use crate::stats::CoreStats;
 
@@ -196,9 +197,15 @@ impl Driver {
             // Room from the start: a receive re-armed at its byte limit
             // returns its queue here and takes it back at once, and that
             // must not be the first push into an empty `Vec` (an
-            // allocation in steady state). Connection churn still grows it
-            // to its high-water mark during warm-up.
-            spare_queues: Vec::with_capacity(SPARE_QUEUES_RESERVED),
+            // allocation in steady state). Queues too: how many hold
+            // completions at once depends on how the kernel batches them,
+            // which a loaded machine changes at any moment, so the first
+            // few dozen are made here rather than mid-request.
+            spare_queues: {
+                let mut spares = Vec::with_capacity(SPARE_QUEUES_RESERVED);
+                spares.resize_with(SPARE_QUEUES_MADE, || CqeQueue::with_room(CQE_QUEUE_ROOM));
+                spares
+            },
             receivers: 0,
             stats,
             faults,

@@ -52,6 +52,7 @@ mod pooled;
 mod slots;
 mod state;
 pub(super) mod unwind;
+mod upgrade;
 
 use std::future::Future;
 use std::io;
@@ -74,6 +75,7 @@ use super::request::{BodyEnd, BodyReader, Request};
 use super::response::Response;
 use super::service::Service;
 use super::stats::Reason;
+use super::upgrade::{OnUpgrade, Upgraded, UpgradedFuture};
 
 /// Output above this is sent before more pipelined requests are processed,
 /// which bounds the output of a connection that pipelines many requests.
@@ -105,8 +107,8 @@ pub(super) fn serve<S: Service>(
             let turn = match state.after_read(&conn, read) {
                 Read::Turn(turn) => turn,
                 Read::Again => continue,
-                Read::Close => break None,
-                Read::End(result) => break Some(result),
+                Read::Close => break Exit::Close,
+                Read::End(result) => break Exit::Done(result),
             };
 
             // The requests of this read, served by a future of their own in a
@@ -114,16 +116,43 @@ pub(super) fn serve<S: Service>(
             // future holds no room for an exchange's states or a turn.
             match Pooled::with(|| serve_turn(&conn, &mut state, turn)).await {
                 Ended::Turn(Next::Read | Next::Partial) => {}
-                Ended::Turn(Next::Close) => break None,
-                Ended::Turn(Next::Abort) => break Some(Ok(())),
-                Ended::Connection(result) => break Some(result),
+                Ended::Turn(Next::Close) => break Exit::Close,
+                Ended::Turn(Next::Abort) => break Exit::Done(Ok(())),
+                Ended::Connection(result) => break Exit::Done(result),
+                Ended::Upgrade(handover) => break Exit::Upgrade(handover),
             }
         };
         match ended {
-            Some(result) => result,
-            None => Pooled::with(|| conn.close()).await,
+            Exit::Done(result) => result,
+            Exit::Close => Pooled::with(|| conn.close()).await,
+            Exit::Upgrade(handover) => {
+                // The connection leaves HTTP: its task runs the new
+                // protocol on the stream, with what was read past the
+                // head, until that ends. Boxed, so the connection's
+                // future holds a pointer for it.
+                hand_over(conn, *handover).await
+            }
         }
     }
+}
+
+/// The future of the protocol an upgrade switched `conn` to. Not in the
+/// `async` block: a part of `conn` taken apart there would keep a slot of
+/// its own in every connection's future.
+fn hand_over<S>(conn: Conn<'_, S>, (then, read): (OnUpgrade, Vec<u8>)) -> UpgradedFuture {
+    let Conn { wire, stop, .. } = conn;
+    drop(stop);
+    then(Upgraded::new(wire.into_conn(), read))
+}
+
+/// How a connection's loop ended.
+enum Exit {
+    /// With this result.
+    Done(io::Result<()>),
+    /// With a close, after its last answer.
+    Close,
+    /// With an upgrade (see [`Ended::Upgrade`]).
+    Upgrade(Box<(OnUpgrade, Vec<u8>)>),
 }
 
 /// Serves the requests of one read, in order, one exchange each, and
@@ -200,6 +229,20 @@ fn serve_turn<'a, S: Service>(
                 Cutoff::new(CatchUnwind(call), &conn.stop).await
             };
             let result = match called {
+                Some(Ok(result)) if res.upgrade.is_some() => {
+                    match conn.switch(&req, &mut res, result) {
+                        Ok(then) => {
+                            conn.sent(Some(exchange), 101, None);
+                            let read = bytes.get(head_len..).unwrap_or_default().to_vec();
+                            drop((req, res));
+                            return match conn.wire.flush().await {
+                                Ok(()) => Ended::Upgrade(Box::new((then, read))),
+                                Err(e) => Ended::Connection(quiet(e)),
+                            };
+                        }
+                        Err(result) => result,
+                    }
+                }
                 Some(Ok(result)) => returned(result, &res),
                 Some(Err(panic)) => {
                     return Ended::Connection(conn.answer_panic(exchange, &res, panic).await)
@@ -268,6 +311,10 @@ fn overloaded(bound: std::time::Duration) -> bool {
 enum Ended {
     Turn(Next),
     Connection(io::Result<()>),
+    /// The service accepted an upgrade and its 101 is out: the connection
+    /// is handed to the new protocol, with the bytes read past the head.
+    /// Boxed: the connection's future keeps a pointer for it.
+    Upgrade(Box<(OnUpgrade, Vec<u8>)>),
 }
 
 /// How one turn's requests ended.
@@ -428,7 +475,8 @@ mod tests {
     /// in milliseconds, the stop slot's waker in a `Cell` and the timer's
     /// key in 8 bytes, 448; with the turn owned by its pooled future and
     /// the close awaited after the loop, 352; with the deadlines in
-    /// 8 bytes each ([`moment`]), 320 (debug and release builds):
+    /// 8 bytes each ([`moment`]), 320; with an upgrade's hand-over (a
+    /// boxed exit and the boxed protocol's future), 344 (debug builds):
     /// the connection's `Conn` and `State` and the wait of a read. The
     /// bound leaves room for compilers to lay it out otherwise, not for an
     /// exchange, a write, a turn or another inline address to come back.

@@ -30,6 +30,8 @@ pub(crate) struct StreamBody {
     peer: Option<SocketAddr>,
     timeout: std::time::Duration,
     deadline: Option<Instant>,
+    /// The trailer fields that ended the body, once it was read to its end.
+    trailers: Option<http::HeaderMap>,
 }
 
 impl StreamBody {
@@ -50,7 +52,13 @@ impl StreamBody {
             peer,
             timeout,
             deadline: None,
+            trailers: None,
         }
+    }
+
+    /// A trailer field of the request, once its body was read to the end.
+    pub(crate) fn trailer(&self, name: &str) -> Option<&[u8]> {
+        Some(self.trailers.as_ref()?.get(name)?.as_bytes())
     }
 
     pub(crate) fn peer_addr(&self) -> io::Result<SocketAddr> {
@@ -68,7 +76,16 @@ impl StreamBody {
             .deadline
             .get_or_insert_with(|| after(percore::time::now(), self.timeout));
         let failure = match percore::time::timeout_at(deadline, self.recv.data()).await {
-            Ok(None) => return Ok(None),
+            // The end: a HEADERS frame may have ended the stream, with the
+            // trailer fields, which come with no more waiting.
+            Ok(None) => match percore::time::timeout_at(deadline, self.recv.trailers()).await {
+                Ok(Ok(trailers)) => {
+                    self.trailers = trailers;
+                    return Ok(None);
+                }
+                Ok(Err(_)) => Failure::Gone,
+                Err(_) => Failure::Refused(HttpError::timeout("request trailers timed out")),
+            },
             Ok(Some(Ok(data))) => {
                 let _ = self.recv.flow_control().release_capacity(data.len());
                 self.received = self.received.saturating_add(data.len() as u64);

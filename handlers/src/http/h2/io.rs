@@ -11,6 +11,8 @@ use percore::buf::{BufResult, RecvBuf};
 use percore::net::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::flood::{FloodGuard, FrameMeter};
+
 /// A write in flight: it owns its buffer, as a percore write must (the
 /// kernel may still read it after a cancel).
 type Flight<'a> = Pin<Box<dyn Future<Output = BufResult<(), Vec<u8>>> + 'a>>;
@@ -23,8 +25,15 @@ type Flight<'a> = Pin<Box<dyn Future<Output = BufResult<(), Vec<u8>>> + 'a>>;
 /// Writes copy into a buffer of their own that is sent whole while `h2`
 /// goes on; the next write, flush or shutdown waits for it and reports
 /// its error. The buffer is reused from one write to the next.
+///
+/// Every byte each way is counted by frame into the connection's
+/// [`FloodGuard`]; once it finds a flood, reads stop (the connection's
+/// loop sends GOAWAY and ends).
 pub(super) struct Io<'a> {
     stream: &'a Stream,
+    guard: &'a FloodGuard,
+    inbound: FrameMeter,
+    outbound: FrameMeter,
     /// Bytes read before the switch, not yet handed out.
     replay: Vec<u8>,
     replayed: usize,
@@ -35,9 +44,19 @@ pub(super) struct Io<'a> {
 }
 
 impl<'a> Io<'a> {
-    pub(super) fn new(stream: &'a Stream, replay: Vec<u8>) -> Self {
+    /// The connection's I/O over `stream`: `replay` first, and the
+    /// first `preface` bytes received are no frame (the client's preface).
+    pub(super) fn new(
+        stream: &'a Stream,
+        replay: Vec<u8>,
+        guard: &'a FloodGuard,
+        preface: usize,
+    ) -> Self {
         Self {
             stream,
+            guard,
+            inbound: FrameMeter::skipping(preface),
+            outbound: FrameMeter::default(),
             replay,
             replayed: 0,
             unread: None,
@@ -65,6 +84,28 @@ impl AsyncRead for Io<'_> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.guard.flooded() {
+            // Nothing more is read: the loop, woken when the flood was
+            // found, sends GOAWAY and ends the connection.
+            return Poll::Pending;
+        }
+        let before = buf.filled().len();
+        let res = this.read_into(cx, buf);
+        if this
+            .guard
+            .received(&mut this.inbound, &buf.filled()[before..])
+        {
+            cx.waker().wake_by_ref();
+        }
+        res
+    }
+}
+
+impl Io<'_> {
+    /// Fills `buf` from the replayed bytes, the last read's rest, or a
+    /// new read.
+    fn read_into(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self;
         if this.replayed < this.replay.len() {
             let rest = &this.replay[this.replayed..];
             let n = rest.len().min(buf.remaining());
@@ -122,6 +163,7 @@ impl AsyncWrite for Io<'_> {
         for buf in bufs {
             out.extend_from_slice(buf);
         }
+        this.guard.sent(&mut this.outbound, &out);
         let len = out.len();
         let stream = this.stream;
         let mut flight: Flight<'_> = Box::pin(stream.write_all(out));

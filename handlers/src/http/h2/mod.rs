@@ -14,6 +14,7 @@
 //! hands over with the bytes it read ([`is_preface`]).
 
 mod body;
+mod flood;
 mod io;
 mod out;
 mod stream;
@@ -30,28 +31,12 @@ use super::layer::Layer;
 use super::service::Service;
 use super::wire::StopSlot;
 pub(crate) use body::StreamBody;
+use flood::FloodGuard;
 use io::Io;
 pub(crate) use out::StreamOut;
 
 /// The client's connection preface (RFC 9113 §3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// Streams a client may have open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`).
-pub(crate) const MAX_CONCURRENT_STREAMS: u32 = 128;
-/// Each stream's receive window, the request body bytes a client may send
-/// ahead of the service's reads.
-const STREAM_WINDOW: u32 = 256 * 1024;
-/// The connection's receive window, over all its streams.
-const CONNECTION_WINDOW: u32 = 1024 * 1024;
-/// Response bytes buffered per stream beyond the client's window.
-const SEND_BUFFER: usize = 256 * 1024;
-/// Streams a client may open and reset before the server has seen them
-/// through (the rapid-reset attack, CVE-2023-44487): past this the
-/// connection ends with GOAWAY.
-const PENDING_RESETS: usize = 20;
-/// Streams the server may reset for the client's errors before it ends
-/// the connection.
-const LOCAL_RESETS: usize = 1024;
 
 /// Whether a clear-text connection's first bytes are (the start of) the
 /// HTTP/2 preface: at least `PRI ` and nothing that differs from it. No
@@ -98,28 +83,49 @@ async fn serve_connection<S: Service>(
     let config = &layer.config;
     let peer = conn.peer_addr().ok();
     let mut builder = h2::server::Builder::new();
+    let limits = &config.h2;
     builder
-        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        .initial_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .initial_window_size(limits.stream_window)
+        .initial_connection_window_size(limits.connection_window)
         .max_header_list_size(u32::try_from(layer.max_head).unwrap_or(u32::MAX))
-        .max_send_buffer_size(SEND_BUFFER)
-        .max_pending_accept_reset_streams(PENDING_RESETS)
-        .max_local_error_reset_streams(Some(LOCAL_RESETS));
-    let handshake = builder.handshake::<_, bytes::Bytes>(Io::new(conn, read));
+        .max_send_buffer_size(limits.send_buffer)
+        .max_pending_accept_reset_streams(limits.pending_resets)
+        .max_local_error_reset_streams(Some(limits.error_resets));
+    let guard = FloodGuard::new(limits.flood_allowance);
+    let handshake =
+        builder.handshake::<_, bytes::Bytes>(Io::new(conn, read, &guard, PREFACE.len()));
     let mut h2 = match percore::time::timeout(config.head_timeout, handshake).await {
         Ok(Ok(h2)) => h2,
-        Ok(Err(e)) => return ended(e),
+        Ok(Err(e)) => return ended(layer, e),
         // A client that never finishes its preface and settings.
         Err(_) => return Ok(()),
     };
+    layer.counters.h2_connection();
     let mut streams = FuturesUnordered::new();
     let mut stopping = false;
     // Reset as the last stream ends: the idle timeout runs while the
     // connection has none, and bounds the wait for its end after GOAWAY.
     let mut idle = Box::pin(percore::time::sleep(config.idle_timeout));
     let mut busy = false;
+    let mut cut = false;
     let served = poll_fn(|cx| loop {
+        if !cut && guard.flooded() {
+            // FAULTS L3: frames that carry nothing, far beyond the
+            // payload. GOAWAY at once; the streams begun are dropped.
+            cut = true;
+            let tally = guard.received_tally();
+            tracing::info!(
+                peer = ?peer,
+                overhead = tally.overhead,
+                payload = tally.payload,
+                "HTTP/2 flood: GOAWAY ENHANCE_YOUR_CALM"
+            );
+            layer.counters.h2_cut();
+            layer.counters.h2_goaways.add(1);
+            h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+            streams.clear();
+        }
         while let Poll::Ready(Some(())) = streams.poll_next_unpin(cx) {}
         if busy && streams.is_empty() {
             busy = false;
@@ -134,6 +140,7 @@ async fn serve_connection<S: Service>(
                 return Poll::Ready(Ok(()));
             }
             h2.graceful_shutdown();
+            layer.counters.h2_goaways.add(1);
             stopping = true;
             idle.as_mut()
                 .reset(percore::time::now() + config.idle_timeout);
@@ -143,6 +150,7 @@ async fn serve_connection<S: Service>(
             // GOAWAY: no new streams; those begun are served, until the
             // server's drain deadline ends the connection's task.
             h2.graceful_shutdown();
+            layer.counters.h2_goaways.add(1);
             stopping = true;
             idle.as_mut()
                 .reset(percore::time::now() + config.idle_timeout);
@@ -162,13 +170,18 @@ async fn serve_connection<S: Service>(
     match served {
         // The connection closed with every stream done, as h2 ends it.
         Ok(()) => Ok(()),
-        Err(e) => ended(e),
+        Err(e) => ended(layer, e),
     }
 }
 
 /// The end of a connection by an `h2` error: a client that went away or
-/// broke the protocol (it got GOAWAY) is no error of the server's.
-fn ended(e: h2::Error) -> stdio::Result<()> {
+/// broke the protocol (it got GOAWAY, and is counted) is no error of the
+/// server's.
+fn ended<S>(layer: &Layer<S>, e: h2::Error) -> stdio::Result<()> {
+    if e.is_go_away() && e.is_library() {
+        layer.counters.h2_cut();
+        layer.counters.h2_goaways.add(1);
+    }
     if e.is_io() {
         let e = e
             .into_io()

@@ -3,6 +3,7 @@
 
 use std::future::poll_fn;
 use std::io;
+use std::time::Duration;
 
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -17,14 +18,19 @@ pub(crate) struct StreamOut {
     respond: SendResponse<Bytes>,
     send: Option<SendStream<Bytes>>,
     failed: bool,
+    /// How long a send may wait for the client's windows to open (the
+    /// layer's `write_timeout`): a client that never reads, and so never
+    /// opens them (FAULTS L4), holds its stream no longer.
+    write_timeout: Duration,
 }
 
 impl StreamOut {
-    pub(super) fn new(respond: SendResponse<Bytes>) -> Self {
+    pub(super) fn new(respond: SendResponse<Bytes>, write_timeout: Duration) -> Self {
         Self {
             respond,
             send: None,
             failed: false,
+            write_timeout,
         }
     }
 
@@ -47,26 +53,8 @@ impl StreamOut {
         let mut response = http::Response::new(());
         *response.status_mut() =
             http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+        append_fields(response.headers_mut(), fields);
         let headers = response.headers_mut();
-        for line in fields.split(|&b| b == b'\n') {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let Some(colon) = line.iter().position(|&b| b == b':') else {
-                continue;
-            };
-            let (name, value) = (&line[..colon], &line[colon + 1..]);
-            let value = value.strip_prefix(b" ").unwrap_or(value);
-            // HTTP/2 has no connection-specific fields (RFC 9113 §8.2.2);
-            // the server's own framing ones are refused as they are added.
-            let Ok(name) = HeaderName::from_bytes(name) else {
-                continue;
-            };
-            if matches!(name.as_str(), "upgrade" | "proxy-connection" | "te") {
-                continue;
-            }
-            if let Ok(value) = HeaderValue::from_bytes(value) {
-                headers.append(name, value);
-            }
-        }
         if let Some(len) = length {
             headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
         }
@@ -106,7 +94,18 @@ impl StreamOut {
         }
         while !data.is_empty() {
             send.reserve_capacity(data.len());
-            let granted = match poll_fn(|cx| send.poll_capacity(cx)).await {
+            let wait =
+                percore::time::timeout(self.write_timeout, poll_fn(|cx| send.poll_capacity(cx)));
+            let Ok(granted) = wait.await else {
+                // The stream is given up: CANCEL tells the client so.
+                send.send_reset(h2::Reason::CANCEL);
+                self.failed = true;
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the client's HTTP/2 window stayed closed past the write timeout",
+                ));
+            };
+            let granted = match granted {
                 Some(Ok(n)) => n,
                 Some(Err(e)) => return Err(gone(&mut self.failed, e)),
                 None => {
@@ -128,11 +127,49 @@ impl StreamOut {
         Ok(())
     }
 
+    /// Ends the stream with the trailer fields `fields` (`Name: value\r\n`
+    /// lines, already checked), after the body sent so far.
+    pub(crate) fn send_trailers(&mut self, fields: &[u8]) -> io::Result<()> {
+        let Some(send) = self.send.as_mut() else {
+            return Err(io::Error::other("trailers before the response head"));
+        };
+        let mut trailers = http::HeaderMap::new();
+        append_fields(&mut trailers, fields);
+        send.send_trailers(trailers).map_err(|e| {
+            self.failed = true;
+            io::Error::new(io::ErrorKind::BrokenPipe, e)
+        })
+    }
+
     /// Resets the stream: its response cannot be completed.
     pub(crate) fn reset(&mut self) {
         match self.send.as_mut() {
             Some(send) => send.send_reset(h2::Reason::INTERNAL_ERROR),
             None => self.respond.send_reset(h2::Reason::INTERNAL_ERROR),
+        }
+    }
+}
+
+/// Appends the `Name: value\r\n` lines of `fields` (already checked) to
+/// `headers`, leaving out what HTTP/2 has no place for.
+fn append_fields(headers: &mut http::HeaderMap, fields: &[u8]) {
+    for line in fields.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        // HTTP/2 has no connection-specific fields (RFC 9113 §8.2.2);
+        // the server's own framing ones are refused as they are added.
+        let Ok(name) = HeaderName::from_bytes(name) else {
+            continue;
+        };
+        if matches!(name.as_str(), "upgrade" | "proxy-connection" | "te") {
+            continue;
+        }
+        if let Ok(value) = HeaderValue::from_bytes(value) {
+            headers.append(name, value);
         }
     }
 }

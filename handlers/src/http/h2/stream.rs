@@ -33,6 +33,9 @@ pub(super) async fn serve<S: Service>(
 ) {
     let started = percore::time::now();
     percore::count_requests(1);
+    layer.counters.h2_streams.add(1);
+    // Counted on every way out, so that the streams open are exact.
+    let _ended = Ended(&layer.counters.h2_streams_ended);
     let (parts, recv) = request.into_parts();
     let method = parts.method.as_str();
     // The origin form, as HTTP/1 has it; `*` or the authority for the
@@ -46,8 +49,8 @@ pub(super) async fn serve<S: Service>(
         target,
         started,
     };
-    let mut out = StreamOut::new(respond);
     let config = &layer.config;
+    let mut out = StreamOut::new(respond, config.write_timeout);
     let mut body = StreamBody::new(recv, config.limits.max_body, peer, config.body_timeout);
     let mut fields = Vec::with_capacity(parts.headers.len() + 1);
     // `:authority` stands for `Host` (RFC 9113 §8.3.1): services read
@@ -254,9 +257,19 @@ impl<S: Service> Answer<'_, S> {
 
     /// The client reset the stream or left before its answer.
     fn client_left(&self) {
+        self.layer.counters.h2_streams_reset.add(1);
         if self.layer.config.access_log {
             let status = access::CLIENT_LEFT;
             access::log_peer(self.peer, Some(self.exchange), status, Ending::Incomplete);
         }
+    }
+}
+
+/// Adds one to its counter when dropped: a stream's end.
+struct Ended<'a>(&'a percore::runtime::Counter);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        self.0.add(1);
     }
 }

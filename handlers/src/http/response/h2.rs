@@ -30,6 +30,8 @@ impl<'r> Response<'r> {
             streaming: None,
             declared: None,
             left: 0,
+            upgrade: None,
+            trailers: Vec::new(),
         }
     }
 
@@ -91,11 +93,18 @@ impl<'r> Response<'r> {
     /// response, or a streamed one's rest and its end.
     pub(crate) async fn finish_h2(&mut self) -> io::Result<u16> {
         let status = effective_status(self.status);
+        // Trailers end the stream with a HEADERS frame of their own, after
+        // any body; a response with no body then still has a stream to end.
+        let trailers = !self.trailers.is_empty();
         if self.streaming.is_some() {
             self.flush_h2().await?;
             if self.streaming != Some(Streaming::NoBody) {
                 if let Sink::H2(out) = &mut self.sink {
-                    out.send_data(bytes::Bytes::new(), true).await?;
+                    if trailers {
+                        out.send_trailers(&self.trailers)?;
+                    } else {
+                        out.send_data(bytes::Bytes::new(), true).await?;
+                    }
                 }
             }
             return Ok(status);
@@ -103,13 +112,23 @@ impl<'r> Response<'r> {
         let bodyless = no_body_status(status);
         let length = if bodyless { None } else { self.whole_length() };
         let send_body = !self.head_only && !bodyless && !self.body.is_empty();
+        let then_trailers = trailers && !self.head_only && !bodyless;
         let Sink::H2(out) = &mut self.sink else {
             return Ok(status);
         };
-        out.send_head(status, self.headers, length, self.date, !send_body)?;
+        out.send_head(
+            status,
+            self.headers,
+            length,
+            self.date,
+            !send_body && !then_trailers,
+        )?;
         if send_body {
             let data = bytes::Bytes::copy_from_slice(self.body);
-            out.send_data(data, true).await?;
+            out.send_data(data, !then_trailers).await?;
+        }
+        if then_trailers {
+            out.send_trailers(&self.trailers)?;
         }
         Ok(status)
     }

@@ -166,6 +166,7 @@ mod table;
 use std::io;
 use std::time::Instant;
 
+use percore::runtime::labeled;
 use tracing::Instrument;
 
 pub use chain::{Chain, End, Link, RouteFn};
@@ -403,10 +404,14 @@ impl<S: 'static, R: Chain<S> + 'static> Service for Routes<S, R> {
         let method = req.method();
         match self.table.find(method, req.path()) {
             Lookup::Found(index, params) => {
-                let route = &*self.table.routes[index].pattern;
+                let info = &self.table.routes[index];
+                let route = &*info.pattern;
                 let mut routed = Routed::new(req, route, params);
+                // A stall while the handler runs names its route.
+                let label = info.label;
                 if !self.trace {
-                    return self.chain.call(index, &self.state, &mut routed, res).await;
+                    let call = self.chain.call(index, &self.state, &mut routed, res);
+                    return labeled(label, call).await;
                 }
                 let span = tracing::info_span!(
                     "request",
@@ -417,7 +422,7 @@ impl<S: 'static, R: Chain<S> + 'static> Service for Routes<S, R> {
                 );
                 let start = (!span.is_disabled()).then(Instant::now);
                 let call = self.chain.call(index, &self.state, &mut routed, res);
-                let result = call.instrument(span.clone()).await;
+                let result = labeled(label, call).instrument(span.clone()).await;
                 if let Some(start) = start {
                     let status = match &result {
                         Ok(()) => res.status(),

@@ -25,6 +25,8 @@ pub(super) struct RouteInfo {
     pub(super) pattern: Box<str>,
     /// The route's own body limit, if it declared one.
     pub(super) body_limit: Option<u64>,
+    /// `METHOD pattern`, the name a stall report gives its handler.
+    pub(super) label: percore::runtime::StallLabel,
 }
 
 /// The methods of one path pattern.
@@ -124,6 +126,7 @@ impl Table {
         methods.methods.push((method.into(), index));
         methods.update_allow();
         self.routes.push(RouteInfo {
+            label: percore::runtime::StallLabel::new(&format!("{method} {pattern}")),
             pattern: pattern.into(),
             body_limit: None,
         });
