@@ -23,6 +23,7 @@ use percore_handlers::metrics::{Admin, Metrics};
 pub mod grpc;
 mod http_args;
 mod stats_lines;
+pub mod statsd;
 pub use http_args::{HttpArgs, HTTP_STATS_NOTE};
 pub use stats_lines::CoreReaders;
 

@@ -47,3 +47,64 @@ pub trait Handler: 'static {
     /// Serves one accepted connection on this core until it ends.
     fn serve(&self, conn: Connection) -> impl Future<Output = io::Result<()>>;
 }
+
+/// Serves a UDP address on every core (see
+/// [`ServerBuilder::add_udp`](crate::ServerBuilder::add_udp)).
+///
+/// A server makes one per core with its factory, on that core's thread,
+/// and calls [`serve`](Self::serve) once, on a task of its own, with the
+/// core's socket: one of a `SO_REUSEPORT` group bound on the address, so
+/// the kernel spreads senders over the cores. Per-core state needs no
+/// locks, as for a [`Handler`].
+///
+/// `serve` runs until it returns or the server stops. A stop lets it
+/// finish until the drain deadline, then cancels it: wrap its receives
+/// in [`until_stopped`](crate::until_stopped) to end at the stop. An
+/// `Err` is logged and counted in the core's I/O errors; it does not
+/// stop the server, and the socket is not served again.
+///
+/// # Examples
+///
+/// ```no_run
+/// use percore::net::UdpSocket;
+/// use percore::{until_stopped, DatagramHandler, Server};
+///
+/// struct Echo;
+///
+/// impl DatagramHandler for Echo {
+///     async fn serve(&self, socket: UdpSocket) -> std::io::Result<()> {
+///         let mut buf = Vec::with_capacity(65_536);
+///         while let Some((res, got)) = until_stopped(socket.recv_from(buf)).await {
+///             let meta = res?;
+///             let (_sent, mut got) = match meta.peer {
+///                 // A send error (say, the sender is gone) is the
+///                 // datagram's, not the socket's.
+///                 Some(peer) => socket.send_to(got, peer).await,
+///                 None => (Ok(0), got),
+///             };
+///             got.clear();
+///             buf = got;
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// // A TCP listener serves beside it: here one that says hello.
+/// struct Hello;
+///
+/// impl percore::Handler for Hello {
+///     async fn serve(&self, conn: percore::Connection) -> std::io::Result<()> {
+///         conn.write_all(b"hello\n".to_vec()).await.0
+///     }
+/// }
+///
+/// fn main() -> std::io::Result<()> {
+///     Server::builder()
+///         .add_udp("0.0.0.0:7001".parse().unwrap(), |_core| Echo)
+///         .serve(|_core| Hello)
+/// }
+/// ```
+pub trait DatagramHandler: 'static {
+    /// Serves this core's socket until the server stops.
+    fn serve(&self, socket: crate::net::UdpSocket) -> impl Future<Output = io::Result<()>>;
+}

@@ -85,7 +85,7 @@ mod unwind;
 pub use backend::{Backend, ParseBackendError};
 pub use executor::budget::unconstrained;
 pub use executor::{JoinError, JoinHandle};
-pub use handler::{Connection, Handler};
+pub use handler::{Connection, DatagramHandler, Handler};
 pub use main_error::MainError;
 pub use runtime::{
     block_on, core_count, core_index, core_stats, count_requests, current_backend, drain_deadline,

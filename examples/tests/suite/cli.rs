@@ -10,6 +10,7 @@ const BINARIES: &[&str] = &[
     env!("CARGO_BIN_EXE_http_echo"),
     env!("CARGO_BIN_EXE_fanout"),
     env!("CARGO_BIN_EXE_counter"),
+    env!("CARGO_BIN_EXE_stats_collector"),
     // Built only with the `axum` feature, which test.sh enables.
     #[cfg(feature = "axum")]
     env!("CARGO_BIN_EXE_axum_app"),

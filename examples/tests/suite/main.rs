@@ -20,5 +20,6 @@ mod http_echo_process;
 mod https;
 mod json_api_process;
 mod metrics;
+mod stats_collector;
 mod stop_signals;
 mod unix_socket;

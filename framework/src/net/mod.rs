@@ -9,6 +9,10 @@
 //! the same handler serves TCP and Unix clients unchanged. A stream that
 //! wraps another (TLS) takes a `Stream` in and serves the same kind of
 //! handler.
+//!
+//! [`UdpSocket`] is the datagram socket: one datagram per owned-buffer
+//! receive or send, with truncation reported and GSO and GRO where the
+//! kernel offers them.
 
 mod endpoint;
 mod listener;
@@ -16,6 +20,7 @@ pub(crate) mod secure;
 mod socket;
 mod stream;
 mod tcp;
+mod udp;
 mod unix;
 mod unix_listener;
 
@@ -26,6 +31,8 @@ pub(crate) use listener::{bind_probe, bind_probe_shared, bind_reuseport};
 pub(crate) use socket::Socket;
 pub use stream::{Read, Stream, WriteAll, WriteAllVectored};
 pub use tcp::TcpStream;
+pub(crate) use udp::bind_udp;
+pub use udp::{Batch, RecvMeta, UdpSocket, MAX_BATCH, MAX_SEGMENTS};
 pub use unix::{PeerCred, UnixAddr, UnixStream};
 pub use unix_listener::UnixListener;
 pub(crate) use unix_listener::{bind as bind_unix, SocketFile, UnixOptions};

@@ -6,6 +6,7 @@
 
 pub(crate) mod accept;
 pub(crate) mod connect;
+pub(crate) mod datagram;
 pub(crate) mod file;
 pub(crate) mod lifecycle;
 pub(crate) mod msg_space;

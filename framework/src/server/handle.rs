@@ -26,6 +26,8 @@ pub(super) struct Inner {
     /// Each listener's address, and its counters on each core.
     pub(super) listeners: Vec<(Endpoint, Vec<Arc<ListenerCounters>>)>,
     pub(super) backend: Backend,
+    /// Each UDP address served, as bound.
+    pub(super) udp_addrs: Vec<SocketAddr>,
     /// When the stop began, for the "stopped" line.
     pub(super) stopping_since: std::sync::OnceLock<Instant>,
     pub(super) readiness: Readiness,
@@ -100,6 +102,13 @@ impl ServerHandle {
     /// `start` first), with its connections accepted and open.
     pub fn listeners(&self) -> Vec<ListenerStats> {
         self.stats_reader().listeners()
+    }
+
+    /// Each UDP address the server serves (see
+    /// [`ServerBuilder::add_udp`](super::ServerBuilder::add_udp)), in the
+    /// order given, with the port chosen where 0 was asked.
+    pub fn udp_addrs(&self) -> Vec<SocketAddr> {
+        self.inner.udp_addrs.clone()
     }
 
     /// The backend every core runs.

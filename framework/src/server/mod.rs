@@ -4,6 +4,7 @@
 pub(crate) mod backend;
 mod bind;
 pub mod cpus;
+mod datagram;
 mod default_log;
 pub use default_log::log_to_stderr;
 mod fd_limit;
@@ -25,7 +26,8 @@ use std::time::Duration;
 
 use crate::core::config::CoreConfig;
 use crate::net::{Endpoint, SocketFile};
-use crate::{Backend, Handler};
+use crate::{Backend, DatagramHandler, Handler};
+use datagram::DatagramSpec;
 pub use handle::{ServerHandle, StatsReader, Stopper};
 use listen::ListenerSpec;
 pub use listen::ListenerStats;
@@ -57,6 +59,7 @@ impl Server {
         ServerBuilder {
             address: Endpoint::Tcp(SocketAddr::from(([0, 0, 0, 0], 7000))),
             listeners: Vec::new(),
+            udp: Vec::new(),
             unix_mode: None,
             tls: None,
             tls_handshake_timeout: Duration::from_secs(10),
@@ -83,6 +86,8 @@ pub struct ServerBuilder {
     address: Endpoint,
     /// The other listeners, with their own handlers.
     listeners: Vec<ListenerSpec>,
+    /// The UDP addresses, with their handlers.
+    udp: Vec<DatagramSpec>,
     unix_mode: Option<u32>,
     /// The TLS configuration of the handler of `start`'s listener.
     tls: Option<Arc<rustls::ServerConfig>>,
@@ -166,6 +171,23 @@ impl ServerBuilder {
         F: Fn(&CoreContext) -> H + Send + Sync + 'static,
     {
         self.listeners.push(ListenerSpec::new(at.into(), factory));
+        self
+    }
+
+    /// Serves a UDP address on every core, beside the stream listeners:
+    /// each core gets its own socket of a `SO_REUSEPORT` group on it and
+    /// a [`DatagramHandler`] from `factory`, made on its thread (see the
+    /// trait for how it runs and stops). Port 0 picks a free port, shared
+    /// by all cores ([`ServerHandle::udp_addrs`] says which).
+    /// [`take_over`](Self::take_over) joins the group of a server already
+    /// on the address, as for TCP; the datagrams still queued in the old
+    /// server's sockets when it stops are lost with them.
+    pub fn add_udp<D, F>(mut self, addr: SocketAddr, factory: F) -> Self
+    where
+        D: DatagramHandler,
+        F: Fn(&CoreContext) -> D + Send + Sync + 'static,
+    {
+        self.udp.push(DatagramSpec::new(addr, factory));
         self
     }
 

@@ -45,6 +45,9 @@ pub(crate) struct ServeLimits {
 #[derive(Default)]
 struct Tracker {
     level: Level,
+    /// Datagram handlers running: drained at a stop as connections are,
+    /// but no connections (they hold no place under the limit).
+    datagram_tasks: Cell<usize>,
     waiter: RefCell<Option<Waker>>,
 }
 
@@ -69,6 +72,19 @@ impl Drop for ConnGuard {
 }
 
 impl Tracker {
+    /// Waits until no connection is open and no datagram handler runs.
+    async fn drained(&self) {
+        poll_fn(|cx| {
+            if self.level.active.get() == 0 && self.datagram_tasks.get() == 0 {
+                Poll::Ready(())
+            } else {
+                *self.waiter.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await;
+    }
+
     /// Waits until fewer than `limit` connections are open.
     async fn below(&self, limit: usize) {
         poll_fn(|cx| {
@@ -87,10 +103,14 @@ impl Tracker {
 /// deadline, and stays until the other cores have drained too.
 pub(crate) async fn serve_core(
     listeners: Vec<CoreListener>,
+    datagrams: Vec<super::datagram::DatagramTask>,
     limits: ServeLimits,
     draining: DrainGuard,
 ) {
     let tracker = Rc::new(Tracker::default());
+    for task in datagrams {
+        spawn_datagram_task(task, &tracker);
+    }
     {
         // The stop is polled first: once it has come, the accept loops are
         // not polled again, and `take_queued` takes what is left.
@@ -123,9 +143,11 @@ pub(crate) async fn serve_core(
             .unwrap_or(now + crate::time::current::CENTURY)
     });
     let open = tracker.level.active.get();
-    if open > 0 {
-        tracing::info!(open, drain = ?limits.drain_timeout, "draining connections");
-        let drained = crate::time::timeout_at(deadline, tracker.below(1)).await;
+    if open > 0 || tracker.datagram_tasks.get() > 0 {
+        if open > 0 {
+            tracing::info!(open, drain = ?limits.drain_timeout, "draining connections");
+        }
+        let drained = crate::time::timeout_at(deadline, tracker.drained()).await;
         if drained.is_err() {
             tracing::warn!(
                 left = tracker.level.active.get(),
@@ -387,6 +409,40 @@ pub(crate) fn spawn_connection<H: Handler>(stream: Stream, handler: &Rc<H>, guar
             }
         })
     });
+}
+
+/// Runs a core's datagram handler on its own task, counted among the
+/// core's open work (so that a stop drains it as it drains connections),
+/// though not as a connection in the stats.
+fn spawn_datagram_task(task: super::datagram::DatagramTask, tracker: &Rc<Tracker>) {
+    tracker.datagram_tasks.set(tracker.datagram_tasks.get() + 1);
+    let guard = TaskGuard {
+        tracker: tracker.clone(),
+    };
+    crate::executor::current::with_executor(|executor| {
+        executor.spawn_detached(async move {
+            let _guard = guard;
+            if let Err(e) = task.await {
+                context::try_with_core(|core| core.shared.stats.errors_io.add(1));
+                tracing::warn!(error = %e, "a datagram handler ended with an error");
+            }
+        })
+    });
+}
+
+/// Counts a datagram task open on its core until dropped.
+struct TaskGuard {
+    tracker: Rc<Tracker>,
+}
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        let tasks = &self.tracker.datagram_tasks;
+        tasks.set(tasks.get() - 1);
+        if let Some(w) = self.tracker.waiter.borrow_mut().take() {
+            w.wake();
+        }
+    }
 }
 
 /// At a stop: serves the connections already complete in the listener

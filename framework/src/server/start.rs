@@ -9,6 +9,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::datagram::{self, DatagramParts};
 use super::handle::Inner;
 use super::listen::{self, BindOptions, Bound, ListenerCounters, ListenerSpec, TlsSetup};
 use super::serve::{serve_core, CoreListener, DrainGuard, ServeLimits};
@@ -89,6 +90,8 @@ impl ServerBuilder {
             .map(|_| cpus.iter().map(|_| Arc::default()).collect())
             .collect();
         let mut per_core = core_listeners(bound, &specs, &counters, cpus.len(), handshake);
+        let (udp_parts, udp_addrs) = datagram::bind_all(&self.udp, cpus.len(), self.take_over)?;
+        let mut udp_parts = udp_parts.into_iter();
         fd_limit::fit_to_connections(cpus.len(), self.max_connections);
         let shutdown = Arc::new(Shutdown::new());
         let draining = Arc::new(CountDown::new(cpus.len()));
@@ -122,6 +125,7 @@ impl ServerBuilder {
             let ready = ready_tx.clone();
             let addr = main_addr.clone();
             let count = draining.clone();
+            let udp = udp_parts.next().unwrap_or_default();
             let spawned = thread::Builder::new()
                 .name(format!("percore-{cpu}"))
                 .spawn(move || {
@@ -130,7 +134,7 @@ impl ServerBuilder {
                     // alone could be any.
                     let _span = tracing::info_span!("core", cpu, %addr).entered();
                     let result = run_core(
-                        shared, backend, config, listeners, ctx, limits, count, ready,
+                        shared, backend, config, listeners, udp, ctx, limits, count, ready,
                     );
                     // Before the thread's locals are destroyed (a handler's
                     // `thread_local!` store may take a while): the drain
@@ -183,6 +187,7 @@ impl ServerBuilder {
                 main_addr: main_addr.clone(),
                 listeners: addrs.iter().cloned().zip(counters).collect(),
                 backend,
+                udp_addrs,
                 stopping_since: std::sync::OnceLock::new(),
                 readiness: self.readiness.clone(),
                 unready_delay: self.unready_delay,
@@ -317,6 +322,7 @@ fn run_core(
     backend: Backend,
     config: CoreConfig,
     listeners: Vec<ListenerParts>,
+    udp: Vec<DatagramParts>,
     ctx: CoreContext,
     limits: ServeLimits,
     draining: Arc<CountDown>,
@@ -354,11 +360,15 @@ fn run_core(
                 _file: parts.file,
             });
         }
-        Ok::<_, io::Error>(serving)
+        let tasks = udp
+            .into_iter()
+            .map(|parts| parts.start(&ctx))
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok::<_, io::Error>((serving, tasks))
     }));
     drop(guard);
-    let listeners = match started {
-        Ok(Ok(listeners)) => listeners,
+    let (listeners, tasks) = match started {
+        Ok(Ok(started)) => started,
         Ok(Err(e)) => {
             let e = fail(e);
             let _ = ready.send(Err(io::Error::new(e.kind(), e.to_string())));
@@ -371,7 +381,7 @@ fn run_core(
         }
     };
     let _ = ready.send(Ok(()));
-    let result = Core::block_on(core.clone(), serve_core(listeners, limits, draining));
+    let result = Core::block_on(core.clone(), serve_core(listeners, tasks, limits, draining));
     core.sample_cpu_time();
     tracing::debug!(cpu, "core stopped");
     result.map_err(|e| io::Error::other(format!("core on CPU {cpu}: {e}")))

@@ -151,6 +151,20 @@ pub(crate) fn tcp_socket(addr: &SocketAddr) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// A non-blocking, close-on-exec UDP socket for `addr`'s family.
+pub(crate) fn udp_socket(addr: &SocketAddr) -> io::Result<OwnedFd> {
+    // SAFETY: socket(2) takes no pointers and only creates a descriptor.
+    let fd = cvt(unsafe {
+        libc::socket(
+            family(addr),
+            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    })?;
+    // SAFETY: socket() just returned this fd and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 pub(crate) fn set_int_opt(fd: BorrowedFd<'_>, level: i32, name: i32, value: i32) -> io::Result<()> {
     // SAFETY: `fd` is borrowed, so open for the call; the kernel reads
     // `size_of::<i32>()` bytes of `value`, a live local.

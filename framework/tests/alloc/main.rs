@@ -4,4 +4,5 @@
 percore_test_kit::count_allocations!();
 mod fs_alloc;
 mod task_size;
+mod udp_alloc;
 mod write_vectored_alloc;

@@ -27,6 +27,8 @@ mod take_over;
 mod task_wakers;
 mod tls;
 mod tls_peers;
+mod udp;
+mod udp_server;
 mod under_faults;
 mod unix;
 mod until_stopped;
