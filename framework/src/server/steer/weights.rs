@@ -5,10 +5,12 @@
 //! - its idle time, `1 - busy`, where `busy` is the fraction of the last
 //!   interval its thread ran (a core at 100% has no room, whatever its
 //!   connections);
-//! - its connections against the mean, `1 - active / (2 · mean)`: a core
-//!   with the mean has half its room, one with twice the mean or more has
-//!   none, an empty one all of it. Relative to the mean, so that it says
-//!   as much on 64 cores as on 2.
+//! - its connections against the mean, `1 - active / (2 · mean + SLACK)`:
+//!   a core with the mean has about half its room, one with twice the
+//!   mean or more has next to none, an empty one all of it. Relative to
+//!   the mean, so that it says as much on 64 cores as on 2; the slack
+//!   keeps a handful of connections (one open on one core at the moment
+//!   of the look) from swinging the shares.
 //!
 //! The shares are the rooms normalised, above a floor: every core keeps at
 //! least `FLOOR / n` of the new connections, so a stale measurement never
@@ -17,6 +19,9 @@
 
 /// What the shares of all cores above their rooms leave to the floor.
 const FLOOR: f64 = 0.05;
+
+/// Connections that say next to nothing about a core's load.
+const SLACK: f64 = 8.0;
 
 /// One core's load, as the steering thread measured it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -39,7 +44,7 @@ pub(crate) fn shares(loads: &[Load]) -> Vec<f64> {
         .map(|l| {
             let idle = (1.0 - l.busy).clamp(0.0, 1.0);
             let conns = if mean > 0.0 {
-                (1.0 - l.active as f64 / (2.0 * mean)).clamp(0.0, 1.0)
+                (1.0 - l.active as f64 / (2.0 * mean + SLACK)).clamp(0.0, 1.0)
             } else {
                 1.0
             };
@@ -89,9 +94,12 @@ mod tests {
 
     #[test]
     fn a_loaded_core_gets_the_floor() {
-        // Twice the mean of connections: no room.
-        let s = shares(&[load(40, 0.0), load(0, 0.0)]);
-        assert!(close(&s, &[0.025, 0.975]), "{s:?}");
+        // Twice the mean of connections: next to no room.
+        let s = shares(&[load(1000, 0.0), load(0, 0.0)]);
+        assert!(s[0] < 0.035 && s[1] > 0.965, "{s:?}");
+        // One connection on one core says little.
+        let s = shares(&[load(1, 0.0), load(0, 0.0)]);
+        assert!(s[0] > 0.45, "{s:?}");
         // Busy all the time: no room.
         let s = shares(&[load(0, 1.0), load(0, 0.1)]);
         assert!(close(&s, &[0.025, 0.975]), "{s:?}");
