@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use clap::{error::ErrorKind, Args, Command, CommandFactory, Parser};
 use percore::net::UnixAddr;
-use percore::{Backend, CoreContext, Handler, Readiness, Server};
+use percore::{Backend, CoreContext, Handler, Readiness, Server, Steering};
 use percore_handlers::http::HttpHandler;
 use percore_handlers::metrics::{Admin, Metrics};
 
@@ -101,6 +101,11 @@ pub struct CommonArgs {
     /// net.ipv4.tcp_migrate_req)
     #[arg(long)]
     pub take_over: bool,
+    /// Steer new connections to the cores with room (a BPF program drawing
+    /// each one's core, weighted by the cores' idle CPU and open
+    /// connections) instead of the kernel's hash of their addresses
+    #[arg(long)]
+    pub steer: bool,
     /// Serve /metrics (Prometheus), /healthz and /readyz on this port (0
     /// picks a free one), on --admin-host
     #[arg(long, value_name = "PORT", value_parser = number::<u16>)]
@@ -343,6 +348,11 @@ where
         .drain_timeout(common.drain)
         .wait_batching((!common.wait_batch.is_zero()).then_some(common.wait_batch))
         .take_over(common.take_over)
+        .steering(if common.steer {
+            Steering::Load
+        } else {
+            Steering::Off
+        })
         .readiness(metrics.readiness().clone())
         .unready_delay(common.unready_delay)
         .stall_threshold((!common.stall.is_zero()).then_some(common.stall));
@@ -472,7 +482,7 @@ mod tests {
         assert_eq!(cli.common.max_connections, 10_000);
         assert_eq!(cli.common.drain, Duration::from_secs(10));
         assert_eq!(cli.common.wait_batch, Duration::ZERO);
-        assert!(!cli.common.stats && !cli.common.take_over);
+        assert!(!cli.common.stats && !cli.common.take_over && !cli.common.steer);
         assert_eq!(cli.common.tls_max_handshakes, 1024);
         assert_eq!(cli.common.tls_handshake_timeout, Duration::from_secs(10));
         assert_eq!(cli.common.tls_first_byte_timeout, Duration::from_secs(5));

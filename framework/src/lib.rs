@@ -92,5 +92,5 @@ pub use runtime::{
     is_shutting_down, log_to_stderr, on_give_back, queue_delay, shutdown_signal, spawn_blocking,
     spawn_local, submit_to, track_queue_delay, until_stopped, Blocking, CoreContext, ListenerStats,
     Readiness, Server, ServerBuilder, ServerHandle, ShutdownSignal, StatsReader, StatsSnapshot,
-    Stopper, SubmitError,
+    Steering, SteeringStats, Stopper, SubmitError,
 };

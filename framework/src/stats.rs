@@ -118,6 +118,9 @@ pub(crate) struct CoreStats {
     pub(crate) stalls: Counter,
     /// How long each ended stall lasted (the watchdog writes it).
     pub(crate) stall_time: crate::histogram::Histogram,
+    /// The core's share of new connections in the steering program
+    /// attached now, in parts per million (the steering thread writes it).
+    pub(crate) steer_weight_ppm: Counter,
     /// The io_uring set-up flags granted, as the driver names them;
     /// `None` for no ring. Written once, when the core's ring is made.
     pub(crate) ring_flags: std::sync::Mutex<Option<&'static str>>,
@@ -171,6 +174,7 @@ impl CoreStats {
             queue_delay: std::time::Duration::from_micros(self.queue_delay_us.get()),
             stalls: self.stalls.get(),
             stall_durations: self.stall_time.snapshot(),
+            steering_weight_ppm: self.steer_weight_ppm.get(),
             ring_flags: *self
                 .ring_flags
                 .lock()
@@ -272,6 +276,11 @@ pub struct StatsSnapshot {
     /// How long the ended stalls lasted (a stall still under way is in
     /// [`stalls`](Self::stalls) and not yet here).
     pub stall_durations: crate::histogram::HistogramSnapshot,
+    /// This core's share of the new connections, in parts per million,
+    /// in the steering program attached now
+    /// ([`ServerBuilder::steering`](crate::ServerBuilder::steering)); 0
+    /// while no program steers.
+    pub steering_weight_ppm: u64,
     /// The io_uring set-up flags the kernel granted this core's ring
     /// (`SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG`, `COOP_TASKRUN|TASKRUN_FLAG`,
     /// `SQPOLL` or `none`); `None` on epoll, or before the core started.

@@ -24,6 +24,7 @@
 
 pub mod alloc;
 mod backend;
+mod bound_client;
 mod certs;
 mod child;
 mod client;
@@ -50,6 +51,7 @@ pub mod upstream;
 pub mod ws;
 
 pub use backend::{require, serial, shared, uring_unavailable};
+pub use bound_client::connect_from;
 pub use certs::TestCert;
 pub use child::{
     child_command, child_main, parse_listening, parse_serving, rerun_under_fault, server_command,

@@ -27,6 +27,7 @@ fn start(backend: &str) -> (ChildServer, SocketAddr) {
         "0",
         "--backend",
         backend,
+        "--steer",
     ])
     .env("RUST_LOG", "info")
     .env_remove("PERCORE_BACKEND")
@@ -82,6 +83,9 @@ backend_process_tests! {
             "percore_http_request_duration_seconds_count{core=\"0\"} 25",
             "percore_http_request_duration_seconds_bucket{core=\"0\",le=\"+Inf\"} 25",
             "percore_ready 1",
+            // One core: it draws every connection.
+            "percore_steering_active 1",
+            "percore_steering_weight{core=\"0\"} 1",
         ] {
             assert!(text.contains(line), "no {line:?} in:\n{text}");
         }
@@ -89,7 +93,8 @@ backend_process_tests! {
         assert!(text.contains(&info), "{text}");
         for family in ["process_open_fds", "process_resident_memory_bytes", "percore_uptime_seconds",
                        "percore_cpu_seconds_total", "percore_listener_connections_accepted_total",
-                       "percore_stalls_total", "percore_stall_duration_seconds_count"] {
+                       "percore_stalls_total", "percore_stall_duration_seconds_count",
+                       "percore_steering_attaches_total"] {
             assert!(text.contains(&format!("\n{family}")), "no {family} in:\n{text}");
         }
         if installed("promtool") {

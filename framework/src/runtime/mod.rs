@@ -20,7 +20,7 @@ pub use crate::histogram::{Histogram, HistogramSnapshot};
 pub use crate::server::Readiness;
 pub use crate::server::{
     log_to_stderr, CoreContext, ListenerStats, Server, ServerBuilder, ServerHandle, StatsReader,
-    Stopper,
+    Steering, SteeringStats, Stopper,
 };
 pub use crate::stats::{Counter, StatsSnapshot};
 pub use blocking::{spawn_blocking, Blocking};

@@ -20,7 +20,10 @@ use std::time::{Duration, Instant};
 const MIGRATE_REQ: &str = "/proc/sys/net/ipv4/tcp_migrate_req";
 
 /// Binds `count` listeners on `address`, all in one `SO_REUSEPORT` group,
-/// and returns them with the address bound (the port chosen when it was 0).
+/// and returns them with the address bound (the port chosen when it was 0)
+/// and whether they joined a running server's group. The group's order is
+/// the order of the returned sockets (each joins it as it listens), after
+/// the running server's when joined.
 ///
 /// Without `take_over`, a probe socket without `SO_REUSEPORT` is bound
 /// first: it fails if anything else holds the port, including another
@@ -32,7 +35,7 @@ pub(crate) fn bind_group(
     count: usize,
     backlog: i32,
     take_over: bool,
-) -> io::Result<(Vec<OwnedFd>, SocketAddr)> {
+) -> io::Result<(Vec<OwnedFd>, SocketAddr, bool)> {
     if take_over && address.port() == 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -80,7 +83,7 @@ pub(crate) fn bind_group(
     } else if take_over {
         tracing::info!(%address, "take-over: no server was listening on the port; serving it alone");
     }
-    Ok((sockets, address))
+    Ok((sockets, address, joined))
 }
 
 /// How long a port in use may take to come free before it is refused.

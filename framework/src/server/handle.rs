@@ -33,6 +33,8 @@ pub(super) struct Inner {
     pub(super) readiness: Readiness,
     /// How long a stop serves on, unready, before it begins.
     pub(super) unready_delay: Duration,
+    /// The steering of new connections, if asked for.
+    pub(super) steering: Option<Arc<super::steer::Control>>,
 }
 
 impl Inner {
@@ -61,6 +63,10 @@ impl Inner {
     }
 
     fn shutdown(&self) {
+        // Before any core closes its listener (see `steer`).
+        if let Some(steering) = &self.steering {
+            steering.stop();
+        }
         self.readiness.leave();
         let first = self.shutdown.trigger();
         if first {
@@ -88,6 +94,8 @@ pub struct ServerHandle {
     /// The stall watchdog, stopped once every core has (it watches the
     /// drain too).
     pub(super) watchdog: Option<super::watchdog::Watchdog>,
+    /// The steering thread, stopped with the watchdog.
+    pub(super) steerer: Option<super::steer::Steerer>,
 }
 
 impl ServerHandle {
@@ -190,7 +198,10 @@ impl ServerHandle {
         let mut result = Ok(());
         let mut last: Option<Instant> = None;
         let ServerHandle {
-            threads, watchdog, ..
+            threads,
+            watchdog,
+            steerer,
+            ..
         } = self;
         for thread in threads {
             let outcome = match thread.join() {
@@ -208,6 +219,9 @@ impl ServerHandle {
         }
         if let Some(watchdog) = watchdog {
             watchdog.stop();
+        }
+        if let Some(steerer) = steerer {
+            steerer.stop();
         }
         (result, last)
     }
@@ -236,6 +250,19 @@ impl StatsReader {
             .iter()
             .map(|core| core.stats.snapshot(core.cpu))
             .collect()
+    }
+
+    /// Whether a program steers new connections now, and how many were
+    /// attached (see [`ServerBuilder::steering`](super::ServerBuilder::steering));
+    /// all zero without steering.
+    pub fn steering(&self) -> super::SteeringStats {
+        self.0.steering.as_ref().map_or(
+            super::SteeringStats {
+                active: false,
+                attaches: 0,
+            },
+            |s| s.stats(),
+        )
     }
 
     /// Every listener's counters now, summed over the cores.

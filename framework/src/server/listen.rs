@@ -122,6 +122,9 @@ pub(crate) struct Bound {
     pub(crate) sockets: Vec<OwnedFd>,
     pub(crate) addr: Endpoint,
     pub(crate) file: Option<Arc<SocketFile>>,
+    /// Whether its sockets joined a running server's `SO_REUSEPORT`
+    /// group (a take-over), after that server's.
+    pub(crate) joined: bool,
 }
 
 /// How a server binds its listeners.
@@ -137,12 +140,13 @@ pub(crate) struct BindOptions {
 pub(crate) fn bind(addr: &Endpoint, options: BindOptions) -> io::Result<Bound> {
     match addr {
         Endpoint::Tcp(tcp) => {
-            let (sockets, bound) =
+            let (sockets, bound, joined) =
                 bind_group(*tcp, options.cores, options.backlog, options.take_over)?;
             Ok(Bound {
                 sockets,
                 addr: Endpoint::Tcp(bound),
                 file: None,
+                joined,
             })
         }
         Endpoint::Unix(unix) => {
@@ -162,6 +166,7 @@ pub(crate) fn bind(addr: &Endpoint, options: BindOptions) -> io::Result<Bound> {
                 sockets,
                 addr: Endpoint::Unix(bound.addr),
                 file: bound.file.map(Arc::new),
+                joined: false,
             })
         }
     }

@@ -1,7 +1,8 @@
 //! Which addresses listen on a TCP port in the calling thread's network
 //! namespace, read from its `net/tcp` and `net/tcp6` in `/proc` (the
 //! kernel's socket tables; no syscall tells it). For a take-over, which
-//! must join the running server on its own address.
+//! must join the running server on its own address, and for steering,
+//! which must know whether its port's group holds other servers' sockets.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -15,11 +16,7 @@ pub(crate) fn on_port(port: u16) -> Option<Vec<SocketAddr>> {
     // necessarily the caller's (a thread may have moved with `setns` or
     // `unshare`), whose sockets are the ones that met the port in use;
     // `thread-self` (Linux 3.17) is the caller's.
-    let dir = if std::path::Path::new("/proc/thread-self/net").exists() {
-        "/proc/thread-self/net"
-    } else {
-        "/proc/net"
-    };
+    let dir = net_dir();
     let v4 = std::fs::read_to_string(format!("{dir}/tcp")).ok();
     let v6 = std::fs::read_to_string(format!("{dir}/tcp6")).ok();
     if v4.is_none() && v6.is_none() {
@@ -34,6 +31,44 @@ pub(crate) fn on_port(port: u16) -> Option<Vec<SocketAddr>> {
         }
     }
     Some(found)
+}
+
+/// The calling thread's network namespace's tables.
+fn net_dir() -> &'static str {
+    if std::path::Path::new("/proc/thread-self/net").exists() {
+        "/proc/thread-self/net"
+    } else {
+        "/proc/net"
+    }
+}
+
+/// How many sockets listen on exactly `address`; `None` when its table
+/// cannot be read.
+///
+/// The kernel lists the listening sockets before the others, so the
+/// table is read only up to the first that is not listening: a server
+/// with many connections costs no more than an idle one.
+pub(crate) fn count_at(address: SocketAddr) -> Option<usize> {
+    use std::io::BufRead;
+    let table = if address.is_ipv4() { "tcp" } else { "tcp6" };
+    let file = std::fs::File::open(format!("{}/{table}", net_dir())).ok()?;
+    let mut count = 0;
+    for line in std::io::BufReader::new(file).lines().skip(1) {
+        let line = line.ok()?;
+        let mut fields = line.split_whitespace();
+        let (Some(local), Some(state)) = (fields.nth(1), fields.nth(1)) else {
+            continue;
+        };
+        if state != LISTEN {
+            break;
+        }
+        if local_address(local)
+            .is_some_and(|a| a.ip() == address.ip() && a.port() == address.port())
+        {
+            count += 1;
+        }
+    }
+    Some(count)
 }
 
 /// The local addresses of a table's listening sockets (lines that do not
@@ -84,6 +119,15 @@ mod tests {
             let addr = v6.local_addr().expect("addr");
             assert_eq!(on_port(addr.port()), Some(vec![addr]));
         }
+    }
+
+    #[test]
+    fn counts_the_sockets_listening_on_an_address() {
+        let one = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = one.local_addr().expect("addr");
+        assert_eq!(count_at(addr), Some(1));
+        drop(one);
+        assert_eq!(count_at(addr), Some(0));
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod readiness;
 mod serve;
 mod signal;
 mod start;
+mod steer;
 mod watchdog;
 
 use std::net::SocketAddr;
@@ -32,6 +33,7 @@ pub use handle::{ServerHandle, StatsReader, Stopper};
 use listen::ListenerSpec;
 pub use listen::ListenerStats;
 pub use readiness::Readiness;
+pub use steer::{Steering, SteeringStats};
 
 /// What a handler factory learns about the core it builds a handler for.
 #[derive(Debug, Clone)]
@@ -75,6 +77,7 @@ impl Server {
             readiness: Readiness::new(),
             unready_delay: Duration::ZERO,
             stall_threshold: Some(DEFAULT_STALL_THRESHOLD),
+            steering: Steering::Off,
         }
     }
 }
@@ -104,6 +107,7 @@ pub struct ServerBuilder {
     readiness: Readiness,
     unready_delay: Duration,
     stall_threshold: Option<Duration>,
+    steering: Steering,
 }
 
 impl ServerBuilder {
@@ -410,6 +414,35 @@ impl ServerBuilder {
     /// report as stalls no handler caused. Values below 1 ms count as 1 ms.
     pub fn stall_threshold(mut self, threshold: Option<Duration>) -> Self {
         self.stall_threshold = threshold;
+        self
+    }
+}
+
+impl ServerBuilder {
+    /// How new connections are placed on the cores (default
+    /// [`Steering::Off`]: the kernel's hash of each connection's
+    /// addresses).
+    ///
+    /// With [`Steering::Load`], a thread of the server measures the cores
+    /// every 200 ms (the CPU time their threads used, their open
+    /// connections) and attaches a classic BPF program to each TCP
+    /// listener's `SO_REUSEPORT` group that draws each new connection's
+    /// core at random, weighted by each core's room; a new program goes
+    /// on when a core's share moves by 5 points. Connections already open
+    /// stay where they are: steering evens out the placement of new
+    /// connections, not the load of long-lived ones.
+    ///
+    /// Steering pauses (the hash places connections) while another
+    /// server shares the port (one [taking this one over](Self::take_over)),
+    /// and a server that took another's port over never steers that
+    /// listener: the kernel's order of its sockets, which the program
+    /// indexes, is unknown once the old ones leave. A kernel that refuses
+    /// the program leaves the hash, with one log line. Unix listeners are
+    /// not steered (they share one socket). Each core's share is in
+    /// [`StatsSnapshot::steering_weight_ppm`](crate::StatsSnapshot::steering_weight_ppm),
+    /// the programs attached in [`StatsReader::steering`](crate::StatsReader::steering).
+    pub fn steering(mut self, steering: Steering) -> Self {
+        self.steering = steering;
         self
     }
 }

@@ -13,6 +13,7 @@ use super::datagram::{self, DatagramParts};
 use super::handle::Inner;
 use super::listen::{self, BindOptions, Bound, ListenerCounters, ListenerSpec, TlsSetup};
 use super::serve::{serve_core, CoreListener, DrainGuard, ServeLimits};
+use super::steer::{Control, Steerer};
 use super::watchdog::Watchdog;
 use super::{backend, cpus, fd_limit, CoreContext, ServerBuilder, ServerHandle};
 use crate::core::config::CoreConfig;
@@ -82,6 +83,10 @@ impl ServerBuilder {
         for spec in &specs {
             bound.push(listen::bind(&spec.addr, options)?);
         }
+        let steering = match self.steering {
+            super::Steering::Off => None,
+            super::Steering::Load => steer_groups(&bound)?,
+        };
         let addrs: Vec<Endpoint> = bound.iter().map(|b| b.addr.clone()).collect();
         let local_addr = first_tcp(&addrs);
         let main_addr = addrs[0].clone();
@@ -191,9 +196,11 @@ impl ServerBuilder {
                 stopping_since: std::sync::OnceLock::new(),
                 readiness: self.readiness.clone(),
                 unready_delay: self.unready_delay,
+                steering: steering.clone(),
             }),
             threads,
             watchdog: None,
+            steerer: None,
         };
         if let Some(e) = first_error.or_else(|| ready(&handle).err()) {
             // Stopped without the "stopping" line: this server never said
@@ -218,8 +225,21 @@ impl ServerBuilder {
             }
             None => None,
         };
+        let steerer = steering.and_then(|control| {
+            let cores = handle.inner.cores.clone();
+            match Steerer::start(control.clone(), cores, main_addr.clone()) {
+                Ok(steerer) => Some(steerer),
+                Err(e) => {
+                    // The hash places connections, as without steering.
+                    control.stop();
+                    tracing::warn!(error = %e, "steering off: cannot start its thread");
+                    None
+                }
+            }
+        });
         let mut handle = handle;
         handle.watchdog = watchdog;
+        handle.steerer = steerer;
         self.readiness.set_serving();
         if addrs.len() == 1 {
             tracing::info!(addr = %main_addr, %backend, cores = ?cpus, "serving");
@@ -256,6 +276,24 @@ impl ServerBuilder {
         let handle = self.start_then(factory, ServerHandle::shutdown_on_signals)?;
         handle.join()
     }
+}
+
+/// The steering of a server's TCP listeners: a duplicate of each core's
+/// socket (in group order: core order), for the steering thread to attach
+/// its program through; `None` when none is TCP.
+fn steer_groups(bound: &[Bound]) -> io::Result<Option<Arc<Control>>> {
+    let mut groups = Vec::new();
+    for b in bound {
+        if let Endpoint::Tcp(addr) = b.addr {
+            let sockets = b
+                .sockets
+                .iter()
+                .map(OwnedFd::try_clone)
+                .collect::<io::Result<Vec<_>>>()?;
+            groups.push((addr, sockets, b.joined));
+        }
+    }
+    Ok(Control::new(groups))
 }
 
 /// What one core serves of each listener: its socket, its handler

@@ -10,6 +10,7 @@ use std::mem;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
+pub(crate) mod reuseport;
 pub(crate) mod stack_sample;
 mod unix;
 pub(crate) use unix::{bind_raw, connect_raw, is_unix, peer_cred, unix_socket};

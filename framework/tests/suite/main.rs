@@ -23,6 +23,7 @@ mod server_config;
 mod spawn_blocking;
 mod sqpoll_idle;
 mod stall;
+mod steering;
 mod take_over;
 mod task_wakers;
 mod tls;

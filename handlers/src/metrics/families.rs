@@ -213,6 +213,12 @@ pub(super) fn framework(text: &mut Text<'_>, cores: &[StatsSnapshot]) {
             "Loop turns that kept the core longer than the stall threshold (each logged once at WARN with a backtrace).",
             |s| s.stalls as f64,
         ),
+        (
+            "percore_steering_weight",
+            G,
+            "The core's share of new connections in the steering program attached now (0 when none steers).",
+            |s| s.steering_weight_ppm as f64 / 1e6,
+        ),
     ];
     per_core(text, &rows, families);
     let name = "percore_stall_duration_seconds";
@@ -224,6 +230,24 @@ pub(super) fn framework(text: &mut Text<'_>, cores: &[StatsSnapshot]) {
     for (core, s) in &rows {
         text.histogram(name, &[("core", core)], &s.stall_durations);
     }
+}
+
+pub(super) fn steering(text: &mut Text<'_>, server: &StatsReader) {
+    let steering = server.steering();
+    let name = "percore_steering_active";
+    text.family(
+        name,
+        Kind::Gauge,
+        "1 while a BPF program steers new connections to the cores with room, else 0.",
+    );
+    text.sample(name, &[], u8::from(steering.active));
+    let name = "percore_steering_attaches_total";
+    text.family(
+        name,
+        Kind::Counter,
+        "Steering programs attached (one per listener each time the cores' shares moved).",
+    );
+    text.sample(name, &[], steering.attaches);
 }
 
 pub(super) fn listeners(text: &mut Text<'_>, server: &StatsReader) {

@@ -175,6 +175,7 @@ impl Metrics {
         if let Some(server) = shared.server.get() {
             families::framework(&mut text, &server.snapshot());
             families::listeners(&mut text, server);
+            families::steering(&mut text, server);
         }
         let http: Vec<(String, HttpStats, HistogramSnapshot)> = shared
             .http
