@@ -6,7 +6,9 @@
 # finds one of those missing then fails instead of skipping; as another
 # user it says what is missing, and those tests skip with the reason.
 #
-# Usage: ./test.sh [cargo test arguments...]
+# Usage: ./test.sh                  every test binary, three at a time
+#        ./test.sh ARGS...          `cargo test --workspace ARGS...` as asked
+# Env:   PERCORE_TEST_JOBS=3        test binaries run at once
 set -euo pipefail
 cd "$(dirname "$0")"
 # shellcheck source=.ci/tools.sh
@@ -26,5 +28,65 @@ else
     done
 fi
 # The HTTP layer's optional parts (JSON, the `http` crate, HTTP/2), hyper on
-# percore and the cookbook's PostgreSQL recipe are tested too.
-exec cargo test --workspace --features percore-handlers/json,percore-handlers/http,percore-handlers/h2,percore-tokio/hyper,percore-examples/axum,percore-examples/postgres,percore-examples/h2,percore-examples/grpc "$@"
+# percore, gRPC and the cookbook's PostgreSQL recipe are tested too.
+features=percore-handlers/json,percore-handlers/http,percore-handlers/h2,percore-tokio/hyper,percore-examples/axum,percore-examples/postgres,percore-examples/h2,percore-examples/grpc
+
+# With arguments (a test name, `-p` a package...), cargo runs them as asked.
+if [ "$#" -gt 0 ]; then
+    exec cargo test --workspace --features "$features" "$@"
+fi
+
+# Without: every test binary, built once, then run three at a time (and
+# the doc tests beside them). Each binary keeps its own tests in order
+# (the test kit's lock serializes those that need the process to
+# themselves); across binaries nothing is shared but the machine, and the
+# tests' verdicts never depend on its speed. Each binary's output is
+# printed whole when it ends.
+jobs="${PERCORE_TEST_JOBS:-3}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cargo test --workspace --features "$features" --no-run --message-format=json-render-diagnostics > "$work/build.json"
+python3 - "$work/build.json" > "$work/binaries" <<'PY'
+import json, os, sys
+# Test binaries with their package's directory, the biggest suites first so
+# that the long ones start at once.
+found = []
+for line in open(sys.argv[1]):
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+        continue
+    if not msg.get("profile", {}).get("test"):
+        continue
+    exe = msg["executable"]
+    found.append((os.path.getsize(exe), exe, os.path.dirname(msg["manifest_path"])))
+for _, exe, pkg in sorted(found, reverse=True):
+    print(f"{exe}\t{pkg}")
+PY
+printf 'doc\t%s\n' "$PWD" >> "$work/binaries"
+
+run_one() {
+    local exe="$1" dir="$2" log
+    log="$work/$(basename "$exe").log"
+    if [ "$exe" = doc ]; then
+        (cargo test --workspace --features "$features" --doc) > "$log" 2>&1
+    else
+        (cd "$dir" && CARGO_MANIFEST_DIR="$dir" "$exe") > "$log" 2>&1
+    fi
+    local rc=$?
+    cat "$log"
+    [ "$rc" -eq 0 ] || echo "test.sh: FAILED: $exe (exit $rc)" | tee -a "$work/failed"
+    return 0
+}
+export -f run_one
+export work features
+tr '\t' '\n' < "$work/binaries" | xargs -d '\n' -n 2 -P "$jobs" bash -c 'run_one "$0" "$1"'
+if [ -s "$work/failed" ]; then
+    echo
+    echo "test.sh: failed:"
+    cat "$work/failed"
+    exit 1
+fi
+echo "test.sh: every test binary passed"

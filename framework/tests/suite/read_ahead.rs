@@ -18,7 +18,8 @@ use std::future::Future;
 use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::pin::pin;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -28,10 +29,12 @@ use percore_test_kit::*;
 /// How long [`Lagging`] waits after its first read.
 const LAG: Duration = Duration::from_millis(300);
 
-/// Reads once, waits [`LAG`] without reading, then reads until it has
+/// Reads once, waits without reading ([`LAG`], or until `release` is set
+/// when given: a minute at most, a hang guard), then reads until it has
 /// `total` bytes and sends them all back.
 struct Lagging {
     total: usize,
+    release: Option<Arc<AtomicBool>>,
 }
 
 impl Handler for Lagging {
@@ -45,7 +48,16 @@ impl Handler for Lagging {
             }
             if !lagged {
                 lagged = true;
-                percore::time::sleep(LAG).await;
+                match &self.release {
+                    None => percore::time::sleep(LAG).await,
+                    Some(release) => {
+                        let give_up = std::time::Instant::now() + Duration::from_secs(60);
+                        while !release.load(Ordering::SeqCst) && std::time::Instant::now() < give_up
+                        {
+                            percore::time::sleep(Duration::from_millis(2)).await;
+                        }
+                    }
+                }
             }
         }
         let (res, _) = conn.write_all(got).await;
@@ -98,13 +110,15 @@ fn kernel_limits_multishot() -> bool {
 
 backend_tests! {
     /// Forty small messages, 5 ms apart, to a handler that stops reading
-    /// for 300 ms: each arrives as its own completion, so on io_uring the
-    /// multishot is paused; every byte comes back in order.
+    /// until all were sent: each arrives as its own completion, so on
+    /// io_uring the multishot is paused; every byte comes back in order.
     fn small_messages_to_a_lagging_handler_pause_the_receive(backend) {
         const MESSAGES: usize = 41;
         const LEN: usize = 100;
+        let release = Arc::new(AtomicBool::new(false));
+        let held = release.clone();
         let server = builder(backend)
-            .start(|_| Lagging { total: MESSAGES * LEN })
+            .start(move |_| Lagging { total: MESSAGES * LEN, release: Some(held.clone()) })
             .expect("start");
         check_backend(&server, backend);
         let mut client = connect(server.local_addr());
@@ -113,6 +127,7 @@ backend_tests! {
             client.write_all(message).expect("write");
             std::thread::sleep(Duration::from_millis(5));
         }
+        release.store(true, Ordering::SeqCst);
         let mut back = vec![0u8; sent.len()];
         client.read_exact(&mut back).expect("read the echo");
         assert!(back == sent, "the echo differs from what was sent");
@@ -133,7 +148,7 @@ backend_tests! {
     fn a_bulk_stream_to_a_lagging_handler_switches_to_pool_reads(backend) {
         const TOTAL: usize = 8 << 20;
         let server = builder(backend)
-            .start(|_| Lagging { total: TOTAL })
+            .start(|_| Lagging { total: TOTAL, release: None })
             .expect("start");
         check_backend(&server, backend);
         let mut client = connect(server.local_addr());

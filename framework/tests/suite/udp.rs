@@ -93,7 +93,8 @@ fn round_trips(backend: percore::Backend, local: &'static str) {
 /// socket bound on `port`, in this thread's network namespace: a test
 /// thread may be in a private one (`/proc/net` is the first thread's).
 fn udp_queue(port: u16) -> (u64, u64) {
-    let table = std::fs::read_to_string("/proc/thread-self/net/udp").expect("/proc/thread-self/net/udp");
+    let table =
+        std::fs::read_to_string("/proc/thread-self/net/udp").expect("/proc/thread-self/net/udp");
     let port = format!(":{port:04X}");
     for line in table.lines().skip(1) {
         let fields: Vec<&str> = line.split_whitespace().collect();
