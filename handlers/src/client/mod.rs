@@ -92,6 +92,8 @@ mod config;
 pub(crate) mod connect;
 mod error;
 pub(crate) mod exchange;
+#[cfg(feature = "h2")]
+mod h2;
 pub(crate) mod pool;
 mod request;
 mod resolve;
@@ -125,6 +127,12 @@ struct Shared {
     pools: RefCell<HashMap<(bool, String, u16), Rc<Pool>>>,
     /// Made with the first name to resolve.
     resolver: RefCell<Option<Rc<Resolver>>>,
+    /// What is known of each origin's HTTP/2, keyed as `pools`.
+    #[cfg(feature = "h2")]
+    origins: RefCell<HashMap<(bool, String, u16), Rc<h2::Origin>>>,
+    /// `config.tls` offering `h2` and not offering it.
+    #[cfg(feature = "h2")]
+    tls: Option<h2::TlsConfigs>,
 }
 
 impl Client {
@@ -136,6 +144,8 @@ impl Client {
     /// A client with `config`.
     pub fn with_config(config: Config) -> Self {
         Self(Rc::new(Shared {
+            #[cfg(feature = "h2")]
+            tls: config.tls.as_ref().map(h2::TlsConfigs::new),
             config,
             ..Shared::default()
         }))
@@ -185,6 +195,30 @@ impl Client {
             .entry(key)
             .or_insert_with(|| Rc::new(Pool::new(self.0.config.pool)))
             .clone()
+    }
+
+    /// The TLS config of HTTP/1.1 connections: without `h2` in its ALPN
+    /// list when the client speaks HTTP/2 (a server that chose it would
+    /// not be understood).
+    fn h1_tls(&self) -> Option<&std::sync::Arc<percore::tls::rustls::ClientConfig>> {
+        #[cfg(feature = "h2")]
+        return self.0.tls.as_ref().map(|configs| &configs.h1);
+        #[cfg(not(feature = "h2"))]
+        return self.0.config.tls.as_ref();
+    }
+
+    /// The TLS configs of HTTP/2 and HTTP/1.1, if `https` is configured.
+    #[cfg(feature = "h2")]
+    fn tls_configs(&self) -> Option<&h2::TlsConfigs> {
+        self.0.tls.as_ref()
+    }
+
+    /// What is known of `url`'s origin's HTTP/2.
+    #[cfg(feature = "h2")]
+    fn origin(&self, url: &Url) -> Rc<h2::Origin> {
+        let key = (url.tls, url.host.clone(), url.port);
+        let mut origins = self.0.origins.borrow_mut();
+        origins.entry(key).or_default().clone()
     }
 
     fn resolver(&self) -> Rc<Resolver> {
