@@ -4,6 +4,7 @@
 
 mod client_basic;
 mod client_faults;
+mod client_h2;
 mod client_nginx;
 mod client_targets;
 mod client_tls;

@@ -30,10 +30,21 @@ pub(crate) enum Outcome {
     /// The server did not take the request (GOAWAY past its stream,
     /// `REFUSED_STREAM`), or the reused connection failed before any
     /// answer on an idempotent request: it may be sent again, on a new
-    /// connection (RFC 9113 §8.7).
-    Retry(ClientError),
+    /// connection (RFC 9113 §8.7), or the same one for a refused stream.
+    Retry(ClientError, Again),
     /// It failed for good.
     Failed(ClientError),
+}
+
+/// Whether a request that failed may be sent again, and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Again {
+    /// Not at all.
+    No,
+    /// On the same connection: it refused the stream alone.
+    Same,
+    /// On a new connection: this one is going away or failed.
+    New,
 }
 
 /// A response's body still coming on its stream, with the count of the
@@ -89,10 +100,9 @@ pub(crate) async fn exchange(
     let in_flight = InFlight::new(&live.usage);
     let not_taken = |e: h2::Error| {
         let error = failure(request, &e, false);
-        if may_retry(&e, reused, idempotent) {
-            Outcome::Retry(error)
-        } else {
-            Outcome::Failed(error)
+        match again(&e, reused, idempotent) {
+            Again::No => Outcome::Failed(error),
+            again => Outcome::Retry(error, again),
         }
     };
     let ready = timeout(write, live.send.clone().ready()).await;
@@ -147,15 +157,19 @@ async fn send_body(mut stream: SendStream<Bytes>, mut body: Bytes) -> Result<(),
     Ok(())
 }
 
-/// Whether a request that failed with `e` may be sent again on another
-/// connection: the server says it did nothing with it (a GOAWAY whose
-/// last stream is before it, `REFUSED_STREAM`), or, for an idempotent
-/// request on a reused connection, the connection failed before any
-/// answer (the server closed it as it was reused, as over HTTP/1).
-fn may_retry(e: &h2::Error, reused: bool, idempotent: bool) -> bool {
-    (e.is_go_away() && e.is_remote())
-        || (e.is_reset() && e.is_remote() && e.reason() == Some(Reason::REFUSED_STREAM))
-        || (e.is_io() && reused && idempotent)
+/// Whether a request that failed with `e` may be sent again, and
+/// where: the server says it did nothing with it (a GOAWAY whose last
+/// stream is before it, `REFUSED_STREAM`), or, for an idempotent request
+/// on a reused connection, the connection failed before any answer (the
+/// server closed it as it was reused, as over HTTP/1).
+fn again(e: &h2::Error, reused: bool, idempotent: bool) -> Again {
+    if e.is_reset() && e.is_remote() && e.reason() == Some(Reason::REFUSED_STREAM) {
+        Again::Same
+    } else if (e.is_go_away() && e.is_remote()) || (e.is_io() && reused && idempotent) {
+        Again::New
+    } else {
+        Again::No
+    }
 }
 
 /// `e` as the client says it; `answering` once the response's head came.

@@ -34,7 +34,7 @@ use percore::tls::rustls;
 use crate::http::H2Io as Io;
 
 pub(crate) use exchange::H2Body;
-use exchange::{exchange, H2Request, Outcome};
+use exchange::{exchange, Again, H2Request, Outcome};
 pub(crate) use send::Route;
 
 /// The ALPN name of HTTP/2 over TLS (RFC 9113 §3.2).
@@ -220,14 +220,15 @@ impl Claim {
         builder
             .initial_window_size(1 << 20)
             .initial_connection_window_size(4 << 20);
-        let (send, connection) = match builder.handshake(Io::client(conn)).await {
+        let (send, mut connection) = match builder.handshake(Io::client(conn)).await {
             Ok(pair) => pair,
             Err(e) => {
                 tracing::debug!(error = %e, "HTTP/2 handshake with an origin failed");
                 return None;
             }
         };
-        let origin = self.0.take()?;
+        let pings = connection.ping_pong();
+        let origin = self.0.as_ref()?;
         let generation = origin.next.get();
         origin.next.set(generation + 1);
         let live = Live {
@@ -239,13 +240,25 @@ impl Claim {
             }),
             used: Rc::new(Cell::new(false)),
         };
-        percore::spawn_local(drive(
+        let driver = percore::spawn_local(drive(
             connection,
-            Rc::downgrade(&origin),
+            Rc::downgrade(origin),
             generation,
             Rc::clone(&live.usage),
             idle_timeout,
         ));
+        // Until the server's SETTINGS come, its limit on streams is not
+        // known, and `h2` would open as many as asked: the ones past it
+        // would be refused. The server's SETTINGS is its first frame, so
+        // the answer to a PING comes after it.
+        if let Some(mut pings) = pings {
+            if let Err(e) = pings.ping(h2::Ping::opaque()).await {
+                tracing::debug!(error = %e, "HTTP/2 origin did not answer its first PING");
+                driver.abort();
+                return None;
+            }
+        }
+        let origin = self.0.take()?;
         origin.settle(State::Live(live.clone()));
         Some(live)
     }

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use percore::net::Stream;
 use percore::time::timeout;
 
-use super::{chose_h2, exchange, H2Request, Joined, Outcome};
+use super::{chose_h2, exchange, Again, H2Request, Joined, Outcome};
 use crate::client::error::{ClientError, ErrorKind, Op};
 use crate::client::request::{connect_any, RequestBuilder};
 use crate::client::response::ClientResponse;
@@ -112,8 +112,10 @@ impl RequestBuilder {
                         self.max_body,
                     )));
                 }
-                Outcome::Retry(e) => {
-                    origin.retire(live.generation);
+                Outcome::Retry(e, again) => {
+                    if again == Again::New {
+                        origin.retire(live.generation);
+                    }
                     if retried {
                         return Route::Done(Err(e));
                     }
