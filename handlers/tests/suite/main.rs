@@ -5,6 +5,7 @@
 mod client_basic;
 mod client_faults;
 mod client_h2;
+mod client_h2_faults;
 mod client_nginx;
 mod client_targets;
 mod client_tls;
