@@ -3,7 +3,8 @@
 //! streamed body, the body limit, as over HTTP/1), over TLS when ALPN
 //! chooses `h2` (and HTTP/1.1 when the server offers only that), many
 //! requests at once on one connection within the server's limit on
-//! streams, and a stop's GOAWAY with requests in flight. (Feature `h2`.)
+//! streams, and a stop's GOAWAY with requests in flight; and against
+//! nginx's `http2` listener. (Feature `h2`.)
 #![cfg(feature = "h2")]
 
 use crate::support;
@@ -215,6 +216,41 @@ backend_tests! {
                 let all = at_once(&client, &url, 2).await;
                 assert_eq!(all, vec![(200, b"held".to_vec()); 2]);
             });
+        });
+    }
+
+    /// nginx in clear text with prior knowledge: files, its 404 and a
+    /// HEAD, several at once.
+    fn nginx_over_h2(backend) {
+        let h2_port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let Some(nginx) = Nginx::start(|dir| {
+            std::fs::write(dir.join("html/index.txt"), "from nginx\n").expect("static file");
+            std::fs::write(dir.join("html/big.txt"), vec![b'n'; 200_000]).expect("big file");
+            format!(
+                "  listen 127.0.0.1:{h2_port} http2;\n  root {}/html;\n  default_type text/plain;",
+                dir.display()
+            )
+        }) else {
+            return;
+        };
+        let base = format!("http://127.0.0.1:{h2_port}");
+        let log = nginx.log();
+        on_core(backend, async move {
+            let client = Client::with_config(prior_knowledge());
+            let all = at_once(&client, &format!("{base}/index.txt"), 4).await;
+            assert_eq!(all, vec![(200, b"from nginx\n".to_vec()); 4], "nginx log: {log}");
+            let mut r = client.get(&format!("{base}/big.txt")).send().await.expect("get");
+            assert_eq!(r.header("server").map(|s| s.starts_with(b"nginx")), Some(true));
+            assert_eq!(r.body().await.expect("body"), vec![b'n'; 200_000]);
+            let mut r = client.get(&format!("{base}/missing")).send().await.expect("get");
+            assert_eq!(r.status(), 404);
+            r.body().await.expect("the 404 page");
+            let mut r = client.head(&format!("{base}/big.txt")).send().await.expect("head");
+            assert_eq!(r.header("content-length"), Some(&b"200000"[..]));
+            assert!(r.body().await.expect("no body").is_empty());
         });
     }
 
