@@ -1,4 +1,5 @@
-//! An HTTP/1.1 client for code running on a core: a handler or
+//! An HTTP/1.1 (and, with the feature `h2`, HTTP/2) client for code
+//! running on a core: a handler or
 //! [`Service`](crate::http::Service) that calls other HTTP services.
 //!
 //! A [`Client`] belongs to one core, as everything a handler holds does:
@@ -47,10 +48,33 @@
 //! trust). Without one they fail with [`ErrorKind::Unsupported`]: "https
 //! is not supported by this client without a TLS config".
 //!
+//! # HTTP/2
+//!
+//! With the feature `h2`, the client offers `h2` to `https://` origins
+//! by ALPN ([`Config::http2`], on by default), and speaks it to
+//! `http://` ones without asking when told they take it
+//! ([`Config::http2_prior_knowledge`], or
+//! [`RequestBuilder::http2_prior_knowledge`]). An origin that speaks
+//! HTTP/2 gets one connection per core, made by the first request while
+//! the others wait for it, and carrying all of them at once: as many
+//! streams as the server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows, the
+//! rest waiting for room. Its frames are driven by a task of the core,
+//! which closes it once it has had no stream for the pool's idle timeout,
+//! or when the server stops. An origin whose ALPN chose HTTP/1.1 is
+//! served from the keep-alive pool, as without the feature.
+//!
+//! Requests, bodies, timeouts and errors are as over HTTP/1.1, and so is
+//! the [`ClientResponse`] (its fields are HTTP/2's, lowercase). A request
+//! the server did not take is sent once more (RFC 9113 §8.7): one past
+//! a GOAWAY's last stream goes on a new connection, one refused with
+//! `REFUSED_STREAM` on the same. One it took and then left unanswered
+//! fails ([`ErrorKind::Closed`], [`ErrorKind::Truncated`]); a reset
+//! stream fails with its reason ([`ErrorKind::Reset`]).
+//!
 //! # Not (yet) here
 //!
 //! Streaming request bodies (a body is given whole), redirects, cookies,
-//! proxies, compression and HTTP/2.
+//! proxies, compression, and HTTP/2's trailers (not read).
 //!
 //! # Examples
 //!
@@ -114,8 +138,9 @@ use pool::Pool;
 use resolve::Resolver;
 use url::Url;
 
-/// A per-core HTTP/1.1 client: pools of keep-alive connections and a
-/// cache of resolved names. Cheap to clone (an `Rc`); not `Send`, as it
+/// A per-core HTTP client: pools of keep-alive connections (and, with
+/// the feature `h2`, an HTTP/2 connection per origin that speaks it) and
+/// a cache of resolved names. Cheap to clone (an `Rc`); not `Send`, as it
 /// belongs to the core it was made on. See the [module docs](self).
 #[derive(Debug, Clone, Default)]
 pub struct Client(Rc<Shared>);

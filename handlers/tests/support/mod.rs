@@ -5,11 +5,11 @@
 
 pub(crate) mod client;
 pub(crate) mod fanout;
-#[allow(dead_code, reason = "only the suite's HTTP/2 tests use it")]
-pub(crate) mod h2raw;
 #[cfg(feature = "h2")]
 #[allow(dead_code, reason = "only the client's HTTP/2 tests use it")]
 pub(crate) mod h2origin;
+#[allow(dead_code, reason = "only the suite's HTTP/2 tests use it")]
+pub(crate) mod h2raw;
 pub(crate) mod http;
 #[allow(
     dead_code,

@@ -187,7 +187,9 @@ pub(crate) fn failure(request: &Rc<Request>, e: &h2::Error, answering: bool) -> 
         };
         return ClientError::new(request, kind);
     }
-    let reason = e.reason().map_or_else(|| e.to_string(), |r| format!("{r:?}"));
+    let reason = e
+        .reason()
+        .map_or_else(|| e.to_string(), |r| format!("{r:?}"));
     let kind = if e.is_go_away() && e.is_remote() {
         ErrorKind::GoAway
     } else if e.is_reset() && e.is_remote() {

@@ -27,9 +27,16 @@ pub(crate) enum Route {
 /// The connection fields HTTP/2 forbids (RFC 9113 §8.2.2), and `Host`,
 /// which becomes the `:authority`.
 fn hop_by_hop(name: &str) -> bool {
-    ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host"]
-        .iter()
-        .any(|n| name.eq_ignore_ascii_case(n))
+    [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 impl RequestBuilder {
