@@ -320,8 +320,8 @@ impl RequestBuilder {
         // A connection made for HTTP/2 whose ALPN chose HTTP/1.1.
         #[cfg(feature = "h2")]
         let mut handed = match self.send_h2(url, idempotent).await {
-            super::h2::Route::Done(result) => return result,
-            super::h2::Route::Http1(conn) => conn,
+            std::ops::ControlFlow::Break(result) => return result,
+            std::ops::ControlFlow::Continue(conn) => conn,
         };
         #[cfg(not(feature = "h2"))]
         let mut handed: Option<Stream> = None;

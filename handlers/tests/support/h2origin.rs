@@ -89,8 +89,11 @@ impl Drop for H2Origin {
     }
 }
 
-/// One frame: type, flags, stream, payload; `None` at the end of stream.
-fn read_frame(s: &mut TcpStream) -> io::Result<Option<(u8, u8, u32, Vec<u8>)>> {
+/// A frame: type, flags, stream, payload.
+type Frame = (u8, u8, u32, Vec<u8>);
+
+/// One frame; `None` at the end of stream.
+fn read_frame(s: &mut TcpStream) -> io::Result<Option<Frame>> {
     let mut head = [0; 9];
     match s.read_exact(&mut head) {
         Ok(()) => {}

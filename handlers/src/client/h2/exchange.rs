@@ -12,7 +12,7 @@ use h2::client::ResponseFuture;
 use h2::{Reason, RecvStream, SendStream};
 use percore::time::timeout;
 
-use super::{InFlight, Live};
+use super::live::{InFlight, Live};
 use crate::client::error::{ClientError, ErrorKind, Op, Request};
 use crate::client::exchange::IoFailure;
 

@@ -15,6 +15,7 @@
 //! is [`exchange`].
 
 mod exchange;
+mod live;
 mod send;
 
 use std::cell::{Cell, RefCell};
@@ -23,10 +24,10 @@ use std::pin::pin;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::task::{Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use h2::client::{Connection, SendRequest};
+use h2::client::Connection;
 use percore::net::Stream;
 use percore::time::now;
 use percore::tls::rustls;
@@ -34,8 +35,7 @@ use percore::tls::rustls;
 use crate::http::H2Io as Io;
 
 pub(crate) use exchange::H2Body;
-use exchange::{exchange, Again, H2Request, Outcome};
-pub(crate) use send::Route;
+use live::{Live, Usage};
 
 /// The ALPN name of HTTP/2 over TLS (RFC 9113 §3.2).
 const ALPN_H2: &[u8] = b"h2";
@@ -105,50 +105,6 @@ enum State {
     Http1,
     /// The connection.
     Live(Live),
-}
-
-/// The live connection of an origin: cheap to clone.
-#[derive(Debug, Clone)]
-pub(crate) struct Live {
-    pub(crate) send: SendRequest<Bytes>,
-    generation: u64,
-    pub(crate) usage: Rc<Usage>,
-    /// Whether it carried a request before.
-    used: Rc<Cell<bool>>,
-}
-
-impl Live {
-    /// Whether a request ran on it before this one: a failure on it may
-    /// be the server closing an idle connection.
-    pub(crate) fn reused(&self) -> bool {
-        self.used.replace(true)
-    }
-}
-
-/// How busy a connection is, for its idle close.
-#[derive(Debug)]
-pub(crate) struct Usage {
-    streams: Cell<usize>,
-    idle_since: Cell<Instant>,
-}
-
-/// A request in flight on a connection: counted from its start to the
-/// end of its response (or its drop).
-#[derive(Debug)]
-pub(crate) struct InFlight(Rc<Usage>);
-
-impl InFlight {
-    pub(crate) fn new(usage: &Rc<Usage>) -> Self {
-        usage.streams.set(usage.streams.get() + 1);
-        Self(Rc::clone(usage))
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.streams.set(self.0.streams.get() - 1);
-        self.0.idle_since.set(now());
-    }
 }
 
 /// What a request gets from [`Origin::join`].

@@ -4,25 +4,24 @@
 //! not take.
 
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::rc::Rc;
 
 use percore::net::Stream;
 use percore::time::timeout;
 
-use super::{chose_h2, exchange, Again, H2Request, Joined, Outcome};
+use super::exchange::{exchange, Again, H2Request, Outcome};
+use super::{chose_h2, Joined};
 use crate::client::error::{ClientError, ErrorKind, Op};
 use crate::client::request::{connect_any, RequestBuilder};
 use crate::client::response::ClientResponse;
 use crate::client::url::Url;
 
-/// Where [`RequestBuilder::send_h2`] leaves a request.
-pub(crate) enum Route {
-    /// Sent over HTTP/2: its response, or why it failed.
-    Done(Result<ClientResponse, ClientError>),
-    /// HTTP/1.1's to send, on this connection (made for it, whose ALPN
-    /// chose `http/1.1`) or on the pool's.
-    Http1(Option<Stream>),
-}
+/// Where [`RequestBuilder::send_h2`] leaves a request: `Break` with
+/// its response (or why it failed) when it went over HTTP/2, `Continue`
+/// when it is HTTP/1.1's to send, on the connection given (made for it,
+/// whose ALPN chose `http/1.1`) or on the pool's.
+type Route = ControlFlow<Result<ClientResponse, ClientError>, Option<Stream>>;
 
 /// The connection fields HTTP/2 forbids (RFC 9113 §8.2.2), and `Host`,
 /// which becomes the `:authority`.
@@ -50,7 +49,7 @@ impl RequestBuilder {
             self.prior_knowledge
         };
         if !wanted {
-            return Route::Http1(None);
+            return ControlFlow::Continue(None);
         }
         let request = &self.request;
         let origin = self.client.origin(url);
@@ -60,16 +59,20 @@ impl RequestBuilder {
             let connect = self.timeouts.connect;
             let live = match timeout(connect, origin.join()).await {
                 Err(_) => {
-                    return Route::Done(Err(ClientError::timeout(request, Op::Connect, connect)))
+                    return ControlFlow::Break(Err(ClientError::timeout(
+                        request,
+                        Op::Connect,
+                        connect,
+                    )))
                 }
-                Ok(Joined::Http1) => return Route::Http1(None),
+                Ok(Joined::Http1) => return ControlFlow::Continue(None),
                 Ok(Joined::Live(live)) => live,
                 Ok(Joined::Claim(claim)) => {
                     let addrs = match &addrs {
                         Some(addrs) => addrs,
                         None => match self.resolve(url).await {
                             Ok(found) => addrs.insert(found),
-                            Err(e) => return Route::Done(Err(e)),
+                            Err(e) => return ControlFlow::Break(Err(e)),
                         },
                     };
                     let tls = self
@@ -80,12 +83,14 @@ impl RequestBuilder {
                     let conn = match connect_any(addrs, tls, connect).await {
                         Ok(conn) => conn,
                         Err(f) => {
-                            return Route::Done(Err(ClientError::failure(request, f, connect)))
+                            return ControlFlow::Break(Err(ClientError::failure(
+                                request, f, connect,
+                            )))
                         }
                     };
                     if url.tls && !chose_h2(&conn) {
                         claim.http1();
-                        return Route::Http1(Some(conn));
+                        return ControlFlow::Continue(Some(conn));
                     }
                     let idle = self.client.config().pool.idle_timeout;
                     match timeout(connect, claim.install(conn, idle)).await {
@@ -94,24 +99,24 @@ impl RequestBuilder {
                             let why = "the HTTP/2 handshake failed";
                             let kind = ErrorKind::Protocol;
                             let e = ClientError::with_detail(request, kind, why.to_owned());
-                            return Route::Done(Err(e));
+                            return ControlFlow::Break(Err(e));
                         }
                         Err(_) => {
                             let e = ClientError::timeout(request, Op::Connect, connect);
-                            return Route::Done(Err(e));
+                            return ControlFlow::Break(Err(e));
                         }
                     }
                 }
             };
             let head = match self.h2_request(url) {
                 Ok(head) => head,
-                Err(e) => return Route::Done(Err(e)),
+                Err(e) => return ControlFlow::Break(Err(e)),
             };
             let (write, read) = (self.timeouts.write, self.timeouts.head);
             match exchange(&live, head, request, idempotent, write, read).await {
                 Outcome::Answered(response) => {
                     let pool = self.client.pool(url);
-                    return Route::Done(Ok(ClientResponse::from_h2(
+                    return ControlFlow::Break(Ok(ClientResponse::from_h2(
                         response,
                         pool,
                         Rc::clone(request),
@@ -124,7 +129,7 @@ impl RequestBuilder {
                         origin.retire(live.generation);
                     }
                     if retried {
-                        return Route::Done(Err(e));
+                        return ControlFlow::Break(Err(e));
                     }
                     tracing::debug!(error = %e, "HTTP/2 request not taken: sent again");
                     retried = true;
@@ -133,7 +138,7 @@ impl RequestBuilder {
                     if matches!(e.kind(), ErrorKind::Io | ErrorKind::Closed) {
                         origin.retire(live.generation);
                     }
-                    return Route::Done(Err(e));
+                    return ControlFlow::Break(Err(e));
                 }
             }
         }

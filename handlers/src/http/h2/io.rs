@@ -203,7 +203,7 @@ impl<'a> AsyncWrite for Io<'a> {
         let len = out.len();
         let mut flight: Flight<'a> = match &this.stream {
             Held::Lent(stream) => {
-                let stream: &'a Stream = *stream;
+                let stream: &'a Stream = stream;
                 Box::pin(stream.write_all(out))
             }
             Held::Owned(stream) => {
