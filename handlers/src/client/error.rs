@@ -184,6 +184,12 @@ impl ClientError {
         e
     }
 
+    /// The I/O failure behind an `Io` or `Connect` error.
+    #[cfg(feature = "h2")]
+    pub(crate) fn io_failure(&self) -> Option<IoFailure> {
+        self.0.io
+    }
+
     /// What went wrong.
     pub fn kind(&self) -> ErrorKind {
         self.0.kind

@@ -114,10 +114,10 @@
 
 mod config;
 pub(crate) mod connect;
-mod error;
+pub(crate) mod error;
 pub(crate) mod exchange;
 #[cfg(feature = "h2")]
-mod h2;
+pub(crate) mod h2;
 pub(crate) mod pool;
 mod request;
 mod resolve;

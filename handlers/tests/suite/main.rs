@@ -18,6 +18,7 @@ mod fanout_drain;
 mod fanout_ejection;
 mod fanout_faults;
 mod fanout_forwarding;
+mod fanout_h2;
 mod fanout_loop;
 mod fanout_nginx;
 mod fanout_stop;

@@ -26,6 +26,12 @@ impl Live {
     pub(crate) fn reused(&self) -> bool {
         self.used.replace(true)
     }
+
+    /// Which of its origin's connections it is, for
+    /// [`Origin::retire`](super::Origin::retire).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
 }
 
 /// How busy a connection is, for its idle close.

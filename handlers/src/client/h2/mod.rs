@@ -34,8 +34,9 @@ use percore::tls::rustls;
 
 use crate::http::H2Io as Io;
 
-pub(crate) use exchange::H2Body;
-use live::{Live, Usage};
+pub(crate) use exchange::{exchange, Again, H2Body, H2Request, Outcome};
+pub(crate) use live::Live;
+use live::Usage;
 
 /// The ALPN name of HTTP/2 over TLS (RFC 9113 §3.2).
 const ALPN_H2: &[u8] = b"h2";
