@@ -194,6 +194,46 @@ backend_tests! {
         assert_eq!((h2.h2_streams, h2.h2_streams_reset), (8, 0), "none opened past the limit");
     }
 
+    /// A connection without a stream for the pool's idle timeout is
+    /// closed; the next request makes a new one.
+    fn an_idle_connection_is_closed(backend) {
+        let server = TestServer::start(backend, Config::default(), Api::default);
+        let url = format!("http://{}/", server.addr);
+        let closed = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&closed);
+        std::thread::scope(|scope| {
+            let (tx, rx) = mpsc::channel::<()>();
+            let server = &server;
+            scope.spawn(move || {
+                // Once the first answer is in, waits for the server to see
+                // the connection closed.
+                rx.recv_timeout(Duration::from_secs(60)).expect("the first answer");
+                let until = std::time::Instant::now() + Duration::from_secs(60);
+                let mut gone = false;
+                while !gone && std::time::Instant::now() < until {
+                    gone = server.stats().active == 0;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                seen.store(usize::from(gone) + 1, Ordering::SeqCst);
+            });
+            on_core(backend, async move {
+                let mut config = prior_knowledge();
+                config.pool.idle_timeout = Duration::from_millis(100);
+                let client = Client::with_config(config);
+                let mut r = client.get(&url).send().await.expect("get");
+                assert_eq!(&r.body().await.expect("body")[..], b"hello");
+                tx.send(()).expect("the watcher");
+                while closed.load(Ordering::SeqCst) == 0 {
+                    percore::time::sleep(Duration::from_millis(10)).await;
+                }
+                assert_eq!(closed.load(Ordering::SeqCst), 2, "closed once idle");
+                let mut r = client.get(&url).send().await.expect("get again");
+                assert_eq!(&r.body().await.expect("body")[..], b"hello");
+            });
+        });
+        assert_eq!(server.stats().accepted, 2, "a new connection after the idle one closed");
+    }
+
     /// A stop's GOAWAY with requests in flight: they are answered.
     fn a_stop_answers_the_requests_in_flight(backend) {
         let (tx, rx) = mpsc::channel();
