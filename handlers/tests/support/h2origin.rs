@@ -7,7 +7,7 @@
 use std::io::{self, Read as _, Write as _};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -47,6 +47,8 @@ pub(crate) struct H2Origin {
     pub(crate) connections: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
+    /// Each connection (to end it at the drop) and its thread.
+    served: Arc<Mutex<Vec<(TcpStream, JoinHandle<()>)>>>,
 }
 
 impl H2Origin {
@@ -56,17 +58,24 @@ impl H2Origin {
         let connections = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (count, stopped) = (Arc::clone(&connections), Arc::clone(&stop));
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let threads = Arc::clone(&served);
         let accept = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if stopped.load(Ordering::SeqCst) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
+                let Ok(handle) = conn.try_clone() else {
+                    continue;
+                };
                 let n = count.fetch_add(1, Ordering::SeqCst);
-                std::thread::spawn(move || {
-                    // The client's end (reset, close) ends it.
+                let thread = std::thread::spawn(move || {
+                    // The client's end (reset, close), or the origin's
+                    // drop, ends it.
                     let _ = serve(conn, script, n);
                 });
+                threads.lock().unwrap().push((handle, thread));
             }
         });
         H2Origin {
@@ -74,6 +83,7 @@ impl H2Origin {
             connections,
             stop,
             accept: Some(accept),
+            served,
         }
     }
 }
@@ -85,6 +95,10 @@ impl Drop for H2Origin {
         let _ = TcpStream::connect(self.addr);
         if let Some(accept) = self.accept.take() {
             let _ = accept.join();
+        }
+        for (conn, thread) in self.served.lock().unwrap().drain(..) {
+            let _ = conn.shutdown(Shutdown::Both);
+            let _ = thread.join();
         }
     }
 }
