@@ -46,6 +46,23 @@ pub struct Config {
     /// with [`ErrorKind::Unsupported`](super::ErrorKind). percore bundles
     /// no root certificates: load the ones to trust into the rustls config.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// Offer HTTP/2 to `https://` origins by ALPN (`h2`, then
+    /// `http/1.1`): an origin that chooses `h2` gets one connection per
+    /// core, which carries all the core's requests to it at once. One
+    /// that chooses HTTP/1.1 is served from the keep-alive pool as
+    /// without it. Default `true`; a request may say otherwise
+    /// ([`RequestBuilder::http2`](super::RequestBuilder::http2)).
+    #[cfg(feature = "h2")]
+    pub http2: bool,
+    /// Speak HTTP/2 to `http://` origins without asking first (prior
+    /// knowledge, RFC 9113 §3.3): for a server known to take it, such as
+    /// percore's own with its `h2` feature. A server that does not fails
+    /// the request. Default `false`; a request may say otherwise
+    /// ([`RequestBuilder::http2_prior_knowledge`]).
+    ///
+    /// [`RequestBuilder::http2_prior_knowledge`]: super::RequestBuilder::http2_prior_knowledge
+    #[cfg(feature = "h2")]
+    pub http2_prior_knowledge: bool,
 }
 
 impl Default for Config {
@@ -66,6 +83,10 @@ impl Default for Config {
             max_head: 64 * 1024,
             max_body: 8 * 1024 * 1024,
             tls: None,
+            #[cfg(feature = "h2")]
+            http2: true,
+            #[cfg(feature = "h2")]
+            http2_prior_knowledge: false,
         }
     }
 }

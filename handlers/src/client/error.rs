@@ -75,6 +75,16 @@ pub enum ErrorKind {
     Closed,
     /// The server closed the connection inside the response.
     Truncated,
+    /// The server reset the request's HTTP/2 stream (its reason, as
+    /// `Display` says: `INTERNAL_ERROR`, `CANCEL`, ...). A stream it
+    /// refused (`REFUSED_STREAM`, nothing done) is retried once first.
+    Reset,
+    /// The server is closing the HTTP/2 connection (GOAWAY) and did not
+    /// take the request; the client retried it once on a new connection
+    /// first, and that went the same way.
+    GoAway,
+    /// The HTTP/2 connection broke the protocol, for this reason.
+    Protocol,
     /// The body is longer than the limit [`ClientResponse::body`] reads.
     ///
     /// [`ClientResponse::body`]: super::ClientResponse::body
@@ -97,7 +107,8 @@ struct Inner {
     /// The timeout that passed, for `Timeout`; the limit, for `TooLarge`.
     timeout: Option<Duration>,
     limit: Option<usize>,
-    /// The resolver's own words, for `Resolve`.
+    /// The resolver's own words, for `Resolve`; the HTTP/2 reason, for
+    /// `Reset`, `GoAway` and `Protocol`.
     detail: Option<String>,
 }
 
@@ -138,6 +149,22 @@ impl ClientError {
         e
     }
 
+    /// The connection failed with `io`.
+    #[cfg(feature = "h2")]
+    pub(crate) fn io(request: &Rc<Request>, io: IoFailure) -> Self {
+        let mut e = Self::new(request, ErrorKind::Io);
+        e.0.io = Some(io);
+        e
+    }
+
+    /// An error of kind `kind` and what it says of it.
+    #[cfg(feature = "h2")]
+    pub(crate) fn with_detail(request: &Rc<Request>, kind: ErrorKind, detail: String) -> Self {
+        let mut e = Self::new(request, kind);
+        e.0.detail = Some(detail);
+        e
+    }
+
     /// A failed connect or exchange; `timeout` is the connect timeout,
     /// should that be what passed.
     pub(crate) fn failure(request: &Rc<Request>, failure: Failure, timeout: Duration) -> Self {
@@ -155,6 +182,12 @@ impl ClientError {
         let mut e = Self::new(request, kind);
         e.0.io = io;
         e
+    }
+
+    /// The I/O failure behind an `Io` or `Connect` error.
+    #[cfg(feature = "h2")]
+    pub(crate) fn io_failure(&self) -> Option<IoFailure> {
+        self.0.io
     }
 
     /// What went wrong.
@@ -240,6 +273,23 @@ impl fmt::Display for What<'_> {
             ErrorKind::Truncated => {
                 f.write_str("the server closed the connection before the response ended")
             }
+            ErrorKind::Reset => match detail {
+                Some(reason) => write!(f, "the server reset the HTTP/2 stream ({reason})"),
+                None => f.write_str("the server reset the HTTP/2 stream"),
+            },
+            ErrorKind::GoAway => match detail {
+                Some(reason) => write!(
+                    f,
+                    "the server is closing the HTTP/2 connection (GOAWAY {reason}) and did not take the request"
+                ),
+                None => f.write_str(
+                    "the server is closing the HTTP/2 connection (GOAWAY) and did not take the request",
+                ),
+            },
+            ErrorKind::Protocol => match detail {
+                Some(why) => write!(f, "HTTP/2 protocol error: {why}"),
+                None => f.write_str("HTTP/2 protocol error"),
+            },
             ErrorKind::TooLarge => match limit {
                 Some(limit) => write!(f, "the response body is over the limit of {limit} bytes"),
                 None => f.write_str("the response body is over the limit"),

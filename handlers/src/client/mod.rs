@@ -1,4 +1,5 @@
-//! An HTTP/1.1 client for code running on a core: a handler or
+//! An HTTP/1.1 (and, with the feature `h2`, HTTP/2) client for code
+//! running on a core: a handler or
 //! [`Service`](crate::http::Service) that calls other HTTP services.
 //!
 //! A [`Client`] belongs to one core, as everything a handler holds does:
@@ -47,10 +48,33 @@
 //! trust). Without one they fail with [`ErrorKind::Unsupported`]: "https
 //! is not supported by this client without a TLS config".
 //!
+//! # HTTP/2
+//!
+//! With the feature `h2`, the client offers `h2` to `https://` origins
+//! by ALPN ([`Config::http2`], on by default), and speaks it to
+//! `http://` ones without asking when told they take it
+//! ([`Config::http2_prior_knowledge`], or
+//! [`RequestBuilder::http2_prior_knowledge`]). An origin that speaks
+//! HTTP/2 gets one connection per core, made by the first request while
+//! the others wait for it, and carrying all of them at once: as many
+//! streams as the server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows, the
+//! rest waiting for room. Its frames are driven by a task of the core,
+//! which closes it once it has had no stream for the pool's idle timeout,
+//! or when the server stops. An origin whose ALPN chose HTTP/1.1 is
+//! served from the keep-alive pool, as without the feature.
+//!
+//! Requests, bodies, timeouts and errors are as over HTTP/1.1, and so is
+//! the [`ClientResponse`] (its fields are HTTP/2's, lowercase). A request
+//! the server did not take is sent once more (RFC 9113 §8.7): one past
+//! a GOAWAY's last stream goes on a new connection, one refused with
+//! `REFUSED_STREAM` on the same. One it took and then left unanswered
+//! fails ([`ErrorKind::Closed`], [`ErrorKind::Truncated`]); a reset
+//! stream fails with its reason ([`ErrorKind::Reset`]).
+//!
 //! # Not (yet) here
 //!
 //! Streaming request bodies (a body is given whole), redirects, cookies,
-//! proxies, compression and HTTP/2.
+//! proxies, compression, and HTTP/2's trailers (not read).
 //!
 //! # Examples
 //!
@@ -90,8 +114,10 @@
 
 mod config;
 pub(crate) mod connect;
-mod error;
+pub(crate) mod error;
 pub(crate) mod exchange;
+#[cfg(feature = "h2")]
+pub(crate) mod h2;
 pub(crate) mod pool;
 mod request;
 mod resolve;
@@ -112,8 +138,9 @@ use pool::Pool;
 use resolve::Resolver;
 use url::Url;
 
-/// A per-core HTTP/1.1 client: pools of keep-alive connections and a
-/// cache of resolved names. Cheap to clone (an `Rc`); not `Send`, as it
+/// A per-core HTTP client: pools of keep-alive connections (and, with
+/// the feature `h2`, an HTTP/2 connection per origin that speaks it) and
+/// a cache of resolved names. Cheap to clone (an `Rc`); not `Send`, as it
 /// belongs to the core it was made on. See the [module docs](self).
 #[derive(Debug, Clone, Default)]
 pub struct Client(Rc<Shared>);
@@ -125,6 +152,12 @@ struct Shared {
     pools: RefCell<HashMap<(bool, String, u16), Rc<Pool>>>,
     /// Made with the first name to resolve.
     resolver: RefCell<Option<Rc<Resolver>>>,
+    /// What is known of each origin's HTTP/2, keyed as `pools`.
+    #[cfg(feature = "h2")]
+    origins: RefCell<HashMap<(bool, String, u16), Rc<h2::Origin>>>,
+    /// `config.tls` offering `h2` and not offering it.
+    #[cfg(feature = "h2")]
+    tls: Option<h2::TlsConfigs>,
 }
 
 impl Client {
@@ -136,6 +169,8 @@ impl Client {
     /// A client with `config`.
     pub fn with_config(config: Config) -> Self {
         Self(Rc::new(Shared {
+            #[cfg(feature = "h2")]
+            tls: config.tls.as_ref().map(h2::TlsConfigs::new),
             config,
             ..Shared::default()
         }))
@@ -185,6 +220,30 @@ impl Client {
             .entry(key)
             .or_insert_with(|| Rc::new(Pool::new(self.0.config.pool)))
             .clone()
+    }
+
+    /// The TLS config of HTTP/1.1 connections: without `h2` in its ALPN
+    /// list when the client speaks HTTP/2 (a server that chose it would
+    /// not be understood).
+    fn h1_tls(&self) -> Option<&std::sync::Arc<percore::tls::rustls::ClientConfig>> {
+        #[cfg(feature = "h2")]
+        return self.0.tls.as_ref().map(|configs| &configs.h1);
+        #[cfg(not(feature = "h2"))]
+        return self.0.config.tls.as_ref();
+    }
+
+    /// The TLS configs of HTTP/2 and HTTP/1.1, if `https` is configured.
+    #[cfg(feature = "h2")]
+    fn tls_configs(&self) -> Option<&h2::TlsConfigs> {
+        self.0.tls.as_ref()
+    }
+
+    /// What is known of `url`'s origin's HTTP/2.
+    #[cfg(feature = "h2")]
+    fn origin(&self, url: &Url) -> Rc<h2::Origin> {
+        let key = (url.tls, url.host.clone(), url.port);
+        let mut origins = self.0.origins.borrow_mut();
+        origins.entry(key).or_default().clone()
     }
 
     fn resolver(&self) -> Rc<Resolver> {

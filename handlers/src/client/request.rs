@@ -46,16 +46,22 @@ pub(crate) struct Timeouts {
 #[derive(Debug)]
 #[must_use = "a request does nothing until sent"]
 pub struct RequestBuilder {
-    client: Client,
-    request: Rc<Request>,
+    pub(super) client: Client,
+    pub(super) request: Rc<Request>,
     url: Result<Url, &'static str>,
     /// The header lines given so far, each ending in CRLF.
-    fields: Vec<u8>,
+    pub(super) fields: Vec<u8>,
     /// A `Host` was given: it replaces the URL's.
     has_host: bool,
-    body: Option<Bytes>,
-    timeouts: Timeouts,
-    max_body: usize,
+    pub(super) body: Option<Bytes>,
+    pub(super) timeouts: Timeouts,
+    pub(super) max_body: usize,
+    /// HTTP/2 is offered to an `https://` origin.
+    #[cfg(feature = "h2")]
+    pub(super) http2: bool,
+    /// HTTP/2 is spoken to an `http://` origin without asking.
+    #[cfg(feature = "h2")]
+    pub(super) prior_knowledge: bool,
     /// The first thing given that cannot be sent.
     invalid: Option<&'static str>,
     /// The first path segment that cannot be sent.
@@ -75,6 +81,10 @@ impl RequestBuilder {
                 body: config.body_timeout,
             },
             max_body: config.max_body,
+            #[cfg(feature = "h2")]
+            http2: config.http2,
+            #[cfg(feature = "h2")]
+            prior_knowledge: config.http2_prior_knowledge,
             request: Rc::new(Request {
                 method: method.to_owned(),
                 url: url.to_owned(),
@@ -231,6 +241,27 @@ impl RequestBuilder {
         self
     }
 
+    /// Whether to offer HTTP/2 to an `https://` origin by ALPN (see
+    /// [`Config::http2`](super::Config::http2)). Off, the request goes
+    /// over HTTP/1.1 on the origin's keep-alive pool.
+    #[cfg(feature = "h2")]
+    pub fn http2(mut self, offer: bool) -> Self {
+        self.http2 = offer;
+        self
+    }
+
+    /// Whether to speak HTTP/2 to an `http://` origin without asking
+    /// first (see [`Config::http2_prior_knowledge`]). On, the request
+    /// shares the origin's one HTTP/2 connection on this core with the
+    /// others that go so.
+    ///
+    /// [`Config::http2_prior_knowledge`]: super::Config::http2_prior_knowledge
+    #[cfg(feature = "h2")]
+    pub fn http2_prior_knowledge(mut self, on: bool) -> Self {
+        self.prior_knowledge = on;
+        self
+    }
+
     /// Sends the request and reads the response's head; the body is read
     /// from the [`ClientResponse`].
     ///
@@ -261,7 +292,7 @@ impl RequestBuilder {
         if let Some(why) = self.invalid_segment {
             return Err(ClientError::new(&request, ErrorKind::InvalidSegment(why)));
         }
-        let tls = match (url.tls, &self.client.config().tls) {
+        let tls = match (url.tls, self.client.h1_tls()) {
             (false, _) => None,
             (true, Some(config)) => Some((config, url.host.as_str())),
             (true, None) => {
@@ -286,17 +317,26 @@ impl RequestBuilder {
             method,
             "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
         );
+        // A connection made for HTTP/2 whose ALPN chose HTTP/1.1.
+        #[cfg(feature = "h2")]
+        let mut handed = match self.send_h2(url, idempotent).await {
+            std::ops::ControlFlow::Break(result) => return result,
+            std::ops::ControlFlow::Continue(conn) => conn,
+        };
+        #[cfg(not(feature = "h2"))]
+        let mut handed: Option<Stream> = None;
         let pool = self.client.pool(url);
         let mut addrs = None;
         let mut fresh_only = false;
         loop {
-            let pooled = if fresh_only {
+            let handed = handed.take();
+            let pooled = if fresh_only || handed.is_some() {
                 None
             } else {
                 pool.checkout(now())
             };
             let reused = pooled.is_some();
-            let conn = match pooled {
+            let conn = match handed.or(pooled) {
                 Some(conn) => conn,
                 None => {
                     let addrs = match &addrs {
@@ -367,7 +407,7 @@ impl RequestBuilder {
     }
 
     /// The addresses to try: the IP literal, or the name's.
-    async fn resolve(&self, url: &Url) -> Result<Rc<[SocketAddr]>, ClientError> {
+    pub(super) async fn resolve(&self, url: &Url) -> Result<Rc<[SocketAddr]>, ClientError> {
         if let Some(ip) = url.ip {
             return Ok(Rc::new([SocketAddr::new(ip, url.port)]));
         }
@@ -437,7 +477,7 @@ fn poll_head(
 /// A connection to the first of `addrs` that takes one, in their order,
 /// all within `within`. A refused address moves on to the next; a timeout
 /// or a failed TLS handshake ends it.
-async fn connect_any(
+pub(super) async fn connect_any(
     addrs: &[SocketAddr],
     tls: Option<TlsTo<'_>>,
     within: Duration,

@@ -49,6 +49,9 @@ enum Body {
     Done { buf: Vec<u8>, rest: Range<usize> },
     /// It failed, or was read to its end: nothing more comes.
     Over,
+    /// Still coming on an HTTP/2 stream.
+    #[cfg(feature = "h2")]
+    H2(super::h2::H2Body),
 }
 
 impl ClientResponse {
@@ -96,6 +99,37 @@ impl ClientResponse {
         Ok(response)
     }
 
+    /// The response whose head came on an HTTP/2 stream.
+    #[cfg(feature = "h2")]
+    pub(crate) fn from_h2(
+        response: http::Response<super::h2::H2Body>,
+        pool: Rc<Pool>,
+        request: Rc<Request>,
+        body_timeout: Duration,
+        max_body: usize,
+    ) -> Self {
+        let (parts, body) = response.into_parts();
+        let mut head = Vec::new();
+        let mut fields = Vec::with_capacity(parts.headers.len());
+        for (name, value) in &parts.headers {
+            let start = head.len();
+            head.extend_from_slice(name.as_str().as_bytes());
+            let middle = head.len();
+            head.extend_from_slice(value.as_bytes());
+            fields.push((start..middle, middle..head.len()));
+        }
+        Self {
+            status: parts.status.as_u16(),
+            head: head.into(),
+            fields,
+            body: Body::H2(body),
+            pool,
+            request,
+            body_timeout,
+            max_body,
+        }
+    }
+
     /// The status code.
     pub fn status(&self) -> u16 {
         self.status
@@ -139,6 +173,22 @@ impl ClientResponse {
         if reading && declared.is_some_and(|n| n > self.max_body as u64) {
             return Err(self.fail(ClientError::too_large(&self.request, self.max_body)));
         }
+        #[cfg(feature = "h2")]
+        if matches!(self.body, Body::H2(_)) {
+            // A HEAD's, a 204's and a 304's length is not their body's.
+            let bodied = self.request.method != "HEAD" && !matches!(self.status, 204 | 304);
+            if bodied && declared.is_some_and(|n| n > self.max_body as u64) {
+                return Err(self.fail(ClientError::too_large(&self.request, self.max_body)));
+            }
+            let mut all = Vec::new();
+            while let Some(piece) = self.h2_piece().await? {
+                if all.len() + piece.len() > self.max_body {
+                    return Err(self.fail(ClientError::too_large(&self.request, self.max_body)));
+                }
+                all.extend_from_slice(&piece);
+            }
+            return Ok(all.into());
+        }
         loop {
             match &mut self.body {
                 Body::Reading(exchange) => {
@@ -156,6 +206,9 @@ impl ClientResponse {
                     return Ok(body);
                 }
                 Body::Over => return Ok(Bytes::new()),
+                // Read whole above.
+                #[cfg(feature = "h2")]
+                Body::H2(_) => return Ok(Bytes::new()),
             }
         }
     }
@@ -188,6 +241,8 @@ impl ClientResponse {
                     }
                 }
                 Body::Over => return Ok(None),
+                #[cfg(feature = "h2")]
+                Body::H2(_) => return self.h2_piece().await,
             }
         }
     }
@@ -210,6 +265,23 @@ impl ClientResponse {
                 Err(self.fail(error))
             }
             Err(_) => Err(self.fail(ClientError::timeout(&self.request, Op::ReadBody, after))),
+        }
+    }
+
+    /// The next piece of an HTTP/2 body; the body is over after the last
+    /// or an error.
+    #[cfg(feature = "h2")]
+    async fn h2_piece(&mut self) -> Result<Option<Bytes>, ClientError> {
+        let Body::H2(body) = &mut self.body else {
+            return Ok(None);
+        };
+        match body.next(&self.request, self.body_timeout).await {
+            Ok(Some(piece)) => Ok(Some(piece)),
+            Ok(None) => {
+                self.body = Body::Over;
+                Ok(None)
+            }
+            Err(e) => Err(self.fail(e)),
         }
     }
 

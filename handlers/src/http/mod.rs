@@ -191,6 +191,9 @@ mod error;
 mod failure;
 #[cfg(feature = "h2")]
 mod h2;
+/// The HTTP/2 connections' I/O, which the client's share.
+#[cfg(feature = "h2")]
+pub(crate) use h2::io::Io as H2Io;
 mod handler;
 #[cfg(feature = "http")]
 mod interop;

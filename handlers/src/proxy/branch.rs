@@ -108,6 +108,11 @@ impl FanOut {
         at: &Cell<Target>,
         job: Job<'_>,
     ) -> Result<Reply, BranchError> {
+        #[cfg(feature = "h2")]
+        if let Some(origin) = &self.upstreams[at.get().upstream % self.upstreams.len()].h2 {
+            // Boxed: the HTTP/1.1 branch's future stays as small as it was.
+            return Box::pin(self.branch_h2(at, job, origin)).await;
+        }
         let mut index = at.get().upstream;
         let mut buf = self.bufs.take();
         let mut retried = false;
@@ -220,7 +225,7 @@ impl FanOut {
 
     /// A new connection to `upstream`, with its TLS handshake done when it
     /// has TLS: both within the connect timeout.
-    async fn connect(&self, upstream: &Upstream) -> Result<Stream, Failure> {
+    pub(super) async fn connect(&self, upstream: &Upstream) -> Result<Stream, Failure> {
         bump(&self.stats.connects);
         let tls = upstream
             .tls

@@ -176,6 +176,14 @@ pub struct Config {
     /// in upstream logs; two proxies that may forward to each other must
     /// not share a name.
     pub pseudonym: String,
+    /// Speak HTTP/2 to the upstreams: with prior knowledge in clear text
+    /// (RFC 9113 §3.3), by ALPN `h2` alone over TLS. Each upstream then
+    /// has one connection per core, which carries all the core's
+    /// branches to it at once, within its limit on streams; a branch cut
+    /// off resets its stream, with nothing to drain. The mirror, if any,
+    /// is still spoken to over HTTP/1.1. Default `false`.
+    #[cfg(feature = "h2")]
+    pub upstream_http2: bool,
 }
 
 impl Config {
@@ -212,6 +220,8 @@ impl Config {
             mirror: None,
             mirror_max_pending: 256,
             pseudonym: random_pseudonym(),
+            #[cfg(feature = "h2")]
+            upstream_http2: false,
         }
     }
 

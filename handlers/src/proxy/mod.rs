@@ -41,6 +41,21 @@
 //!    each failed upstream and why (for a connect or I/O error, the OS's
 //!    reason and error number).
 //!
+//! # HTTP/2 upstreams
+//!
+//! With the feature `h2` and [`Config::upstream_http2`], the branches
+//! speak HTTP/2 to the upstreams (`branch_h2.rs`): with prior knowledge
+//! in clear text, by ALPN `h2` over TLS. Each upstream gets one
+//! connection per core, the client's (`client::h2`), which carries all
+//! the core's branches to it at once within the upstream's limit on
+//! streams. A sub-request goes as a stream, put in HTTP/2's form from the
+//! same bytes (its connection fields dropped, `Host` as `:authority`),
+//! and its response is read whole into the branch's buffer; the
+//! combined answer is the same. A branch cut off resets its stream, so
+//! the drain has nothing to do; a sub-request the upstream did not take
+//! (past a GOAWAY's last stream, or refused) is sent once more. The
+//! mirror and upgraded connections still speak HTTP/1.1.
+//!
 //! # Upgrades
 //!
 //! With [`Config::width`] 1 a request that asks to switch protocols (a
@@ -176,6 +191,8 @@
 //! ```
 
 mod branch;
+#[cfg(feature = "h2")]
+mod branch_h2;
 mod combine;
 mod config;
 mod drain;

@@ -82,7 +82,16 @@ impl FanOut {
         let upstreams = config
             .upstreams
             .iter()
-            .map(|addr| Upstream::new(addr.clone(), config.pool, config.upstream_tls.as_ref()))
+            .map(|addr| {
+                #[allow(unused_mut, reason = "only HTTP/2 changes it")]
+                let mut upstream =
+                    Upstream::new(addr.clone(), config.pool, config.upstream_tls.as_ref());
+                #[cfg(feature = "h2")]
+                if config.upstream_http2 {
+                    upstream.speak_h2();
+                }
+                upstream
+            })
             .collect();
         let limits = ResponseLimits {
             max_head: config.max_response_head,

@@ -35,6 +35,9 @@ pub(crate) struct Upstream {
     pub(crate) health: Health,
     /// The client side of TLS and the name checked, for `https://`.
     pub(crate) tls: Option<(Arc<rustls::ClientConfig>, String)>,
+    /// Its HTTP/2 connection, when it is spoken to so.
+    #[cfg(feature = "h2")]
+    pub(crate) h2: Option<Rc<crate::client::h2::Origin>>,
 }
 
 impl Upstream {
@@ -69,7 +72,22 @@ impl Upstream {
             pool: Rc::new(Pool::new(config)),
             health: Health::default(),
             tls,
+            #[cfg(feature = "h2")]
+            h2: None,
         }
+    }
+
+    /// Speaks HTTP/2 to it from now on: with prior knowledge in clear
+    /// text, offering only `h2` by ALPN over TLS (a server that does not
+    /// take it fails the handshake, a failed connect).
+    #[cfg(feature = "h2")]
+    pub(crate) fn speak_h2(&mut self) {
+        if let Some((config, _)) = &mut self.tls {
+            let mut h2 = (**config).clone();
+            h2.alpn_protocols = vec![b"h2".to_vec()];
+            *config = Arc::new(h2);
+        }
+        self.h2 = Some(Rc::default());
     }
 }
 

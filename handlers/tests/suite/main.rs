@@ -4,6 +4,8 @@
 
 mod client_basic;
 mod client_faults;
+mod client_h2;
+mod client_h2_faults;
 mod client_nginx;
 mod client_targets;
 mod client_tls;
@@ -16,6 +18,7 @@ mod fanout_drain;
 mod fanout_ejection;
 mod fanout_faults;
 mod fanout_forwarding;
+mod fanout_h2;
 mod fanout_loop;
 mod fanout_nginx;
 mod fanout_stop;

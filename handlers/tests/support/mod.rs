@@ -5,6 +5,9 @@
 
 pub(crate) mod client;
 pub(crate) mod fanout;
+#[cfg(feature = "h2")]
+#[allow(dead_code, reason = "only the client's HTTP/2 tests use it")]
+pub(crate) mod h2origin;
 #[allow(dead_code, reason = "only the suite's HTTP/2 tests use it")]
 pub(crate) mod h2raw;
 pub(crate) mod http;

@@ -1,10 +1,13 @@
 //! [`Io`]: a percore stream as tokio's `AsyncRead` and `AsyncWrite`, which
 //! the `h2` crate drives. The traits need no tokio runtime: their polls
-//! are percore's reads and writes on the connection's core.
+//! are percore's reads and writes on the connection's core. The server's
+//! connections and the client's (`crate::client`) both run on it; only
+//! the server's count frames for flood detection.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 
 use percore::buf::{BufResult, RecvBuf};
@@ -17,7 +20,14 @@ use super::flood::{FloodGuard, FrameMeter};
 /// kernel may still read it after a cancel).
 type Flight<'a> = Pin<Box<dyn Future<Output = BufResult<(), Vec<u8>>> + 'a>>;
 
-/// A borrowed percore stream as tokio's I/O.
+/// How an [`Io`] holds its stream: the server's connection loop lends
+/// it; a client's connection is a task of its own that owns it.
+enum Held<'a> {
+    Lent(&'a Stream),
+    Owned(Rc<Stream>),
+}
+
+/// A percore stream as tokio's I/O.
 ///
 /// Reads hand out first the bytes read before the switch to HTTP/2 (the
 /// clear-text preface the HTTP/1 path saw), then copy from the lease of
@@ -26,12 +36,13 @@ type Flight<'a> = Pin<Box<dyn Future<Output = BufResult<(), Vec<u8>>> + 'a>>;
 /// goes on; the next write, flush or shutdown waits for it and reports
 /// its error. The buffer is reused from one write to the next.
 ///
-/// Every byte each way is counted by frame into the connection's
-/// [`FloodGuard`]; once it finds a flood, reads stop (the connection's
-/// loop sends GOAWAY and ends).
-pub(super) struct Io<'a> {
-    stream: &'a Stream,
-    guard: &'a FloodGuard,
+/// On a server's connection, every byte each way is counted by frame
+/// into the connection's [`FloodGuard`]; once it finds a flood, reads
+/// stop (the connection's loop sends GOAWAY and ends). A client's
+/// connection has no guard: it floods no one but itself.
+pub(crate) struct Io<'a> {
+    stream: Held<'a>,
+    guard: Option<&'a FloodGuard>,
     inbound: FrameMeter,
     outbound: FrameMeter,
     /// Bytes read before the switch, not yet handed out.
@@ -53,8 +64,8 @@ impl<'a> Io<'a> {
         preface: usize,
     ) -> Self {
         Self {
-            stream,
-            guard,
+            stream: Held::Lent(stream),
+            guard: Some(guard),
             inbound: FrameMeter::skipping(preface),
             outbound: FrameMeter::default(),
             replay,
@@ -62,6 +73,29 @@ impl<'a> Io<'a> {
             unread: None,
             write: None,
             spare: Vec::new(),
+        }
+    }
+
+    /// A client's connection, which owns `stream`: nothing to replay, no
+    /// guard.
+    pub(crate) fn client(stream: Stream) -> Io<'static> {
+        Io {
+            stream: Held::Owned(Rc::new(stream)),
+            guard: None,
+            inbound: FrameMeter::default(),
+            outbound: FrameMeter::default(),
+            replay: Vec::new(),
+            replayed: 0,
+            unread: None,
+            write: None,
+            spare: Vec::new(),
+        }
+    }
+
+    fn stream(&self) -> &Stream {
+        match &self.stream {
+            Held::Lent(stream) => stream,
+            Held::Owned(stream) => stream,
         }
     }
 
@@ -84,17 +118,17 @@ impl AsyncRead for Io<'_> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if this.guard.flooded() {
+        let Some(guard) = this.guard else {
+            return this.read_into(cx, buf);
+        };
+        if guard.flooded() {
             // Nothing more is read: the loop, woken when the flood was
             // found, sends GOAWAY and ends the connection.
             return Poll::Pending;
         }
         let before = buf.filled().len();
         let res = this.read_into(cx, buf);
-        if this
-            .guard
-            .received(&mut this.inbound, &buf.filled()[before..])
-        {
+        if guard.received(&mut this.inbound, &buf.filled()[before..]) {
             cx.waker().wake_by_ref();
         }
         res
@@ -122,7 +156,7 @@ impl Io<'_> {
             None => {
                 // `Read` is only a borrow: the receive belongs to the
                 // stream, so a new one each poll loses nothing.
-                let mut read = this.stream.read();
+                let mut read = this.stream().read();
                 match ready!(Pin::new(&mut read).poll(cx))? {
                     Some(lease) => lease,
                     // End of stream: a read of nothing says so.
@@ -140,7 +174,7 @@ impl Io<'_> {
     }
 }
 
-impl AsyncWrite for Io<'_> {
+impl<'a> AsyncWrite for Io<'a> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -163,10 +197,20 @@ impl AsyncWrite for Io<'_> {
         for buf in bufs {
             out.extend_from_slice(buf);
         }
-        this.guard.sent(&mut this.outbound, &out);
+        if let Some(guard) = this.guard {
+            guard.sent(&mut this.outbound, &out);
+        }
         let len = out.len();
-        let stream = this.stream;
-        let mut flight: Flight<'_> = Box::pin(stream.write_all(out));
+        let mut flight: Flight<'a> = match &this.stream {
+            Held::Lent(stream) => {
+                let stream: &'a Stream = stream;
+                Box::pin(stream.write_all(out))
+            }
+            Held::Owned(stream) => {
+                let stream = Rc::clone(stream);
+                Box::pin(async move { stream.write_all(out).await })
+            }
+        };
         // The first poll starts the send: on epoll it is the syscall, and
         // frames that fit the socket's buffer are done here.
         match flight.as_mut().poll(cx) {
@@ -190,7 +234,7 @@ impl AsyncWrite for Io<'_> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         ready!(this.poll_flight(cx))?;
-        match this.stream.shutdown_write() {
+        match this.stream().shutdown_write() {
             // A peer that reset first has nothing left to finish.
             Err(e) if e.kind() == io::ErrorKind::NotConnected => Poll::Ready(Ok(())),
             res => Poll::Ready(res),

@@ -15,7 +15,7 @@
 
 mod body;
 mod flood;
-mod io;
+pub(crate) mod io;
 mod out;
 mod stream;
 
