@@ -40,6 +40,10 @@ pub(crate) enum Script {
     Never,
 }
 
+/// The connections an origin serves: each (to end it at the drop) with
+/// its thread.
+type Served = Arc<Mutex<Vec<(TcpStream, JoinHandle<()>)>>>;
+
 /// The origin, on `127.0.0.1:0`, stopped when dropped.
 pub(crate) struct H2Origin {
     pub(crate) addr: SocketAddr,
@@ -47,8 +51,7 @@ pub(crate) struct H2Origin {
     pub(crate) connections: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
-    /// Each connection (to end it at the drop) and its thread.
-    served: Arc<Mutex<Vec<(TcpStream, JoinHandle<()>)>>>,
+    served: Served,
 }
 
 impl H2Origin {
