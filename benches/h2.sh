@@ -73,7 +73,7 @@ builds=(--bin http_echo --bin hyper_h2)
 features=percore-examples/h2
 if [[ " $MODES " == *" grpc "* ]]; then
     builds+=(--bin grpc_echo --bin tonic_tokio)
-    features=percore-examples/h2,percore-examples/grpc
+    features=percore-examples/h2,percore-examples/grpc,percore-benches/grpc
     command -v curl >/dev/null 2>&1 || die "curl is required to check a gRPC answer"
 fi
 echo "h2.sh: building ${builds[*]//--bin /} (release)" >&2
