@@ -28,5 +28,7 @@ need_pip() {
     done
     [ "${#missing[@]}" -gt 0 ] || return 0
     echo "installing (pip) ${missing[*]}"
-    python3 -m pip install -q --root-user-action=ignore "${missing[@]}"
+    # A distribution's own Python refuses installs outside a venv (PEP 668).
+    python3 -m pip install -q --root-user-action=ignore "${missing[@]}" ||
+        python3 -m pip install -q --root-user-action=ignore --break-system-packages "${missing[@]}"
 }
