@@ -129,10 +129,21 @@ fn spread(addr: SocketAddr, admin: SocketAddr, per: usize) -> Vec<Member> {
     for i in 0..64 {
         let mut ws = WsClient::new(connect(addr));
         ws.handshake("/ws", "");
-        let now = per_core(admin, "percore_ws_opened_total");
+        // The count rises as the WebSocket's task starts, which may come
+        // after the client has read the 101.
+        let before = opened.clone();
+        let now = wait_until(
+            std::time::Duration::from_secs(60),
+            "the new WebSocket counted",
+            || per_core(admin, "percore_ws_opened_total"),
+            |now| {
+                now.iter()
+                    .any(|(c, n)| *n > before.get(c).copied().unwrap_or(0.0))
+            },
+        );
         let core = now
             .iter()
-            .find(|(c, n)| **n > opened.get(*c).copied().unwrap_or(0.0))
+            .find(|(c, n)| **n > before.get(*c).copied().unwrap_or(0.0))
             .map(|(c, _)| c.clone())
             .expect("the core that took the connection");
         opened = now;
