@@ -27,4 +27,4 @@ else
 fi
 # The HTTP layer's optional parts (JSON, the `http` crate, HTTP/2), hyper on
 # percore and the cookbook's PostgreSQL recipe are tested too.
-exec cargo test --workspace --features percore-handlers/json,percore-handlers/http,percore-handlers/h2,percore-tokio/hyper,percore-examples/axum,percore-examples/postgres,percore-examples/h2,percore-examples/grpc "$@"
+exec cargo test --workspace --features percore-handlers/json,percore-handlers/http,percore-handlers/h2,percore-handlers/ws-deflate,percore-tokio/hyper,percore-examples/axum,percore-examples/postgres,percore-examples/h2,percore-examples/grpc "$@"
