@@ -134,6 +134,8 @@ async fn serve_tokio(
     tx: tokio::sync::broadcast::Sender<tungstenite::Message>,
 ) -> Result<(), tungstenite::Error> {
     let mut path = String::new();
+    // tungstenite's callback signature, whose error is a whole response.
+    #[expect(clippy::result_large_err, reason = "the signature tungstenite takes")]
     let callback = |req: &tungstenite::handshake::server::Request, res| {
         path = req.uri().path().to_owned();
         Ok(res)

@@ -48,7 +48,7 @@
 //! `handlers/tests/suite/ws_conformance.rs`).
 //!
 //! `permessage-deflate` (RFC 7692) is accepted with the `ws-deflate`
-//! feature (see [`Deflate`] for the negotiation and its limits); without
+//! feature (see `Deflate` for the negotiation and its limits); without
 //! it a client that asks for it gets a WebSocket without it, which RFC
 //! 7692 allows.
 
