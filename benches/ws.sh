@@ -13,20 +13,23 @@
 #                   the same with permessage-deflate (the server's default,
 #                   no context takeover: each message inflated and deflated
 #                   anew), percore only: tokio-tungstenite has no deflate.
-#                   Its rows are divided by percore's plain echo on the same
-#                   backend: the cost of compressing.
+#                   Its rows are divided by percore's plain echo of the same
+#                   size and backend (when MODES ran it first): what
+#                   compressing costs.
 #   broadcast       SUBS subscribers and one publisher that sends a 64-byte
 #                   message, waits until every subscriber has it, and sends
 #                   the next: deliveries per server CPU-second.
 #   idle            RSS growth of the server while SUBS WebSockets (each
 #                   having echoed one message) sit open, per connection.
 # "÷ tokio" divides each row by tokio-tungstenite's of the same mode (above 1:
-# cheaper than tokio-tungstenite; for idle, above 1: smaller).
+# cheaper than tokio-tungstenite; for idle, above 1: smaller); the deflate
+# rows, by the plain echo's (see above).
 # What it does not: run on more than one server core, use TLS, or measure
 # latency.
 #
 # Usage: benches/ws.sh          (from anywhere in the repository)
-# Environment: DURATION=5 RUNS=3 CONNS=100 SUBS=10000 PORT=18460
+# Environment: DURATION=5 RUNS=3 CONNS=100 SUBS=10000 PORT=18460 (and the 19
+#              ports after it, one server start each in turn)
 #              SERVERS="uring epoll tokio"
 #              MODES="echo64 echo4k deflate64 deflate4k broadcast idle"
 set -euo pipefail
@@ -83,16 +86,23 @@ stop_server() {
 }
 on_exit 'stop_server; rm -rf "$work"'
 
+# Each server started gets the next of PORTS ports: the loads of 10,000
+# connections leave as many client ports in TIME_WAIT toward the port
+# they used, which would run a few runs to the same port out of them.
+PORTS=20
+starts=0
 start_server() {
-    taskset -c 0 "$target/release/ws_echo" --server "$1" --port "$PORT" --cores 0 >"$work/server.log" 2>&1 &
+    port=$((PORT + starts % PORTS))
+    starts=$((starts + 1))
+    taskset -c 0 "$target/release/ws_echo" --server "$1" --port "$port" --cores 0 >"$work/server.log" 2>&1 &
     server_pid=$!
-    wait_listening "$server_pid" "$PORT" || die "$1 did not start listening on 127.0.0.1:$PORT; its output:
+    wait_listening "$server_pid" "$port" || die "$1 did not start listening on 127.0.0.1:$port; its output:
 $(tail -n 20 "$work/server.log")"
 }
 
 # The load of mode $1: prints the count it completed.
 load() {
-    local args=(--connect "127.0.0.1:$PORT" --duration "$DURATION")
+    local args=(--connect "127.0.0.1:$port" --duration "$DURATION")
     local out
     case $1 in
         echo64) args=(echo "${args[@]}" --conns "$CONNS" --size 64) ;;
@@ -105,23 +115,27 @@ load() {
     sed -n 's/^[a-z]*=\([0-9]*\)$/\1/p' <<<"$out"
 }
 
-# Bytes of RSS per idle WebSocket of the server running.
+# Bytes of RSS per idle WebSocket of the server running, into `bytes` (not
+# printed: the client it starts must stay this shell's, for stop_server).
 idle_bytes() {
     local before idle
     before=$(rss_kb "$server_pid")
-    taskset -c 1 "$target/release/ws_load" idle --connect "127.0.0.1:$PORT" --conns "$SUBS" \
+    : >"$work/client.out"
+    taskset -c 1 "$target/release/ws_load" idle --connect "127.0.0.1:$port" --conns "$SUBS" \
         --size 64 >"$work/client.out" 2>&1 &
     client=$!
     await_client open 120 || die "$SUBS WebSockets were not open in 2 minutes: $(cat "$work/client.out")"
     sleep 1
     idle=$(rss_kb "$server_pid")
-    echo $(((idle - before) * 1024 / SUBS))
+    bytes=$(((idle - before) * 1024 / SUBS))
 }
 
 echo "ws.sh: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, Linux $(uname -r)"
 echo "ws.sh: server on CPU 0, load on CPU 1; ${DURATION}s runs, median of $RUNS, servers alternated run by run"
-require_free_ports "$PORT"
+# shellcheck disable=SC2046 # one argument per port
+require_free_ports $(seq "$PORT" $((PORT + PORTS - 1)))
 results=()
+declare -A kept=()
 for mode in $MODES; do
     declare -A per_cpu=() rate=()
     servers=$SERVERS
@@ -132,14 +146,15 @@ for mode in $MODES; do
         for s in $servers; do
             start_server "$s"
             if [[ $mode == idle ]]; then
-                per_cpu[$s]=$(idle_bytes)
+                idle_bytes
+                per_cpu[$s]=$bytes
                 rate[$s]=-
                 stop_server
                 echo "  idle $s: ${per_cpu[$s]} bytes per WebSocket" >&2
                 continue
             fi
             # Warm-up, not measured.
-            taskset -c 1 "$target/release/ws_load" echo --connect "127.0.0.1:$PORT" --conns "$CONNS" \
+            taskset -c 1 "$target/release/ws_load" echo --connect "127.0.0.1:$port" --conns "$CONNS" \
                 --size 64 --duration 1 >/dev/null 2>&1 || true
             t0=$(cpu_ticks "$server_pid")
             count=$(load "$mode")
@@ -163,6 +178,9 @@ for mode in $MODES; do
             results+=("$(printf '%-10s %-6s %10s %22s %8s' "$mode" "$s" - "$m B/conn" "$ratio")")
             continue
         fi
+        kept[$mode:$s]=$m
+        # A deflate row is divided by the plain echo of its size and backend.
+        [[ $mode == deflate* ]] && base=${kept[echo${mode#deflate}:$s]:-}
         ratio=$(awk -v a="$m" -v b="$base" 'BEGIN { if (b + 0 > 0 && a == a + 0) printf "%.3f", a / b; else print "-" }')
         # shellcheck disable=SC2086 # word splitting of the collected values is intended
         results+=("$(printf '%-10s %-6s %10s %22s %8s' "$mode" "$s" "$(median ${rate[$s]})" "$m" "$ratio")")

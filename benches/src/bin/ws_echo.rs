@@ -97,6 +97,9 @@ fn percore(o: &Options, backend: Backend) -> Result<(), String> {
         .address(SocketAddr::from(([0, 0, 0, 0], o.port)))
         .backend(backend)
         .cores(o.cores.clone())
+        // The broadcast and idle loads hold 10,000 WebSockets and more;
+        // the default limit (10,000 a core) would hold some back.
+        .max_connections(100_000)
         .serve(move |_ctx: &percore::CoreContext| HttpHandler::new(Ws(config)))
         .map_err(|e| e.to_string())
 }

@@ -117,20 +117,23 @@ impl Conn {
         Ok(())
     }
 
-    /// Reads one whole server frame; gives its opcode.
-    async fn frame(&mut self) -> io::Result<u8> {
+    /// Reads one whole server frame; gives its opcode and its payload's
+    /// first byte (0 when empty).
+    async fn frame(&mut self) -> io::Result<(u8, u8)> {
         loop {
-            if let Some((opcode, len)) = server_frame(&self.buf) {
+            if let Some((opcode, at, len)) = server_frame(&self.buf) {
+                let first = if at < len { self.buf[at] } else { 0 };
                 self.buf.drain(..len);
-                return Ok(opcode);
+                return Ok((opcode, first));
             }
             self.fill().await?;
         }
     }
 }
 
-/// The opcode and length of a whole server frame at the start of `buf`.
-fn server_frame(buf: &[u8]) -> Option<(u8, usize)> {
+/// The opcode, payload offset and length of a whole server frame at the
+/// start of `buf`.
+fn server_frame(buf: &[u8]) -> Option<(u8, usize, usize)> {
     let [b0, b1, ..] = *buf else { return None };
     let (len, at) = match b1 & 0x7f {
         126 => (
@@ -143,7 +146,7 @@ fn server_frame(buf: &[u8]) -> Option<(u8, usize)> {
         ),
         n => (n as usize, 2),
     };
-    (buf.len() >= at + len).then_some((b0 & 0x0f, at + len))
+    (buf.len() >= at + len).then_some((b0 & 0x0f, at, at + len))
 }
 
 /// A masked client frame (final, binary) of `payload`, RSV1 if deflated.
@@ -169,12 +172,11 @@ fn client_frame(payload: &[u8], rsv1: bool) -> Vec<u8> {
 /// The message sent: text alike from one message to the next, deflated
 /// (without the sync flush's tail) when asked.
 fn message(size: usize, deflate: bool) -> Vec<u8> {
-    let text: Vec<u8> = b"the quick brown fox jumps over a lazy dog; "
-        .iter()
-        .copied()
-        .cycle()
-        .take(size)
-        .collect();
+    message_from(b"the quick brown fox jumps over a lazy dog; ", size, deflate)
+}
+
+fn message_from(start: &[u8], size: usize, deflate: bool) -> Vec<u8> {
+    let text: Vec<u8> = start.iter().copied().cycle().take(size).collect();
     if !deflate {
         return client_frame(&text, false);
     }
@@ -219,17 +221,25 @@ async fn broadcast(o: &Options) -> io::Result<u64> {
         subs.push(Conn::open(o.addr, "/sub", false).await?);
     }
     let mut publisher = Conn::open(o.addr, "/pub", false).await?;
-    // Subscriptions are made after the 101: one round before counting.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A subscription is made after its 101 went out: warm-up messages
+    // (starting with `w`) go until every subscriber has one, and only
+    // the measured ones (starting with `t`) are counted.
     let got = Rc::new(Cell::new(0u64));
+    let joined = Rc::new(Cell::new(0usize));
     let readers: Vec<_> = subs
         .into_iter()
         .map(|mut c| {
-            let got = got.clone();
+            let (got, joined) = (got.clone(), joined.clone());
             tokio::task::spawn_local(async move {
+                let mut warm = false;
                 loop {
-                    if c.frame().await? == 2 {
-                        got.set(got.get() + 1);
+                    match c.frame().await? {
+                        (2, b't') => got.set(got.get() + 1),
+                        (2, b'w') if !warm => {
+                            warm = true;
+                            joined.set(joined.get() + 1);
+                        }
+                        _ => {}
                     }
                 }
                 #[allow(unreachable_code)]
@@ -237,6 +247,17 @@ async fn broadcast(o: &Options) -> io::Result<u64> {
             })
         })
         .collect();
+    let warm = message_from(b"warm-up ", o.size, false);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while joined.get() < o.conns {
+        if Instant::now() > deadline {
+            return Err(io::Error::other(format!("{} of {} subscribed", joined.get(), o.conns)));
+        }
+        publisher.stream.write_all(&warm).await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Let the last warm-up messages arrive.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let frame = message(o.size, false);
     let end = Instant::now() + o.duration;
     let mut sent = 0u64;
