@@ -172,7 +172,11 @@ fn client_frame(payload: &[u8], rsv1: bool) -> Vec<u8> {
 /// The message sent: text alike from one message to the next, deflated
 /// (without the sync flush's tail) when asked.
 fn message(size: usize, deflate: bool) -> Vec<u8> {
-    message_from(b"the quick brown fox jumps over a lazy dog; ", size, deflate)
+    message_from(
+        b"the quick brown fox jumps over a lazy dog; ",
+        size,
+        deflate,
+    )
 }
 
 fn message_from(start: &[u8], size: usize, deflate: bool) -> Vec<u8> {
@@ -251,7 +255,11 @@ async fn broadcast(o: &Options) -> io::Result<u64> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while joined.get() < o.conns {
         if Instant::now() > deadline {
-            return Err(io::Error::other(format!("{} of {} subscribed", joined.get(), o.conns)));
+            return Err(io::Error::other(format!(
+                "{} of {} subscribed",
+                joined.get(),
+                o.conns
+            )));
         }
         publisher.stream.write_all(&warm).await?;
         tokio::time::sleep(Duration::from_millis(100)).await;
