@@ -28,8 +28,9 @@ else
     done
 fi
 # The HTTP layer's optional parts (JSON, the `http` crate, HTTP/2), hyper on
-# percore, gRPC and the cookbook's PostgreSQL recipe are tested too.
-features=percore-handlers/json,percore-handlers/http,percore-handlers/h2,percore-tokio/hyper,percore-examples/axum,percore-examples/postgres,percore-examples/h2,percore-examples/grpc
+# percore, WebSocket compression, gRPC and the cookbook's PostgreSQL recipe
+# are tested too.
+features=percore-handlers/json,percore-handlers/http,percore-handlers/h2,percore-handlers/ws-deflate,percore-tokio/hyper,percore-examples/axum,percore-examples/postgres,percore-examples/h2,percore-examples/grpc
 
 # With arguments (a test name, `-p` a package...), cargo runs them as asked.
 if [ "$#" -gt 0 ]; then

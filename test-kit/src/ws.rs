@@ -114,10 +114,18 @@ impl<S: Read + Write> WsClient<S> {
 
     /// The next frame; `Err` at EOF or a reset.
     pub fn frame(&mut self) -> io::Result<Frame> {
+        let (rsv, frame) = self.frame_with_rsv()?;
+        assert_eq!(rsv, 0, "server frames have no reserved bits");
+        Ok(frame)
+    }
+
+    /// The next frame and its reserved bits (RSV1 is `0b100`: a message
+    /// compressed by an extension); `Err` at EOF or a reset.
+    pub fn frame_with_rsv(&mut self) -> io::Result<(u8, Frame)> {
         loop {
-            if let Some((frame, len)) = parse_server_frame(&self.buf) {
+            if let Some((rsv, frame, len)) = parse_frame(&self.buf) {
                 self.buf.drain(..len);
-                return Ok(frame);
+                return Ok((rsv, frame));
             }
             self.fill()?;
         }
@@ -173,8 +181,16 @@ pub fn client_frame(fin: bool, rsv: u8, opcode: u8, masked: bool, payload: &[u8]
 }
 
 /// A whole server frame at the start of `buf`, and its length; panics
-/// on a masked one (servers must not mask).
+/// on a masked one (servers must not mask) or one with reserved bits.
 pub fn parse_server_frame(buf: &[u8]) -> Option<(Frame, usize)> {
+    let (rsv, frame, len) = parse_frame(buf)?;
+    assert_eq!(rsv, 0, "server frames have no reserved bits");
+    Some((frame, len))
+}
+
+/// A whole server frame at the start of `buf`, its reserved bits and its
+/// length; panics on a masked one.
+fn parse_frame(buf: &[u8]) -> Option<(u8, Frame, usize)> {
     let [b0, b1, ..] = *buf else { return None };
     assert_eq!(b1 & 0x80, 0, "server frames are never masked");
     let (len, at) = match b1 & 0x7f {
@@ -189,8 +205,8 @@ pub fn parse_server_frame(buf: &[u8]) -> Option<(Frame, usize)> {
         n => (n as usize, 2),
     };
     let payload = buf.get(at..at + len)?.to_vec();
-    assert_eq!(b0 & 0x70, 0, "server frames have no reserved bits");
     Some((
+        (b0 >> 4) & 0x7,
         Frame {
             fin: b0 & 0x80 != 0,
             opcode: b0 & 0x0f,

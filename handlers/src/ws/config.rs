@@ -40,6 +40,13 @@ pub struct WsConfig {
     /// How long the server waits for the client's close frame after
     /// sending its own, before it closes the connection anyway. 5 s.
     pub close_timeout: Duration,
+    /// Whether and how `permessage-deflate` (RFC 7692) is accepted when a
+    /// client offers it; `None` opens without it. On by default: building
+    /// the `ws-deflate` feature is the choice to compress, and a route
+    /// that serves data not worth compressing sets `None`. The limits
+    /// above count a message inflated.
+    #[cfg(feature = "ws-deflate")]
+    pub deflate: Option<super::deflate::Deflate>,
 }
 
 impl Default for WsConfig {
@@ -53,6 +60,8 @@ impl Default for WsConfig {
             idle_timeout: Some(Duration::from_secs(300)),
             write_timeout: Duration::from_secs(30),
             close_timeout: Duration::from_secs(5),
+            #[cfg(feature = "ws-deflate")]
+            deflate: Some(super::deflate::Deflate::default()),
         }
     }
 }

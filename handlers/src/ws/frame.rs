@@ -62,7 +62,7 @@ impl Violation {
         }
     }
 
-    fn too_big(reason: &'static str) -> Self {
+    pub(crate) fn too_big(reason: &'static str) -> Self {
         Self {
             code: CloseCode::TOO_BIG,
             reason,
@@ -70,9 +70,13 @@ impl Violation {
     }
 
     fn invalid_text() -> Self {
+        Self::invalid_data("text is not valid UTF-8")
+    }
+
+    pub(crate) fn invalid_data(reason: &'static str) -> Self {
         Self {
             code: CloseCode::INVALID_DATA,
-            reason: "text is not valid UTF-8",
+            reason,
         }
     }
 }
@@ -115,6 +119,11 @@ pub struct Decoder {
     message: BytesMut,
     /// Of a text message in `message`, the bytes known to be valid UTF-8.
     checked: usize,
+    /// The message in progress is compressed (its first frame had RSV1).
+    compressed: bool,
+    /// With `permessage-deflate` negotiated, what inflates messages.
+    #[cfg(feature = "ws-deflate")]
+    inflater: Option<super::deflate::Inflater>,
 }
 
 impl Decoder {
@@ -127,7 +136,54 @@ impl Decoder {
             partial: None,
             message: BytesMut::new(),
             checked: 0,
+            compressed: false,
+            #[cfg(feature = "ws-deflate")]
+            inflater: None,
         }
+    }
+
+    /// Lets messages arrive compressed (RSV1 on their first frame), as
+    /// `permessage-deflate` negotiated.
+    #[cfg(feature = "ws-deflate")]
+    pub(crate) fn with_inflater(mut self, inflater: super::deflate::Inflater) -> Self {
+        self.inflater = Some(inflater);
+        self
+    }
+
+    /// Whether a message's first frame may carry RSV1 (RFC 7692 §6).
+    fn inflates(&self) -> bool {
+        #[cfg(feature = "ws-deflate")]
+        return self.inflater.is_some();
+        #[cfg(not(feature = "ws-deflate"))]
+        false
+    }
+
+    /// A whole message's payload as the application sees it: inflated
+    /// when it came compressed, and checked for UTF-8 when `text`.
+    fn payload(
+        &mut self,
+        text: bool,
+        compressed: bool,
+        data: BytesMut,
+    ) -> Result<Bytes, Violation> {
+        #[cfg(feature = "ws-deflate")]
+        if compressed {
+            let limit = self.max_message;
+            let inflater = self
+                .inflater
+                .as_mut()
+                .ok_or(Violation::protocol("reserved bits set"))?;
+            let data = inflater.inflate(&data, limit)?;
+            if text && std::str::from_utf8(&data).is_err() {
+                return Err(Violation::invalid_text());
+            }
+            return Ok(Bytes::from(data));
+        }
+        debug_assert!(!compressed, "RSV1 is refused without an inflater");
+        if text && std::str::from_utf8(&data).is_err() {
+            return Err(Violation::invalid_text());
+        }
+        Ok(data.freeze())
     }
 
     /// Decodes the next frame at the start of `input`, taking its bytes
@@ -170,7 +226,10 @@ impl Decoder {
 
     /// The rules a frame's head alone can break.
     fn check(&self, head: &Head) -> Result<(), Violation> {
-        if head.rsv != 0 {
+        // RSV1 marks a compressed message, on its first frame only
+        // (RFC 7692 §6): never on a continuation or a control frame.
+        let rsv1_allowed = self.inflates() && matches!(head.opcode, op::TEXT | op::BINARY);
+        if head.rsv & 0b011 != 0 || (head.rsv & 0b100 != 0 && !rsv1_allowed) {
             return Err(Violation::protocol("reserved bits set"));
         }
         if !head.masked {
@@ -213,15 +272,13 @@ impl Decoder {
             op::CLOSE => close_event(payload).map(Some),
             op::TEXT | op::BINARY if head.fin => {
                 let text = head.opcode == op::TEXT;
-                if text && std::str::from_utf8(&payload).is_err() {
-                    return Err(Violation::invalid_text());
-                }
-                Ok(Some(Event::Message {
-                    text,
-                    data: payload.freeze(),
-                }))
+                let data = self.payload(text, head.rsv != 0, payload)?;
+                Ok(Some(Event::Message { text, data }))
             }
             _ => {
+                if self.partial.is_none() {
+                    self.compressed = head.rsv != 0;
+                }
                 let text = *self.partial.get_or_insert(head.opcode == op::TEXT);
                 if self.message.is_empty() {
                     // The first fragment's buffer becomes the message's:
@@ -230,7 +287,8 @@ impl Decoder {
                 } else {
                     self.message.extend_from_slice(&payload);
                 }
-                if text {
+                // Compressed text is checked once inflated.
+                if text && !self.compressed {
                     self.check_text(head.fin)?;
                 }
                 if !head.fin {
@@ -238,7 +296,9 @@ impl Decoder {
                 }
                 self.partial = None;
                 self.checked = 0;
-                let data = std::mem::take(&mut self.message).freeze();
+                let data = std::mem::take(&mut self.message);
+                // Plain text was checked as it came: not again.
+                let data = self.payload(text && self.compressed, self.compressed, data)?;
                 Ok(Some(Event::Message { text, data }))
             }
         }

@@ -49,6 +49,9 @@ pub struct Handshake<'r> {
     origin: Option<&'r [u8]>,
     offered: Option<&'r [u8]>,
     selected: Option<&'r str>,
+    /// The first `permessage-deflate` offer the server can honour.
+    #[cfg(feature = "ws-deflate")]
+    deflate: Option<super::deflate::Offer>,
 }
 
 impl<'r> Handshake<'r> {
@@ -93,6 +96,13 @@ impl<'r> Handshake<'r> {
             origin: only(req, "origin"),
             offered: req.header("sec-websocket-protocol"),
             selected: None,
+            #[cfg(feature = "ws-deflate")]
+            deflate: super::deflate::Offer::first(
+                req.headers()
+                    .iter()
+                    .filter(|h| h.name.eq_ignore_ascii_case("sec-websocket-extensions"))
+                    .map(|h| h.value),
+            ),
         })
     }
 
@@ -150,6 +160,20 @@ impl<'r> Handshake<'r> {
         if let Some(protocol) = self.selected {
             res.header("Sec-WebSocket-Protocol", protocol.as_bytes())?;
         }
+        #[cfg(feature = "ws-deflate")]
+        {
+            let deflate = config
+                .deflate
+                .zip(self.deflate)
+                .map(|(config, offer)| super::deflate::Negotiated::new(offer, config));
+            if let Some(deflate) = &deflate {
+                res.header("Sec-WebSocket-Extensions", deflate.answer().as_bytes())?;
+            }
+            res.upgrade("websocket", move |upgraded| {
+                run(upgraded, config, deflate, then)
+            })
+        }
+        #[cfg(not(feature = "ws-deflate"))]
         res.upgrade("websocket", move |upgraded| run(upgraded, config, then))
     }
 }

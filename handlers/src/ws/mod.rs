@@ -47,11 +47,15 @@
 //! tested one by one ([`frame`]'s tests, and the conformance table in
 //! `handlers/tests/suite/ws_conformance.rs`).
 //!
-//! `permessage-deflate` (RFC 7692) is not offered: a client that asks
-//! for it gets a WebSocket without it, which RFC 7692 allows.
+//! `permessage-deflate` (RFC 7692) is accepted with the `ws-deflate`
+//! feature (see `Deflate` for the negotiation and its limits); without
+//! it a client that asks for it gets a WebSocket without it, which RFC
+//! 7692 allows.
 
 mod close;
 mod config;
+#[cfg(feature = "ws-deflate")]
+mod deflate;
 pub mod frame;
 mod handshake;
 pub mod hub;
@@ -62,6 +66,8 @@ mod stats;
 
 pub use close::{valid_code, CloseCode};
 pub use config::WsConfig;
+#[cfg(feature = "ws-deflate")]
+pub use deflate::Deflate;
 pub use handshake::{accept_key, Handshake};
 pub use message::Message;
 pub use outbox::Sender;

@@ -33,6 +33,9 @@ pub(crate) struct Shared {
     writer: Cell<Option<Waker>>,
     /// A task waiting for the queue to empty ([`Sender::flushed`]).
     drained: Cell<Option<Waker>>,
+    /// With `permessage-deflate` negotiated, what compresses messages.
+    #[cfg(feature = "ws-deflate")]
+    deflater: RefCell<Option<super::deflate::Deflater>>,
 }
 
 /// The frames waiting to be sent, and the connection's sending state.
@@ -58,7 +61,24 @@ impl Shared {
             out: RefCell::new(Queue::default()),
             writer: Cell::new(None),
             drained: Cell::new(None),
+            #[cfg(feature = "ws-deflate")]
+            deflater: RefCell::new(None),
         }
+    }
+
+    /// Compresses the messages sent from now on, as negotiated.
+    #[cfg(feature = "ws-deflate")]
+    pub(crate) fn with_deflater(mut self, deflater: super::deflate::Deflater) -> Self {
+        self.deflater = RefCell::new(Some(deflater));
+        self
+    }
+
+    /// Whether messages go out compressed.
+    pub(crate) fn deflates(&self) -> bool {
+        #[cfg(feature = "ws-deflate")]
+        return self.deflater.borrow().is_some();
+        #[cfg(not(feature = "ws-deflate"))]
+        false
     }
 
     /// Queues a data message.
@@ -86,6 +106,13 @@ impl Shared {
             ));
         }
         let opcode = if msg.is_text() { op::TEXT } else { op::BINARY };
+        #[cfg(feature = "ws-deflate")]
+        if let Some(deflater) = self.deflater.borrow_mut().as_mut() {
+            deflater.encode(opcode, msg.as_bytes(), &mut out.frames);
+        } else {
+            encode(&mut out.frames, opcode, msg.as_bytes());
+        }
+        #[cfg(not(feature = "ws-deflate"))]
         encode(&mut out.frames, opcode, msg.as_bytes());
         drop(out);
         stats::with(|c| {

@@ -296,6 +296,13 @@ impl WebSocket {
         }
     }
 
+    /// Whether `permessage-deflate` was negotiated: messages may then
+    /// travel compressed both ways (always `false` without the
+    /// `ws-deflate` feature).
+    pub fn is_deflated(&self) -> bool {
+        self.shared.deflates()
+    }
+
     /// The stream, say for the client's address.
     pub fn stream(&self) -> &percore::Connection {
         &self.shared.stream
@@ -333,17 +340,32 @@ impl Reader {
 
 /// The life of an accepted WebSocket on its connection: `then`'s future
 /// beside the writer, then the close.
-pub(crate) async fn run<F, Fut>(upgraded: Upgraded, config: WsConfig, then: F) -> io::Result<()>
+pub(crate) async fn run<F, Fut>(
+    upgraded: Upgraded,
+    config: WsConfig,
+    #[cfg(feature = "ws-deflate")] deflate: Option<super::deflate::Negotiated>,
+    then: F,
+) -> io::Result<()>
 where
     F: FnOnce(WebSocket) -> Fut,
     Fut: Future<Output = io::Result<()>>,
 {
     let (stream, read) = upgraded.into_parts();
-    let shared = Rc::new(Shared::new(stream, config));
+    let shared = Shared::new(stream, config);
+    let decoder = Decoder::new(config.max_frame, config.max_message);
+    #[cfg(feature = "ws-deflate")]
+    let (shared, decoder) = match deflate {
+        Some(d) => (
+            shared.with_deflater(d.deflater()),
+            decoder.with_inflater(d.inflater()),
+        ),
+        None => (shared, decoder),
+    };
+    let shared = Rc::new(shared);
     let now = percore::time::now();
     let reader = Rc::new(RefCell::new(Reader {
         input: BytesMut::from(&read[..]),
-        decoder: Decoder::new(config.max_frame, config.max_message),
+        decoder,
         heard: now,
         spoke: now,
         pinged: None,

@@ -56,6 +56,10 @@ mod support;
 mod ws_basic;
 mod ws_broadcast;
 mod ws_conformance;
+#[cfg(feature = "ws-deflate")]
+mod ws_deflate;
+#[cfg(feature = "ws-deflate")]
+mod ws_deflate_python;
 mod ws_limits;
 mod ws_metrics;
 mod ws_python;
