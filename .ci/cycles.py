@@ -31,6 +31,8 @@ ALLOWED = [
      "Metrics (mod.rs) and the admin service that serves it"),
     ("handlers", {"proxy/branch.rs", "proxy/drain.rs", "proxy/service.rs"},
      "FanOut and its branches and drains, which take it back"),
+    ("handlers", {"ws/deflate.rs", "ws/frame.rs"},
+     "the frame codec and permessage-deflate, which writes its frames' heads"),
     ("framework", {"sys/mod.rs", "sys/unix.rs"},
      "the Unix-socket syscalls and the shared helpers of sys/mod.rs"),
     ("framework", {"driver/uring/cqe_queue.rs", "driver/uring/fixed.rs",
