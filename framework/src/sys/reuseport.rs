@@ -43,19 +43,20 @@ pub(crate) fn attach_cbpf(fd: BorrowedFd<'_>, program: &[Insn]) -> io::Result<()
         // The kernel only reads through it, during the call.
         filter: program.as_ptr().cast_mut(),
     };
-    // SAFETY: `fd` is borrowed, so open for the call; the kernel reads
-    // `size_of::<sock_fprog>()` bytes of `fprog`, a live local, and through
-    // it `len` instructions of `program`, a live slice of that length; it
-    // copies them before returning and writes through neither pointer.
-    super::cvt(unsafe {
+    let optlen = mem::size_of::<libc::sock_fprog>() as libc::socklen_t;
+    let optval = (&fprog as *const libc::sock_fprog).cast();
+    // SAFETY: `fd` is open (borrowed); the kernel copies `fprog` (a live
+    // local) and the `len` instructions of `program` before returning.
+    let rc = unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
             libc::SOL_SOCKET,
             SO_ATTACH_REUSEPORT_CBPF,
-            (&fprog as *const libc::sock_fprog).cast(),
-            mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+            optval,
+            optlen,
         )
-    })?;
+    };
+    super::cvt(rc)?;
     Ok(())
 }
 
