@@ -57,16 +57,7 @@ done
 target=${CARGO_TARGET_DIR:-$root/target}
 case $target in /*) ;; *) target=$root/$target ;; esac
 
-for tool in nginx:nginx h2load:nghttp2-client openssl:openssl; do
-    command -v "${tool%%:*}" >/dev/null 2>&1 && continue
-    pkg=${tool#*:}
-    command -v apt-get >/dev/null 2>&1 || die "${tool%%:*} is not installed and apt-get is unavailable"
-    echo "h2.sh: installing $pkg with apt-get" >&2
-    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$pkg" >/dev/null 2>&1; then
-        apt-get update -q >/dev/null || die "apt-get update failed"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$pkg" >/dev/null || die "apt-get install $pkg failed"
-    fi
-done
+need_commands nginx h2load:nghttp2-client openssl
 command -v taskset >/dev/null 2>&1 || die "taskset (util-linux) is required"
 
 builds=(--bin http_echo --bin hyper_h2)
@@ -83,16 +74,6 @@ echo "h2.sh: building ${builds[*]//--bin /} (release)" >&2
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 clk=$(getconf CLK_TCK)
 work=$(mktemp -d)
-server_pid=
-stop_server() {
-    if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$server_pid" 2>/dev/null || true
-    fi
-    [[ -n $server_pid ]] && wait "$server_pid" 2>/dev/null || true
-    server_pid=
-}
 on_exit 'stop_server; rm -rf "$work"'
 
 "$root/benches/make_certs.sh" "$work" || die "openssl could not make the certificate"

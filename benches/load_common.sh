@@ -130,3 +130,24 @@ duel_stop() {
     clients=()
     pids=()
 }
+
+# Stops the server whose PID is in `server_pid` (TERM, up to five seconds,
+# then KILL), reaps it, and clears `server_pid`.
+server_pid=
+stop_server() {
+    if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
+        kill -TERM "$server_pid" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$server_pid" 2>/dev/null || true
+    fi
+    [[ -n $server_pid ]] && wait "$server_pid" 2>/dev/null || true
+    server_pid=
+}
+
+# Installs, with apt-get, the package of each command missing from PATH
+# (COMMAND or COMMAND:PACKAGE), as the CI scripts do.
+need_commands() {
+    # shellcheck source=.ci/tools.sh
+    . "$root/.ci/tools.sh"
+    need_tools "$@"
+}

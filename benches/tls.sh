@@ -69,16 +69,6 @@ features=()
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 clk=$(getconf CLK_TCK)
 work=$(mktemp -d)
-server_pid=
-stop_server() {
-    if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$server_pid" 2>/dev/null || true
-    fi
-    [[ -n $server_pid ]] && wait "$server_pid" 2>/dev/null || true
-    server_pid=
-}
 on_exit 'stop_server; rm -rf "$work"'
 
 "$root/benches/make_certs.sh" "$work" || die "openssl could not make the certificate"

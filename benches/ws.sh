@@ -70,21 +70,16 @@ clk=$(getconf CLK_TCK)
 work=$(mktemp -d)
 server_pid=
 client=
-stop_server() {
+# Stops the load client, if one runs, then the server.
+stop_all() {
     if [[ -n $client ]]; then
         kill -TERM "$client" 2>/dev/null || true
         wait "$client" 2>/dev/null || true
         client=
     fi
-    if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$server_pid" 2>/dev/null || true
-    fi
-    [[ -n $server_pid ]] && wait "$server_pid" 2>/dev/null || true
-    server_pid=
+    stop_server
 }
-on_exit 'stop_server; rm -rf "$work"'
+on_exit 'stop_all; rm -rf "$work"'
 
 # Each server started gets the next of PORTS ports: the loads of 10,000
 # connections leave as many client ports in TIME_WAIT toward the port
@@ -116,7 +111,7 @@ load() {
 }
 
 # Bytes of RSS per idle WebSocket of the server running, into `bytes` (not
-# printed: the client it starts must stay this shell's, for stop_server).
+# printed: the client it starts must stay this shell's, for stop_all).
 idle_bytes() {
     local before idle
     before=$(rss_kb "$server_pid")
@@ -149,7 +144,7 @@ for mode in $MODES; do
                 idle_bytes
                 per_cpu[$s]=$bytes
                 rate[$s]=-
-                stop_server
+                stop_all
                 echo "  idle $s: ${per_cpu[$s]} bytes per WebSocket" >&2
                 continue
             fi
@@ -159,7 +154,7 @@ for mode in $MODES; do
             t0=$(cpu_ticks "$server_pid")
             count=$(load "$mode")
             t1=$(cpu_ticks "$server_pid")
-            stop_server
+            stop_all
             [[ -n $count ]] || die "no count from the $mode load against $s"
             cpu_s=$(awk -v a="$t0" -v b="$t1" -v h="$clk" 'BEGIN { printf "%.3f", (b - a) / h }')
             per_cpu[$s]+="$(awk -v n="$count" -v c="$cpu_s" 'BEGIN { if (c > 0) printf "%.0f", n / c; else print "nan" }') "
