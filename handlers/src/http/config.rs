@@ -80,14 +80,16 @@ pub struct Config {
     pub access_log: bool,
     /// Sheds load early: while the core's last loop turn ran longer than
     /// this ([`percore::queue_delay`]: the least a request arriving as it
-    /// began waited before the core could read it), a new request is
+    /// began waited before the core could read it), or the current turn
+    /// has so far (the requests read with it wait for the ones served
+    /// before them), a new request is
     /// answered `503 Service Unavailable` with `Retry-After: 1` and
     /// `Connection: close`, without calling the service, and counted in
     /// [`HttpStats::shed`](super::HttpStats::shed). A core that cannot
     /// keep up then spends its time on the requests it can still answer
     /// in time, instead of every request's latency growing without bound.
-    /// Default off (`None`): measuring costs a clock read per loop turn,
-    /// and the right bound depends on the service (a few times its usual
+    /// Default off (`None`): measuring costs a clock read per loop turn
+    /// and one per request, and the right bound depends on the service (a few times its usual
     /// turn under load).
     pub shed_queue_delay: Option<Duration>,
     /// HTTP/2's own limits (feature `h2`).

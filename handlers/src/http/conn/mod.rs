@@ -297,13 +297,15 @@ fn serve_turn<'a, S: Service>(
 }
 
 /// Whether the core is too far behind to take a new request: its last
-/// loop turn ran longer than `bound`. The first call on a core makes its
+/// loop turn ran longer than `bound`, or this turn has (its requests were
+/// read when it began, so each has waited at least that long, and the
+/// ones behind it longer still). The first call on a core makes its
 /// turns measure themselves (a cell set again on each call: cheaper than
 /// asking whether it was).
 #[inline]
 fn overloaded(bound: std::time::Duration) -> bool {
     percore::track_queue_delay();
-    percore::queue_delay() > bound
+    percore::queue_delay() > bound || percore::time::now().elapsed() > bound
 }
 
 /// How a turn ended: the connection goes on as [`Next`] says, or is over
