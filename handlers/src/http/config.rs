@@ -125,6 +125,11 @@ pub struct H2Limits {
     /// client may send beyond the payload that flowed both ways; then
     /// GOAWAY `ENHANCE_YOUR_CALM`. Default 1 MiB.
     pub flood_allowance: u64,
+    /// Whether the server offers extended CONNECT (RFC 8441,
+    /// `SETTINGS_ENABLE_CONNECT_PROTOCOL`), by which a client opens a
+    /// WebSocket (or another upgrade a route accepts) on an HTTP/2
+    /// stream. Off, such clients use HTTP/1.1 for them. Default on.
+    pub connect_protocol: bool,
 }
 
 impl Default for H2Limits {
@@ -137,6 +142,7 @@ impl Default for H2Limits {
             pending_resets: 20,
             error_resets: 1024,
             flood_allowance: 1024 * 1024,
+            connect_protocol: true,
         }
     }
 }

@@ -207,6 +207,7 @@ mod response;
 pub mod router;
 mod service;
 mod stats;
+pub(crate) mod tunnel;
 mod upgrade;
 mod wire;
 
@@ -222,4 +223,4 @@ pub use response::Response;
 pub use router::{RouteError, Routed, Router, Routes};
 pub use service::Service;
 pub use stats::{HttpStats, HttpStatsReader};
-pub use upgrade::Upgraded;
+pub use upgrade::{Chunk, Upgraded};

@@ -75,6 +75,7 @@ use super::request::{BodyEnd, BodyReader, Request};
 use super::response::Response;
 use super::service::Service;
 use super::stats::Reason;
+use super::tunnel::Tunnel;
 use super::upgrade::{OnUpgrade, Upgraded, UpgradedFuture};
 
 /// Output above this is sent before more pipelined requests are processed,
@@ -142,7 +143,7 @@ pub(super) fn serve<S: Service>(
 fn hand_over<S>(conn: Conn<'_, S>, (then, read): (OnUpgrade, Vec<u8>)) -> UpgradedFuture {
     let Conn { wire, stop, .. } = conn;
     drop(stop);
-    then(Upgraded::new(wire.into_conn(), read))
+    then(Upgraded::new(Tunnel::H1(wire.into_conn()), read))
 }
 
 /// How a connection's loop ended.
