@@ -3,8 +3,9 @@
 //! offer it; the WebSocket echo's route (unchanged) answers 200 and
 //! echoes text, binary, a 1 MiB message across the flow-control windows
 //! and a fragmented one; two WebSockets and a request share a connection;
-//! the handshake's refusals; a client's reset; a slow reader dropped;
-//! and the server's stop closing with 1001. The conformance table runs
+//! the handshake's refusals; `permessage-deflate` negotiated; a
+//! client's reset; a slow reader dropped; and the server's stop closing
+//! with 1001. The conformance table runs
 //! over HTTP/2 in `ws_conformance.rs`, TLS with Python's `h2` in
 //! `ws_h2_tls.rs`. (Feature `h2`.)
 #![cfg(feature = "h2")]
@@ -275,5 +276,45 @@ backend_tests! {
         let s = stats_when(&stats, |s| s.closed == 1);
         assert_eq!(s.closes_with(1001), 1, "{s}");
         server.join().expect("join");
+    }
+}
+
+/// `permessage-deflate` is negotiated on HTTP/2 as on HTTP/1.1, and a
+/// compressed message comes back compressed. (Feature `ws-deflate`.)
+#[cfg(feature = "ws-deflate")]
+mod deflate {
+    use super::*;
+
+    backend_tests! {
+        parallel;
+        fn deflate_is_negotiated_over_h2(backend) {
+            let (server, stats) = ws_server_with_stats(backend, WsConfig::default());
+            let h2 = H2Client::connect(server.local_addr());
+            let opened = h2.open(
+                "/echo",
+                "websocket",
+                &[
+                    ("sec-websocket-version", "13"),
+                    ("sec-websocket-extensions", "permessage-deflate; client_max_window_bits"),
+                ],
+            );
+            assert_eq!(opened.status, 200);
+            let answer = header(&opened.headers, "sec-websocket-extensions").expect("an answer");
+            assert!(answer.starts_with(b"permessage-deflate"), "{:?}", String::from_utf8_lossy(answer));
+            let mut ws = opened.ws.expect("the WebSocket");
+            // 200 bytes: over the 64-byte threshold, so the echo is deflated.
+            let text = "a fairly repetitive line of text. ".repeat(6);
+            ws.client.send_frame(true, 1, text.as_bytes());
+            let (rsv, echo) = ws.client.frame_with_rsv().expect("the echo");
+            assert_eq!((rsv, echo.opcode), (0b100, 1), "RSV1: compressed");
+            assert!(echo.payload.len() < text.len(), "{} bytes", echo.payload.len());
+            ws.client.send_frame(true, 8, &close_payload(1000, b""));
+            assert_eq!(ws.client.frame().expect("close").close_code(), 1000);
+            assert_eq!(ws.ended(), Some(Ended::End));
+            let s = stats_when(&stats, |s| s.closed == 1);
+            assert_eq!((s.opened_h2, s.messages_in), (1, 1), "{s}");
+            server.shutdown();
+            server.join().expect("join");
+        }
     }
 }
