@@ -168,9 +168,10 @@ async fn serve_connection<S: Service>(
         }
         if closed {
             // The streams' tasks finish what follows their frames (a
-            // WebSocket's count, an access-log line), bounded by their
-            // own timeouts and the server's drain deadline.
-            return if streams.is_empty() {
+            // WebSocket's count, an access-log line), for the linger
+            // timeout at most: a service still waiting then is dropped.
+            let lingered = idle.as_mut().poll(cx).is_ready();
+            return if streams.is_empty() || lingered {
                 Poll::Ready(Ok(()))
             } else {
                 Poll::Pending
@@ -184,7 +185,11 @@ async fn serve_connection<S: Service>(
             Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
             // Every stream's frames are done (after a GOAWAY, say):
             // their tasks may still have work after them.
-            Poll::Ready(None) => closed = true,
+            Poll::Ready(None) => {
+                closed = true;
+                idle.as_mut()
+                    .reset(percore::time::now() + config.linger_timeout);
+            }
             Poll::Pending => return Poll::Pending,
         }
     })
