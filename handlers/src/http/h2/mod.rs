@@ -109,6 +109,12 @@ async fn serve_connection<S: Service>(
     let mut idle = Box::pin(percore::time::sleep(config.idle_timeout));
     let mut busy = false;
     let mut cut = false;
+    // Set while `h2` hands out streams: they are all accepted before any
+    // is served, so that the answers of the streams that arrived together
+    // are queued together and leave in one write when `h2` is polled
+    // next, not one write each (served as each was accepted, every
+    // answer was flushed by the next accept's poll of the connection).
+    let mut accepting = false;
     let served = poll_fn(|cx| loop {
         if !cut && guard.flooded() {
             // FAULTS L3: frames that carry nothing, far beyond the
@@ -126,7 +132,9 @@ async fn serve_connection<S: Service>(
             h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
             streams.clear();
         }
-        while let Poll::Ready(Some(())) = streams.poll_next_unpin(cx) {}
+        if !accepting {
+            while let Poll::Ready(Some(())) = streams.poll_next_unpin(cx) {}
+        }
         if busy && streams.is_empty() {
             busy = false;
             idle.as_mut()
@@ -160,9 +168,13 @@ async fn serve_connection<S: Service>(
             Poll::Ready(Some(Ok((request, respond)))) => {
                 streams.push(stream::serve(layer, peer, request, respond));
                 busy = true;
+                accepting = true;
             }
             Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
             Poll::Ready(None) => return Poll::Ready(Ok(())),
+            // No more for now: the new streams are served, then `h2` is
+            // polled again to send what they queued.
+            Poll::Pending if accepting => accepting = false,
             Poll::Pending => return Poll::Pending,
         }
     })
