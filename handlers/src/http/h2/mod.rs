@@ -187,7 +187,7 @@ async fn serve_connection<S: Service>(
             // polled again to send what they queued.
             Poll::Pending if !accepted.is_empty() => {
                 for (request, respond) in accepted.drain(..) {
-                    streams.start(stream::serve(layer, peer, request, respond), cx);
+                    streams.start(|| stream::serve(layer, peer, request, respond), cx);
                 }
             }
             Poll::Pending => return Poll::Pending,
