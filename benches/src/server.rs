@@ -450,6 +450,27 @@ mod tests {
         assert!(!Executor::TokioMt.owns_thread("tokio-ct-0"));
     }
 
+    /// Every executor answers HTTP/2 by prior knowledge: the `h2_server`
+    /// client's connections each get their checked GET (200, the 20-byte
+    /// body), then streams in flight on each, with no error.
+    #[test]
+    fn h2_on_every_executor() {
+        use crate::client;
+        use crate::probe::Probe;
+        for e in Executor::ALL {
+            let Some(server) = start_in_test(e, Service::H2, &Supplies::default()) else {
+                continue;
+            };
+            let addr = server.target().tcp().expect("a TCP server");
+            let no_cpu = || None;
+            let window = Duration::from_millis(50);
+            let load = client::h2_concurrent(addr, 2, 4, window, &mut Probe::new(&no_cpu))
+                .unwrap_or_else(|err| panic!("{}: {err}", e.name()));
+            assert!(load.ops > 0, "{}: no HTTP/2 request answered", e.name());
+            server.stop(Duration::from_secs(5)).expect("stop");
+        }
+    }
+
     /// Every executor serves echo on a socket file of its own, to the
     /// ping-pong and bulk clients, and the file's directory is gone after
     /// the stop.
