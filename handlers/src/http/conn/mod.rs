@@ -48,7 +48,7 @@ mod complete;
 mod cutoff;
 mod lend;
 mod moment;
-mod pooled;
+pub(super) mod pooled;
 mod slots;
 mod state;
 pub(super) mod unwind;

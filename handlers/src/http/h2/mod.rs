@@ -6,7 +6,10 @@
 //!
 //! A connection is one task: its frames and all its streams are polled
 //! by one future ([`serve`]), so streams are served concurrently on the
-//! connection's core with nothing shared across threads.
+//! connection's core with nothing shared across threads. The streams that
+//! arrive together are all taken before any is served, and their answers
+//! leave together, in one write ([`Streams`] says how a stream that ends
+//! at once costs no task of its own).
 //!
 //! The connection is HTTP/2 when TLS agreed on `h2` by ALPN, or when a
 //! clear-text connection begins with the client's preface (prior
@@ -19,6 +22,7 @@ mod flood;
 pub(crate) mod io;
 mod out;
 mod stream;
+mod streams;
 mod tunnel;
 
 use std::future::{poll_fn, Future};
@@ -26,7 +30,6 @@ use std::io as stdio;
 use std::pin::Pin;
 use std::task::Poll;
 
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use percore::net::Stream;
 
 use super::layer::Layer;
@@ -36,7 +39,11 @@ pub(crate) use body::StreamBody;
 use flood::FloodGuard;
 use io::Io;
 pub(crate) use out::StreamOut;
+use streams::Streams;
 pub(crate) use tunnel::H2Tunnel;
+
+/// Streams taken at once whose room a connection keeps when it goes idle.
+const KEPT_ACCEPTS: usize = 16;
 
 /// The client's connection preface (RFC 9113 §3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -110,7 +117,7 @@ async fn serve_connection<S: Service>(
         Err(_) => return Ok(()),
     };
     layer.counters.h2_connection();
-    let mut streams = FuturesUnordered::new();
+    let mut streams = Streams::new();
     let mut stopping = false;
     // Reset as the last stream ends: the idle timeout runs while the
     // connection has none, and bounds the wait for its end after GOAWAY.
@@ -119,6 +126,12 @@ async fn serve_connection<S: Service>(
     let mut cut = false;
     // `h2` ended the connection: no more frames either way.
     let mut closed = false;
+    // The streams `h2` hands out are all taken before any is served, so
+    // that the answers of the streams that arrived together are queued
+    // together and leave in one write when `h2` is polled next, not one
+    // write each (served as each was taken, every answer was flushed by
+    // the next accept's poll of the connection).
+    let mut accepted = Vec::new();
     let served = poll_fn(|cx| loop {
         if !cut && guard.flooded() {
             // FAULTS L3: frames that carry nothing, far beyond the
@@ -135,10 +148,17 @@ async fn serve_connection<S: Service>(
             layer.counters.h2_goaways.add(1);
             h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
             streams.clear();
+            accepted.clear();
         }
-        while let Poll::Ready(Some(())) = streams.poll_next_unpin(cx) {}
-        if busy && streams.is_empty() {
+        if accepted.is_empty() {
+            streams.poll(cx);
+        }
+        if busy && streams.is_empty() && accepted.is_empty() {
             busy = false;
+            if accepted.capacity() > KEPT_ACCEPTS {
+                // A burst's room is not kept for an idle connection.
+                accepted = Vec::new();
+            }
             idle.as_mut()
                 .reset(percore::time::now() + config.idle_timeout);
         }
@@ -178,17 +198,27 @@ async fn serve_connection<S: Service>(
             };
         }
         match h2.poll_accept(cx) {
-            Poll::Ready(Some(Ok((request, respond)))) => {
-                streams.push(stream::serve(layer, peer, request, respond));
+            Poll::Ready(Some(Ok(taken))) => {
+                accepted.push(taken);
                 busy = true;
             }
             Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
             // Every stream's frames are done (after a GOAWAY, say):
             // their tasks may still have work after them.
             Poll::Ready(None) => {
+                for (request, respond) in accepted.drain(..) {
+                    streams.start(|| stream::serve(layer, peer, request, respond), cx);
+                }
                 closed = true;
                 idle.as_mut()
                     .reset(percore::time::now() + config.linger_timeout);
+            }
+            // No more for now: the new streams are served, then `h2` is
+            // polled again to send what they queued.
+            Poll::Pending if !accepted.is_empty() => {
+                for (request, respond) in accepted.drain(..) {
+                    streams.start(|| stream::serve(layer, peer, request, respond), cx);
+                }
             }
             Poll::Pending => return Poll::Pending,
         }
