@@ -78,7 +78,6 @@ pub trait Handler: 'static {
     ///                     MoveOutcome::Moved => return Ok(()),
     ///                     MoveOutcome::Stayed { conn: stayed, .. } => conn = stayed,
     ///                     MoveOutcome::Closed(e) => return Err(e),
-    ///                     _ => unreachable!(),
     ///                 }
     ///             }
     ///         }

@@ -1,6 +1,7 @@
 //! `steer_skew`: a skewed load on a two-core echo server, placed by the
-//! kernel's `SO_REUSEPORT` hash and by steering ([`Steering::Load`]),
-//! alternated in one run.
+//! kernel's `SO_REUSEPORT` hash, by steering ([`Steering::Load`]), and
+//! by the hash with live connections moved ([`MovePolicy`]), alternated
+//! in one run.
 //!
 //! A few heavy connections (ping-pong of 64 bytes as fast as they can)
 //! come from local ports the hash puts on core 0, opened 300 ms apart, so
@@ -8,8 +9,10 @@
 //! (one round trip each every millisecond, round robin) from any port.
 //! Measured over `--secs` once all are open: each core's CPU time (the
 //! max ÷ mean of the two: 1.0 is even, 2.0 is one core doing all) and
-//! the round trips per second. What it does not show: steering places
-//! connections when they open; it never moves one already open.
+//! the round trips per second, and the connections moved. Steering
+//! places connections when they open; moving (the `move` mode) takes
+//! open ones from a hot core to an idle one at a boundary between two
+//! echoes.
 //!
 //! ```text
 //! steer_skew [--runs 2] [--secs 3] [--heavy 4] [--backend uring|epoll]
@@ -22,22 +25,51 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use percore::{Backend, Connection, Handler, Server, ServerHandle, Steering};
+use percore::{
+    move_connection, move_wanted, Backend, Connection, Handler, MoveOutcome, MovePolicy,
+    MovedState, Server, ServerHandle, Steering,
+};
 use percore_test_kit::connect_from;
 
-/// Tells the client its core's index, then echoes.
+/// Tells the client its core's index, then echoes; moves its connection
+/// when its core asks (only the `move` mode's policy does), between a
+/// read and its echo.
 struct CoreTag(u8);
 
 impl Handler for CoreTag {
     async fn serve(&self, conn: Connection) -> std::io::Result<()> {
         let (res, _) = conn.write_all(vec![self.0]).await;
         res?;
-        while let Some(buf) = conn.read().await? {
-            let (res, _) = conn.write_all(buf).await;
-            res?;
-        }
-        conn.shutdown_write()
+        echo(conn).await
     }
+
+    async fn serve_moved(&self, conn: Connection, _: MovedState) -> std::io::Result<()> {
+        echo(conn).await
+    }
+}
+
+async fn echo(mut conn: Connection) -> std::io::Result<()> {
+    while let Some(buf) = conn.read().await? {
+        if let Some(core) = move_wanted() {
+            match move_connection(conn, core, buf.to_vec(), ()).await {
+                MoveOutcome::Moved => return Ok(()),
+                MoveOutcome::Stayed { conn: stayed, .. } => conn = stayed,
+                MoveOutcome::Closed(e) => return Err(e),
+            }
+            continue;
+        }
+        let (res, _) = conn.write_all(buf).await;
+        res?;
+    }
+    conn.shutdown_write()
+}
+
+/// How connections are placed.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Hash,
+    Steer,
+    Move,
 }
 
 struct Options {
@@ -68,13 +100,21 @@ fn options() -> Options {
     o
 }
 
-fn start(addr: SocketAddr, backend: Backend, steering: Steering) -> ServerHandle {
-    Server::builder()
+fn start(addr: SocketAddr, backend: Backend, mode: Mode) -> ServerHandle {
+    let mut builder = Server::builder()
         .address(addr)
         .cores([0, 1])
         .backend(backend)
-        .steering(steering)
-        .stall_threshold(None)
+        .steering(if mode == Mode::Steer {
+            Steering::Load
+        } else {
+            Steering::Off
+        })
+        .stall_threshold(None);
+    if mode == Mode::Move {
+        builder = builder.move_connections(MovePolicy::default());
+    }
+    builder
         .start(|core| CoreTag(core.index as u8))
         .expect("start")
 }
@@ -151,11 +191,7 @@ fn cpu(server: &ServerHandle) -> Vec<f64> {
 fn main() {
     let o = options();
     // Ports the hash puts on core 0 of a two-core server on this port.
-    let probe = start(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        o.backend,
-        Steering::Off,
-    );
+    let probe = start(SocketAddr::from(([127, 0, 0, 1], 0)), o.backend, Mode::Hash);
     let addr = probe.local_addr();
     let mut ports = HashSet::new();
     while ports.len() < o.heavy {
@@ -173,20 +209,21 @@ fn main() {
         o.backend, o.heavy, o.secs
     );
     println!(
-        "{:<8} {:>4} {:>14} {:>12}  heavy on cores",
-        "mode", "run", "cpu max/mean", "trips/s"
+        "{:<8} {:>4} {:>14} {:>12} {:>6}  heavy opened on cores",
+        "mode", "run", "cpu max/mean", "trips/s", "moves"
     );
     for round in 0..o.runs {
-        for steering in [Steering::Off, Steering::Load] {
-            let server = start(addr, o.backend, steering);
+        for mode in [Mode::Hash, Mode::Steer, Mode::Move] {
+            let server = start(addr, o.backend, mode);
             thread::sleep(Duration::from_millis(300));
             let (skew, rate, cores) = run(&server, &ports, o.secs);
-            let name = if steering == Steering::Off {
-                "hash"
-            } else {
-                "steer"
+            let name = match mode {
+                Mode::Hash => "hash",
+                Mode::Steer => "steer",
+                Mode::Move => "move",
             };
-            println!("{name:<8} {round:>4} {skew:>14.2} {rate:>12.0}  {cores:?}");
+            let moves: u64 = server.stats().iter().map(|c| c.moved_in).sum();
+            println!("{name:<8} {round:>4} {skew:>14.2} {rate:>12.0} {moves:>6}  {cores:?}");
             server.shutdown();
             server.join().expect("join");
         }

@@ -67,7 +67,7 @@ fn two_cores(
         builder = builder.tls(tls);
     }
     let server = builder
-        .start(move |_| HttpHandler::with_config(WhereAmI, config.clone()))
+        .start(move |_| HttpHandler::with_config(WhereAmI, config))
         .expect("start");
     check_backend(&server, backend);
     Some(server)

@@ -95,12 +95,14 @@ pub(crate) fn decide(busy: &[f64], me: usize, margin: f64) -> Option<usize> {
 pub(crate) fn spawn(policy: MovePolicy) {
     let (me, shared, peers) = context::with_core(|core| {
         let shared = core.shared.clone();
-        let peers: Vec<Arc<CoreStats>> = (0..shared.peer_count())
-            .filter_map(|i| shared.peer(i).map(|peer| peer.stats.clone()))
+        let peers: Option<Vec<Arc<CoreStats>>> = (0..shared.peer_count())
+            .map(|i| shared.peer(i).map(|peer| peer.stats.clone()))
             .collect();
-        (shared.index(), shared, peers)
+        (shared.index(), shared, peers.unwrap_or_default())
     });
-    if peers.len() < 2 {
+    // A lone core has nowhere to move to; a peer gone already (a core
+    // that failed to start) leaves the server stopping.
+    if peers.len() < 2 || me >= peers.len() {
         return;
     }
     crate::executor::current::with_executor(|executor| {
