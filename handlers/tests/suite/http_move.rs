@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use percore::tls::{self, rustls};
-use percore::{Server, ServerHandle};
+use percore::{MovePolicy, Server, ServerHandle};
 use percore_handlers::http::{Config, HttpHandler, Request, Response, Service};
 use percore_test_kit::http::{get, Client};
 use percore_test_kit::*;
@@ -50,6 +50,16 @@ fn two_cores(
     config: Config,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> Option<ServerHandle> {
+    moving_cores(backend, config, tls, None)
+}
+
+/// [`two_cores`], with the moving policy `policy` on.
+fn moving_cores(
+    backend: Backend,
+    config: Config,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    policy: Option<MovePolicy>,
+) -> Option<ServerHandle> {
     let cores: Vec<usize> = percore::runtime::cpus::available()
         .into_iter()
         .take(2)
@@ -65,6 +75,9 @@ fn two_cores(
         .stall_threshold(None);
     if let Some(tls) = tls {
         builder = builder.tls(tls);
+    }
+    if let Some(policy) = policy {
+        builder = builder.move_connections(policy);
     }
     let server = builder
         .start(move |_| HttpHandler::with_config(WhereAmI, config))
@@ -280,6 +293,71 @@ backend_tests! {
         assert_eq!(sum(&stats, |s| s.moved_in), 3);
         assert_eq!(sum(&stats, |s| s.requests), 34);
         assert_eq!(sum(&stats, |s| s.tls_handshakes), 1, "no second handshake");
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// The policy, not an order: busy connections all on one core (those
+    /// of a dozen that the hash put on core 0) make it hot while core 1
+    /// idles, and it moves some of them there; the requests of every
+    /// connection are answered once, in order, and both cores count
+    /// requests. What the test waits for is a count of moves, not a time.
+    fn the_policy_moves_busy_connections(backend) {
+        let policy = MovePolicy::default()
+            .interval(Duration::from_millis(100))
+            .margin(0.05)
+            .per_interval(2);
+        let Some(server) = moving_cores(backend, Config::default(), None, Some(policy)) else {
+            return;
+        };
+        let addr = server.local_addr();
+        let mut busy = Vec::new();
+        while busy.len() < 4 {
+            let mut client = Client::connect(addr);
+            if core_in(&client.roundtrip(&get("/hello")).body) == 0 {
+                busy.push(client);
+            }
+        }
+        let moved = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for (id, mut client) in busy.into_iter().enumerate() {
+                let moved = &moved;
+                scope.spawn(move || {
+                    let mut n = 0u64;
+                    // Busy until the moves are counted, and some after.
+                    let mut after = 0;
+                    while after < 200 {
+                        let path = format!("/c{id}/{n}");
+                        let body = client.roundtrip(&get(&path)).body;
+                        assert_eq!(&body[..body.len() - 5], path.as_bytes(), "once, in order");
+                        n += 1;
+                        if moved.load(std::sync::atomic::Ordering::Relaxed) {
+                            after += 1;
+                        }
+                    }
+                });
+            }
+            wait_until(
+                Duration::from_secs(60),
+                "the policy to move a connection to core 1",
+                || server.stats(),
+                |cores| cores[1].moved_in > 0,
+            );
+            moved.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let stats = wait_until(
+            Duration::from_secs(60),
+            "core 0 to count its moves out",
+            || server.stats(),
+            |cores| cores[0].moved_out > 0,
+        );
+        assert!(stats[1].requests > 0, "core 1 served some: {stats:?}");
+        println!(
+            "moves: {:?} in, {:?} out; requests {:?}",
+            stats.iter().map(|s| s.moved_in).collect::<Vec<_>>(),
+            stats.iter().map(|s| s.moved_out).collect::<Vec<_>>(),
+            stats.iter().map(|s| s.requests).collect::<Vec<_>>()
+        );
         server.shutdown();
         server.join().expect("join");
     }
