@@ -44,6 +44,11 @@ impl Handler for MovingEcho {
 /// A two-core echo server on `127.0.0.1:0`; `None` (skipped) on a
 /// machine with one CPU.
 fn two_cores(backend: Backend, drain: Duration) -> Option<ServerHandle> {
+    limited(backend, drain, 10_000)
+}
+
+/// [`two_cores`] with `max` connections per core.
+fn limited(backend: Backend, drain: Duration, max: usize) -> Option<ServerHandle> {
     let cores: Vec<usize> = percore::runtime::cpus::available()
         .into_iter()
         .take(2)
@@ -55,6 +60,7 @@ fn two_cores(backend: Backend, drain: Duration) -> Option<ServerHandle> {
     let server = builder(backend)
         .cores(cores)
         .drain_timeout(drain)
+        .max_connections(max)
         .start(|_| MovingEcho)
         .expect("start");
     check_backend(&server, backend);
@@ -148,6 +154,46 @@ backend_tests! {
         assert_eq!(sum(&stats, |s| s.moved_in), 0);
         assert_eq!(stats[on].active, 1);
         drop(stream);
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// A core at its connection limit refuses a connection moved to it:
+    /// the connection stays, with the bytes read for the move given back
+    /// to it, and goes on echoing where it was; the refusal is counted.
+    fn a_move_to_a_full_core_stays(backend) {
+        let Some(server) = limited(backend, Duration::from_secs(10), 1) else { return };
+        let addr = server.local_addr();
+        let mut first = connect(addr);
+        roundtrip(&mut first, b"hello");
+        let on = core_of_the_connection(&server);
+        // One connection on the other core too: connections until the
+        // hash puts one there (those it puts on the full core wait in its
+        // backlog; 64 all there has a chance of 2^-64).
+        let mut others = Vec::new();
+        wait_until(
+            Duration::from_secs(60),
+            "a connection on the other core",
+            || {
+                if others.len() < 64 {
+                    others.push(connect(addr));
+                }
+                server.stats()
+            },
+            |cores| cores[1 - on].active == 1,
+        );
+        assert!(server.move_connections(on, 1 - on, 1));
+        roundtrip(&mut first, b"stays where it is");
+        roundtrip(&mut first, b"and goes on");
+        let stats = wait_until(
+            Duration::from_secs(60),
+            "the refusal to be counted",
+            || server.stats(),
+            |cores| cores[on].moves_refused == 1,
+        );
+        assert_eq!(sum(&stats, |s| s.moved_in), 0);
+        assert_eq!(stats[on].active, 1);
+        drop((first, others));
         server.shutdown();
         server.join().expect("join");
     }

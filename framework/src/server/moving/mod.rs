@@ -204,13 +204,13 @@ pub async fn move_connection<T: Send + 'static>(
     };
     let (handoff, reply) = handoff::handoff(parcel);
     let message: Message = Box::new(move || adopt(handoff));
-    if let Err(PushError::Full(message) | PushError::Closed(message)) =
-        target.side().send(message, None)
-    {
-        // Dropped unrun: the hand-off answers with the connection, and a
-        // full mailbox says so (a closed one leaves the default).
-        drop(message);
-    }
+    // A message that is not queued is dropped here, unrun: its hand-off
+    // answers with the connection at once.
+    let unsent = match target.side().send(message, None) {
+        Ok(()) => None,
+        Err(PushError::Full(_)) => Some(MoveRefusal::MailboxFull),
+        Err(PushError::Closed(_)) => Some(MoveRefusal::Stopping),
+    };
     drop(target);
     match poll_fn(|cx| reply.poll_recv(cx)).await {
         Some(Reply::Taken) => {
@@ -218,7 +218,12 @@ pub async fn move_connection<T: Send + 'static>(
             tracing::debug!(fd, from = here, to = core, "connection moved");
             MoveOutcome::Moved
         }
-        Some(Reply::Returned(parcel)) => back(parcel, core),
+        Some(Reply::Returned(mut parcel)) => {
+            if let Some(why) = unsent {
+                parcel.why = why;
+            }
+            back(parcel, core)
+        }
         None => closed(io::Error::other(
             "the target core panicked while it took a moved connection",
         )),
