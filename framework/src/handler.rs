@@ -88,6 +88,12 @@ pub trait Handler: 'static {
     ///         self.serve(conn).await
     ///     }
     /// }
+    ///
+    /// fn main() -> std::io::Result<()> {
+    ///     percore::Server::builder()
+    ///         .move_connections(percore::MovePolicy::default())
+    ///         .serve(|_core| Echo)
+    /// }
     /// ```
     fn serve_moved(
         &self,
