@@ -25,7 +25,8 @@ use crate::driver::uring::Retained;
 /// received to `out`; ready once the kernel is done with the socket.
 ///
 /// An end of stream or an error it met is not reported: the socket
-/// reports it again to the next receive, wherever that is.
+/// reports its end again to the next receive, wherever that is (a reset
+/// as an end of stream).
 pub(crate) fn poll_detach(
     fd: &SharedFd,
     io: &SocketIo,
