@@ -262,6 +262,29 @@ backend_tests! {
         server.join().expect("join");
     }
 
+    /// A moved connection is no new one: its idle timeout (a minute),
+    /// not the head timeout of a new connection (a fifth of a second),
+    /// bounds the wait for its next request on the other core.
+    fn a_moved_connection_keeps_its_idle_timeout(backend) {
+        let mut config = Config::default();
+        config.head_timeout = Duration::from_millis(200);
+        config.idle_timeout = Duration::from_secs(60);
+        let Some(server) = two_cores(backend, config, None) else { return };
+        let mut client = Client::connect(server.local_addr());
+        let here = core_in(&client.roundtrip(&get("/1")).body);
+        // Ordered while `/gate` is served: it moves right after it.
+        through_the_gate(&server, here, &mut |bytes| {
+            client.send(bytes);
+        }, "", b"");
+        assert_eq!(client.response().body, on("/gate", here));
+        wait_moved(&server, 1 - here, 1);
+        // Idle for five head timeouts: a new connection would be closed.
+        std::thread::sleep(Duration::from_secs(1));
+        assert_eq!(client.roundtrip(&get("/3")).body, on("/3", 1 - here));
+        server.shutdown();
+        server.join().expect("join");
+    }
+
     /// Over TLS: the session moves with the connection, with the
     /// records of pipelined requests received by the kernel and not yet
     /// decrypted; each request is answered once, in order, on the other
@@ -307,7 +330,11 @@ backend_tests! {
             .interval(Duration::from_millis(100))
             .margin(0.05)
             .per_interval(2);
-        let Some(server) = moving_cores(backend, Config::default(), None, Some(policy)) else {
+        // As many requests per connection as the wait for the moves
+        // takes, on a loaded machine.
+        let mut config = Config::default();
+        config.max_requests = u32::MAX;
+        let Some(server) = moving_cores(backend, config, None, Some(policy)) else {
             return;
         };
         let addr = server.local_addr();

@@ -81,6 +81,8 @@ pub(crate) struct Carried {
     served: u32,
     /// When the last request may start ([`Config::max_age`]).
     retire_at: Instant,
+    /// When it closes if no request comes: its idle timeout runs on.
+    idle_at: Instant,
 }
 
 /// The buffers an exchange lends its request and response. The core
@@ -150,13 +152,17 @@ impl State {
         Carried {
             served: self.served,
             retire_at: self.retire_at.instant(),
+            idle_at: self.idle_deadline.instant(),
         }
     }
 
-    /// Takes up what a connection that moved here carried.
+    /// Takes up what a connection that moved here carried: it is no new
+    /// connection, so its idle timeout, not the head timeout, bounds the
+    /// wait for its next request.
     pub(super) fn arrived(&mut self, moved: Carried) {
         self.served = moved.served;
         self.retire_at = Moment::from(moved.retire_at);
+        self.idle_deadline = Moment::from(moved.idle_at);
     }
 
     /// The deadline of the next read: the head timeout of a head begun,
