@@ -214,6 +214,7 @@ mod response;
 pub mod router;
 mod service;
 mod stats;
+pub(crate) mod tunnel;
 mod upgrade;
 mod wire;
 
@@ -229,4 +230,4 @@ pub use response::Response;
 pub use router::{RouteError, Routed, Router, Routes};
 pub use service::Service;
 pub use stats::{HttpStats, HttpStatsReader};
-pub use upgrade::Upgraded;
+pub use upgrade::{Chunk, Upgraded};

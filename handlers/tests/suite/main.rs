@@ -61,6 +61,8 @@ mod ws_conformance;
 mod ws_deflate;
 #[cfg(feature = "ws-deflate")]
 mod ws_deflate_python;
+mod ws_h2;
+mod ws_h2_tls;
 mod ws_limits;
 mod ws_metrics;
 mod ws_python;

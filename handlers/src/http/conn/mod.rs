@@ -76,6 +76,7 @@ use super::request::{BodyEnd, BodyReader, Request};
 use super::response::Response;
 use super::service::Service;
 use super::stats::Reason;
+use super::tunnel::Tunnel;
 use super::upgrade::{OnUpgrade, Upgraded, UpgradedFuture};
 
 /// Output above this is sent before more pipelined requests are processed,
@@ -171,7 +172,7 @@ fn serve_from<S: Service>(
 fn hand_over<S>(conn: Conn<'_, S>, (then, read): (OnUpgrade, Vec<u8>)) -> UpgradedFuture {
     let Conn { wire, stop, .. } = conn;
     drop(stop);
-    then(Upgraded::new(wire.into_conn(), read))
+    then(Upgraded::new(Tunnel::H1(wire.into_conn()), read))
 }
 
 /// Moves `conn` to core `core` with what its next requests need: the
@@ -351,13 +352,15 @@ fn serve_turn<'a, S: Service>(
 }
 
 /// Whether the core is too far behind to take a new request: its last
-/// loop turn ran longer than `bound`. The first call on a core makes its
+/// loop turn ran longer than `bound`, or this turn has (its requests were
+/// read when it began, so each has waited at least that long, and the
+/// ones behind it longer still). The first call on a core makes its
 /// turns measure themselves (a cell set again on each call: cheaper than
 /// asking whether it was).
 #[inline]
 fn overloaded(bound: std::time::Duration) -> bool {
     percore::track_queue_delay();
-    percore::queue_delay() > bound
+    percore::queue_delay() > bound || percore::time::now().elapsed() > bound
 }
 
 /// How a turn ended: the connection goes on as [`Next`] says, or is over

@@ -14,10 +14,12 @@
 //! hands over with the bytes it read ([`is_preface`]).
 
 mod body;
+mod connect;
 mod flood;
 pub(crate) mod io;
 mod out;
 mod stream;
+mod tunnel;
 
 use std::future::{poll_fn, Future};
 use std::io as stdio;
@@ -34,6 +36,7 @@ pub(crate) use body::StreamBody;
 use flood::FloodGuard;
 use io::Io;
 pub(crate) use out::StreamOut;
+pub(crate) use tunnel::H2Tunnel;
 
 /// The client's connection preface (RFC 9113 §3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -92,6 +95,11 @@ async fn serve_connection<S: Service>(
         .max_send_buffer_size(limits.send_buffer)
         .max_pending_accept_reset_streams(limits.pending_resets)
         .max_local_error_reset_streams(Some(limits.error_resets));
+    if limits.connect_protocol {
+        // SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441 §3): WebSockets and
+        // other upgrades by extended CONNECT.
+        builder.enable_connect_protocol();
+    }
     let guard = FloodGuard::new(limits.flood_allowance);
     let handshake =
         builder.handshake::<_, bytes::Bytes>(Io::new(conn, read, &guard, PREFACE.len()));
@@ -109,6 +117,8 @@ async fn serve_connection<S: Service>(
     let mut idle = Box::pin(percore::time::sleep(config.idle_timeout));
     let mut busy = false;
     let mut cut = false;
+    // `h2` ended the connection: no more frames either way.
+    let mut closed = false;
     let served = poll_fn(|cx| loop {
         if !cut && guard.flooded() {
             // FAULTS L3: frames that carry nothing, far beyond the
@@ -156,13 +166,30 @@ async fn serve_connection<S: Service>(
                 .reset(percore::time::now() + config.idle_timeout);
             continue;
         }
+        if closed {
+            // The streams' tasks finish what follows their frames (a
+            // WebSocket's count, an access-log line), for the linger
+            // timeout at most: a service still waiting then is dropped.
+            let lingered = idle.as_mut().poll(cx).is_ready();
+            return if streams.is_empty() || lingered {
+                Poll::Ready(Ok(()))
+            } else {
+                Poll::Pending
+            };
+        }
         match h2.poll_accept(cx) {
             Poll::Ready(Some(Ok((request, respond)))) => {
                 streams.push(stream::serve(layer, peer, request, respond));
                 busy = true;
             }
             Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
-            Poll::Ready(None) => return Poll::Ready(Ok(())),
+            // Every stream's frames are done (after a GOAWAY, say):
+            // their tasks may still have work after them.
+            Poll::Ready(None) => {
+                closed = true;
+                idle.as_mut()
+                    .reset(percore::time::now() + config.linger_timeout);
+            }
             Poll::Pending => return Poll::Pending,
         }
     })

@@ -34,6 +34,11 @@ impl StreamOut {
         }
     }
 
+    /// The stream's sending half, once the head went out.
+    pub(super) fn into_send(self) -> Option<SendStream<Bytes>> {
+        self.send
+    }
+
     /// Whether the client reset the stream or the connection broke.
     pub(crate) fn failed(&self) -> bool {
         self.failed
