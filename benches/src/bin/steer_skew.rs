@@ -1,6 +1,7 @@
 //! `steer_skew`: a skewed load on a two-core echo server, placed by the
-//! kernel's `SO_REUSEPORT` hash and by steering ([`Steering::Load`]),
-//! alternated in one run.
+//! kernel's `SO_REUSEPORT` hash, by steering ([`Steering::Load`]), and
+//! by the hash with live connections moved ([`MovePolicy`]), alternated
+//! in one run.
 //!
 //! A few heavy connections (ping-pong of 64 bytes as fast as they can)
 //! come from local ports the hash puts on core 0, opened 300 ms apart, so
@@ -8,8 +9,10 @@
 //! (one round trip each every millisecond, round robin) from any port.
 //! Measured over `--secs` once all are open: each core's CPU time (the
 //! max ÷ mean of the two: 1.0 is even, 2.0 is one core doing all) and
-//! the round trips per second. What it does not show: steering places
-//! connections when they open; it never moves one already open.
+//! the round trips per second, and the connections moved. Steering
+//! places connections when they open; moving (the `move` mode) takes
+//! open ones from a hot core to an idle one at a boundary between a read
+//! and its echo.
 //!
 //! Beside percore, the same clients against tokio's echo servers on the
 //! same two CPUs: `tokio-ct`, a current-thread runtime per CPU each with
@@ -21,7 +24,7 @@
 //!
 //! ```text
 //! steer_skew [--runs 2] [--secs 3] [--heavy 4] [--backend uring|epoll]
-//!            [--modes hash,steer,tokio-ct,tokio-mt]
+//!            [--modes hash,steer,move,tokio-ct,tokio-mt]
 //! ```
 
 use std::collections::HashSet;
@@ -31,25 +34,46 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use percore::{Backend, Connection, Handler, Server, ServerHandle, Steering};
+use percore::{
+    move_connection, move_wanted, Backend, Connection, Handler, MoveOutcome, MovePolicy,
+    MovedState, Server, ServerHandle, Steering,
+};
 use percore_benches::server::{ServerControl, Service, Supplies};
 use percore_benches::target::Target;
 use percore_benches::{sys, tokio_servers};
 use percore_test_kit::connect_from;
 
-/// Tells the client its core's index, then echoes.
+/// Tells the client its core's index, then echoes; moves its connection
+/// when its core asks (only the `move` mode's policy does), between a
+/// read and its echo.
 struct CoreTag(u8);
 
 impl Handler for CoreTag {
     async fn serve(&self, conn: Connection) -> std::io::Result<()> {
         let (res, _) = conn.write_all(vec![self.0]).await;
         res?;
-        while let Some(buf) = conn.read().await? {
-            let (res, _) = conn.write_all(buf).await;
-            res?;
-        }
-        conn.shutdown_write()
+        echo(conn).await
     }
+
+    async fn serve_moved(&self, conn: Connection, _: MovedState) -> std::io::Result<()> {
+        echo(conn).await
+    }
+}
+
+async fn echo(mut conn: Connection) -> std::io::Result<()> {
+    while let Some(buf) = conn.read().await? {
+        if let Some(core) = move_wanted() {
+            match move_connection(conn, core, buf.to_vec(), ()).await {
+                MoveOutcome::Moved => return Ok(()),
+                MoveOutcome::Stayed { conn: stayed, .. } => conn = stayed,
+                MoveOutcome::Closed(e) => return Err(e),
+            }
+            continue;
+        }
+        let (res, _) = conn.write_all(buf).await;
+        res?;
+    }
+    conn.shutdown_write()
 }
 
 struct Options {
@@ -61,7 +85,7 @@ struct Options {
 }
 
 /// The modes a run alternates, in this order.
-const MODES: [&str; 4] = ["hash", "steer", "tokio-ct", "tokio-mt"];
+const MODES: [&str; 5] = ["hash", "steer", "move", "tokio-ct", "tokio-mt"];
 
 fn options() -> Options {
     let mut o = Options {
@@ -102,8 +126,7 @@ impl Subject {
     fn start(mode: &str, addr: SocketAddr, backend: Backend) -> Subject {
         let (cpus, none) = ([0, 1], Supplies::default());
         let (control, prefix) = match mode {
-            "hash" => return Subject::Percore(start(addr, backend, Steering::Off)),
-            "steer" => return Subject::Percore(start(addr, backend, Steering::Load)),
+            "hash" | "steer" | "move" => return Subject::Percore(start(addr, backend, mode)),
             "tokio-ct" => (
                 tokio_servers::start_ct_at(addr, Service::Echo, &cpus, &none),
                 "tokio-ct",
@@ -139,6 +162,14 @@ impl Subject {
         matches!(self, Subject::Percore(_))
     }
 
+    /// Connections moved between cores so far (`None`: no moves here).
+    fn moves(&self) -> Option<u64> {
+        match self {
+            Subject::Percore(server) => Some(server.stats().iter().map(|c| c.moved_in).sum()),
+            Subject::Tokio(..) => None,
+        }
+    }
+
     /// Each core's CPU seconds so far.
     fn cpu(&self) -> Vec<f64> {
         match self {
@@ -161,13 +192,22 @@ impl Subject {
     }
 }
 
-fn start(addr: SocketAddr, backend: Backend, steering: Steering) -> ServerHandle {
-    Server::builder()
+/// A percore server in `mode`: `hash`, `steer` or `move`.
+fn start(addr: SocketAddr, backend: Backend, mode: &str) -> ServerHandle {
+    let mut builder = Server::builder()
         .address(addr)
         .cores([0, 1])
         .backend(backend)
-        .steering(steering)
-        .stall_threshold(None)
+        .steering(if mode == "steer" {
+            Steering::Load
+        } else {
+            Steering::Off
+        })
+        .stall_threshold(None);
+    if mode == "move" {
+        builder = builder.move_connections(MovePolicy::default());
+    }
+    builder
         .start(|core| CoreTag(core.index as u8))
         .expect("start")
 }
@@ -248,11 +288,7 @@ fn cpu(server: &ServerHandle) -> Vec<f64> {
 fn main() {
     let o = options();
     // Ports the hash puts on core 0 of a two-core server on this port.
-    let probe = start(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        o.backend,
-        Steering::Off,
-    );
+    let probe = start(SocketAddr::from(([127, 0, 0, 1], 0)), o.backend, "hash");
     let addr = probe.local_addr();
     let mut ports = HashSet::new();
     while ports.len() < o.heavy {
@@ -270,8 +306,8 @@ fn main() {
         o.backend, o.heavy, o.secs
     );
     println!(
-        "{:<8} {:>4} {:>14} {:>12}  heavy on cores",
-        "mode", "run", "cpu max/mean", "trips/s"
+        "{:<8} {:>4} {:>14} {:>12} {:>6}  heavy opened on cores",
+        "mode", "run", "cpu max/mean", "trips/s", "moves"
     );
     for round in 0..o.runs {
         for name in &o.modes {
@@ -283,7 +319,8 @@ fn main() {
             } else {
                 "-".to_string()
             };
-            println!("{name:<8} {round:>4} {skew:>14.2} {rate:>12.0}  {cores}");
+            let moves = server.moves().map_or("-".to_string(), |n| n.to_string());
+            println!("{name:<8} {round:>4} {skew:>14.2} {rate:>12.0} {moves:>6}  {cores}");
             server.stop();
         }
     }

@@ -16,6 +16,7 @@
 
 mod endpoint;
 mod listener;
+pub(crate) mod moved;
 pub(crate) mod secure;
 mod socket;
 mod stream;

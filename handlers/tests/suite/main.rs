@@ -37,6 +37,7 @@ mod http_faults;
 mod http_flood;
 mod http_flush_edges;
 mod http_json;
+mod http_move;
 mod http_refusal;
 mod http_route_stall;
 mod http_router;

@@ -58,7 +58,7 @@ use std::future::Future;
 use std::io;
 use std::pin::pin;
 
-use percore::Connection;
+use percore::{Connection, MoveOutcome};
 
 use access::Exchange;
 use close::quiet;
@@ -66,6 +66,7 @@ use complete::{after_discard, drains, Outcome};
 use cutoff::Cutoff;
 use pooled::Pooled;
 use slots::Slots;
+pub(super) use state::Carried;
 use state::{names_head, Buffers, Conn, LentBuffers, Read, State, Turn};
 use unwind::CatchUnwind;
 
@@ -91,10 +92,32 @@ pub(super) fn serve<S: Service>(
     layer: &Layer<S>,
     conn: Connection,
 ) -> impl Future<Output = io::Result<()>> + '_ {
+    serve_from(layer, conn, None)
+}
+
+/// [`serve`] for a connection that another core moved here, with what it
+/// carried (`None`: a new connection, or state that did not come).
+pub(super) fn serve_moved<S: Service>(
+    layer: &Layer<S>,
+    conn: Connection,
+    moved: Option<Carried>,
+) -> impl Future<Output = io::Result<()>> + '_ {
+    serve_from(layer, conn, moved)
+}
+
+/// [`serve`], from the state a move carried if there is one.
+fn serve_from<S: Service>(
+    layer: &Layer<S>,
+    conn: Connection,
+    moved: Option<Carried>,
+) -> impl Future<Output = io::Result<()>> + '_ {
     let config = &layer.config;
     let started = percore::time::now();
     let conn = Conn::new(layer, conn, started);
     let mut state = State::new(config, started);
+    if let Some(moved) = moved {
+        state.arrived(moved);
+    }
     async move {
         // The loop ends in a close or a result. The close's wait is after
         // it: awaited inside, it would keep the read's or the turn's
@@ -116,7 +139,12 @@ pub(super) fn serve<S: Service>(
             // pooled allocation that owns the turn: an idle connection's
             // future holds no room for an exchange's states or a turn.
             match Pooled::with(|| serve_turn(&conn, &mut state, turn)).await {
-                Ended::Turn(Next::Read | Next::Partial) => {}
+                Ended::Turn(Next::Read | Next::Partial) => {
+                    // A request boundary: every answer is written.
+                    if let Some(core) = percore::move_wanted() {
+                        break Exit::Move(core);
+                    }
+                }
                 Ended::Turn(Next::Close) => break Exit::Close,
                 Ended::Turn(Next::Abort) => break Exit::Done(Ok(())),
                 Ended::Connection(result) => break Exit::Done(result),
@@ -126,6 +154,7 @@ pub(super) fn serve<S: Service>(
         match ended {
             Exit::Done(result) => result,
             Exit::Close => Pooled::with(|| conn.close()).await,
+            Exit::Move(core) => move_out(conn, state, core).await,
             Exit::Upgrade(handover) => {
                 // The connection leaves HTTP: its task runs the new
                 // protocol on the stream, with what was read past the
@@ -146,6 +175,29 @@ fn hand_over<S>(conn: Conn<'_, S>, (then, read): (OnUpgrade, Vec<u8>)) -> Upgrad
     then(Upgraded::new(Tunnel::H1(wire.into_conn()), read))
 }
 
+/// Moves `conn` to core `core` with what its next requests need: the
+/// bytes of a head begun, the requests it served, when it retires. One
+/// that stays is served on here. Boxed: the connection's future holds a
+/// pointer for it, and a move is rare.
+fn move_out<'a, S: Service>(
+    conn: Conn<'a, S>,
+    mut state: State,
+    core: usize,
+) -> std::pin::Pin<Box<dyn Future<Output = io::Result<()>> + 'a>> {
+    let Conn { layer, wire, stop } = conn;
+    drop(stop);
+    let unread = std::mem::take(&mut state.carry);
+    let carried = state.carried();
+    drop(state);
+    Box::pin(async move {
+        match percore::move_connection(wire.into_conn(), core, unread, carried).await {
+            MoveOutcome::Moved => Ok(()),
+            MoveOutcome::Stayed { conn, state, .. } => serve_from(layer, conn, Some(state)).await,
+            MoveOutcome::Closed(e) => Err(e),
+        }
+    })
+}
+
 /// How a connection's loop ended.
 enum Exit {
     /// With this result.
@@ -154,6 +206,8 @@ enum Exit {
     Close,
     /// With an upgrade (see [`Ended::Upgrade`]).
     Upgrade(Box<(OnUpgrade, Vec<u8>)>),
+    /// At a request boundary, to move to this core.
+    Move(usize),
 }
 
 /// Serves the requests of one read, in order, one exchange each, and
@@ -479,10 +533,12 @@ mod tests {
     /// key in 8 bytes, 448; with the turn owned by its pooled future and
     /// the close awaited after the loop, 352; with the deadlines in
     /// 8 bytes each ([`moment`]), 320; with an upgrade's hand-over (a
-    /// boxed exit and the boxed protocol's future), 344 (debug builds):
-    /// the connection's `Conn` and `State` and the wait of a read. The
-    /// bound leaves room for compilers to lay it out otherwise, not for an
-    /// exchange, a write, a turn or another inline address to come back.
+    /// boxed exit and the boxed protocol's future), 344; with the pointer
+    /// in the stream to the bytes a connection moved from another core
+    /// brings, 352 (debug builds): the connection's `Conn` and `State`
+    /// and the wait of a read. The bound leaves room for compilers to lay
+    /// it out otherwise, not for an exchange, a write, a turn or another
+    /// inline address to come back.
     #[test]
     fn an_idle_connection_holds_no_exchange() {
         let size = future_size(serve::<HttpEcho>);
@@ -495,6 +551,6 @@ mod tests {
             std::mem::size_of::<State>(),
             std::mem::size_of::<Buffers>()
         );
-        assert!(size <= 352, "the connection's future is {size} bytes");
+        assert!(size <= 360, "the connection's future is {size} bytes");
     }
 }
