@@ -230,14 +230,14 @@ fn round_trip(stream: &mut TcpStream, buf: &mut [u8; 64]) {
 
 /// One measured run: (max ÷ mean CPU, round trips/s, the heavy ones'
 /// cores).
-fn run(server: &Subject, ports: &[u16], secs: u64) -> (f64, f64, Vec<u8>) {
+fn run(server: &Subject, ports: &[u16], heavy: usize, secs: u64) -> (f64, f64, Vec<u8>) {
     let (addr, tags) = (server.addr(), server.tags());
     let stop = AtomicBool::new(false);
     let trips = AtomicU64::new(0);
     let mut light: Vec<TcpStream> = (0..12)
         .map(|_| tagged(TcpStream::connect(addr).expect("connect"), tags).0)
         .collect();
-    thread::scope(|s| {
+    let measured = thread::scope(|s| {
         s.spawn(|| {
             let mut buf = [7u8; 64];
             while !stop.load(Relaxed) {
@@ -249,9 +249,16 @@ fn run(server: &Subject, ports: &[u16], secs: u64) -> (f64, f64, Vec<u8>) {
             }
         });
         let mut cores = Vec::new();
-        for &port in ports {
+        let mut free = ports.iter().filter_map(|&port| {
             let from = SocketAddr::from(([127, 0, 0, 1], port));
-            let (mut stream, core) = tagged(connect_from(from, addr).expect("connect_from"), tags);
+            match connect_from(from, addr) {
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => None,
+                connected => Some(connected.expect("connect_from")),
+            }
+        });
+        for _ in 0..heavy {
+            let stream = free.next().expect("a free port hashed to core 0");
+            let (mut stream, core) = tagged(stream, tags);
             cores.push(core);
             let (stop, trips) = (&stop, &trips);
             s.spawn(move || {
@@ -273,7 +280,13 @@ fn run(server: &Subject, ports: &[u16], secs: u64) -> (f64, f64, Vec<u8>) {
         let max = busy.iter().cloned().fold(0.0, f64::max);
         let rate = (trips1 - trips0) as f64 / elapsed.as_secs_f64();
         (max / mean, rate, cores)
-    })
+    });
+    // Reset, not closed: a close would leave their ports in TIME_WAIT,
+    // and the next run's heavy connections may need one of them.
+    for c in light {
+        percore_test_kit::reset(c);
+    }
+    measured
 }
 
 /// Each core's CPU seconds so far.
@@ -290,8 +303,10 @@ fn main() {
     // Ports the hash puts on core 0 of a two-core server on this port.
     let probe = start(SocketAddr::from(([127, 0, 0, 1], 0)), o.backend, "hash");
     let addr = probe.local_addr();
+    // Spares: a port may still be held when a run wants it (a light
+    // connection's ephemeral port, say), and a run then takes the next.
     let mut ports = HashSet::new();
-    while ports.len() < o.heavy {
+    while ports.len() < o.heavy * 8 {
         let (stream, core) = tagged(TcpStream::connect(addr).expect("connect"), true);
         if core == 0 {
             ports.insert(stream.local_addr().expect("local").port());
@@ -313,7 +328,7 @@ fn main() {
         for name in &o.modes {
             let server = Subject::start(name, addr, o.backend);
             thread::sleep(Duration::from_millis(300));
-            let (skew, rate, cores) = run(&server, &ports, o.secs);
+            let (skew, rate, cores) = run(&server, &ports, o.heavy, o.secs);
             let cores = if server.tags() {
                 format!("{cores:?}")
             } else {
