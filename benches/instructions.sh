@@ -16,6 +16,8 @@
 #   benches/instructions.sh target/release/http_echo --backend epoll
 # Environment: DURATION=5 CONNS=10 PORT=18190 TOP=25 (functions listed)
 #   URL_PATH=/ (the path every request asks for, e.g. /users/42)
+#   KEEP=DIR keeps callgrind's dump there as DIR/callgrind.out, for
+#   `callgrind_annotate --inclusive=yes DIR/callgrind.out`
 set -euo pipefail
 
 DURATION=${DURATION:-5}
@@ -61,6 +63,9 @@ kill -KILL "$server" 2>/dev/null || true
 wait "$server" 2>/dev/null || true
 dump=$(ls "$out"/cg.* 2>/dev/null | head -1)
 [[ -n $dump ]] || die "callgrind wrote no dump"
+if [[ -n ${KEEP:-} ]]; then
+    mkdir -p "$KEEP" && cp "$dump" "$KEEP/callgrind.out"
+fi
 
 ! grep -q "Non-2xx" "$out/wrk.txt" || die "$URL_PATH was not answered 2xx: $(cat "$out/wrk.txt")"
 requests=$(awk '/ requests in / { print $1 }' "$out/wrk.txt")
