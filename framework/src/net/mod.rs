@@ -29,7 +29,7 @@ pub(crate) use listener::Acceptor;
 pub use listener::TcpListener;
 pub(crate) use listener::{bind_probe, bind_probe_shared, bind_reuseport};
 pub(crate) use socket::Socket;
-pub use stream::{Read, Stream, WriteAll, WriteAllVectored};
+pub use stream::{Read, Stream, WriteAll, WriteAllVectored, WrittenBehind};
 pub use tcp::TcpStream;
 pub(crate) use udp::bind_udp;
 pub use udp::{Batch, RecvMeta, UdpSocket, MAX_BATCH, MAX_SEGMENTS};

@@ -122,6 +122,64 @@ impl Stream {
         }
     }
 
+    /// Starts sending all of `buf` and returns at once, without waiting
+    /// for the kernel: a *write behind*. On io_uring the core keeps the
+    /// buffer and sends it whole (the rest again after a partial send),
+    /// waking nobody when it succeeds; the writer is polled once per
+    /// answer instead of twice. Collect its end with
+    /// [`written_behind`](Self::written_behind) or
+    /// [`take_written_behind`](Self::take_written_behind), which give an
+    /// emptied buffer back for the next write (the core keeps those of
+    /// writes that went out, so a writer waiting for its peer holds none).
+    ///
+    /// `Err(buf)` when the stream cannot take one, and the caller sends
+    /// `buf` another way ([`write_all`](Self::write_all)): on epoll, on a
+    /// TLS stream, for an empty buffer or one of 4 GiB or more, and while
+    /// an earlier write behind is still out (two sends in flight on one
+    /// socket may go out in either order).
+    ///
+    /// Nothing else orders writes after it: wait for it
+    /// ([`written_behind`](Self::written_behind)) before any other write
+    /// on the stream, and before dropping the stream, which cancels a
+    /// write behind still out (how much of it went out is then unknown).
+    /// No timeout bounds it; the caller's wait for its end does.
+    pub fn write_behind(&self, buf: Vec<u8>) -> Result<(), Vec<u8>> {
+        if self.secure.is_some() {
+            return Err(buf);
+        }
+        op::send_behind::start(&self.socket.fd, &self.socket.io, buf)
+    }
+
+    /// Whether a [`write_behind`](Self::write_behind) is out and its end
+    /// not yet collected.
+    pub fn writing_behind(&self) -> bool {
+        op::send_behind::out(&self.socket.io)
+    }
+
+    /// Waits for the end of the [`write_behind`](Self::write_behind) that
+    /// is out: once every byte went out, an emptied buffer for the next
+    /// write (one the core kept, often the same, or a new one);
+    /// `Ok(None)` when none is out.
+    ///
+    /// # Errors
+    ///
+    /// The send's error (`EPIPE`, `ECONNRESET`, ...), or `WriteZero` if
+    /// the kernel took none of the bytes left.
+    pub fn written_behind(&self) -> WrittenBehind<'_> {
+        WrittenBehind { stream: self }
+    }
+
+    /// The end of the write behind that is out, if it has ended:
+    /// [`written_behind`](Self::written_behind) without the wait. `None`
+    /// while it is under way, or when none is out.
+    pub fn take_written_behind(&self) -> Option<io::Result<Vec<u8>>> {
+        match op::send_behind::poll_end(&self.socket.fd, &self.socket.io, None) {
+            Poll::Ready(Ok(Some(buf))) => Some(Ok(buf)),
+            Poll::Ready(Err(e)) => Some(Err(e)),
+            Poll::Ready(Ok(None)) | Poll::Pending => None,
+        }
+    }
+
     /// Sends all the bytes of several buffers, in order, as gathered
     /// sends (`sendmsg`): a header and a body go out together without
     /// being copied into one buffer. Resumes after partial sends, which
@@ -372,6 +430,21 @@ impl Future for Read<'_> {
             return secure_read(&stream.socket, session, cx);
         }
         op::recv::poll_recv(&stream.socket.fd, &stream.socket.io, cx)
+    }
+}
+
+/// The future of [`Stream::written_behind`].
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct WrittenBehind<'a> {
+    stream: &'a Stream,
+}
+
+impl Future for WrittenBehind<'_> {
+    type Output = io::Result<Option<Vec<u8>>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        op::send_behind::poll_end(&self.stream.socket.fd, &self.stream.socket.io, Some(cx.waker()))
     }
 }
 

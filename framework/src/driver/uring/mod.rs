@@ -114,6 +114,9 @@ pub(crate) struct Driver {
     open_until_submitted: Vec<Rc<OwnedFd>>,
     /// Completion queues of finished multishots, reused by the next ones.
     spare_queues: Vec<CqeQueue>,
+    /// Emptied buffers of writes behind that succeeded, for the next ones:
+    /// a connection that waits for its next request holds none.
+    spare_writes: Vec<Vec<u8>>,
     /// Multishots that received into a ring buffer in this turn while
     /// nothing was queued for them: about the connections that receive.
     receivers: u32,
@@ -126,6 +129,12 @@ pub(crate) struct Driver {
     #[cfg(test)]
     dispatched: Vec<u64>,
 }
+
+/// Spare write-behind buffers kept per core, and the largest kept.
+const SPARE_WRITES: usize = 1024;
+const SPARE_WRITE_MAX: usize = 64 * 1024;
+/// Spare write-behind buffers kept when a quiet core gives memory back.
+const SPARE_WRITES_KEPT: usize = 64;
 
 /// Spare multishot completion queues kept per core.
 const SPARE_QUEUES: usize = 4096;
@@ -289,6 +298,110 @@ impl Driver {
         key
     }
 
+    /// Queues a write behind of the whole of `buf` to `fd`: the driver
+    /// sends the rest after a partial send, and tells its end to
+    /// [`poll_behind`](Self::poll_behind). Nobody is woken when it
+    /// succeeds.
+    ///
+    /// # Safety
+    ///
+    /// `fd` stays open while the slot is `Behind`: its owner releases the
+    /// slot ([`release_behind`](Self::release_behind), which cancels the
+    /// send) before it closes the socket, and keeps the socket open until
+    /// the SQE is submitted.
+    pub(crate) unsafe fn push_behind(&mut self, fd: std::os::fd::RawFd, buf: Vec<u8>) -> OpKey {
+        let sqe = opcode::Send::new(types::Fd(fd), buf.as_ptr(), buf.len() as u32)
+            .flags(libc::MSG_NOSIGNAL)
+            .build();
+        let key = OpKey(self.ops.insert(Op {
+            kind: OpKind::Send,
+            state: OpState::Behind {
+                waker: None,
+                fd,
+                sent: 0,
+                end: 0,
+            },
+            retained: Retained::Behind(buf),
+        }));
+        // SAFETY: the SQE points at the slot's buffer, whose heap bytes
+        // stay in place to the final completion; the fd is this function's
+        // contract.
+        if let Err(errno) = unsafe { self.push_sqe(&sqe.user_data(key.0 as u64)) } {
+            let failed = Cqe {
+                res: -errno,
+                flags: 0,
+            };
+            // SAFETY: a negative result with no flags carries nothing.
+            unsafe { self.dispatch(key.0 as u64, failed) };
+        }
+        key
+    }
+
+    /// The end of `fd`'s write behind in slot `key`: an emptied buffer
+    /// for the next one (a spare, or a new one) once every byte went out,
+    /// or the error that ended it; `Pending` while it is under way, with
+    /// `waker` (if given) woken when it ends. A slot that is no longer
+    /// `fd`'s write behind was removed when it succeeded.
+    pub(crate) fn poll_behind(
+        &mut self,
+        key: OpKey,
+        fd: std::os::fd::RawFd,
+        waker: Option<&std::task::Waker>,
+    ) -> Poll<std::io::Result<Vec<u8>>> {
+        match self.ops.get_mut(key.0) {
+            Some(Op {
+                state:
+                    OpState::Behind {
+                        waker: held,
+                        fd: owner,
+                        end,
+                        ..
+                    },
+                ..
+            }) if *owner == fd => {
+                if *end == 0 {
+                    if let Some(waker) = waker {
+                        match held {
+                            Some(w) if w.will_wake(waker) => {}
+                            _ => *held = Some(waker.clone()),
+                        }
+                    }
+                    return Poll::Pending;
+                }
+                let end = *end;
+                drop(self.remove_op(key.0));
+                Poll::Ready(Err(if end == ops::BEHIND_ZERO {
+                    std::io::ErrorKind::WriteZero.into()
+                } else {
+                    std::io::Error::from_raw_os_error(-end)
+                }))
+            }
+            _ => Poll::Ready(Ok(self.spare_writes.pop().unwrap_or_default())),
+        }
+    }
+
+    /// `fd` lets go of its write behind in slot `key` (see
+    /// [`poll_behind`](Self::poll_behind)): cancelled if it is under way.
+    pub(crate) fn release_behind(&mut self, key: OpKey, fd: std::os::fd::RawFd) -> Option<Retained> {
+        match self.ops.get(key.0) {
+            Some(Op {
+                state: OpState::Behind { fd: owner, .. },
+                ..
+            }) if *owner == fd => self.release(key, Retained::None),
+            _ => None,
+        }
+    }
+
+    /// Keeps the emptied buffer of a write behind that succeeded for the
+    /// next one, up to [`SPARE_WRITES`] of them of at most
+    /// [`SPARE_WRITE_MAX`] bytes; frees it otherwise.
+    fn spare_write(&mut self, mut buf: Vec<u8>) {
+        if self.spare_writes.len() < SPARE_WRITES && buf.capacity() <= SPARE_WRITE_MAX {
+            buf.clear();
+            self.spare_writes.push(buf);
+        }
+    }
+
     /// Collects a single-shot operation's completion and its resources.
     pub(crate) fn poll_op(&mut self, key: OpKey, cx: &mut Context<'_>) -> Poll<(Cqe, Retained)> {
         let Some(op) = self.ops.get_mut(key.0) else {
@@ -443,6 +556,7 @@ impl Driver {
     /// back there.
     pub(crate) fn give_back(&mut self) -> usize {
         self.spare_queues.truncate(SPARE_QUEUES_RESERVED);
+        self.spare_writes.truncate(SPARE_WRITES_KEPT);
         let Some(ring) = &self.buf_ring else {
             return 0;
         };

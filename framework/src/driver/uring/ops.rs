@@ -66,6 +66,9 @@ pub(crate) enum Retained {
     /// What an operation retained from its start, and what its future
     /// handed over when it was dropped: both stay until the completion.
     Both(Box<(Retained, Retained)>),
+    /// The bytes of a write behind (see `op::send_behind`), which the
+    /// driver sends whole.
+    Behind(Vec<u8>),
 }
 
 pub(crate) enum OpState {
@@ -83,9 +86,28 @@ pub(crate) enum OpState {
         /// ending is not an error.
         cancelling: bool,
     },
+    /// A write behind: a send of the whole of the slot's
+    /// [`Retained::Behind`] that the driver carries on after a partial
+    /// completion (from `sent` on, to `fd`), without waking anyone. Once
+    /// every byte went out the slot is removed (its buffer kept as a
+    /// spare); `end` is the error that ended it otherwise (see
+    /// [`BEHIND_ZERO`]), 0 while it is under way. The waker, if its owner
+    /// waits, is woken at the end. `fd` also tells the owner's slot apart
+    /// from another operation's that took its key after it was removed:
+    /// no other open socket has the same descriptor.
+    Behind {
+        waker: Option<Waker>,
+        fd: std::os::fd::RawFd,
+        sent: u32,
+        end: i32,
+    },
     /// The owner is gone; clean up each completion until the final one.
     Orphaned,
 }
+
+/// The `end` of a write behind that the kernel took no byte of (a
+/// zero-length send of a non-empty rest); errors are negative.
+pub(crate) const BEHIND_ZERO: i32 = 1;
 
 pub(crate) struct Op {
     pub(crate) kind: OpKind,
@@ -134,7 +156,12 @@ impl super::Driver {
                 self.orphan(key, extra);
                 None
             }
-            OpState::Waiting(_) => {
+            OpState::Behind { end, .. } if *end != 0 => {
+                let retained = self.remove_op(key.0)?;
+                self.bury(extra);
+                Some(retained)
+            }
+            OpState::Waiting(_) | OpState::Behind { .. } => {
                 self.orphan(key, extra);
                 None
             }
