@@ -269,7 +269,9 @@ impl Driver {
     ) -> OpKey {
         let state = if multishot {
             OpState::Stream {
-                // Empty until a completion comes: then it takes a spare.
+                first: None,
+                // Empty until a second completion waits: then it takes a
+                // spare.
                 queue: CqeQueue::default(),
                 waker: None,
                 ended: false,
@@ -430,6 +432,7 @@ impl Driver {
         let Some(Op {
             state:
                 OpState::Stream {
+                    first,
                     queue,
                     waker,
                     ended,
@@ -440,6 +443,9 @@ impl Driver {
         else {
             unreachable!("poll_stream on a missing or single-shot slot")
         };
+        if let Some(cqe) = first.take() {
+            return Poll::Ready(Some(cqe));
+        }
         if let Some(cqe) = queue.pop_front() {
             // Emptied: its room goes back to the core's spares (or is
             // freed when they are full), so that a connection waiting for

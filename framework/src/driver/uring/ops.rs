@@ -79,6 +79,10 @@ pub(crate) enum OpState {
     /// Multishot: completions queue up until collected. `ended` once a
     /// completion without `F_MORE` arrived.
     Stream {
+        /// The oldest completion not yet collected, when it is the only
+        /// one or older than all in `queue`: a receive that finds its
+        /// reader waiting, the common case, takes no queue.
+        first: Option<Cqe>,
         queue: super::cqe_queue::CqeQueue,
         waker: Option<Waker>,
         ended: bool,
@@ -132,10 +136,16 @@ impl super::Driver {
                 self.bury(extra);
                 Some(retained)
             }
-            OpState::Stream { queue, ended, .. } => {
+            OpState::Stream {
+                first,
+                queue,
+                ended,
+                ..
+            } => {
                 let ended = *ended;
+                let first = first.take();
                 let mut queued = std::mem::take(queue);
-                for cqe in queued.drain() {
+                for cqe in first.into_iter().chain(queued.drain()) {
                     // SAFETY: queued completions were never handed out
                     // (`poll_stream` pops what it hands out), and these are
                     // drained out of the queue.
