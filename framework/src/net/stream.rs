@@ -126,32 +126,50 @@ impl Stream {
     /// for the kernel: a *write behind*. On io_uring the core keeps the
     /// buffer and sends it whole (the rest again after a partial send),
     /// waking nobody when it succeeds; the writer is polled once per
-    /// answer instead of twice. Collect its end with
-    /// [`written_behind`](Self::written_behind) or
-    /// [`take_written_behind`](Self::take_written_behind), which give an
-    /// emptied buffer back for the next write (the core keeps those of
-    /// writes that went out, so a writer waiting for its peer holds none).
+    /// answer instead of twice. The core keeps the buffers of writes
+    /// behind that went out: [`write_buf`](Self::write_buf) hands one out
+    /// for the next, so a writer needs none while it waits for its peer.
     ///
     /// `Err(buf)` when the stream cannot take one, and the caller sends
     /// `buf` another way ([`write_all`](Self::write_all)): on epoll, on a
     /// TLS stream, for an empty buffer or one of 4 GiB or more, and while
-    /// an earlier write behind is still out (two sends in flight on one
-    /// socket may go out in either order).
+    /// an earlier write behind is under way (two sends in flight on one
+    /// socket may go out in either order) or failed: wait for its end, or
+    /// its error, with [`written_behind`](Self::written_behind) (or
+    /// [`take_written_behind`](Self::take_written_behind)), which also
+    /// collects the end of one that went out.
     ///
     /// Nothing else orders writes after it: wait for it
     /// ([`written_behind`](Self::written_behind)) before any other write
     /// on the stream, and before dropping the stream, which cancels a
     /// write behind still out (how much of it went out is then unknown).
     /// No timeout bounds it; the caller's wait for its end does.
+    #[inline]
     pub fn write_behind(&self, buf: Vec<u8>) -> Result<(), Vec<u8>> {
-        if self.secure.is_some() {
+        if !self.takes_write_behind() {
             return Err(buf);
         }
         op::send_behind::start(&self.socket.fd, &self.socket.io, buf)
     }
 
-    /// Whether a [`write_behind`](Self::write_behind) is out and its end
-    /// not yet collected.
+    /// An emptied buffer for the next [`write_behind`](Self::write_behind):
+    /// one the core kept from a write behind that went out (on io_uring),
+    /// or a new one, which allocates nothing until it is written to.
+    pub fn write_buf(&self) -> Vec<u8> {
+        op::send_behind::spare(&self.socket.io)
+    }
+
+    /// Whether [`write_behind`](Self::write_behind) may take a write on
+    /// this stream (a plain stream on io_uring), so that a caller on
+    /// epoll does not even hand it the buffer.
+    #[inline]
+    pub fn takes_write_behind(&self) -> bool {
+        self.secure.is_none() && matches!(self.socket.io, op::SocketIo::Uring { .. })
+    }
+
+    /// Whether a [`write_behind`](Self::write_behind) was started and its
+    /// end not yet collected (it may have gone out since).
+    #[inline]
     pub fn writing_behind(&self) -> bool {
         op::send_behind::out(&self.socket.io)
     }

@@ -73,8 +73,9 @@ pub(crate) enum SocketIo {
         /// The next receive is a single-shot into a pool buffer rather than
         /// the multishot (see [`recv`] for when).
         pool_reads: std::cell::Cell<bool>,
-        /// The slot of the write behind that is out, or
-        /// [`send_behind::NONE`]. A `u32`: the enum stays 32 bytes.
+        /// The slot of the socket's writes behind, or
+        /// [`send_behind::NONE`] (see [`send_behind`]). A `u32`: the enum
+        /// stays 32 bytes.
         behind: std::cell::Cell<u32>,
     },
     Epoll {
@@ -139,11 +140,9 @@ pub(crate) fn deregister(fd: &SharedFd, io: &SocketIo) {
             // A write behind still out is cancelled: its writer let go of
             // the socket without waiting for it.
             let behind = match io {
-                SocketIo::Uring { behind, .. } if behind.get() != send_behind::NONE => {
-                    let key = OpKey(behind.replace(send_behind::NONE) as usize);
-                    d.release_behind(key, fd.as_raw_fd())
-                }
-                _ => None,
+                SocketIo::Uring { behind, .. } => send_behind::slot(behind.replace(send_behind::NONE))
+                    .and_then(|key| d.release_behind(key, fd.as_raw_fd())),
+                SocketIo::Epoll { .. } => None,
             };
             d.keep_open_until_submitted(fd.retain());
             (leftover, behind)

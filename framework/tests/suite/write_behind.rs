@@ -58,38 +58,67 @@ fn pattern(seed: u8, n: usize) -> Vec<u8> {
 }
 
 backend_tests! {
-    /// Three writes behind, each collected before the next, then a plain
-    /// write: on io_uring each goes out whole and an emptied buffer comes
-    /// back; 8 MiB through a 4 KiB window goes out
-    /// in many sends the driver continues by itself. On epoll each is
-    /// refused with its buffer, which `write_all` then sends. The peer
-    /// reads every byte, in order.
+    /// Writes behind one after the other, then a plain write: on
+    /// io_uring each goes out whole, and the core keeps the buffers of
+    /// those that went out for the next (`write_buf`); 8 MiB through a 4 KiB window goes out in many sends the
+    /// driver continues by itself, and the write after it is refused until
+    /// it is over. A write behind started after one that went out needs no
+    /// wait. On epoll each is refused with its buffer, which `write_all`
+    /// then sends. The peer reads every byte, in order.
     fn writes_behind_go_out_whole_and_in_order(backend) {
         let (addr, peer) = reader(Duration::from_millis(50), true);
         let expected = percore::block_on(backend, async move {
             let stream = TcpStream::connect(addr).await.expect("connect");
             let mut expected = Vec::new();
-            for (seed, len) in [(1, 100), (2, 8 << 20), (3, 5000)] {
-                let buf = pattern(seed, len);
+            let (mut taken, mut refused) = (0, 0);
+            for (seed, len) in [(1, 100), (2, 8 << 20), (3, 5000), (4, 70), (5, 1)] {
+                let mut buf = pattern(seed, len);
                 expected.extend_from_slice(&buf);
-                match stream.write_behind(buf) {
-                    Ok(()) => {
-                        assert_eq!(backend, Backend::Uring, "epoll took a write behind");
-                        assert!(stream.writing_behind());
-                        let back = timeout(IO_TIMEOUT, stream.written_behind())
-                            .await
-                            .expect("in time")
-                            .expect("sent")
-                            .expect("its buffer");
-                        assert!(back.is_empty(), "an emptied buffer");
-                        assert!(!stream.writing_behind());
-                    }
-                    Err(buf) => {
-                        assert_eq!(backend, Backend::Epoll, "io_uring refused a write behind");
-                        let (res, _) = stream.write_all(buf).await;
-                        res.expect("write_all");
+                loop {
+                    match stream.write_behind(buf) {
+                        Ok(()) => {
+                            assert_eq!(backend, Backend::Uring, "epoll took a write behind");
+                            assert!(stream.writing_behind());
+                            taken += 1;
+                            break;
+                        }
+                        Err(back) if backend == Backend::Uring => {
+                            // The one before is under way: its end first.
+                            refused += 1;
+                            let spare = timeout(IO_TIMEOUT, stream.written_behind())
+                                .await
+                                .expect("in time")
+                                .expect("sent")
+                                .expect("one was out");
+                            assert!(spare.is_empty(), "an emptied buffer");
+                            assert!(!stream.writing_behind());
+                            buf = back;
+                        }
+                        Err(back) => {
+                            let (res, _) = stream.write_all(back).await;
+                            res.expect("write_all");
+                            break;
+                        }
                     }
                 }
+                // Time for a small one to go out before the next, which then
+                // starts without a wait (not that a slow one would fail).
+                percore::time::sleep(Duration::from_millis(20)).await;
+            }
+            if backend == Backend::Uring {
+                assert_eq!(taken, 5);
+                // Each refusal waited for the one before it (the 8 MiB one,
+                // surely; any other one that was slow).
+                assert!(refused < taken, "refused {refused} times");
+                let end = timeout(IO_TIMEOUT, stream.written_behind()).await.expect("in time");
+                // The core kept the last one's buffer, on top of its spares.
+                let kept = end.expect("sent").expect("one was out");
+                assert!(kept.is_empty() && kept.capacity() >= 1, "its buffer, emptied");
+            }
+            let spare = stream.write_buf();
+            assert!(spare.is_empty(), "an emptied buffer");
+            if backend == Backend::Epoll {
+                assert_eq!(spare.capacity(), 0, "a new one on epoll");
             }
             assert!(matches!(stream.written_behind().await, Ok(None)), "none out");
             let (res, _) = stream.write_all(b"end".to_vec()).await;

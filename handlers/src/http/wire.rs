@@ -119,10 +119,10 @@ impl Wire {
     #[inline]
     pub(crate) fn with_out<R>(&self, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
         let mut out = self.out.take();
-        if out.capacity() == 0 && self.conn.writing_behind() {
-            // The output buffer is out in the last write behind: back, if
-            // it has gone out (it has, unless the peer reads slowly).
-            out = self.reclaim();
+        if out.capacity() == 0 && self.conn.takes_write_behind() {
+            // The output buffer went out in the last write behind: one the
+            // core kept (an idle connection holds none).
+            out = self.conn.write_buf();
         }
         let r = f(&mut out);
         self.out.set(out);
@@ -147,7 +147,7 @@ impl Wire {
     /// behind's own error comes from whatever collects it.
     #[inline]
     pub(crate) fn write_behind(&self) -> bool {
-        if self.write_failed.get().is_some() || self.conn.writing_behind() {
+        if !self.conn.takes_write_behind() || self.write_failed.get().is_some() {
             return false;
         }
         let out = self.out.take();
@@ -189,22 +189,6 @@ impl Wire {
                 Err(e)
             }
             Waited::TimedOut | Waited::Stopped => Err(self.timed_out()),
-        }
-    }
-
-    /// The output buffer of a write behind that has ended, or a new one
-    /// (nothing is allocated until it is written to) while it is under
-    /// way; the error of one that failed is kept for the next flush.
-    #[cold]
-    #[inline(never)]
-    fn reclaim(&self) -> Vec<u8> {
-        match self.conn.take_written_behind() {
-            Some(Ok(buf)) if buf.capacity() <= KEEP_CAPACITY => buf,
-            Some(Err(e)) => {
-                self.write_failed.set(Some(e.kind()));
-                Vec::new()
-            }
-            Some(Ok(_)) | None => Vec::new(),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use io_uring::{cqueue, opcode, types};
 
-use super::ops::{Op, OpState, BEHIND_ZERO};
+use super::ops::{Op, OpState, BEHIND_DONE, BEHIND_ZERO};
 use super::{
     Cqe, Driver, OpKey, Retained, CANCEL_TOKEN, LIMIT_PROBE_TOKEN, PROBE_TOKEN, REAP_BATCH,
     WAKE_TOKEN,
@@ -191,9 +191,10 @@ impl Driver {
 
 impl Driver {
     /// A write behind's completion: the rest is sent again after a partial
-    /// send, with no one woken. Once every byte went out the slot is
-    /// removed and its buffer kept as a spare; a failure stays in the
-    /// slot. Either way an owner waiting for the end is woken.
+    /// send, with no one woken. Once every byte went out its buffer is kept
+    /// as a spare, and the slot waits for the socket's next write behind;
+    /// a failure stays in the slot. Either way an owner waiting for the
+    /// end is woken.
     fn behind_done(&mut self, key: usize, cqe: Cqe) {
         let Some(op) = self.ops.get_mut(key) else {
             return;
@@ -235,6 +236,7 @@ impl Driver {
             state: OpState::Behind {
                 waker, end: ended, ..
             },
+            retained,
             ..
         }) = self.ops.get_mut(key)
         else {
@@ -242,8 +244,10 @@ impl Driver {
         };
         let waker = waker.take();
         if end == 0 {
+            *ended = BEHIND_DONE;
+            let sent = std::mem::replace(retained, Retained::None);
             self.stats.bytes_out.add(len as u64);
-            if let Some(Retained::Behind(buf)) = self.remove_op(key) {
+            if let Retained::Behind(buf) = sent {
                 self.spare_write(buf);
             }
         } else {

@@ -33,7 +33,7 @@ use crate::stats::CoreStats;
 use buf_ring::BufRing;
 use cqe_queue::CqeQueue;
 pub(crate) use fixed::FixedPool;
-pub(crate) use ops::{Cqe, OpKey, OpKind, Retained};
+pub(crate) use ops::{Cqe, OpKey, OpKind, Retained, BEHIND_DONE};
 use ops::{Op, OpState};
 pub(crate) use setup::RingConfig;
 
@@ -300,7 +300,9 @@ impl Driver {
         key
     }
 
-    /// Queues a write behind of the whole of `buf` to `fd`: the driver
+    /// Queues a write behind of the whole of `buf` to `fd`, in `slot` if
+    /// that is `fd`'s write behind that went out (a connection's slot
+    /// serves all its writes behind), in a new slot otherwise: the driver
     /// sends the rest after a partial send, and tells its end to
     /// [`poll_behind`](Self::poll_behind). Nobody is woken when it
     /// succeeds.
@@ -308,23 +310,37 @@ impl Driver {
     /// # Safety
     ///
     /// `fd` stays open while the slot is `Behind`: its owner releases the
-    /// slot ([`release_behind`](Self::release_behind), which cancels the
-    /// send) before it closes the socket, and keeps the socket open until
-    /// the SQE is submitted.
-    pub(crate) unsafe fn push_behind(&mut self, fd: std::os::fd::RawFd, buf: Vec<u8>) -> OpKey {
+    /// slot ([`release_behind`](Self::release_behind), which cancels a
+    /// send under way) before it closes the socket, and keeps the socket
+    /// open until the SQE is submitted.
+    pub(crate) unsafe fn push_behind(
+        &mut self,
+        slot: Option<OpKey>,
+        fd: std::os::fd::RawFd,
+        buf: Vec<u8>,
+    ) -> OpKey {
         let sqe = opcode::Send::new(types::Fd(fd), buf.as_ptr(), buf.len() as u32)
             .flags(libc::MSG_NOSIGNAL)
             .build();
-        let key = OpKey(self.ops.insert(Op {
-            kind: OpKind::Send,
-            state: OpState::Behind {
-                waker: None,
-                fd,
-                sent: 0,
-                end: 0,
-            },
-            retained: Retained::Behind(buf),
-        }));
+        let state = OpState::Behind {
+            waker: None,
+            fd,
+            sent: 0,
+            end: 0,
+        };
+        let reused = slot.filter(|key| self.behind_over(*key, fd) == Some(ops::BEHIND_DONE));
+        let key = match reused.and_then(|key| Some((key, self.ops.get_mut(key.0)?))) {
+            Some((key, op)) => {
+                op.state = state;
+                op.retained = Retained::Behind(buf);
+                key
+            }
+            None => OpKey(self.ops.insert(Op {
+                kind: OpKind::Send,
+                state,
+                retained: Retained::Behind(buf),
+            })),
+        };
         // SAFETY: the SQE points at the slot's buffer, whose heap bytes
         // stay in place to the final completion; the fd is this function's
         // contract.
@@ -341,36 +357,40 @@ impl Driver {
 
     /// The end of `fd`'s write behind in slot `key`: an emptied buffer
     /// for the next one (a spare, or a new one) once every byte went out,
-    /// or the error that ended it; `Pending` while it is under way, with
-    /// `waker` (if given) woken when it ends. A slot that is no longer
-    /// `fd`'s write behind was removed when it succeeded.
+    /// or the error that ended it (its slot then removed); `Pending` while
+    /// it is under way, with `waker` (if given) woken when it ends. The
+    /// slot of one that went out stays, for the socket's next.
     pub(crate) fn poll_behind(
         &mut self,
         key: OpKey,
         fd: std::os::fd::RawFd,
         waker: Option<&std::task::Waker>,
     ) -> Poll<std::io::Result<Vec<u8>>> {
-        match self.ops.get_mut(key.0) {
-            Some(Op {
-                state:
-                    OpState::Behind {
-                        waker: held,
-                        fd: owner,
-                        end,
-                        ..
-                    },
-                ..
-            }) if *owner == fd => {
-                if *end == 0 {
-                    if let Some(waker) = waker {
-                        match held {
-                            Some(w) if w.will_wake(waker) => {}
-                            _ => *held = Some(waker.clone()),
-                        }
+        let Some(Op {
+            state:
+                OpState::Behind {
+                    waker: held, end, ..
+                },
+            ..
+        }) = self.ops.get_mut(key.0).filter(|op| {
+            matches!(op.state, OpState::Behind { fd: owner, .. } if owner == fd)
+        })
+        else {
+            // Gone with the core's drain, which ended every operation.
+            return Poll::Ready(Ok(Vec::new()));
+        };
+        match *end {
+            0 => {
+                if let Some(waker) = waker {
+                    match held {
+                        Some(w) if w.will_wake(waker) => {}
+                        _ => *held = Some(waker.clone()),
                     }
-                    return Poll::Pending;
                 }
-                let end = *end;
+                Poll::Pending
+            }
+            ops::BEHIND_DONE => Poll::Ready(Ok(self.spare_write_buf())),
+            end => {
                 drop(self.remove_op(key.0));
                 Poll::Ready(Err(if end == ops::BEHIND_ZERO {
                     std::io::ErrorKind::WriteZero.into()
@@ -378,8 +398,24 @@ impl Driver {
                     std::io::Error::from_raw_os_error(-end)
                 }))
             }
-            _ => Poll::Ready(Ok(self.spare_writes.pop().unwrap_or_default())),
         }
+    }
+
+    /// The `end` of `fd`'s write behind in slot `key` (see
+    /// `OpState::Behind`): `None` for a slot that is not `fd`'s.
+    pub(crate) fn behind_over(&self, key: OpKey, fd: std::os::fd::RawFd) -> Option<i32> {
+        match self.ops.get(key.0) {
+            Some(Op {
+                state: OpState::Behind { fd: owner, end, .. },
+                ..
+            }) if *owner == fd => Some(*end),
+            _ => None,
+        }
+    }
+
+    /// An emptied buffer for the next write behind: a spare, or a new one.
+    pub(crate) fn spare_write_buf(&mut self) -> Vec<u8> {
+        self.spare_writes.pop().unwrap_or_default()
     }
 
     /// `fd` lets go of its write behind in slot `key` (see
@@ -579,6 +615,10 @@ impl Driver {
     }
 
     /// Hands the resources of finished orphans to the caller to drop.
+    pub(crate) fn has_graveyard(&self) -> bool {
+        !self.graveyard.is_empty()
+    }
+
     pub(crate) fn take_graveyard(&mut self, out: &mut Vec<Retained>) {
         out.append(&mut self.graveyard);
     }

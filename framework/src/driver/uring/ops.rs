@@ -92,13 +92,14 @@ pub(crate) enum OpState {
     },
     /// A write behind: a send of the whole of the slot's
     /// [`Retained::Behind`] that the driver carries on after a partial
-    /// completion (from `sent` on, to `fd`), without waking anyone. Once
-    /// every byte went out the slot is removed (its buffer kept as a
-    /// spare); `end` is the error that ended it otherwise (see
-    /// [`BEHIND_ZERO`]), 0 while it is under way. The waker, if its owner
-    /// waits, is woken at the end. `fd` also tells the owner's slot apart
-    /// from another operation's that took its key after it was removed:
-    /// no other open socket has the same descriptor.
+    /// completion (from `sent` on, to `fd`), without waking anyone. `end`
+    /// is 0 while it is under way, [`BEHIND_DONE`] once every byte went
+    /// out (its buffer is then a spare, and the slot waits for its
+    /// socket's next write behind), or the error that ended it (see
+    /// [`BEHIND_ZERO`]). The waker, if its owner waits, is woken at the
+    /// end. `fd` also tells the owner's slot apart from another
+    /// operation's that took its key after it was removed: no other open
+    /// socket has the same descriptor.
     Behind {
         waker: Option<Waker>,
         fd: std::os::fd::RawFd,
@@ -112,6 +113,8 @@ pub(crate) enum OpState {
 /// The `end` of a write behind that the kernel took no byte of (a
 /// zero-length send of a non-empty rest); errors are negative.
 pub(crate) const BEHIND_ZERO: i32 = 1;
+/// The `end` of a write behind that went out whole.
+pub(crate) const BEHIND_DONE: i32 = 2;
 
 pub(crate) struct Op {
     pub(crate) kind: OpKind,
