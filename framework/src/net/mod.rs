@@ -14,6 +14,7 @@
 //! receive or send, with truncation reported and GSO and GRO where the
 //! kernel offers them.
 
+mod behind;
 mod endpoint;
 mod listener;
 pub(crate) mod secure;
@@ -24,12 +25,13 @@ mod udp;
 mod unix;
 mod unix_listener;
 
+pub use behind::WrittenBehind;
 pub use endpoint::Endpoint;
 pub(crate) use listener::Acceptor;
 pub use listener::TcpListener;
 pub(crate) use listener::{bind_probe, bind_probe_shared, bind_reuseport};
 pub(crate) use socket::Socket;
-pub use stream::{Read, Stream, WriteAll, WriteAllVectored, WrittenBehind};
+pub use stream::{Read, Stream, WriteAll, WriteAllVectored};
 pub use tcp::TcpStream;
 pub(crate) use udp::bind_udp;
 pub use udp::{Batch, RecvMeta, UdpSocket, MAX_BATCH, MAX_SEGMENTS};

@@ -140,8 +140,10 @@ pub(crate) fn deregister(fd: &SharedFd, io: &SocketIo) {
             // A write behind still out is cancelled: its writer let go of
             // the socket without waiting for it.
             let behind = match io {
-                SocketIo::Uring { behind, .. } => send_behind::slot(behind.replace(send_behind::NONE))
-                    .and_then(|key| d.release_behind(key, fd.as_raw_fd())),
+                SocketIo::Uring { behind, .. } => {
+                    send_behind::slot(behind.replace(send_behind::NONE))
+                        .and_then(|key| d.release_behind(key, fd.as_raw_fd()))
+                }
                 SocketIo::Epoll { .. } => None,
             };
             d.keep_open_until_submitted(fd.retain());

@@ -54,7 +54,9 @@ fn set_option<T>(fd: i32, option: i32, value: &T) {
 
 /// `n` bytes that differ from one offset to the next.
 fn pattern(seed: u8, n: usize) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 backend_tests! {

@@ -1,12 +1,11 @@
 //! The completion side of the driver: taking completions off the CQ in
 //! the kernel's order and handing each to its operation's slot.
 
-use io_uring::{cqueue, opcode, types};
+use io_uring::cqueue;
 
-use super::ops::{Op, OpState, BEHIND_DONE, BEHIND_ZERO};
+use super::ops::OpState;
 use super::{
-    Cqe, Driver, OpKey, Retained, CANCEL_TOKEN, LIMIT_PROBE_TOKEN, PROBE_TOKEN, REAP_BATCH,
-    WAKE_TOKEN,
+    Cqe, Driver, OpKey, CANCEL_TOKEN, LIMIT_PROBE_TOKEN, PROBE_TOKEN, REAP_BATCH, WAKE_TOKEN,
 };
 
 impl Driver {
@@ -185,77 +184,6 @@ impl Driver {
             OpState::Done(_) => {
                 tracing::warn!(user_data, "second completion for a single-shot operation");
             }
-        }
-    }
-}
-
-impl Driver {
-    /// A write behind's completion: the rest is sent again after a partial
-    /// send, with no one woken. Once every byte went out its buffer is kept
-    /// as a spare, and the slot waits for the socket's next write behind;
-    /// a failure stays in the slot. Either way an owner waiting for the
-    /// end is woken.
-    fn behind_done(&mut self, key: usize, cqe: Cqe) {
-        let Some(op) = self.ops.get_mut(key) else {
-            return;
-        };
-        let (OpState::Behind { fd, sent, .. }, Retained::Behind(buf)) =
-            (&mut op.state, &op.retained)
-        else {
-            return;
-        };
-        let (fd, len, base) = (*fd, buf.len(), buf.as_ptr());
-        let done = *sent as usize + usize::try_from(cqe.res).unwrap_or(0);
-        let end = if cqe.res < 0 {
-            cqe.res
-        } else if done >= len {
-            0
-        } else if cqe.res == 0 {
-            BEHIND_ZERO
-        } else {
-            // Partial: the rest goes out from where the kernel stopped.
-            *sent = u32::try_from(done).unwrap_or(u32::MAX);
-            let sqe = opcode::Send::new(
-                types::Fd(fd),
-                base.wrapping_add(done),
-                u32::try_from(len - done).unwrap_or(u32::MAX),
-            )
-            .flags(libc::MSG_NOSIGNAL)
-            .build()
-            .user_data(key as u64);
-            // SAFETY: the SQE points into the slot's buffer, whose heap bytes
-            // stay in place to the final completion; the fd is the owner's
-            // socket, open while the slot is `Behind` (dropping it releases
-            // the slot first).
-            match unsafe { self.push_sqe(&sqe) } {
-                Ok(()) => return,
-                Err(errno) => -errno,
-            }
-        };
-        let Some(Op {
-            state: OpState::Behind {
-                waker, end: ended, ..
-            },
-            retained,
-            ..
-        }) = self.ops.get_mut(key)
-        else {
-            return;
-        };
-        let waker = waker.take();
-        if end == 0 {
-            *ended = BEHIND_DONE;
-            let sent = std::mem::replace(retained, Retained::None);
-            self.stats.bytes_out.add(len as u64);
-            if let Retained::Behind(buf) = sent {
-                self.spare_write(buf);
-            }
-        } else {
-            *ended = end;
-        }
-        if let Some(w) = waker {
-            // Last, as in `dispatch`.
-            w.wake();
         }
     }
 }

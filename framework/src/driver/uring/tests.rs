@@ -364,11 +364,7 @@ fn a_drained_stream_lends_its_queue_back() {
             !queue_has_room(&d),
             "round {round}: the drained queue was kept"
         );
-        assert_eq!(
-            d.spare_queues.len(),
-            spares,
-            "round {round}: no queue lent"
-        );
+        assert_eq!(d.spare_queues.len(), spares, "round {round}: no queue lent");
     }
     assert!(d.release(key, Retained::None).is_none(), "still in flight");
     drop(peer);
