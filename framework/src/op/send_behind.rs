@@ -2,9 +2,11 @@
 //!
 //! io_uring only. The buffer goes into an operation slot of the driver,
 //! which sends it whole: after a partial send it submits the rest itself,
-//! and a send that completes every byte wakes nobody. The writer collects
-//! the result (and its buffer, for reuse) later, when it next needs the
-//! buffer or must know the bytes are out. A server that writes each
+//! and a send that completes every byte wakes nobody; its buffer then
+//! goes to the core's spares, which [`spare`] lends to the next write.
+//! The writer learns the end later: the next write behind collects it,
+//! or [`poll_end`] waits for it when the writer must know the bytes are
+//! out (a failure waits in the slot until then). A server that writes each
 //! answer this way is polled once per request, not twice: on io_uring the
 //! completion of an awaited send is a wake-up and a poll of its own.
 //! One write behind at a time per socket: the next waits for the last,
