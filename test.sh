@@ -2,7 +2,7 @@
 # Runs every test of the workspace, as CI does. As root it first installs
 # what the tests use (curl, h2load, nginx, wrk, strace, iproute2, openssl,
 # python3, prometheus with promtool, haproxy, postgresql, chromium; from PyPI
-# websockets, grpcio and grpcio-tools), and a test that
+# websockets, h2, grpcio and grpcio-tools), and a test that
 # finds one of those missing then fails instead of skipping; as another
 # user it says what is missing, and those tests skip with the reason.
 #
@@ -18,9 +18,10 @@ cd "$(dirname "$0")"
 tools=(curl h2load:nghttp2-client nghttp:nghttp2-client nginx:nginx wrk strace ip:iproute2 openssl python3 prometheus promtool:prometheus haproxy pg_ctlcluster:postgresql chromium)
 if [ "$(id -u)" -eq 0 ]; then
     need_tools "${tools[@]}"
-    # The WebSocket tests' client; gRPC's Python client and its protoc.
-    need_pip websockets grpc:grpcio grpc_tools:grpcio-tools
-    export PERCORE_TEST_TOOLS=curl,h2load,nghttp,nginx,wrk,openssl,python3,prometheus,promtool,haproxy,postgresql,chromium,python3-websockets,python3-grpc,python3-grpc_tools
+    # The WebSocket tests' clients (over HTTP/1.1, and over HTTP/2 with
+    # TLS); gRPC's Python client and its protoc.
+    need_pip websockets h2 grpc:grpcio grpc_tools:grpcio-tools
+    export PERCORE_TEST_TOOLS=curl,h2load,nghttp,nginx,wrk,openssl,python3,prometheus,promtool,haproxy,postgresql,chromium,python3-websockets,python3-h2,python3-grpc,python3-grpc_tools
 else
     for spec in "${tools[@]}"; do
         command -v "${spec%%:*}" >/dev/null 2>&1 ||

@@ -26,6 +26,10 @@ for exec in uring epoll tokio-ct; do
     awk -F, -v e="$exec" 'NR > 1 && $3 == e && $1 ~ /^api/' "$out/results.csv" | grep -q . ||
         { echo "bench smoke: no api row for executor $exec" >&2; exit 1; }
 done
+for exec in uring epoll tokio-ct tokio-mt; do
+    awk -F, -v e="$exec" 'NR > 1 && $3 == e && $1 ~ /^h2_server/' "$out/results.csv" | grep -q . ||
+        { echo "bench smoke: no h2_server row for executor $exec" >&2; exit 1; }
+done
 grep -q '^## io_uring against epoll' "$out/report.md" \
     || { echo "bench smoke: report.md has no io_uring against epoll section" >&2; exit 1; }
 

@@ -26,6 +26,7 @@ pub mod chart;
 pub mod cli;
 pub mod client;
 pub mod file_io;
+pub mod h2_baseline;
 pub mod harness;
 pub mod http;
 pub mod pair;

@@ -2,7 +2,8 @@
 //! io_uring or epoll backend, on loopback TCP or a Unix socket file, with
 //! the shipped echo handler, the HTTP
 //! handler serving `HttpEcho` (GET answers the 20-byte JSON body) in the
-//! clear or over TLS (percore's own, from `ServerBuilder::tls`), or the
+//! clear (HTTP/1.1, or HTTP/2 by prior knowledge) or over TLS (percore's
+//! own, from `ServerBuilder::tls`), or the
 //! HTTP handler serving the fan-out proxy (`FanOut`, policy `all`); and
 //! starts the `HttpEcho` upstreams the fan-out workloads send to.
 //!
@@ -102,7 +103,9 @@ pub fn start(
         Service::Echo | Service::UnixEcho => {
             builder.start(|_ctx: &percore::CoreContext| percore_handlers::echo::Echo)
         }
-        Service::Http => builder.start(http_echo),
+        // With the `h2` feature, the same handler answers a connection
+        // that begins with the HTTP/2 preface in HTTP/2.
+        Service::Http | Service::H2 => builder.start(http_echo),
         Service::Https => {
             let certs = supplies
                 .certificates()

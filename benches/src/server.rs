@@ -113,6 +113,11 @@ pub enum Service {
         /// Sub-requests per request.
         width: usize,
     },
+    /// HTTP/2 in the clear by prior knowledge (no upgrade), every GET
+    /// answered with the 20-byte JSON body: percore's `HttpEcho` (its
+    /// HTTP handler switches to HTTP/2 on the client's preface), hyper's
+    /// HTTP/2 server on the tokio runtimes (see `h2_baseline`).
+    H2,
     /// The small JSON API (`GET /users/{id}` and friends), served by
     /// server binaries run as child processes: the `json_api` example for
     /// uring and epoll, `axum_api` for tokio-ct (see `api_servers`).
@@ -128,17 +133,18 @@ impl Service {
             Service::Http => "http",
             Service::Https => "https",
             Service::FanOut { .. } => "fan-out",
+            Service::H2 => "h2",
             Service::Api => "api",
         }
     }
 
     /// How many groups [`Service::group`] numbers.
-    pub const GROUPS: u8 = 5;
+    pub const GROUPS: u8 = 6;
 
     /// The services whose servers run together (all fan-out widths share
     /// the upstreams): `0` echo (both transports), `1` HTTP, `2` fan-out,
     /// `3` HTTPS (whose certificates are made for it), `4` the API
-    /// processes.
+    /// processes, `5` HTTP/2.
     pub fn group(self) -> u8 {
         match self {
             Service::Echo | Service::UnixEcho => 0,
@@ -146,6 +152,7 @@ impl Service {
             Service::FanOut { .. } => 2,
             Service::Https => 3,
             Service::Api => 4,
+            Service::H2 => 5,
         }
     }
 
@@ -441,6 +448,27 @@ mod tests {
         assert!(Executor::TokioCt.owns_thread("tokio-ct-0"));
         assert!(Executor::TokioMt.owns_thread("tokio-mt"));
         assert!(!Executor::TokioMt.owns_thread("tokio-ct-0"));
+    }
+
+    /// Every executor answers HTTP/2 by prior knowledge: the `h2_server`
+    /// client's connections each get their checked GET (200, the 20-byte
+    /// body), then streams in flight on each, with no error.
+    #[test]
+    fn h2_on_every_executor() {
+        use crate::client;
+        use crate::probe::Probe;
+        for e in Executor::ALL {
+            let Some(server) = start_in_test(e, Service::H2, &Supplies::default()) else {
+                continue;
+            };
+            let addr = server.target().tcp().expect("a TCP server");
+            let no_cpu = || None;
+            let window = Duration::from_millis(50);
+            let load = client::h2_concurrent(addr, 2, 4, window, &mut Probe::new(&no_cpu))
+                .unwrap_or_else(|err| panic!("{}: {err}", e.name()));
+            assert!(load.ops > 0, "{}: no HTTP/2 request answered", e.name());
+            server.stop(Duration::from_secs(5)).expect("stop");
+        }
     }
 
     /// Every executor serves echo on a socket file of its own, to the

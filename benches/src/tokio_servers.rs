@@ -3,7 +3,8 @@
 //! thread-per-core baseline) and `tokio-mt` (tokio's multi-thread runtime,
 //! one listener), each serving raw echo or the fixed keep-alive HTTP answer,
 //! in the clear or over TLS (tokio-rustls, configured as percore's TLS:
-//! `tls::server_config`). This file has their TCP listeners; `tokio_unix`
+//! `tls::server_config`), or that answer over HTTP/2 (hyper's server,
+//! `h2_baseline`). This file has their TCP listeners; `tokio_unix`
 //! the Unix-socket ones.
 //!
 //! What it measures: nothing by itself; it is the comparison point. The
@@ -28,6 +29,7 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::baseline_http::{respond, DateLine, Parsed};
+use crate::h2_baseline;
 use crate::http;
 use crate::server::{ServerControl, Service, Supplies};
 use crate::sys;
@@ -57,6 +59,8 @@ enum Work {
     FanOut(Arc<tokio_fanout::Spec>),
     /// The handshake, then the HTTP answers on the decrypted stream.
     Tls(TlsAcceptor),
+    /// HTTP/2 by prior knowledge: hyper's server (`h2_baseline`).
+    H2,
 }
 
 impl Work {
@@ -79,6 +83,7 @@ impl Work {
                     "the API server is a process of its own (axum_api)",
                 ))
             }
+            Service::H2 => Work::H2,
             other => Work::Plain(other),
         })
     }
@@ -103,6 +108,9 @@ async fn accept_loop(listener: TcpListener, work: Work, mut stop: watch::Receive
                                 // I/O errors just end the connection.
                                 let _ = tokio_fanout::serve(stream, spec).await;
                             });
+                        }
+                        Work::H2 => {
+                            tokio::spawn(h2_baseline::serve(stream));
                         }
                         Work::Tls(acceptor) => {
                             let handshake = acceptor.accept(stream);
@@ -136,6 +144,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(service: Service, s
         Service::Echo | Service::UnixEcho => echo(stream).await,
         Service::Http | Service::Https => http_conn(stream).await,
         Service::FanOut { .. } => Ok(()), // served by `tokio_fanout`
+        Service::H2 => Ok(()),            // served by `h2_baseline`
         Service::Api => Ok(()),           // served by `axum_api`
     };
 }

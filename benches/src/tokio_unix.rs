@@ -28,7 +28,7 @@ use crate::tokio_servers::{ct_slots, serve, spawn_ct, stopped, CtServer, MtServe
 
 /// Binds the socket file at `path`, non-blocking so that tokio can take it.
 fn bind(service: Service, path: &Path) -> io::Result<StdUnixListener> {
-    if let Service::FanOut { .. } | Service::Https | Service::Api = service {
+    if let Service::FanOut { .. } | Service::Https | Service::H2 | Service::Api = service {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             format!("the tokio {} server listens on TCP only", service.name()),

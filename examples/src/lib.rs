@@ -106,6 +106,11 @@ pub struct CommonArgs {
     /// connections) instead of the kernel's hash of their addresses
     #[arg(long)]
     pub steer: bool,
+    /// Move live connections from a hot core to the least busy one at
+    /// request boundaries (HTTP/1.1 keep-alive connections; see
+    /// docs/operating.md, "Moving connections")
+    #[arg(long)]
+    pub move_connections: bool,
     /// Serve /metrics (Prometheus), /healthz and /readyz on this port (0
     /// picks a free one), on --admin-host
     #[arg(long, value_name = "PORT", value_parser = number::<u16>)]
@@ -356,6 +361,9 @@ where
         .readiness(metrics.readiness().clone())
         .unready_delay(common.unready_delay)
         .stall_threshold((!common.stall.is_zero()).then_some(common.stall));
+    if common.move_connections {
+        builder = builder.move_connections(percore::MovePolicy::default());
+    }
     if let Some(cores) = &common.cores {
         builder = builder.cores(cores.iter().copied());
     }
@@ -483,6 +491,7 @@ mod tests {
         assert_eq!(cli.common.drain, Duration::from_secs(10));
         assert_eq!(cli.common.wait_batch, Duration::ZERO);
         assert!(!cli.common.stats && !cli.common.take_over && !cli.common.steer);
+        assert!(!cli.common.move_connections);
         assert_eq!(cli.common.tls_max_handshakes, 1024);
         assert_eq!(cli.common.tls_handshake_timeout, Duration::from_secs(10));
         assert_eq!(cli.common.tls_first_byte_timeout, Duration::from_secs(5));

@@ -46,6 +46,96 @@ pub type Connection = Stream;
 pub trait Handler: 'static {
     /// Serves one accepted connection on this core until it ends.
     fn serve(&self, conn: Connection) -> impl Future<Output = io::Result<()>>;
+
+    /// Serves a connection that another core of this server moved here
+    /// ([`move_connection`](crate::move_connection)), with the state its
+    /// handler there carried. Its reads return the bytes that handler
+    /// had read and not consumed first, then the bytes that followed:
+    /// the connection goes on where it left off. It is counted among
+    /// this core's connections, drained at this core's stop.
+    ///
+    /// Only a handler that moves its connections gets any: the default
+    /// drops the state and serves the connection as a new one, which is
+    /// right for a handler with no state across requests.
+    ///
+    /// # Examples
+    ///
+    /// An echo that moves its connection when its core asks, between two
+    /// echoes, and goes on echoing on the other core:
+    ///
+    /// ```no_run
+    /// use percore::{move_connection, move_wanted, Connection, Handler, MoveOutcome, MovedState};
+    ///
+    /// struct Echo;
+    ///
+    /// impl Handler for Echo {
+    ///     async fn serve(&self, mut conn: Connection) -> std::io::Result<()> {
+    ///         while let Some(buf) = conn.read().await? {
+    ///             let (res, _) = conn.write_all(buf).await;
+    ///             res?;
+    ///             if let Some(core) = move_wanted() {
+    ///                 match move_connection(conn, core, Vec::new(), ()).await {
+    ///                     MoveOutcome::Moved => return Ok(()),
+    ///                     MoveOutcome::Stayed { conn: stayed, .. } => conn = stayed,
+    ///                     MoveOutcome::Closed(e) => return Err(e),
+    ///                 }
+    ///             }
+    ///         }
+    ///         Ok(())
+    ///     }
+    ///
+    ///     async fn serve_moved(&self, conn: Connection, _: MovedState) -> std::io::Result<()> {
+    ///         self.serve(conn).await
+    ///     }
+    /// }
+    ///
+    /// fn main() -> std::io::Result<()> {
+    ///     percore::Server::builder()
+    ///         .move_connections(percore::MovePolicy::default())
+    ///         .serve(|_core| Echo)
+    /// }
+    /// ```
+    fn serve_moved(
+        &self,
+        conn: Connection,
+        state: MovedState,
+    ) -> impl Future<Output = io::Result<()>> {
+        drop(state);
+        self.serve(conn)
+    }
+}
+
+/// What a connection's handler carried to the core it moved to: its own
+/// state (a request count, a deadline), handed to
+/// [`Handler::serve_moved`].
+pub struct MovedState {
+    state: Box<dyn std::any::Any + Send>,
+    from: usize,
+}
+
+impl MovedState {
+    pub(crate) fn new(state: Box<dyn std::any::Any + Send>, from: usize) -> MovedState {
+        MovedState { state, from }
+    }
+
+    /// The state the handler gave
+    /// [`move_connection`](crate::move_connection), if it is a `T`.
+    pub fn take<T: 'static>(self) -> Option<T> {
+        self.state.downcast::<T>().ok().map(|state| *state)
+    }
+
+    /// The index of the core the connection came from.
+    pub fn from_core(&self) -> usize {
+        self.from
+    }
+}
+
+impl std::fmt::Debug for MovedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MovedState")
+            .field("from", &self.from)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Serves a UDP address on every core (see

@@ -85,12 +85,13 @@ mod unwind;
 pub use backend::{Backend, ParseBackendError};
 pub use executor::budget::unconstrained;
 pub use executor::{JoinError, JoinHandle};
-pub use handler::{Connection, DatagramHandler, Handler};
+pub use handler::{Connection, DatagramHandler, Handler, MovedState};
 pub use main_error::MainError;
 pub use runtime::{
     block_on, core_count, core_index, core_stats, count_requests, current_backend, drain_deadline,
-    is_shutting_down, log_to_stderr, on_give_back, queue_delay, shutdown_signal, spawn_blocking,
-    spawn_local, submit_to, track_queue_delay, until_stopped, Blocking, CoreContext, ListenerStats,
-    Readiness, Server, ServerBuilder, ServerHandle, ShutdownSignal, StatsReader, StatsSnapshot,
-    Steering, SteeringStats, Stopper, SubmitError,
+    is_shutting_down, log_to_stderr, move_connection, move_wanted, on_give_back, queue_delay,
+    shutdown_signal, spawn_blocking, spawn_local, submit_to, track_queue_delay, until_stopped,
+    Blocking, CoreContext, ListenerStats, MoveOutcome, MovePolicy, MoveRefusal, Readiness, Server,
+    ServerBuilder, ServerHandle, ShutdownSignal, StatsReader, StatsSnapshot, Steering,
+    SteeringStats, Stopper, SubmitError,
 };

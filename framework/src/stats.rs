@@ -121,6 +121,13 @@ pub(crate) struct CoreStats {
     /// The core's share of new connections in the steering program
     /// attached now, in parts per million (the steering thread writes it).
     pub(crate) steer_weight_ppm: Counter,
+    /// Connections moved here from other cores.
+    pub(crate) moved_in: Counter,
+    /// Connections moved from here to other cores.
+    pub(crate) moved_out: Counter,
+    /// Moves tried from here that the target refused (or never saw): the
+    /// connection stayed.
+    pub(crate) moves_refused: Counter,
     /// The io_uring set-up flags granted, as the driver names them;
     /// `None` for no ring. Written once, when the core's ring is made.
     pub(crate) ring_flags: std::sync::Mutex<Option<&'static str>>,
@@ -175,6 +182,9 @@ impl CoreStats {
             stalls: self.stalls.get(),
             stall_durations: self.stall_time.snapshot(),
             steering_weight_ppm: self.steer_weight_ppm.get(),
+            moved_in: self.moved_in.get(),
+            moved_out: self.moved_out.get(),
+            moves_refused: self.moves_refused.get(),
             ring_flags: *self
                 .ring_flags
                 .lock()
@@ -281,6 +291,16 @@ pub struct StatsSnapshot {
     /// ([`ServerBuilder::steering`](crate::ServerBuilder::steering)); 0
     /// while no program steers.
     pub steering_weight_ppm: u64,
+    /// Connections other cores moved here at a request boundary (see
+    /// [`move_connection`](crate::move_connection)); each is counted in
+    /// [`active`](Self::active) here from then on, not in
+    /// [`accepted`](Self::accepted).
+    pub moved_in: u64,
+    /// Connections moved from here to other cores.
+    pub moved_out: u64,
+    /// Moves from here that did not happen: the target was stopping,
+    /// full or busy, and the connection stayed.
+    pub moves_refused: u64,
     /// The io_uring set-up flags the kernel granted this core's ring
     /// (`SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG`, `COOP_TASKRUN|TASKRUN_FLAG`,
     /// `SQPOLL` or `none`); `None` on epoll, or before the core started.
@@ -294,7 +314,7 @@ impl fmt::Display for StatsSnapshot {
             "cpu={} backend={} accepted={} active={} requests={} in={} out={} \
              err_accept={} err_fd={} err_io={} panics={} enobufs={} accept_paused={} \
              read_paused={} unserved={} bulk={} sqes={} enters={} batched={} syscalls={} \
-             inflight={} cpu_ms={} tls={} tls_failed={} tls_evicted={} tls_plain_http={} tls_ms={} stalls={}",
+             inflight={} cpu_ms={} tls={} tls_failed={} tls_evicted={} tls_plain_http={} tls_ms={} stalls={} moved_in={} moved_out={}",
             self.cpu,
             self.backend,
             self.accepted,
@@ -322,7 +342,9 @@ impl fmt::Display for StatsSnapshot {
             self.tls_evicted,
             self.tls_plain_http,
             self.tls_handshake_time.as_millis(),
-            self.stalls
+            self.stalls,
+            self.moved_in,
+            self.moved_out
         )
     }
 }

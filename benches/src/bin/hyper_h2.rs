@@ -11,23 +11,17 @@
 //! Usage: `hyper_h2 [--port P] [--cores 0,1] [--tls-cert FILE --tls-key FILE]`,
 //! listening on 127.0.0.1:P (default 8080) until SIGINT or SIGTERM.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use percore_benches::cli::parse_cpu_list;
-use percore_benches::http::BODY;
+use percore_benches::h2_baseline;
 use percore_benches::signals::block_stop_signals;
 use percore_benches::tls::server_config;
 use percore_benches::tokio_servers::{start_ct_with, stopped};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -62,23 +56,6 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     Ok(o)
 }
 
-async fn answer(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    let mut res = Response::new(Full::new(Bytes::from_static(BODY)));
-    res.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    Ok(res)
-}
-
-/// Serves one connection as HTTP/2; errors (a client gone mid-stream) just
-/// end it.
-async fn serve_h2<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(io: S) {
-    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-        .serve_connection(TokioIo::new(io), hyper::service::service_fn(answer))
-        .await;
-}
-
 /// One runtime's accept loop, until `stop` says so.
 async fn accept_loop(
     listener: TcpListener,
@@ -98,10 +75,10 @@ async fn accept_loop(
                         match tls {
                             Some(acceptor) => {
                                 if let Ok(stream) = acceptor.accept(tcp).await {
-                                    serve_h2(stream).await;
+                                    h2_baseline::serve(stream).await;
                                 }
                             }
-                            None => serve_h2(tcp).await,
+                            None => h2_baseline::serve(tcp).await,
                         }
                     });
                 }

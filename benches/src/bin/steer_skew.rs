@@ -1,6 +1,7 @@
 //! `steer_skew`: a skewed load on a two-core echo server, placed by the
-//! kernel's `SO_REUSEPORT` hash and by steering ([`Steering::Load`]),
-//! alternated in one run.
+//! kernel's `SO_REUSEPORT` hash, by steering ([`Steering::Load`]), and
+//! by the hash with live connections moved ([`MovePolicy`]), alternated
+//! in one run.
 //!
 //! A few heavy connections (ping-pong of 64 bytes as fast as they can)
 //! come from local ports the hash puts on core 0, opened 300 ms apart, so
@@ -8,11 +9,22 @@
 //! (one round trip each every millisecond, round robin) from any port.
 //! Measured over `--secs` once all are open: each core's CPU time (the
 //! max ÷ mean of the two: 1.0 is even, 2.0 is one core doing all) and
-//! the round trips per second. What it does not show: steering places
-//! connections when they open; it never moves one already open.
+//! the round trips per second, and the connections moved. Steering
+//! places connections when they open; moving (the `move` mode) takes
+//! open ones from a hot core to an idle one at a boundary between a read
+//! and its echo.
+//!
+//! Beside percore, the same clients against tokio's echo servers on the
+//! same two CPUs: `tokio-ct`, a current-thread runtime per CPU each with
+//! its listener in one `SO_REUSEPORT` group (the hash places connections
+//! as it does percore's, and nothing moves them), and `tokio-mt`, the
+//! multi-thread runtime with two workers on one listener (work stealing).
+//! Their per-core CPU is each runtime's (each worker's) thread time; they
+//! send no core tag, so where their heavy connections ran is not shown.
 //!
 //! ```text
 //! steer_skew [--runs 2] [--secs 3] [--heavy 4] [--backend uring|epoll]
+//!            [--modes hash,steer,move,tokio-ct,tokio-mt]
 //! ```
 
 use std::collections::HashSet;
@@ -22,22 +34,46 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use percore::{Backend, Connection, Handler, Server, ServerHandle, Steering};
+use percore::{
+    move_connection, move_wanted, Backend, Connection, Handler, MoveOutcome, MovePolicy,
+    MovedState, Server, ServerHandle, Steering,
+};
+use percore_benches::server::{ServerControl, Service, Supplies};
+use percore_benches::target::Target;
+use percore_benches::{sys, tokio_servers};
 use percore_test_kit::connect_from;
 
-/// Tells the client its core's index, then echoes.
+/// Tells the client its core's index, then echoes; moves its connection
+/// when its core asks (only the `move` mode's policy does), between a
+/// read and its echo.
 struct CoreTag(u8);
 
 impl Handler for CoreTag {
     async fn serve(&self, conn: Connection) -> std::io::Result<()> {
         let (res, _) = conn.write_all(vec![self.0]).await;
         res?;
-        while let Some(buf) = conn.read().await? {
-            let (res, _) = conn.write_all(buf).await;
-            res?;
-        }
-        conn.shutdown_write()
+        echo(conn).await
     }
+
+    async fn serve_moved(&self, conn: Connection, _: MovedState) -> std::io::Result<()> {
+        echo(conn).await
+    }
+}
+
+async fn echo(mut conn: Connection) -> std::io::Result<()> {
+    while let Some(buf) = conn.read().await? {
+        if let Some(core) = move_wanted() {
+            match move_connection(conn, core, buf.to_vec(), ()).await {
+                MoveOutcome::Moved => return Ok(()),
+                MoveOutcome::Stayed { conn: stayed, .. } => conn = stayed,
+                MoveOutcome::Closed(e) => return Err(e),
+            }
+            continue;
+        }
+        let (res, _) = conn.write_all(buf).await;
+        res?;
+    }
+    conn.shutdown_write()
 }
 
 struct Options {
@@ -45,7 +81,11 @@ struct Options {
     secs: u64,
     heavy: usize,
     backend: Backend,
+    modes: Vec<String>,
 }
+
+/// The modes a run alternates, in this order.
+const MODES: [&str; 5] = ["hash", "steer", "move", "tokio-ct", "tokio-mt"];
 
 fn options() -> Options {
     let mut o = Options {
@@ -53,6 +93,7 @@ fn options() -> Options {
         secs: 3,
         heavy: 4,
         backend: Backend::Uring,
+        modes: MODES.iter().map(|m| m.to_string()).collect(),
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     for pair in args.chunks(2) {
@@ -62,27 +103,123 @@ fn options() -> Options {
             "--secs" => o.secs = value.parse().expect("--secs N"),
             "--heavy" => o.heavy = value.parse().expect("--heavy N"),
             "--backend" => o.backend = value.parse().expect("--backend uring|epoll"),
+            "--modes" => {
+                o.modes = value.split(',').map(str::to_string).collect();
+                if let Some(m) = o.modes.iter().find(|m| !MODES.contains(&m.as_str())) {
+                    panic!("unknown mode {m}: {}", MODES.join(", "));
+                }
+            }
             other => panic!("unknown option {other}"),
         }
     }
     o
 }
 
-fn start(addr: SocketAddr, backend: Backend, steering: Steering) -> ServerHandle {
-    Server::builder()
+/// A server under the skewed load.
+enum Subject {
+    Percore(ServerHandle),
+    /// A tokio server of this process, with its runtimes' threads.
+    Tokio(Box<dyn ServerControl>, Vec<u32>),
+}
+
+impl Subject {
+    fn start(mode: &str, addr: SocketAddr, backend: Backend) -> Subject {
+        let (cpus, none) = ([0, 1], Supplies::default());
+        let (control, prefix) = match mode {
+            "hash" | "steer" | "move" => return Subject::Percore(start(addr, backend, mode)),
+            "tokio-ct" => (
+                tokio_servers::start_ct_at(addr, Service::Echo, &cpus, &none),
+                "tokio-ct",
+            ),
+            _ => (
+                tokio_servers::start_mt(Service::Echo, &Target::Tcp(addr), &cpus, &none),
+                "tokio-mt",
+            ),
+        };
+        let control = control.expect("start the tokio server");
+        // Its threads name themselves a moment after the start.
+        let mut tids = Vec::new();
+        for _ in 0..100 {
+            tids = sys::threads_named(prefix).expect("list threads");
+            if tids.len() >= 2 {
+                break;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(tids.len(), 2, "two {prefix} threads");
+        Subject::Tokio(control, tids)
+    }
+
+    fn addr(&self) -> SocketAddr {
+        match self {
+            Subject::Percore(server) => server.local_addr(),
+            Subject::Tokio(control, _) => control.target().tcp().expect("a TCP server"),
+        }
+    }
+
+    /// Whether it tells each connection its core first.
+    fn tags(&self) -> bool {
+        matches!(self, Subject::Percore(_))
+    }
+
+    /// Connections moved between cores so far (`None`: no moves here).
+    fn moves(&self) -> Option<u64> {
+        match self {
+            Subject::Percore(server) => Some(server.stats().iter().map(|c| c.moved_in).sum()),
+            Subject::Tokio(..) => None,
+        }
+    }
+
+    /// Each core's CPU seconds so far.
+    fn cpu(&self) -> Vec<f64> {
+        match self {
+            Subject::Percore(server) => cpu(server),
+            Subject::Tokio(_, tids) => tids
+                .iter()
+                .map(|&t| sys::thread_cpu_ns(t).unwrap_or(0) as f64 / 1e9)
+                .collect(),
+        }
+    }
+
+    fn stop(self) {
+        match self {
+            Subject::Percore(server) => {
+                server.shutdown();
+                server.join().expect("join");
+            }
+            Subject::Tokio(control, _) => control.stop().expect("stop the tokio server"),
+        }
+    }
+}
+
+/// A percore server in `mode`: `hash`, `steer` or `move`.
+fn start(addr: SocketAddr, backend: Backend, mode: &str) -> ServerHandle {
+    let mut builder = Server::builder()
         .address(addr)
         .cores([0, 1])
         .backend(backend)
-        .steering(steering)
-        .stall_threshold(None)
+        .steering(if mode == "steer" {
+            Steering::Load
+        } else {
+            Steering::Off
+        })
+        .stall_threshold(None);
+    if mode == "move" {
+        builder = builder.move_connections(MovePolicy::default());
+    }
+    builder
         .start(|core| CoreTag(core.index as u8))
         .expect("start")
 }
 
-fn tagged(mut stream: TcpStream) -> (TcpStream, u8) {
+/// `stream` and the core it landed on, which `tags` servers say first
+/// (`u8::MAX` for the others).
+fn tagged(mut stream: TcpStream, tags: bool) -> (TcpStream, u8) {
     stream.set_nodelay(true).expect("nodelay");
-    let mut tag = [0u8; 1];
-    stream.read_exact(&mut tag).expect("tag");
+    let mut tag = [u8::MAX; 1];
+    if tags {
+        stream.read_exact(&mut tag).expect("tag");
+    }
     (stream, tag[0])
 }
 
@@ -93,12 +230,12 @@ fn round_trip(stream: &mut TcpStream, buf: &mut [u8; 64]) {
 
 /// One measured run: (max ÷ mean CPU, round trips/s, the heavy ones'
 /// cores).
-fn run(server: &ServerHandle, ports: &[u16], secs: u64) -> (f64, f64, Vec<u8>) {
-    let addr = server.local_addr();
+fn run(server: &Subject, ports: &[u16], secs: u64) -> (f64, f64, Vec<u8>) {
+    let (addr, tags) = (server.addr(), server.tags());
     let stop = AtomicBool::new(false);
     let trips = AtomicU64::new(0);
     let mut light: Vec<TcpStream> = (0..12)
-        .map(|_| tagged(TcpStream::connect(addr).expect("connect")).0)
+        .map(|_| tagged(TcpStream::connect(addr).expect("connect"), tags).0)
         .collect();
     thread::scope(|s| {
         s.spawn(|| {
@@ -114,7 +251,7 @@ fn run(server: &ServerHandle, ports: &[u16], secs: u64) -> (f64, f64, Vec<u8>) {
         let mut cores = Vec::new();
         for &port in ports {
             let from = SocketAddr::from(([127, 0, 0, 1], port));
-            let (mut stream, core) = tagged(connect_from(from, addr).expect("connect_from"));
+            let (mut stream, core) = tagged(connect_from(from, addr).expect("connect_from"), tags);
             cores.push(core);
             let (stop, trips) = (&stop, &trips);
             s.spawn(move || {
@@ -127,9 +264,9 @@ fn run(server: &ServerHandle, ports: &[u16], secs: u64) -> (f64, f64, Vec<u8>) {
             });
             thread::sleep(Duration::from_millis(300));
         }
-        let (cpu0, trips0, t0) = (cpu(server), trips.load(Relaxed), Instant::now());
+        let (cpu0, trips0, t0) = (server.cpu(), trips.load(Relaxed), Instant::now());
         thread::sleep(Duration::from_secs(secs));
-        let (cpu1, trips1, elapsed) = (cpu(server), trips.load(Relaxed), t0.elapsed());
+        let (cpu1, trips1, elapsed) = (server.cpu(), trips.load(Relaxed), t0.elapsed());
         stop.store(true, Relaxed);
         let busy: Vec<f64> = cpu0.iter().zip(&cpu1).map(|(a, b)| b - a).collect();
         let mean = busy.iter().sum::<f64>() / busy.len() as f64;
@@ -151,15 +288,11 @@ fn cpu(server: &ServerHandle) -> Vec<f64> {
 fn main() {
     let o = options();
     // Ports the hash puts on core 0 of a two-core server on this port.
-    let probe = start(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        o.backend,
-        Steering::Off,
-    );
+    let probe = start(SocketAddr::from(([127, 0, 0, 1], 0)), o.backend, "hash");
     let addr = probe.local_addr();
     let mut ports = HashSet::new();
     while ports.len() < o.heavy {
-        let (stream, core) = tagged(TcpStream::connect(addr).expect("connect"));
+        let (stream, core) = tagged(TcpStream::connect(addr).expect("connect"), true);
         if core == 0 {
             ports.insert(stream.local_addr().expect("local").port());
         }
@@ -173,22 +306,22 @@ fn main() {
         o.backend, o.heavy, o.secs
     );
     println!(
-        "{:<8} {:>4} {:>14} {:>12}  heavy on cores",
-        "mode", "run", "cpu max/mean", "trips/s"
+        "{:<8} {:>4} {:>14} {:>12} {:>6}  heavy opened on cores",
+        "mode", "run", "cpu max/mean", "trips/s", "moves"
     );
     for round in 0..o.runs {
-        for steering in [Steering::Off, Steering::Load] {
-            let server = start(addr, o.backend, steering);
+        for name in &o.modes {
+            let server = Subject::start(name, addr, o.backend);
             thread::sleep(Duration::from_millis(300));
             let (skew, rate, cores) = run(&server, &ports, o.secs);
-            let name = if steering == Steering::Off {
-                "hash"
+            let cores = if server.tags() {
+                format!("{cores:?}")
             } else {
-                "steer"
+                "-".to_string()
             };
-            println!("{name:<8} {round:>4} {skew:>14.2} {rate:>12.0}  {cores:?}");
-            server.shutdown();
-            server.join().expect("join");
+            let moves = server.moves().map_or("-".to_string(), |n| n.to_string());
+            println!("{name:<8} {round:>4} {skew:>14.2} {rate:>12.0} {moves:>6}  {cores}");
+            server.stop();
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The load generators: in-process clients for every workload, run on the
 //! client CPU against a server on the server CPU over 127.0.0.1; the
 //! ping-pong and bulk echo clients (`echo`) also over a Unix socket file,
-//! the HTTPS ones (`https`) over TLS.
+//! the HTTPS ones (`https`) over TLS, the HTTP/2 one (`http2`) with many
+//! streams per connection.
 //!
 //! What it measures: per iteration, operations and bytes inside a window the
 //! client marks after its connections are open and validated (one echo or
@@ -28,10 +29,12 @@ use crate::http;
 use crate::probe::{Load, Probe};
 
 mod echo;
+mod http2;
 mod https;
 mod keepalive;
 mod open_loop;
 pub use echo::{bidirectional, chunk_roundtrip, concurrent_pingpong, pingpong};
+pub use http2::h2_concurrent;
 pub use https::{fresh_https_get, https_handshakes, https_keepalive};
 pub use keepalive::{
     api_concurrent, check_fan_out, fan_out_concurrent, fan_out_single, http_concurrent, http_single,

@@ -413,6 +413,8 @@ mod tests {
                 "local_socket_throughput/bidirectional/64KiB",
                 "https/keepalive",
                 "https/handshake",
+                "h2_server/streams/1x1",
+                "h2_server/streams/16x10",
                 "api/users",
             ] {
                 assert!(ids.iter().any(|i| i == want), "missing {want}");
@@ -432,6 +434,10 @@ mod tests {
                 mode.sweep
             );
             assert_eq!(ids.iter().any(|i| i == "fan_out/fork_join/64"), !mode.quick);
+            assert_eq!(
+                ids.iter().any(|i| i == "h2_server/streams/100x10"),
+                !mode.quick
+            );
         }
     }
 

@@ -8,6 +8,11 @@
 //! full TLS 1.3 handshakes, one request per connection, and the server
 //! CPU each one costs.
 //!
+//! The `h2_server` category runs HTTP/2 GETs in the clear (prior
+//! knowledge) over N connections with M streams in flight on each:
+//! percore's `HttpEcho` on uring and epoll, hyper's HTTP/2 server on the
+//! tokio runtimes (`h2_baseline`).
+//!
 //! The `api` category loads a small JSON API, `GET /users/42` over 100
 //! kept-alive connections: the `json_api` example on uring and epoll, its
 //! axum twin `axum_api` in the tokio-ct column (see `api_servers`).
@@ -47,6 +52,9 @@ pub struct Mode {
     pub local_messages: Vec<usize>,
     /// Chunk sizes of `local_socket_throughput`, bytes.
     pub local_chunks: Vec<usize>,
+    /// Shapes of the `h2_server` workloads: (connections, streams in
+    /// flight on each).
+    pub h2_shapes: Vec<(usize, usize)>,
 }
 
 impl Mode {
@@ -66,6 +74,7 @@ impl Mode {
             fan_out_widths: vec![1, 4, 16],
             local_messages: vec![64],
             local_chunks: vec![64 << 10],
+            h2_shapes: vec![(1, 1), (16, 10)],
         }
     }
 
@@ -83,6 +92,7 @@ impl Mode {
             fan_out_widths: vec![1, 4, 16, 64],
             local_messages: vec![1, 64, 1 << 10],
             local_chunks: vec![4 << 10, 64 << 10, 1 << 20],
+            h2_shapes: vec![(1, 1), (1, 10), (16, 10), (100, 10)],
         }
     }
 
@@ -95,7 +105,7 @@ impl Mode {
                 .join("/")
         };
         format!(
-            "{}: {} warm-up + {} measured rounds, {} ms per iteration, open loop {} ms at {} req/s over {} connections{}, fan-out widths {}, Unix-socket messages {} and chunks {}",
+            "{}: {} warm-up + {} measured rounds, {} ms per iteration, open loop {} ms at {} req/s over {} connections{}, fan-out widths {}, Unix-socket messages {} and chunks {}, HTTP/2 connections x streams {}",
             if self.quick { "quick" } else { "full" },
             self.warmup,
             self.iterations,
@@ -114,7 +124,12 @@ impl Mode {
                 .collect::<Vec<_>>()
                 .join("/"),
             sizes(&self.local_messages),
-            sizes(&self.local_chunks)
+            sizes(&self.local_chunks),
+            self.h2_shapes
+                .iter()
+                .map(|(c, m)| format!("{c}x{m}"))
+                .collect::<Vec<_>>()
+                .join("/")
         )
     }
 }
@@ -461,6 +476,18 @@ pub fn jobs(mode: &Mode) -> Vec<Job> {
         ],
         target_rate: None,
     });
+    // HTTP/2 by prior knowledge: `HttpEcho` on percore, hyper's server on
+    // the tokio runtimes; N connections × M streams in flight each.
+    for &(conns, streams) in &mode.h2_shapes {
+        v.push(Job {
+            category: "h2_server",
+            workload: format!("streams/{conns}x{streams}"),
+            service: Service::H2,
+            run: tcp(move |a, p| client::h2_concurrent(a, conns, streams, w, p)),
+            metrics: one("req/s", Better::Higher, ops_per_s),
+            target_rate: None,
+        });
+    }
     // The JSON API example against its axum twin, wrk-style: many
     // kept-alive connections, each with one request in flight.
     v.push(Job {

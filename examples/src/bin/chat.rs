@@ -24,6 +24,11 @@
 //! chat [--port 8090] [--cores 0,1] [--backend auto] [--admin 9100] [--stats]
 //! open http://127.0.0.1:8090/?room=lobby&name=ada     # joins on load
 //! ```
+//!
+//! With `--tls-cert` and `--tls-key`, built with the feature `h2`, the
+//! server offers HTTP/2 by ALPN, and the same route serves WebSockets
+//! opened as streams of the page's connection (extended CONNECT, RFC
+//! 8441), as a browser does when its HTTP/2 connection allows it.
 
 use std::io;
 
@@ -189,7 +194,10 @@ fn word(arg: &str, max: usize) -> Option<&str> {
 }
 
 fn main() {
-    let cli: Cli = parse_args("8090");
+    let mut cli: Cli = parse_args("8090");
+    // Over TLS, HTTP/2 when built with it: browsers then open the
+    // WebSocket as a stream of the page's connection (RFC 8441).
+    cli.common.offer_h2 = cfg!(feature = "h2");
     init_logging();
     let mut config = WsConfig::default();
     // Chat lines are short: a client that sends more is refused (1009).

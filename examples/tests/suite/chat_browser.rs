@@ -18,9 +18,10 @@ const CHAT: &str = env!("CARGO_BIN_EXE_chat");
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// Starts Chromium on `argv[1]` (headless, its own profile, DevTools on
-/// a free port), opens `argv[2]`, and polls the page's log until it
-/// holds `argv[3]` (at most 30 s); prints the status and the log.
-const DRIVER: &str = r#"
+/// a free port, the test's self-made certificates accepted), opens
+/// `argv[2]`, and polls the page's log until it holds `argv[3]` (at most
+/// 30 s); prints the status and the log.
+pub(crate) const DRIVER: &str = r#"
 import json, re, subprocess, sys, tempfile, time, urllib.request
 from websockets.sync.client import connect
 
@@ -28,6 +29,7 @@ chromium, url, want = sys.argv[1:4]
 profile = tempfile.mkdtemp(prefix="percore-chat-")
 browser = subprocess.Popen(
     [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+     "--ignore-certificate-errors",
      "--disable-extensions", "--disable-background-networking",
      "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
      "--user-data-dir=" + profile, "about:blank"],

@@ -2,6 +2,7 @@
 //! one module per server or subject, in one binary.
 
 mod chat_browser;
+mod chat_browser_h2;
 mod chat_process;
 mod cli;
 mod cookbook;

@@ -28,6 +28,7 @@ fn start(backend: &str) -> (ChildServer, SocketAddr) {
         "--backend",
         backend,
         "--steer",
+        "--move-connections",
     ])
     .env("RUST_LOG", "info")
     .env_remove("PERCORE_BACKEND")
@@ -94,7 +95,9 @@ backend_process_tests! {
         for family in ["process_open_fds", "process_resident_memory_bytes", "percore_uptime_seconds",
                        "percore_cpu_seconds_total", "percore_listener_connections_accepted_total",
                        "percore_stalls_total", "percore_stall_duration_seconds_count",
-                       "percore_steering_attaches_total"] {
+                       "percore_steering_attaches_total", "percore_connections_moved_in_total",
+                       "percore_connections_moved_out_total",
+                       "percore_connection_moves_refused_total"] {
             assert!(text.contains(&format!("\n{family}")), "no {family} in:\n{text}");
         }
         if installed("promtool") {

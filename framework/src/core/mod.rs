@@ -10,6 +10,7 @@ pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod give_back;
 pub(crate) mod messaging;
+pub(crate) mod moves;
 pub(crate) mod shared;
 pub(crate) mod stopping;
 pub(crate) mod watch;

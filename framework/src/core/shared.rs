@@ -28,6 +28,8 @@ pub(crate) struct CoreShared {
     pub(crate) stats: Arc<CoreStats>,
     /// What the stall watchdog reads of this core.
     pub(crate) watch: super::watch::CoreWatch,
+    /// Connections that should move to another core.
+    pub(crate) moves: super::moves::MoveOrders,
     /// Every core of the same server, by index (this one included).
     peers: OnceLock<Vec<Weak<CoreShared>>>,
 }
@@ -44,6 +46,7 @@ impl CoreShared {
             shutdown,
             stats: Arc::new(CoreStats::default()),
             watch: super::watch::CoreWatch::new(),
+            moves: super::moves::MoveOrders::default(),
             peers: OnceLock::new(),
         }
     }

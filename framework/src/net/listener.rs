@@ -145,6 +145,11 @@ impl Acceptor {
         )
     }
 
+    /// Whether it listens on TCP (else on a Unix socket).
+    pub(crate) fn is_tcp(&self) -> bool {
+        self.tcp
+    }
+
     /// The listening socket, for a direct `accept4` (see `serve`).
     pub(crate) fn borrow_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()

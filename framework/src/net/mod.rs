@@ -17,6 +17,7 @@
 mod behind;
 mod endpoint;
 mod listener;
+pub(crate) mod moved;
 pub(crate) mod secure;
 mod socket;
 mod stream;

@@ -35,6 +35,21 @@ pub(crate) trait Secure {
 
     /// The server name the client asked for (server side).
     fn server_name(&self) -> Option<String>;
+
+    /// Whether the session can leave its core now: no write's records
+    /// are on their way.
+    fn can_move(&self) -> bool;
+
+    /// The session as it travels to another core, with `received`: the
+    /// bytes the socket received after the records it holds.
+    fn into_moving(self: Box<Self>, received: Vec<u8>) -> Box<dyn MovingSecure>;
+}
+
+/// A session on its way to another core (see
+/// [`Stream::detach`](super::Stream::detach)).
+pub(crate) trait MovingSecure: Send {
+    /// The session again, on the core that takes the stream.
+    fn attach(self: Box<Self>) -> Box<dyn Secure>;
 }
 
 /// A secured write on its way: the bytes the session made of the

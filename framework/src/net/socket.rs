@@ -20,9 +20,34 @@ pub(crate) struct Socket {
 impl Socket {
     /// Registers an accepted or connected socket with this core.
     pub(super) fn new(fd: OwnedFd) -> io::Result<Socket> {
+        Socket::try_new(fd).map_err(|(_, e)| e)
+    }
+
+    /// [`new`](Self::new), giving the descriptor back when it fails.
+    pub(super) fn try_new(fd: OwnedFd) -> Result<Socket, (OwnedFd, io::Error)> {
         let fd = SharedFd::new(fd);
-        let io = op::register(&fd)?;
-        Ok(Socket { fd, io })
+        match op::register(&fd) {
+            Ok(io) => Ok(Socket { fd, io }),
+            // Nothing else holds it: it was never registered.
+            Err(e) => match fd.into_owned() {
+                Ok(fd) => Err((fd, e)),
+                Err(_) => unreachable!("a socket that failed to register is shared"),
+            },
+        }
+    }
+
+    /// Leaves this core: forgets the socket's registration and returns
+    /// its descriptor, for another core to register. The standing receive
+    /// must have ended (see `op::detach`). Should an operation that ends
+    /// later still hold the descriptor, a duplicate is returned, and the
+    /// original closes when that operation ends.
+    pub(super) fn into_fd(self) -> io::Result<OwnedFd> {
+        let fd = self.fd.retain();
+        drop(self);
+        match std::rc::Rc::try_unwrap(fd) {
+            Ok(fd) => Ok(fd),
+            Err(shared) => shared.try_clone(),
+        }
     }
 
     /// The socket, shared with the operations in flight.

@@ -5,6 +5,7 @@
 //! whatever listener accepted it, so a handler serves both transports
 //! unchanged.
 
+use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::io;
@@ -39,17 +40,29 @@ pub struct Stream {
     /// inline it would be 32 bytes in every connection's task, used or not.
     peer: std::cell::OnceCell<Box<SocketAddr>>,
     /// The session, once a handshake made one (see [`crate::tls`]).
-    secure: Option<Box<dyn Secure>>,
+    pub(super) secure: Option<Box<dyn Secure>>,
+    /// Bytes the next read returns before any from the socket: those a
+    /// connection brought when it moved here from another core (see
+    /// `net::moved`). Boxed, so a stream that never moved holds a
+    /// null pointer for them.
+    #[allow(clippy::box_collection)] // The box is the point: 8 bytes inline.
+    pub(super) unread: Cell<Option<Box<Vec<u8>>>>,
 }
 
 impl Stream {
     /// Wraps an accepted or connected socket; registers it with this core.
     pub(crate) fn from_fd(fd: OwnedFd) -> io::Result<Stream> {
-        Ok(Stream {
-            socket: Socket::new(fd)?,
+        Ok(Stream::with_socket(Socket::new(fd)?))
+    }
+
+    /// A stream over `socket`, registered already.
+    pub(super) fn with_socket(socket: Socket) -> Stream {
+        Stream {
+            socket,
             peer: std::cell::OnceCell::new(),
             secure: None,
-        })
+            unread: Cell::new(None),
+        }
     }
 
     /// The session, if the stream has one.
@@ -337,6 +350,20 @@ fn secure_write<'a>(
     session.write(socket, chunks)
 }
 
+/// Carried bytes (see `unread`) as a receive lease of this core's pool
+/// (freed, not kept, when dropped: the pool keeps only its own size);
+/// `None` when there are none.
+#[cold]
+#[inline(never)]
+fn unread_buf(bytes: Vec<u8>) -> Option<RecvBuf> {
+    if bytes.is_empty() {
+        return None;
+    }
+    let len = bytes.len();
+    let pool = crate::driver::current::with_io(|io| io.pool.clone());
+    Some(RecvBuf::from_pool(pool, bytes.into_boxed_slice(), len))
+}
+
 /// A secured stream's read.
 #[cold]
 #[inline(never)]
@@ -368,6 +395,11 @@ impl Future for Read<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let stream = self.stream;
+        if let Some(unread) = stream.unread.take() {
+            if let Some(buf) = unread_buf(*unread) {
+                return Poll::Ready(Ok(Some(buf)));
+            }
+        }
         if let Some(session) = stream.secure() {
             return secure_read(&stream.socket, session, cx);
         }

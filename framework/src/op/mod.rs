@@ -7,6 +7,7 @@
 pub(crate) mod accept;
 pub(crate) mod connect;
 pub(crate) mod datagram;
+pub(crate) mod detach;
 pub(crate) mod file;
 pub(crate) mod lifecycle;
 pub(crate) mod msg_space;
@@ -43,6 +44,11 @@ impl SharedFd {
     /// A reference that keeps the descriptor open while the kernel uses it.
     pub(crate) fn retain(&self) -> Rc<OwnedFd> {
         self.owned.clone()
+    }
+
+    /// The descriptor, if nothing else holds it (else the shared one).
+    pub(crate) fn into_owned(self) -> Result<OwnedFd, Rc<OwnedFd>> {
+        Rc::try_unwrap(self.owned)
     }
 }
 

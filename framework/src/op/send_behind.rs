@@ -15,7 +15,7 @@
 
 use std::io;
 use std::os::fd::AsRawFd;
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 
 use super::lifecycle::{self, Side};
 use super::{SharedFd, SocketIo};
@@ -133,4 +133,33 @@ pub(crate) fn spare(io: &SocketIo) -> Vec<u8> {
         Side::Epoll { .. } => Vec::new(),
     })
     .unwrap_or_default()
+}
+
+/// For a socket leaving its core: waits for its write behind, if one is
+/// under way, then gives its slot (this core's) back. The write behind's
+/// error, if it failed.
+pub(crate) fn poll_release(
+    fd: &SharedFd,
+    io: &SocketIo,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<()>> {
+    let SocketIo::Uring { behind, .. } = io else {
+        return Poll::Ready(Ok(()));
+    };
+    if behind.get() == NONE {
+        return Poll::Ready(Ok(()));
+    }
+    if let Err(e) = std::task::ready!(poll_end(fd, io, Some(cx.waker()))) {
+        return Poll::Ready(Err(e));
+    }
+    if let Some(key) = slot(behind.replace(NONE)) {
+        let released = lifecycle::on_core(io, |_, side| match side {
+            Side::Uring { d, .. } => d.release_behind(key, fd.as_raw_fd()),
+            Side::Epoll { .. } => None,
+        });
+        // Dropped outside the driver's borrow (it holds no buffer: the
+        // write behind went out).
+        drop(released);
+    }
+    Poll::Ready(Ok(()))
 }

@@ -161,6 +161,24 @@ impl ServerHandle {
         super::signal::on_stop_signal(self.stopper())
     }
 
+    /// Orders `count` connections of core `from` (an index,
+    /// `0..cores`) to move to core `to`, replacing the orders before (0
+    /// cancels them): each goes at its next request boundary, as if the
+    /// policy of [`ServerBuilder::move_connections`](super::ServerBuilder::move_connections)
+    /// had ordered it (that policy, if on, replaces the orders at its
+    /// next look). For an operator's tool, or a test that must move a
+    /// connection at a known moment. Returns `false` for a bad index.
+    pub fn move_connections(&self, from: usize, to: usize, count: usize) -> bool {
+        let cores = &self.inner.cores;
+        match cores.get(from) {
+            Some(core) if to < cores.len() => {
+                core.moves.set(to, count);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Every core's counters now.
     pub fn stats(&self) -> Vec<StatsSnapshot> {
         self.stats_reader().snapshot()

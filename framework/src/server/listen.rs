@@ -50,11 +50,25 @@ impl ListenerCounters {
     pub(crate) fn closed(&self) {
         self.active.fetch_sub(1, Ordering::Relaxed);
     }
+
+    /// A connection moved here from another core: open, not accepted.
+    pub(crate) fn adopted(&self) {
+        self.active.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
-/// Serves one accepted connection on its own task (the guard counts it
-/// until the task ends).
-pub(crate) type Spawner = Box<dyn Fn(crate::net::Stream, super::serve::ConnGuard)>;
+/// Serves one connection on its own task (the guard counts it until the
+/// task ends): one the core accepted, or one another core moved here.
+pub(crate) type Spawner = Box<dyn Fn(crate::net::Stream, super::serve::ConnGuard, Arrival)>;
+
+/// How a connection came to a core.
+pub(crate) enum Arrival {
+    /// From its listener: a TLS listener's begins with the handshake.
+    Accepted,
+    /// From another core, at a request boundary, with what its handler
+    /// carried: its session, if it has one, is established.
+    Moved(crate::handler::MovedState),
+}
 
 /// Makes a core's [`Spawner`] for one listener: its handler factory, with
 /// the handler's type erased, so listeners of different handlers sit in
@@ -92,11 +106,21 @@ impl ListenerSpec {
             Arc::new(move |ctx: &CoreContext, tls: Option<TlsSetup>| -> Spawner {
                 let handler = Rc::new(factory(ctx));
                 match tls {
-                    None => Box::new(move |stream, guard| {
-                        super::serve::spawn_connection(stream, &handler, guard)
+                    None => Box::new(move |stream, guard, arrival| match arrival {
+                        Arrival::Accepted => {
+                            super::serve::spawn_connection(stream, &handler, guard)
+                        }
+                        Arrival::Moved(state) => {
+                            super::serve::spawn_moved(stream, &handler, guard, state)
+                        }
                     }),
-                    Some(tls) => Box::new(move |stream, guard| {
-                        super::serve::spawn_tls_connection(stream, &handler, guard, tls.clone())
+                    Some(tls) => Box::new(move |stream, guard, arrival| match arrival {
+                        Arrival::Accepted => {
+                            super::serve::spawn_tls_connection(stream, &handler, guard, tls.clone())
+                        }
+                        Arrival::Moved(state) => {
+                            super::serve::spawn_moved(stream, &handler, guard, state)
+                        }
                     }),
                 }
             });

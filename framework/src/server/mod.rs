@@ -13,6 +13,7 @@ mod handle;
 mod handshakes;
 mod listen;
 mod listening;
+pub(crate) mod moving;
 mod plain_http;
 mod readiness;
 mod serve;
@@ -32,6 +33,7 @@ use datagram::DatagramSpec;
 pub use handle::{ServerHandle, StatsReader, Stopper};
 use listen::ListenerSpec;
 pub use listen::ListenerStats;
+pub use moving::{move_connection, move_wanted, MoveOutcome, MovePolicy, MoveRefusal};
 pub use readiness::Readiness;
 pub use steer::{Steering, SteeringStats};
 
@@ -78,6 +80,7 @@ impl Server {
             unready_delay: Duration::ZERO,
             stall_threshold: Some(DEFAULT_STALL_THRESHOLD),
             steering: Steering::Off,
+            moving: None,
         }
     }
 }
@@ -108,6 +111,7 @@ pub struct ServerBuilder {
     unready_delay: Duration,
     stall_threshold: Option<Duration>,
     steering: Steering,
+    moving: Option<MovePolicy>,
 }
 
 impl ServerBuilder {
@@ -443,6 +447,28 @@ impl ServerBuilder {
     /// the programs attached in [`StatsReader::steering`](crate::StatsReader::steering).
     pub fn steering(mut self, steering: Steering) -> Self {
         self.steering = steering;
+        self
+    }
+
+    /// Moves live connections from a hot core to an idle one at request
+    /// boundaries, by `policy` (default: off, connections stay on the
+    /// core that accepted them).
+    ///
+    /// Steering places new connections; this evens out the load of
+    /// long-lived ones. Every `policy.interval`, a core busier than the
+    /// mean of the cores and than the least busy one by more than
+    /// `policy.margin` orders up to `policy.per_interval` of its
+    /// connections to the least busy core (see [`MovePolicy`]). A
+    /// connection moves when its handler next asks
+    /// [`move_wanted`](crate::move_wanted) and calls
+    /// [`move_connection`](crate::move_connection): percore-handlers'
+    /// HTTP/1.1 server does so after each read's answers are written; a
+    /// handler of your own opts in the same way. Only connections of TCP
+    /// listeners move. Moves are counted in each core's
+    /// [`StatsSnapshot::moved_in`](crate::StatsSnapshot::moved_in) and
+    /// [`moved_out`](crate::StatsSnapshot::moved_out).
+    pub fn move_connections(mut self, policy: MovePolicy) -> Self {
+        self.moving = Some(policy);
         self
     }
 }

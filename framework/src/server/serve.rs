@@ -25,7 +25,9 @@ use crate::Handler;
 /// connection, and its counters.
 pub(crate) struct CoreListener {
     pub(crate) acceptor: Acceptor,
-    pub(crate) spawn: Spawner,
+    /// Shared with the core's registry of listeners that connections
+    /// moved here are served by (see `moving`).
+    pub(crate) spawn: Rc<Spawner>,
     pub(crate) counters: Arc<ListenerCounters>,
     /// Removed when the last core's listener on it is gone.
     pub(crate) _file: Option<Arc<SocketFile>>,
@@ -38,13 +40,15 @@ pub(crate) struct ServeLimits {
     pub(crate) drain_timeout: Duration,
     /// The listen backlog: the most connections a listener can hold queued.
     pub(crate) backlog: usize,
+    /// Whether, and how, the core moves connections to idler cores.
+    pub(crate) moving: Option<super::MovePolicy>,
 }
 
 /// Counts a core's open connections and wakes whoever waits for the count
 /// to drop (the accept loop at the limit, the drain at shutdown).
 #[derive(Default)]
-struct Tracker {
-    level: Level,
+pub(super) struct Tracker {
+    pub(super) level: Level,
     /// Datagram handlers running: drained at a stop as connections are,
     /// but no connections (they hold no place under the limit).
     datagram_tasks: Cell<usize>,
@@ -55,6 +59,23 @@ struct Tracker {
 pub(crate) struct ConnGuard {
     tracker: Rc<Tracker>,
     counters: Arc<ListenerCounters>,
+}
+
+impl ConnGuard {
+    /// Counts a connection that another core moved here open, on this
+    /// core and its listener.
+    pub(super) fn adopted(tracker: &Rc<Tracker>, counters: &Arc<ListenerCounters>) -> ConnGuard {
+        context::with_core(|core| {
+            core.shared.stats.active.add(1);
+            core.shared.stats.moved_in.add(1);
+        });
+        counters.adopted();
+        tracker.level.opened();
+        ConnGuard {
+            tracker: tracker.clone(),
+            counters: counters.clone(),
+        }
+    }
 }
 
 impl Drop for ConnGuard {
@@ -85,6 +106,11 @@ impl Tracker {
         .await;
     }
 
+    /// Connections open.
+    pub(super) fn active(&self) -> usize {
+        self.level.active.get()
+    }
+
     /// Waits until fewer than `limit` connections are open.
     async fn below(&self, limit: usize) {
         poll_fn(|cx| {
@@ -111,6 +137,7 @@ pub(crate) async fn serve_core(
     for task in datagrams {
         spawn_datagram_task(task, &tracker);
     }
+    let home = super::moving::Home::open(&listeners, &tracker, limits);
     {
         // The stop is polled first: once it has come, the accept loops are
         // not polled again, and `take_queued` takes what is left.
@@ -127,6 +154,8 @@ pub(crate) async fn serve_core(
         }));
         race(stopping, accepting).await;
     }
+    // No connection moves here from now on.
+    drop(home);
     // Stop accepting first: serve the connections that were complete when
     // the stop came, then close the listeners. Only a connection completed
     // between the last accept and the close is reset.
@@ -383,7 +412,7 @@ fn serve_accepted(
         tracker: tracker.clone(),
         counters: listener.counters.clone(),
     };
-    (listener.spawn)(stream, guard);
+    (listener.spawn)(stream, guard, super::listen::Arrival::Accepted);
 }
 
 /// Serves a connection on its own task, counted (by `guard`) until it
@@ -404,6 +433,27 @@ pub(crate) fn spawn_connection<H: Handler>(stream: Stream, handler: &Rc<H>, guar
                 *boxed
             };
             if let Err(e) = handler.serve(stream).await {
+                context::try_with_core(|core| core.shared.stats.errors_io.add(1));
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        })
+    });
+}
+
+/// Serves a connection moved here on its own task, counted (by `guard`)
+/// until it ends, as [`spawn_connection`]
+/// serves an accepted one.
+pub(crate) fn spawn_moved<H: Handler>(
+    stream: Stream,
+    handler: &Rc<H>,
+    guard: ConnGuard,
+    state: crate::handler::MovedState,
+) {
+    let handler = handler.clone();
+    crate::executor::current::with_executor(|executor| {
+        executor.spawn_detached(async move {
+            let _guard = guard;
+            if let Err(e) = handler.serve_moved(stream, state).await {
                 context::try_with_core(|core| core.shared.stats.errors_io.add(1));
                 tracing::debug!(error = %e, "connection ended with an error");
             }

@@ -125,6 +125,7 @@ impl ServerBuilder {
                 max_connections: self.max_connections,
                 drain_timeout: self.drain_timeout,
                 backlog: self.backlog as usize,
+                moving: self.moving,
             };
             let config = self.config;
             let ready = ready_tx.clone();
@@ -393,7 +394,7 @@ fn run_core(
             let tcp = matches!(parts.spec.addr, Endpoint::Tcp(_));
             serving.push(CoreListener {
                 acceptor: Acceptor::new(parts.socket, tcp)?,
-                spawn: (parts.spec.make)(&ctx, parts.tls),
+                spawn: std::rc::Rc::new((parts.spec.make)(&ctx, parts.tls)),
                 counters: parts.counters,
                 _file: parts.file,
             });

@@ -3,8 +3,9 @@
 //! Everything that two cores (or a core and a foreign thread) touch at the
 //! same time lives here: the remote queue with its park/unpark handshake,
 //! the per-task "scheduled" flag behind wakers, the reply channel of
-//! cross-core calls, the shutdown latch, and the count of cores still
-//! draining at a stop. So does the glue that a wake and a park go through
+//! cross-core calls, the hand-off of a connection moved to another
+//! core, the shutdown latch, and the count of cores still draining at a
+//! stop. So does the glue that a wake and a park go through
 //! ([`wake`]: a waker queueing its task locally or remotely, a core
 //! deciding whether to block), and the state of the read an io_uring core
 //! keeps on its eventfd ([`WakeRead`]).
@@ -19,6 +20,7 @@
 #![cfg_attr(not(loom), allow(unreachable_pub))]
 
 mod countdown;
+pub mod handoff;
 pub mod oneshot;
 mod parker;
 mod remote;

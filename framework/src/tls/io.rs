@@ -12,7 +12,7 @@ use std::task::{ready, Context, Poll};
 use super::session::Session;
 use crate::buf::{IoBuf, RecvBuf};
 use crate::driver::current;
-use crate::net::secure::{Secure, SecureWrite};
+use crate::net::secure::{MovingSecure, Secure, SecureWrite};
 use crate::net::{Socket, WriteAll};
 
 impl Secure for Session {
@@ -42,6 +42,21 @@ impl Secure for Session {
 
     fn server_name(&self) -> Option<String> {
         Session::server_name(self)
+    }
+
+    fn can_move(&self) -> bool {
+        !self.is_writing()
+    }
+
+    fn into_moving(self: Box<Self>, received: Vec<u8>) -> Box<dyn MovingSecure> {
+        Box::new(self.detach(received))
+    }
+}
+
+impl MovingSecure for super::session::Moving {
+    fn attach(self: Box<Self>) -> Box<dyn Secure> {
+        let pool = current::with_io(|io| io.pool.clone());
+        Box::new(Session::attach(*self, pool))
     }
 }
 

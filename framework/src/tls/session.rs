@@ -28,7 +28,54 @@ pub(crate) struct Session {
     held: RefCell<Vec<u8>>,
 }
 
+/// A session between two cores: what it held, in a form that crosses
+/// threads (rustls's connection is `Send`; a receive lease is not).
+pub(crate) struct Moving {
+    conn: Connection,
+    /// Records received and not fed in yet, then what the socket had
+    /// received after them.
+    pending: Vec<u8>,
+    /// Records the socket did not take.
+    held: Vec<u8>,
+}
+
 impl Session {
+    /// The session leaving its core, with `received` after the records it
+    /// had not fed in yet. No write may be on its way (`is_writing`).
+    pub(crate) fn detach(self, mut received: Vec<u8>) -> Moving {
+        let Session {
+            conn,
+            pending,
+            held,
+            ..
+        } = self;
+        let mut records = pending
+            .into_inner()
+            .map_or_else(Vec::new, |lease| lease.to_vec());
+        records.append(&mut received);
+        Moving {
+            conn: conn.into_inner(),
+            pending: records,
+            held: held.into_inner(),
+        }
+    }
+
+    /// The session arriving on a core, its records not fed in yet in a
+    /// lease of `pool` (freed, not kept, once fed).
+    pub(crate) fn attach(
+        moving: Moving,
+        pool: std::rc::Rc<crate::driver::pool::HeapPool>,
+    ) -> Session {
+        let session = Session::new(moving.conn);
+        session.hold(moving.held);
+        if !moving.pending.is_empty() {
+            let len = moving.pending.len();
+            let lease = RecvBuf::from_pool(pool, moving.pending.into_boxed_slice(), len);
+            *session.pending.borrow_mut() = Some(lease);
+        }
+        session
+    }
+
     pub(crate) fn new(conn: Connection) -> Session {
         Session {
             conn: RefCell::new(conn),

@@ -14,6 +14,7 @@ mod fs_vectored;
 mod give_back;
 mod handler_panic;
 mod messaging;
+mod moving;
 mod outbound;
 mod read_ahead;
 mod readiness;

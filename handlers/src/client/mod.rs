@@ -74,7 +74,8 @@
 //! # Not (yet) here
 //!
 //! Streaming request bodies (a body is given whole), redirects, cookies,
-//! proxies, compression, and HTTP/2's trailers (not read).
+//! proxies, and compression. HTTP/2's trailers are read
+//! ([`ClientResponse::trailer`]); HTTP/1.1's are checked and dropped.
 //!
 //! # Examples
 //!

@@ -33,6 +33,8 @@ pub struct ClientResponse {
     request: Rc<Request>,
     body_timeout: Duration,
     max_body: usize,
+    /// The trailer fields, once the body was read to its end.
+    trailers: Vec<(Box<str>, Box<[u8]>)>,
 }
 
 /// Where the body is.
@@ -92,6 +94,7 @@ impl ClientResponse {
             request,
             body_timeout,
             max_body,
+            trailers: Vec::new(),
         };
         if let Some(answer) = answer {
             response.complete(answer);
@@ -127,6 +130,7 @@ impl ClientResponse {
             request,
             body_timeout,
             max_body,
+            trailers: Vec::new(),
         }
     }
 
@@ -149,6 +153,25 @@ impl ClientResponse {
             let name = std::str::from_utf8(&self.head[name.clone()]).unwrap_or_default();
             (name, &self.head[value.clone()])
         })
+    }
+
+    /// The value of the first trailer field named `name` (in any case),
+    /// once the body was read to its end ([`body`](Self::body), or
+    /// [`chunk`](Self::chunk) until `None`).
+    ///
+    /// HTTP/2 trailers are kept (gRPC's `grpc-status` is one). Over
+    /// HTTP/1.1 a chunked body's trailer section is checked and dropped,
+    /// as percore's server does: none is ever seen here.
+    pub fn trailer(&self, name: &str) -> Option<&[u8]> {
+        self.trailers()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value)
+    }
+
+    /// Every trailer field, in the order received; none before the body
+    /// was read to its end. See [`trailer`](Self::trailer).
+    pub fn trailers(&self) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        self.trailers.iter().map(|(n, v)| (&n[..], &v[..]))
     }
 
     /// The whole body (the rest of it, after pieces taken with
@@ -275,14 +298,18 @@ impl ClientResponse {
         let Body::H2(body) = &mut self.body else {
             return Ok(None);
         };
-        match body.next(&self.request, self.body_timeout).await {
-            Ok(Some(piece)) => Ok(Some(piece)),
-            Ok(None) => {
-                self.body = Body::Over;
-                Ok(None)
-            }
-            Err(e) => Err(self.fail(e)),
-        }
+        let end = match body.next(&self.request, self.body_timeout).await {
+            Ok(Some(piece)) => return Ok(Some(piece)),
+            Ok(None) => body.trailers(&self.request, self.body_timeout).await,
+            Err(e) => Err(e),
+        };
+        self.body = Body::Over;
+        let fields = end?.unwrap_or_default();
+        self.trailers = fields
+            .iter()
+            .map(|(name, value)| (name.as_str().into(), value.as_bytes().into()))
+            .collect();
+        Ok(None)
     }
 
     /// The response is complete: its connection is pooled or closed, its

@@ -84,14 +84,16 @@ pub struct Config {
     pub access_log: bool,
     /// Sheds load early: while the core's last loop turn ran longer than
     /// this ([`percore::queue_delay`]: the least a request arriving as it
-    /// began waited before the core could read it), a new request is
+    /// began waited before the core could read it), or the current turn
+    /// has so far (the requests read with it wait for the ones served
+    /// before them), a new request is
     /// answered `503 Service Unavailable` with `Retry-After: 1` and
     /// `Connection: close`, without calling the service, and counted in
     /// [`HttpStats::shed`](super::HttpStats::shed). A core that cannot
     /// keep up then spends its time on the requests it can still answer
     /// in time, instead of every request's latency growing without bound.
-    /// Default off (`None`): measuring costs a clock read per loop turn,
-    /// and the right bound depends on the service (a few times its usual
+    /// Default off (`None`): measuring costs a clock read per loop turn
+    /// and one per request, and the right bound depends on the service (a few times its usual
     /// turn under load).
     pub shed_queue_delay: Option<Duration>,
     /// HTTP/2's own limits (feature `h2`).
@@ -127,6 +129,11 @@ pub struct H2Limits {
     /// client may send beyond the payload that flowed both ways; then
     /// GOAWAY `ENHANCE_YOUR_CALM`. Default 1 MiB.
     pub flood_allowance: u64,
+    /// Whether the server offers extended CONNECT (RFC 8441,
+    /// `SETTINGS_ENABLE_CONNECT_PROTOCOL`), by which a client opens a
+    /// WebSocket (or another upgrade a route accepts) on an HTTP/2
+    /// stream. Off, such clients use HTTP/1.1 for them. Default on.
+    pub connect_protocol: bool,
 }
 
 impl Default for H2Limits {
@@ -139,6 +146,7 @@ impl Default for H2Limits {
             pending_resets: 20,
             error_resets: 1024,
             flood_allowance: 1024 * 1024,
+            connect_protocol: true,
         }
     }
 }

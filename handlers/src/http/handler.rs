@@ -100,6 +100,18 @@ impl<S> Drop for HttpHandler<S> {
 }
 
 impl<S: Service> Handler for HttpHandler<S> {
+    /// A connection another core moved here (see
+    /// [`ServerBuilder::move_connections`](percore::ServerBuilder::move_connections))
+    /// goes on as HTTP/1.1, with its count of requests and its age: only
+    /// that loop moves connections, after each read's answers are written.
+    fn serve_moved(
+        &self,
+        conn: Connection,
+        state: percore::MovedState,
+    ) -> impl Future<Output = io::Result<()>> {
+        super::conn::serve_moved(&self.layer, conn, state.take())
+    }
+
     fn serve(&self, conn: Connection) -> impl Future<Output = io::Result<()>> {
         #[cfg(feature = "h2")]
         {

@@ -76,6 +76,13 @@
 //!   order, and the answers go out in one send. The output is also sent
 //!   before the server waits for a request body, so a client is never left
 //!   waiting for an answer the server already made.
+//! - **Moving to another core**: when the server moves connections
+//!   ([`ServerBuilder::move_connections`](percore::ServerBuilder::move_connections))
+//!   and its core is ordered to move one, a kept-alive HTTP/1.1
+//!   connection moves after a read's answers are written, with the
+//!   requests pipelined behind them, its count of requests and its age;
+//!   the other core goes on serving it. HTTP/2 and upgraded connections
+//!   stay.
 //! - **Bodies**: `Content-Length` and chunked (extensions and trailers
 //!   accepted and dropped), read only when the service asks
 //!   ([`Request::body`] collects, [`Request::chunk`] streams). A body the
@@ -207,6 +214,7 @@ mod response;
 pub mod router;
 mod service;
 mod stats;
+pub(crate) mod tunnel;
 mod upgrade;
 mod wire;
 
@@ -222,4 +230,4 @@ pub use response::Response;
 pub use router::{RouteError, Routed, Router, Routes};
 pub use service::Service;
 pub use stats::{HttpStats, HttpStatsReader};
-pub use upgrade::Upgraded;
+pub use upgrade::{Chunk, Upgraded};

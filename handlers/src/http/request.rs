@@ -35,8 +35,10 @@ pub struct Request<'r> {
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Body<'r> {
     H1(BodyReader<'r>),
+    /// An HTTP/2 stream's body, and the `:protocol` of an extended
+    /// CONNECT (RFC 8441), if the request is one.
     #[cfg(feature = "h2")]
-    H2(&'r mut super::h2::StreamBody),
+    H2(&'r mut super::h2::StreamBody, Option<&'r [u8]>),
 }
 
 impl<'r> Body<'r> {
@@ -46,7 +48,7 @@ impl<'r> Body<'r> {
         match self {
             Body::H1(reader) => reader,
             #[cfg(feature = "h2")]
-            Body::H2(_) => unreachable!("the HTTP/1 loop serves HTTP/1 requests only"),
+            Body::H2(..) => unreachable!("the HTTP/1 loop serves HTTP/1 requests only"),
         }
     }
 }
@@ -59,12 +61,17 @@ impl<'r> Request<'r> {
         }
     }
 
-    /// A request of an HTTP/2 stream.
+    /// A request of an HTTP/2 stream; `protocol` is the `:protocol` of
+    /// an extended CONNECT.
     #[cfg(feature = "h2")]
-    pub(crate) fn new_h2(head: RequestHead<'r, 'r>, body: &'r mut super::h2::StreamBody) -> Self {
+    pub(crate) fn new_h2(
+        head: RequestHead<'r, 'r>,
+        body: &'r mut super::h2::StreamBody,
+        protocol: Option<&'r [u8]>,
+    ) -> Self {
         Self {
             head,
-            body: Body::H2(body),
+            body: Body::H2(body, protocol),
         }
     }
 
@@ -142,18 +149,22 @@ impl<'r> Request<'r> {
         self.head.body
     }
 
-    /// The protocol the client asks to switch to (its `Upgrade` field,
-    /// say `websocket`), when the request may be upgraded: HTTP/1.1, with
-    /// `upgrade` listed in `Connection`, one `Upgrade` field and no body.
-    /// `None` otherwise, and always on HTTP/2 (whose extended CONNECT is
-    /// another mechanism). A service that accepts answers with
+    /// The protocol the client asks to switch to, say `websocket`, when
+    /// the request may be upgraded: on HTTP/1.1 its `Upgrade` field, with
+    /// `upgrade` listed in `Connection`, one `Upgrade` field and no body;
+    /// on HTTP/2 the `:protocol` of an extended CONNECT (RFC 8441, whose
+    /// method is then `CONNECT` and whose path is the route's). `None`
+    /// otherwise. A service that accepts answers with
     /// [`Response::upgrade`](super::Response::upgrade); one that does not
-    /// answers as to any request, and the connection stays HTTP.
+    /// answers as to any request, and the connection stays HTTP (on
+    /// HTTP/2 the stream ends with the answer; a 2xx answer that accepts
+    /// nothing is turned into a 501, which the client cannot mistake for
+    /// an open tunnel).
     pub fn upgrade_protocol(&self) -> Option<&'r [u8]> {
         match &self.body {
             Body::H1(_) => super::upgrade::requested(&self.head),
             #[cfg(feature = "h2")]
-            Body::H2(_) => None,
+            Body::H2(_, protocol) => *protocol,
         }
     }
 
@@ -171,7 +182,7 @@ impl<'r> Request<'r> {
         match &self.body {
             Body::H1(reader) => reader.wire.conn.peer_addr(),
             #[cfg(feature = "h2")]
-            Body::H2(body) => body.peer_addr(),
+            Body::H2(body, _) => body.peer_addr(),
         }
     }
 
@@ -192,7 +203,7 @@ impl<'r> Request<'r> {
         match &mut self.body {
             Body::H1(reader) => reader.collect().await,
             #[cfg(feature = "h2")]
-            Body::H2(body) => body.collect().await,
+            Body::H2(body, _) => body.collect().await,
         }
     }
 
@@ -208,7 +219,7 @@ impl<'r> Request<'r> {
         match &mut self.body {
             Body::H1(reader) => reader.chunk().await,
             #[cfg(feature = "h2")]
-            Body::H2(body) => body.chunk().await,
+            Body::H2(body, _) => body.chunk().await,
         }
     }
 }
@@ -227,7 +238,7 @@ impl Request<'_> {
                 None
             }
             #[cfg(feature = "h2")]
-            Body::H2(body) => body.trailer(name),
+            Body::H2(body, _) => body.trailer(name),
         }
     }
 }

@@ -204,7 +204,10 @@ impl<'r> Response<'r> {
     /// `Upgrade: protocol`, `Connection: Upgrade` and the fields the
     /// service added (a WebSocket's `Sec-WebSocket-Accept`), and `then`
     /// runs the new protocol on the connection, in its task, with the
-    /// bytes read past the request's head ([`Upgraded`]). The connection
+    /// bytes read past the request's head ([`Upgraded`]). On HTTP/2 (an
+    /// extended CONNECT, RFC 8441) the client gets `200` with the fields
+    /// the service added instead, and `then` runs on the stream, which
+    /// stays open. The connection (or stream)
     /// ends when `then`'s future does; it is counted as open until then,
     /// and dropped at the server's drain deadline like any other (watch
     /// [`percore::shutdown_signal`] to end it sooner, as the WebSocket

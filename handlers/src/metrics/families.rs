@@ -219,6 +219,24 @@ pub(super) fn framework(text: &mut Text<'_>, cores: &[StatsSnapshot]) {
             "The core's share of new connections in the steering program attached now (0 when none steers).",
             |s| s.steering_weight_ppm as f64 / 1e6,
         ),
+        (
+            "percore_connections_moved_in_total",
+            C,
+            "Connections other cores moved here at a request boundary.",
+            |s| s.moved_in as f64,
+        ),
+        (
+            "percore_connections_moved_out_total",
+            C,
+            "Connections moved from here to other cores.",
+            |s| s.moved_out as f64,
+        ),
+        (
+            "percore_connection_moves_refused_total",
+            C,
+            "Moves from here that the target refused (stopping, full, busy): the connection stayed.",
+            |s| s.moves_refused as f64,
+        ),
     ];
     per_core(text, &rows, families);
     let name = "percore_stall_duration_seconds";

@@ -15,6 +15,12 @@ pub(super) fn ws(text: &mut Text<'_>, rows: &[(String, WsStats)]) {
             s.opened as f64
         }),
         (
+            "percore_ws_h2_opened_total",
+            C,
+            "WebSockets accepted on an HTTP/2 stream (extended CONNECT), of those accepted.",
+            |s| s.opened_h2 as f64,
+        ),
+        (
             "percore_ws_messages_received_total",
             C,
             "Data messages received.",

@@ -177,9 +177,13 @@ impl Service for FanOut {
             self.give_back_with_the_core();
         }
         let in_flight = InFlight::new(&self.pending, &self.stats.stopped);
-        // One upstream can take over the connection; K cannot.
+        // One upstream can take over the connection; K cannot. An HTTP/2
+        // extended CONNECT is not passed on: the upstreams speak HTTP/1.1,
+        // whose upgrade it cannot be turned into (a WebSocket's has a key).
         let upgrade = match req.upgrade_protocol() {
-            Some(protocol) if self.config.width == 1 => std::str::from_utf8(protocol).ok(),
+            Some(protocol) if self.config.width == 1 && req.version() == 1 => {
+                std::str::from_utf8(protocol).ok()
+            }
             _ => None,
         };
         let result = match upgrade {

@@ -105,7 +105,10 @@ impl FanOut {
         // The upstream's bytes behind its 101 belong to the new protocol.
         let behind = read.split_off(head_len);
         res.upgrade(protocol, move |up| async move {
-            let (client, early) = up.into_parts();
+            // Only HTTP/1.1 upgrades come here (see the service's call).
+            let Ok((client, early)) = up.into_connection() else {
+                return Err(std::io::Error::other("an HTTP/2 stream cannot be relayed"));
+            };
             relay(client, early, conn, behind).await
         })?;
         Ok(())

@@ -45,7 +45,8 @@ const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 /// ```
 #[derive(Debug)]
 pub struct Handshake<'r> {
-    accept: [u8; 28],
+    /// The `Sec-WebSocket-Accept` value, on HTTP/1.1.
+    accept: Option<[u8; 28]>,
     origin: Option<&'r [u8]>,
     offered: Option<&'r [u8]>,
     selected: Option<&'r str>,
@@ -57,10 +58,11 @@ pub struct Handshake<'r> {
 impl<'r> Handshake<'r> {
     /// The handshake of `req`, or `None` after answering `res` with the
     /// refusal (FAULTS M1): 400 for a request that is not a `GET` asking
-    /// to upgrade to `websocket` (say one with a body, or over HTTP/2),
-    /// or whose `Sec-WebSocket-Key` is missing, repeated or not 16 bytes
-    /// in base64; 426 with `Sec-WebSocket-Version: 13` for another
-    /// version. Nothing is upgraded then.
+    /// to upgrade to `websocket` (say one with a body) nor an HTTP/2
+    /// extended CONNECT with `:protocol websocket` (RFC 8441), or, on
+    /// HTTP/1.1, whose `Sec-WebSocket-Key` is missing, repeated or not 16
+    /// bytes in base64; 426 with `Sec-WebSocket-Version: 13` for a
+    /// missing or another version, on either. Nothing is upgraded then.
     pub fn new(req: &Request<'r>, res: &mut Response<'_>) -> Option<Handshake<'r>> {
         match Self::check(req) {
             Ok(handshake) => Some(handshake),
@@ -73,7 +75,11 @@ impl<'r> Handshake<'r> {
 
     fn check(req: &Request<'r>) -> Result<Handshake<'r>, Refusal> {
         let upgrade = req.upgrade_protocol();
-        if req.method() != "GET" || !upgrade.is_some_and(|p| p.eq_ignore_ascii_case(b"websocket")) {
+        // HTTP/2 asks by extended CONNECT (RFC 8441 §4), HTTP/1.1 by `GET`.
+        let h2 = req.version() == 2;
+        let method = if h2 { "CONNECT" } else { "GET" };
+        if req.method() != method || !upgrade.is_some_and(|p| p.eq_ignore_ascii_case(b"websocket"))
+        {
             return Err(Refusal::Bad("not a WebSocket upgrade request"));
         }
         let version = only(req, "sec-websocket-version").ok_or(Refusal::Version(
@@ -82,17 +88,11 @@ impl<'r> Handshake<'r> {
         if version.trim_ascii() != b"13" {
             return Err(Refusal::Version("unsupported WebSocket version"));
         }
-        let key = only(req, "sec-websocket-key")
-            .ok_or(Refusal::Bad("missing or repeated Sec-WebSocket-Key"))?
-            .trim_ascii();
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(key)
-            .map_err(|_| Refusal::Bad("Sec-WebSocket-Key is not base64"))?;
-        if decoded.len() != 16 {
-            return Err(Refusal::Bad("Sec-WebSocket-Key is not 16 bytes"));
-        }
+        // RFC 8441 §5: on HTTP/2 there is no key and no accept value; the
+        // stream itself is the proof of a WebSocket-aware peer.
+        let accept = if h2 { None } else { Some(Self::key(req)?) };
         Ok(Handshake {
-            accept: accept_key(key),
+            accept,
             origin: only(req, "origin"),
             offered: req.header("sec-websocket-protocol"),
             selected: None,
@@ -104,6 +104,21 @@ impl<'r> Handshake<'r> {
                     .map(|h| h.value),
             ),
         })
+    }
+
+    /// The accept value for the request's `Sec-WebSocket-Key`, which must
+    /// be one field of 16 bytes in base64.
+    fn key(req: &Request<'r>) -> Result<[u8; 28], Refusal> {
+        let key = only(req, "sec-websocket-key")
+            .ok_or(Refusal::Bad("missing or repeated Sec-WebSocket-Key"))?
+            .trim_ascii();
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(key)
+            .map_err(|_| Refusal::Bad("Sec-WebSocket-Key is not base64"))?;
+        if decoded.len() != 16 {
+            return Err(Refusal::Bad("Sec-WebSocket-Key is not 16 bytes"));
+        }
+        Ok(accept_key(key))
     }
 
     /// The `Origin` the client sent (browsers always do): the route
@@ -132,12 +147,16 @@ impl<'r> Handshake<'r> {
         self.selected
     }
 
-    /// The `Sec-WebSocket-Accept` value the 101 carries.
-    pub fn accept_value(&self) -> &str {
-        std::str::from_utf8(&self.accept).unwrap_or_default()
+    /// The `Sec-WebSocket-Accept` value the 101 carries; `None` on
+    /// HTTP/2, whose handshake has no key (RFC 8441 §5).
+    pub fn accept_value(&self) -> Option<&str> {
+        self.accept
+            .as_ref()
+            .and_then(|a| std::str::from_utf8(a).ok())
     }
 
-    /// Accepts: `res` becomes the 101, and once the route returns `then`
+    /// Accepts: `res` becomes the 101 (on HTTP/2, the 200 that opens the
+    /// stream as the WebSocket), and once the route returns `then`
     /// runs with the [`WebSocket`], in the connection's task, until its
     /// future ends; the server then closes the WebSocket (1000, or 1011
     /// if `then` failed) and waits up to
@@ -156,7 +175,9 @@ impl<'r> Handshake<'r> {
         F: FnOnce(WebSocket) -> Fut + 'static,
         Fut: Future<Output = io::Result<()>> + 'static,
     {
-        res.header("Sec-WebSocket-Accept", &self.accept)?;
+        if let Some(accept) = &self.accept {
+            res.header("Sec-WebSocket-Accept", accept)?;
+        }
         if let Some(protocol) = self.selected {
             res.header("Sec-WebSocket-Protocol", protocol.as_bytes())?;
         }

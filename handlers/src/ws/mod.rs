@@ -2,15 +2,26 @@
 //!
 //! A route accepts a client's upgrade with a [`Handshake`] and gets a
 //! [`WebSocket`] in the connection's task; the same code runs over TCP,
-//! Unix sockets and TLS, on io_uring and epoll. [`hub`] broadcasts to
-//! the subscribers of a topic on every core.
+//! Unix sockets and TLS, on io_uring and epoll, and over HTTP/1.1 (an
+//! `Upgrade`, RFC 6455) or an HTTP/2 stream (an extended CONNECT, RFC
+//! 8441, feature `h2`). [`hub`] broadcasts to the subscribers of a topic
+//! on every core.
 //!
 //! # What the server does
 //!
 //! - **Handshake** (§4.2): `GET` with `Upgrade: websocket`, `Connection:
 //!   upgrade`, `Sec-WebSocket-Version: 13` (else 426 naming it) and a
 //!   16-byte `Sec-WebSocket-Key` (else 400); the route chooses a
-//!   subprotocol and decides on the `Origin`.
+//!   subprotocol and decides on the `Origin`. On HTTP/2 (RFC 8441 §5):
+//!   `CONNECT` with `:protocol websocket` and the same version field, no
+//!   key, and a 200 instead of the 101.
+//! - **The byte stream** is the connection after its 101, or the HTTP/2
+//!   stream's DATA frames (see [`Upgraded`](crate::http::Upgraded)): the
+//!   reader and the writer below run on either, the HTTP/1.1 path with
+//!   the connection's own reads and writes (no copy more). On HTTP/2 the
+//!   stream's receive window is given back as the WebSocket reads, and
+//!   frames go out as the client's windows allow, so the limits below
+//!   bound memory the same way.
 //! - **Framing** (§5): client frames must be masked, reserved bits and
 //!   opcodes unused, control frames final and at most 125 bytes: else
 //!   the connection is closed with 1002. Text must be UTF-8, checked as

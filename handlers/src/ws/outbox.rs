@@ -16,17 +16,17 @@ use std::pin::pin;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 
-use percore::Connection;
-
 use super::close::CloseCode;
 use super::config::WsConfig;
 use super::frame::{encode, encode_head, op, MAX_CONTROL_PAYLOAD};
 use super::message::Message;
 use super::stats;
+use crate::http::tunnel::Tunnel;
 
 /// What a connection's reader, writer and senders share.
 pub(crate) struct Shared {
-    pub(crate) stream: Connection,
+    /// The byte stream: an HTTP/1.1 connection or an HTTP/2 stream.
+    pub(crate) stream: Tunnel,
     pub(crate) config: WsConfig,
     out: RefCell<Queue>,
     /// The writer, waiting for frames.
@@ -54,7 +54,7 @@ struct Queue {
 }
 
 impl Shared {
-    pub(crate) fn new(stream: Connection, config: WsConfig) -> Self {
+    pub(crate) fn new(stream: Tunnel, config: WsConfig) -> Self {
         Self {
             stream,
             config,
@@ -269,7 +269,7 @@ impl Shared {
     fn dropped(&self) -> io::Error {
         // A reset, not a close: what was queued for a client that does
         // not read is not trickled out to it for minutes.
-        let _ = self.stream.set_linger(Some(std::time::Duration::ZERO));
+        self.stream.reset();
         io::Error::new(
             io::ErrorKind::TimedOut,
             "the client read too slowly for its send queue, and was dropped",

@@ -61,7 +61,7 @@ struct Reader {
 
 /// What woke a wait for input.
 enum Woke {
-    Read(io::Result<Option<percore::buf::RecvBuf>>),
+    Read(io::Result<Option<crate::http::Chunk>>),
     Deadline,
     Stop,
 }
@@ -303,9 +303,26 @@ impl WebSocket {
         self.shared.deflates()
     }
 
-    /// The stream, say for the client's address.
-    pub fn stream(&self) -> &percore::Connection {
-        &self.shared.stream
+    /// The client's address.
+    ///
+    /// # Errors
+    ///
+    /// When the socket is no longer connected.
+    pub fn peer_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.shared.stream.peer_addr()
+    }
+
+    /// Whether the WebSocket runs on an HTTP/2 stream (RFC 8441) rather
+    /// than an HTTP/1.1 connection of its own.
+    pub fn is_h2(&self) -> bool {
+        self.shared.stream.connection().is_none()
+    }
+
+    /// The HTTP/1.1 connection the WebSocket runs on, for what only a
+    /// connection has (its TLS state, socket options); `None` on HTTP/2,
+    /// where it is one stream of a shared connection.
+    pub fn connection(&self) -> Option<&percore::Connection> {
+        self.shared.stream.connection()
     }
 }
 
@@ -351,6 +368,7 @@ where
     Fut: Future<Output = io::Result<()>>,
 {
     let (stream, read) = upgraded.into_parts();
+    let h2 = stream.connection().is_none();
     let shared = Shared::new(stream, config);
     let decoder = Decoder::new(config.max_frame, config.max_message);
     #[cfg(feature = "ws-deflate")]
@@ -374,7 +392,12 @@ where
         done: false,
         ended_with: None,
     }));
-    stats::with(|c| c.opened.add(1));
+    stats::with(|c| {
+        c.opened.add(1);
+        if h2 {
+            c.opened_h2.add(1);
+        }
+    });
     let ws = WebSocket {
         shared: shared.clone(),
         reader: reader.clone(),
@@ -414,7 +437,9 @@ where
             r.closing.get_or_insert(percore::time::now());
         }
         while let Ok(Some(_)) = ws.recv().await {}
-        let _ = shared.stream.shutdown_write();
+        if shared.stream.shutdown_write().is_ok() {
+            shared.stream.linger(shared.config.close_timeout).await;
+        }
     }
     let code = reader.try_borrow().ok().and_then(|r| r.ended_with);
     let code = code

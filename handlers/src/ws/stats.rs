@@ -17,8 +17,11 @@ pub(crate) const CODES: [u16; 10] = [1000, 1001, 1002, 1003, 1006, 1007, 1008, 1
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WsStats {
-    /// WebSockets accepted on this core.
+    /// WebSockets accepted on this core, over either HTTP version.
     pub opened: u64,
+    /// Of `opened`, those on an HTTP/2 stream (extended CONNECT, RFC
+    /// 8441).
+    pub opened_h2: u64,
     /// WebSockets that ended (so `opened - closed` are open).
     pub closed: u64,
     /// Data messages received.
@@ -61,8 +64,9 @@ impl fmt::Display for WsStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "open={} in={}/{}B out={}/{}B slow_dropped={} closes:",
+            "open={} h2_opened={} in={}/{}B out={}/{}B slow_dropped={} closes:",
             self.open(),
+            self.opened_h2,
             self.messages_in,
             self.bytes_in,
             self.messages_out,
@@ -90,6 +94,7 @@ impl WsStatsReader {
         let c = &self.0;
         WsStats {
             opened: c.opened.get(),
+            opened_h2: c.opened_h2.get(),
             closed: c.closed.get(),
             messages_in: c.messages_in.get(),
             messages_out: c.messages_out.get(),
@@ -105,6 +110,7 @@ impl WsStatsReader {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) opened: Counter,
+    pub(crate) opened_h2: Counter,
     pub(crate) closed: Counter,
     pub(crate) messages_in: Counter,
     pub(crate) messages_out: Counter,

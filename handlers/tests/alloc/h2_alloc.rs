@@ -1,10 +1,9 @@
 //! Allocations per HTTP/2 request in steady state, on both backends: the
 //! count, measured, and a bound that keeps it from growing unseen.
 //!
-//! HTTP/2 is not free of allocations as HTTP/1 is: 12 a request, measured
-//! on both backends. Each stream is a task of the connection's
-//! `FuturesUnordered` (one allocation of about 2.3 KiB: the stream's
-//! future, the service's inside it), and the `h2` crate builds an
+//! HTTP/2 is not free of allocations as HTTP/1 is: 8 a request, measured
+//! on both backends. A stream that ends in its first poll (as these do)
+//! reuses the room of the one before, but the `h2` crate builds an
 //! `http::Request` (its parts and header map) for each request and a
 //! header map for each response, with their fields' bytes. The test
 //! prints the count and the first sizes so that a change is seen, and
@@ -20,8 +19,8 @@ use std::sync::atomic::Ordering;
 
 use crate::support::http::*;
 
-/// Allocations per request the test accepts (it measures 12).
-const BOUND_PER_REQUEST: u64 = 16;
+/// Allocations per request the test accepts (it measures 8).
+const BOUND_PER_REQUEST: u64 = 10;
 
 fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();

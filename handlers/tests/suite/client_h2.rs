@@ -43,6 +43,12 @@ impl Service for Api {
                 }
             }
             "/big" => res.write(&[b'x'; 100_000]),
+            "/trailers" => {
+                res.write(b"body");
+                res.trailer("grpc-status", b"0")?;
+                res.trailer("x-parts", b"1")?;
+            }
+            "/trailers-only" => res.trailer("x-empty", b"yes")?,
             "/version" => res.write(format!("v{}", req.version()).as_bytes()),
             "/echo" => {
                 let body = req.body().await?.to_vec();
@@ -154,6 +160,38 @@ backend_tests! {
         assert_eq!(server.stats().accepted, 1, "one connection for every request");
         let h2 = server.http_stats();
         assert_eq!((h2.h2_connections, h2.h2_streams), (1, 7));
+    }
+
+    /// The server's trailer fields are read after the body, whole or
+    /// in pieces, and after an empty body; a response without trailers
+    /// has none.
+    fn trailers_follow_the_body(backend) {
+        let server = TestServer::start(backend, Config::default(), Api::default);
+        let base = format!("http://{}", server.addr);
+        on_core(backend, async move {
+            let client = Client::with_config(prior_knowledge());
+            let mut r = client.get(&format!("{base}/trailers")).send().await.expect("get");
+            assert_eq!(r.trailers().count(), 0, "none before the body's end");
+            assert_eq!(&r.body().await.expect("body")[..], b"body");
+            let all: Vec<_> = r.trailers().map(|(n, v)| (n.to_owned(), v.to_vec())).collect();
+            assert_eq!(
+                all,
+                [("grpc-status".to_owned(), b"0".to_vec()), ("x-parts".to_owned(), b"1".to_vec())]
+            );
+            assert_eq!(r.trailer("Grpc-Status"), Some(&b"0"[..]));
+            let mut r = client.get(&format!("{base}/trailers")).send().await.expect("get");
+            let mut got = Vec::new();
+            while let Some(piece) = r.chunk().await.expect("chunk") {
+                got.extend_from_slice(&piece);
+            }
+            assert_eq!((&got[..], r.trailer("x-parts")), (&b"body"[..], Some(&b"1"[..])));
+            let mut r = client.get(&format!("{base}/trailers-only")).send().await.expect("get");
+            assert!(r.body().await.expect("body").is_empty());
+            assert_eq!(r.trailer("x-empty"), Some(&b"yes"[..]));
+            let mut r = client.get(&format!("{base}/")).send().await.expect("get");
+            assert_eq!(&r.body().await.expect("body")[..], b"hello");
+            assert_eq!(r.trailers().count(), 0, "no trailers sent");
+        });
     }
 
     /// `WIDE` requests at once share one connection and are served

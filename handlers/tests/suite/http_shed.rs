@@ -136,6 +136,34 @@ backend_tests! {
         server.join().expect("join");
     }
 
+    /// Requests read together wait for the ones before them: with a
+    /// bound of 1 s, two pipelined requests whose first blocks its core
+    /// 1.2 s get 200, then 503 and the close, though the turn before was
+    /// short. The second never reaches the service.
+    fn a_turn_past_the_bound_sheds_the_requests_behind(backend) {
+        struct Blocks(Arc<AtomicU64>);
+        impl Service for Blocks {
+            async fn call(&self, _req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+                self.0.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(1200));
+                res.send(200, None, b"ok")?;
+                Ok(())
+            }
+        }
+        let calls = Arc::new(AtomicU64::new(0));
+        let mut config = Config::default();
+        config.shed_queue_delay = Some(Duration::from_secs(1));
+        let made = calls.clone();
+        let server = builder(backend)
+            .start(move |_core| HttpHandler::with_config(Blocks(made.clone()), config))
+            .expect("start");
+        let answers = exchange(server.local_addr(), &[GET, GET].concat());
+        assert_eq!(statuses(&answers), [200, 503]);
+        assert_eq!(calls.load(Ordering::Relaxed), 1, "the shed request never reached the service");
+        server.shutdown();
+        server.join().expect("join");
+    }
+
     /// Off by default: the same load is served whole, however slowly.
     fn no_shedding_by_default(backend) {
         let calls = Arc::new(AtomicU64::new(0));

@@ -37,6 +37,7 @@ mod http_faults;
 mod http_flood;
 mod http_flush_edges;
 mod http_json;
+mod http_move;
 mod http_refusal;
 mod http_route_stall;
 mod http_router;
@@ -60,6 +61,8 @@ mod ws_conformance;
 mod ws_deflate;
 #[cfg(feature = "ws-deflate")]
 mod ws_deflate_python;
+mod ws_h2;
+mod ws_h2_tls;
 mod ws_limits;
 mod ws_metrics;
 mod ws_python;

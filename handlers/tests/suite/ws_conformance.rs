@@ -449,6 +449,15 @@ fn cases() -> Vec<Case> {
 fn run(addr: std::net::SocketAddr, case: &Case) -> Result<(), String> {
     let mut c = WsClient::new(connect(addr));
     c.handshake("/echo", "");
+    judge(&mut c, case)
+}
+
+/// Sends a case's bytes on a WebSocket just opened and judges what comes
+/// back.
+fn judge<S: std::io::Read + std::io::Write>(
+    c: &mut WsClient<S>,
+    case: &Case,
+) -> Result<(), String> {
     // A write error is fine: the server may close before all of it came.
     let _ = std::io::Write::write_all(&mut c.stream, &case.send);
     match &case.want {
@@ -507,15 +516,47 @@ fn run(addr: std::net::SocketAddr, case: &Case) -> Result<(), String> {
     }
 }
 
+/// The table's limits: 16 MiB messages.
+fn table_config() -> WsConfig {
+    let mut config = WsConfig::default();
+    config.max_frame = 16 << 20;
+    config.max_message = 16 << 20;
+    config.max_send_queue = 32 << 20;
+    config
+}
+
+/// The table over HTTP/2.
+#[cfg(feature = "h2")]
+mod over_h2 {
+    use super::*;
+
+    backend_tests! {
+        parallel;
+        /// Every row of the table over HTTP/2 (RFC 8441): each case on a
+        /// stream of one connection, through the `h2` crate's client.
+        fn conformance_table_over_h2(backend) {
+            let server = ws_server(backend, table_config());
+            let h2 = support::ws_h2::H2Client::connect(server.local_addr());
+            let mut failed = Vec::new();
+            let cases = cases();
+            for case in &cases {
+                let mut ws = h2.websocket("/echo", &[]);
+                if let Err(e) = judge(&mut ws.client, case) {
+                    failed.push(format!("{} {}: {e}", case.id, case.what));
+                }
+            }
+            server.shutdown();
+            server.join().expect("join");
+            assert!(failed.is_empty(), "{} of {} cases failed over HTTP/2:\n{}", failed.len(), cases.len(), failed.join("\n"));
+        }
+    }
+}
+
 backend_tests! {
     parallel;
     /// Every row of the table.
     fn conformance_table(backend) {
-        let mut config = WsConfig::default();
-        config.max_frame = 16 << 20;
-        config.max_message = 16 << 20;
-        config.max_send_queue = 32 << 20;
-        let server = ws_server(backend, config);
+        let server = ws_server(backend, table_config());
         let mut failed = Vec::new();
         let cases = cases();
         for case in &cases {

@@ -93,6 +93,8 @@ backend_tests! {
             std::thread::sleep(Duration::from_millis(10));
         };
         assert_eq!(sample(&m, "percore_ws_opened_total"), 4.0);
+        // All four over HTTP/1.1: none on an HTTP/2 stream.
+        assert_eq!(sample(&m, "percore_ws_h2_opened_total"), 0.0);
         assert_eq!(sample(&m, "percore_ws_messages_received_total"), 3.0);
         assert_eq!(sample(&m, "percore_ws_received_bytes_total"), 18.0);
         // The flood's messages queued before the drop: how many depends

@@ -17,6 +17,9 @@ pub(crate) mod http;
     reason = "only the suite's WebSocket tests use it"
 )]
 pub(crate) mod ws;
+#[cfg(feature = "h2")]
+#[allow(dead_code, reason = "only the suite's HTTP/2 WebSocket tests use it")]
+pub(crate) mod ws_h2;
 
 use percore::{Backend, ServerBuilder, ServerHandle};
 use percore_handlers::echo::Echo;

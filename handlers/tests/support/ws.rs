@@ -52,13 +52,14 @@ impl Service for WsEcho {
             "/raw" if req.upgrade_protocol() == Some(b"x-echo") => {
                 res.upgrade("x-echo", |mut up| async move {
                     let read = up.take_read();
-                    let stream = up.stream();
                     if !read.is_empty() {
-                        stream.write_all(read).await.0?;
+                        up.write_all(read).await.0?;
                     }
-                    while let Some(buf) = stream.read().await? {
-                        stream.write_all(buf).await.0?;
+                    while let Some(chunk) = up.read().await? {
+                        up.write_all(chunk.to_vec()).await.0?;
                     }
+                    // The client may have left already.
+                    let _ = up.shutdown_write();
                     Ok(())
                 })?;
             }

@@ -2,6 +2,7 @@
 //! one binary (built with `--cfg loom`; without it the binary is empty).
 
 mod countdown;
+mod handoff;
 mod lost_wakeup;
 mod oneshot;
 mod park;

@@ -73,11 +73,16 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 /// keep-alive need. Narrow it with `http1_only()` or `http2_only()`, tune
 /// each with `http1()` and `http2()`.
 ///
+/// HTTP/2 offers extended CONNECT (RFC 8441,
+/// `SETTINGS_ENABLE_CONNECT_PROTOCOL`), so that axum's
+/// `WebSocketUpgrade` (axum's feature `http2`, on a route that accepts
+/// `CONNECT`, say `any`) accepts WebSockets opened as HTTP/2 streams.
+///
 /// Needs the `hyper` feature.
 pub fn builder() -> auto::Builder<Exec> {
     let mut builder = auto::Builder::new(Exec);
     builder.http1().timer(Timer);
-    builder.http2().timer(Timer);
+    builder.http2().timer(Timer).enable_connect_protocol();
     builder
 }
 

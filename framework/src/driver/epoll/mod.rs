@@ -130,6 +130,24 @@ impl Driver {
         self.sources.remove(key.0);
     }
 
+    /// Takes `fd` out of the epoll set now (`EPOLL_CTL_DEL`), for a socket
+    /// that leaves this core while it stays open: its events must stop
+    /// coming here. Its source is forgotten later, by `deregister`.
+    pub(crate) fn remove_fd(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        self.stats.syscalls.add(1);
+        // SAFETY: `epfd` is ours and `fd` borrowed, so both are open; a
+        // deletion reads no event (null is allowed since Linux 2.6.9).
+        cvt(unsafe {
+            libc::epoll_ctl(
+                self.epfd.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd.as_raw_fd(),
+                std::ptr::null_mut(),
+            )
+        })?;
+        Ok(())
+    }
+
     /// `Ready` when the last known state allows trying the syscall.
     pub(crate) fn poll_ready(
         &mut self,

@@ -81,6 +81,21 @@ impl H2Body {
             }
         }
     }
+
+    /// The trailer fields that ended the stream, once [`next`](Self::next)
+    /// said the body is over (none when the server sent none), waiting
+    /// at most `within`.
+    pub(crate) async fn trailers(
+        &mut self,
+        request: &Rc<Request>,
+        within: Duration,
+    ) -> Result<Option<http::HeaderMap>, ClientError> {
+        match timeout(within, poll_fn(|cx| self.recv.poll_trailers(cx))).await {
+            Ok(Ok(trailers)) => Ok(trailers),
+            Ok(Err(e)) => Err(failure(request, &e, true)),
+            Err(_) => Err(ClientError::timeout(request, Op::ReadBody, within)),
+        }
+    }
 }
 
 /// Sends `req` on `live` and reads the response's head: the request's

@@ -48,7 +48,7 @@ mod complete;
 mod cutoff;
 mod lend;
 mod moment;
-mod pooled;
+pub(super) mod pooled;
 mod slots;
 mod state;
 pub(super) mod unwind;
@@ -58,7 +58,7 @@ use std::future::Future;
 use std::io;
 use std::pin::pin;
 
-use percore::Connection;
+use percore::{Connection, MoveOutcome};
 
 use access::Exchange;
 use close::quiet;
@@ -66,6 +66,7 @@ use complete::{after_discard, drains, Outcome};
 use cutoff::Cutoff;
 use pooled::Pooled;
 use slots::Slots;
+pub(super) use state::Carried;
 use state::{names_head, Buffers, Conn, LentBuffers, Read, State, Turn};
 use unwind::CatchUnwind;
 
@@ -75,6 +76,7 @@ use super::request::{BodyEnd, BodyReader, Request};
 use super::response::Response;
 use super::service::Service;
 use super::stats::Reason;
+use super::tunnel::Tunnel;
 use super::upgrade::{OnUpgrade, Upgraded, UpgradedFuture};
 
 /// Output above this is sent before more pipelined requests are processed,
@@ -90,10 +92,32 @@ pub(super) fn serve<S: Service>(
     layer: &Layer<S>,
     conn: Connection,
 ) -> impl Future<Output = io::Result<()>> + '_ {
+    serve_from(layer, conn, None)
+}
+
+/// [`serve`] for a connection that another core moved here, with what it
+/// carried (`None`: a new connection, or state that did not come).
+pub(super) fn serve_moved<S: Service>(
+    layer: &Layer<S>,
+    conn: Connection,
+    moved: Option<Carried>,
+) -> impl Future<Output = io::Result<()>> + '_ {
+    serve_from(layer, conn, moved)
+}
+
+/// [`serve`], from the state a move carried if there is one.
+fn serve_from<S: Service>(
+    layer: &Layer<S>,
+    conn: Connection,
+    moved: Option<Carried>,
+) -> impl Future<Output = io::Result<()>> + '_ {
     let config = &layer.config;
     let started = percore::time::now();
     let conn = Conn::new(layer, conn, started);
     let mut state = State::new(config, started);
+    if let Some(moved) = moved {
+        state.arrived(moved);
+    }
     async move {
         // The loop ends in a close or a result. The close's wait is after
         // it: awaited inside, it would keep the read's or the turn's
@@ -115,7 +139,12 @@ pub(super) fn serve<S: Service>(
             // pooled allocation that owns the turn: an idle connection's
             // future holds no room for an exchange's states or a turn.
             match Pooled::with(|| serve_turn(&conn, &mut state, turn)).await {
-                Ended::Turn(Next::Read | Next::Partial) => {}
+                Ended::Turn(Next::Read | Next::Partial) => {
+                    // A request boundary: every answer is written.
+                    if let Some(core) = percore::move_wanted() {
+                        break Exit::Move(core);
+                    }
+                }
                 Ended::Turn(Next::Close) => break Exit::Close,
                 Ended::Turn(Next::Abort) => break Exit::Done(Ok(())),
                 Ended::Connection(result) => break Exit::Done(result),
@@ -131,6 +160,7 @@ pub(super) fn serve<S: Service>(
             }
             Exit::Done(result) => result,
             Exit::Close => Pooled::with(|| conn.close()).await,
+            Exit::Move(core) => move_out(conn, state, core).await,
             Exit::Upgrade(handover) => {
                 // The connection leaves HTTP: its task runs the new
                 // protocol on the stream, with what was read past the
@@ -148,7 +178,30 @@ pub(super) fn serve<S: Service>(
 fn hand_over<S>(conn: Conn<'_, S>, (then, read): (OnUpgrade, Vec<u8>)) -> UpgradedFuture {
     let Conn { wire, stop, .. } = conn;
     drop(stop);
-    then(Upgraded::new(wire.into_conn(), read))
+    then(Upgraded::new(Tunnel::H1(wire.into_conn()), read))
+}
+
+/// Moves `conn` to core `core` with what its next requests need: the
+/// bytes of a head begun, the requests it served, when it retires. One
+/// that stays is served on here. Boxed: the connection's future holds a
+/// pointer for it, and a move is rare.
+fn move_out<'a, S: Service>(
+    conn: Conn<'a, S>,
+    mut state: State,
+    core: usize,
+) -> std::pin::Pin<Box<dyn Future<Output = io::Result<()>> + 'a>> {
+    let Conn { layer, wire, stop } = conn;
+    drop(stop);
+    let unread = std::mem::take(&mut state.carry);
+    let carried = state.carried();
+    drop(state);
+    Box::pin(async move {
+        match percore::move_connection(wire.into_conn(), core, unread, carried).await {
+            MoveOutcome::Moved => Ok(()),
+            MoveOutcome::Stayed { conn, state, .. } => serve_from(layer, conn, Some(state)).await,
+            MoveOutcome::Closed(e) => Err(e),
+        }
+    })
 }
 
 /// How a connection's loop ended.
@@ -159,6 +212,8 @@ enum Exit {
     Close,
     /// With an upgrade (see [`Ended::Upgrade`]).
     Upgrade(Box<(OnUpgrade, Vec<u8>)>),
+    /// At a request boundary, to move to this core.
+    Move(usize),
 }
 
 /// Serves the requests of one read, in order, one exchange each, and
@@ -308,13 +363,15 @@ fn serve_turn<'a, S: Service>(
 }
 
 /// Whether the core is too far behind to take a new request: its last
-/// loop turn ran longer than `bound`. The first call on a core makes its
+/// loop turn ran longer than `bound`, or this turn has (its requests were
+/// read when it began, so each has waited at least that long, and the
+/// ones behind it longer still). The first call on a core makes its
 /// turns measure themselves (a cell set again on each call: cheaper than
 /// asking whether it was).
 #[inline]
 fn overloaded(bound: std::time::Duration) -> bool {
     percore::track_queue_delay();
-    percore::queue_delay() > bound
+    percore::queue_delay() > bound || percore::time::now().elapsed() > bound
 }
 
 /// How a turn ended: the connection goes on as [`Next`] says, or is over
@@ -496,10 +553,12 @@ mod tests {
     /// key in 8 bytes, 448; with the turn owned by its pooled future and
     /// the close awaited after the loop, 352; with the deadlines in
     /// 8 bytes each ([`moment`]), 320; with an upgrade's hand-over (a
-    /// boxed exit and the boxed protocol's future), 344 (debug builds):
-    /// the connection's `Conn` and `State` and the wait of a read. The
-    /// bound leaves room for compilers to lay it out otherwise, not for an
-    /// exchange, a write, a turn or another inline address to come back.
+    /// boxed exit and the boxed protocol's future), 344; with the pointer
+    /// in the stream to the bytes a connection moved from another core
+    /// brings, 352 (debug builds): the connection's `Conn` and `State`
+    /// and the wait of a read. The bound leaves room for compilers to lay
+    /// it out otherwise, not for an exchange, a write, a turn or another
+    /// inline address to come back.
     #[test]
     fn an_idle_connection_holds_no_exchange() {
         let size = future_size(serve::<HttpEcho>);
@@ -512,6 +571,6 @@ mod tests {
             std::mem::size_of::<State>(),
             std::mem::size_of::<Buffers>()
         );
-        assert!(size <= 352, "the connection's future is {size} bytes");
+        assert!(size <= 360, "the connection's future is {size} bytes");
     }
 }

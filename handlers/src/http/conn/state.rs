@@ -73,6 +73,18 @@ pub(super) struct State {
     head_cut: Option<Moment>,
 }
 
+/// What a connection carries to the core it moves to, beside its unread
+/// bytes (see `move_out`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Carried {
+    /// Requests begun, for [`Config::max_requests`].
+    served: u32,
+    /// When the last request may start ([`Config::max_age`]).
+    retire_at: Instant,
+    /// When it closes if no request comes: its idle timeout runs on.
+    idle_at: Instant,
+}
+
 /// The buffers an exchange lends its request and response. The core
 /// lends them to a connection for the requests of a read
 /// ([`LentBuffers`]), and keeps their capacity between requests (see
@@ -132,6 +144,25 @@ impl State {
             stopping: false,
             head_cut: None,
         }
+    }
+
+    /// What the connection carries when it moves (its unread bytes are
+    /// taken from `carry` apart).
+    pub(super) fn carried(&self) -> Carried {
+        Carried {
+            served: self.served,
+            retire_at: self.retire_at.instant(),
+            idle_at: self.idle_deadline.instant(),
+        }
+    }
+
+    /// Takes up what a connection that moved here carried: it is no new
+    /// connection, so its idle timeout, not the head timeout, bounds the
+    /// wait for its next request.
+    pub(super) fn arrived(&mut self, moved: Carried) {
+        self.served = moved.served;
+        self.retire_at = Moment::from(moved.retire_at);
+        self.idle_deadline = Moment::from(moved.idle_at);
     }
 
     /// The deadline of the next read: the head timeout of a head begun,

@@ -6,7 +6,10 @@
 //!
 //! A connection is one task: its frames and all its streams are polled
 //! by one future ([`serve`]), so streams are served concurrently on the
-//! connection's core with nothing shared across threads.
+//! connection's core with nothing shared across threads. The streams that
+//! arrive together are all taken before any is served, and their answers
+//! leave together, in one write ([`Streams`] says how a stream that ends
+//! at once costs no task of its own).
 //!
 //! The connection is HTTP/2 when TLS agreed on `h2` by ALPN, or when a
 //! clear-text connection begins with the client's preface (prior
@@ -14,17 +17,19 @@
 //! hands over with the bytes it read ([`is_preface`]).
 
 mod body;
+mod connect;
 mod flood;
 pub(crate) mod io;
 mod out;
 mod stream;
+mod streams;
+mod tunnel;
 
 use std::future::{poll_fn, Future};
 use std::io as stdio;
 use std::pin::Pin;
 use std::task::Poll;
 
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use percore::net::Stream;
 
 use super::layer::Layer;
@@ -34,6 +39,11 @@ pub(crate) use body::StreamBody;
 use flood::FloodGuard;
 use io::Io;
 pub(crate) use out::StreamOut;
+use streams::Streams;
+pub(crate) use tunnel::H2Tunnel;
+
+/// Streams taken at once whose room a connection keeps when it goes idle.
+const KEPT_ACCEPTS: usize = 16;
 
 /// The client's connection preface (RFC 9113 §3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -92,6 +102,11 @@ async fn serve_connection<S: Service>(
         .max_send_buffer_size(limits.send_buffer)
         .max_pending_accept_reset_streams(limits.pending_resets)
         .max_local_error_reset_streams(Some(limits.error_resets));
+    if limits.connect_protocol {
+        // SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441 §3): WebSockets and
+        // other upgrades by extended CONNECT.
+        builder.enable_connect_protocol();
+    }
     let guard = FloodGuard::new(limits.flood_allowance);
     let handshake =
         builder.handshake::<_, bytes::Bytes>(Io::new(conn, read, &guard, PREFACE.len()));
@@ -102,13 +117,21 @@ async fn serve_connection<S: Service>(
         Err(_) => return Ok(()),
     };
     layer.counters.h2_connection();
-    let mut streams = FuturesUnordered::new();
+    let mut streams = Streams::new();
     let mut stopping = false;
     // Reset as the last stream ends: the idle timeout runs while the
     // connection has none, and bounds the wait for its end after GOAWAY.
     let mut idle = Box::pin(percore::time::sleep(config.idle_timeout));
     let mut busy = false;
     let mut cut = false;
+    // `h2` ended the connection: no more frames either way.
+    let mut closed = false;
+    // The streams `h2` hands out are all taken before any is served, so
+    // that the answers of the streams that arrived together are queued
+    // together and leave in one write when `h2` is polled next, not one
+    // write each (served as each was taken, every answer was flushed by
+    // the next accept's poll of the connection).
+    let mut accepted = Vec::new();
     let served = poll_fn(|cx| loop {
         if !cut && guard.flooded() {
             // FAULTS L3: frames that carry nothing, far beyond the
@@ -125,10 +148,17 @@ async fn serve_connection<S: Service>(
             layer.counters.h2_goaways.add(1);
             h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
             streams.clear();
+            accepted.clear();
         }
-        while let Poll::Ready(Some(())) = streams.poll_next_unpin(cx) {}
-        if busy && streams.is_empty() {
+        if accepted.is_empty() {
+            streams.poll(cx);
+        }
+        if busy && streams.is_empty() && accepted.is_empty() {
             busy = false;
+            if accepted.capacity() > KEPT_ACCEPTS {
+                // A burst's room is not kept for an idle connection.
+                accepted = Vec::new();
+            }
             idle.as_mut()
                 .reset(percore::time::now() + config.idle_timeout);
         }
@@ -156,13 +186,40 @@ async fn serve_connection<S: Service>(
                 .reset(percore::time::now() + config.idle_timeout);
             continue;
         }
+        if closed {
+            // The streams' tasks finish what follows their frames (a
+            // WebSocket's count, an access-log line), for the linger
+            // timeout at most: a service still waiting then is dropped.
+            let lingered = idle.as_mut().poll(cx).is_ready();
+            return if streams.is_empty() || lingered {
+                Poll::Ready(Ok(()))
+            } else {
+                Poll::Pending
+            };
+        }
         match h2.poll_accept(cx) {
-            Poll::Ready(Some(Ok((request, respond)))) => {
-                streams.push(stream::serve(layer, peer, request, respond));
+            Poll::Ready(Some(Ok(taken))) => {
+                accepted.push(taken);
                 busy = true;
             }
             Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
-            Poll::Ready(None) => return Poll::Ready(Ok(())),
+            // Every stream's frames are done (after a GOAWAY, say):
+            // their tasks may still have work after them.
+            Poll::Ready(None) => {
+                for (request, respond) in accepted.drain(..) {
+                    streams.start(|| stream::serve(layer, peer, request, respond), cx);
+                }
+                closed = true;
+                idle.as_mut()
+                    .reset(percore::time::now() + config.linger_timeout);
+            }
+            // No more for now: the new streams are served, then `h2` is
+            // polled again to send what they queued.
+            Poll::Pending if !accepted.is_empty() => {
+                for (request, respond) in accepted.drain(..) {
+                    streams.start(|| stream::serve(layer, peer, request, respond), cx);
+                }
+            }
             Poll::Pending => return Poll::Pending,
         }
     })

@@ -1,6 +1,7 @@
 //! [`StreamOut`]: the sending half of an HTTP/2 stream, where its
 //! [`Response`](crate::http::Response) goes.
 
+use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io;
 use std::time::Duration;
@@ -34,6 +35,11 @@ impl StreamOut {
         }
     }
 
+    /// The stream's sending half, once the head went out.
+    pub(super) fn into_send(self) -> Option<SendStream<Bytes>> {
+        self.send
+    }
+
     /// Whether the client reset the stream or the connection broke.
     pub(crate) fn failed(&self) -> bool {
         self.failed
@@ -55,11 +61,12 @@ impl StreamOut {
             http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
         append_fields(response.headers_mut(), fields);
         let headers = response.headers_mut();
-        if let Some(len) = length {
-            headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
-        }
-        date.with(|d| {
-            if let Ok(value) = HeaderValue::from_bytes(d.as_bytes()) {
+        REPEATED.with(|repeated| {
+            let mut repeated = repeated.borrow_mut();
+            if let Some(len) = length {
+                headers.insert(CONTENT_LENGTH, repeated.length(len));
+            }
+            if let Some(value) = date.with(|d| repeated.date(d.as_bytes())) {
                 headers.insert(http::header::DATE, value);
             }
         });
@@ -148,6 +155,47 @@ impl StreamOut {
             None => self.respond.send_reset(h2::Reason::INTERNAL_ERROR),
         }
     }
+}
+
+/// The header values a core's answers repeat: `Date`, the same for a
+/// second, and the last `Content-Length`. Each is made once and shared (a
+/// clone counts a reference) rather than copied into a new allocation
+/// and checked again for every answer.
+#[derive(Default)]
+struct Repeated {
+    date: Option<HeaderValue>,
+    length: Option<(u64, HeaderValue)>,
+}
+
+impl Repeated {
+    /// The `Date` value for the formatted date `now`.
+    fn date(&mut self, now: &[u8]) -> Option<HeaderValue> {
+        match &self.date {
+            Some(value) if value.as_bytes() == now => Some(value.clone()),
+            _ => {
+                let value = HeaderValue::from_bytes(now).ok()?;
+                self.date = Some(value.clone());
+                Some(value)
+            }
+        }
+    }
+
+    /// The `Content-Length` value for `len`.
+    fn length(&mut self, len: u64) -> HeaderValue {
+        match &self.length {
+            Some((n, value)) if *n == len => value.clone(),
+            _ => {
+                let value = HeaderValue::from(len);
+                self.length = Some((len, value.clone()));
+                value
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// This core's repeated values.
+    static REPEATED: RefCell<Repeated> = RefCell::default();
 }
 
 /// Appends the `Name: value\r\n` lines of `fields` (already checked) to

@@ -11,6 +11,7 @@ use h2::RecvStream;
 use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 
 use super::body::StreamBody;
+use super::connect::{self, Verdict};
 use super::out::StreamOut;
 
 use crate::http::conn::access::{self, Ending, Exchange};
@@ -117,7 +118,8 @@ pub(super) async fn serve<S: Service>(
     }
     body.limit = max_body;
     let (mut res_headers, mut res_body) = (Vec::new(), Vec::new());
-    let mut req = Request::new_h2(head, &mut body);
+    let protocol = connect::protocol(&parts.extensions);
+    let mut req = Request::new_h2(head, &mut body, protocol);
     let mut res = Response::new_h2(
         &mut out,
         &layer.date,
@@ -162,6 +164,34 @@ pub(super) async fn serve<S: Service>(
         answer.client_left();
         return;
     }
+    let failed = match failed {
+        Some(failed) => Some(failed),
+        None => match connect::verdict(&mut res, protocol, method == "CONNECT") {
+            Verdict::Answer => None,
+            Verdict::Refuse(e) => Some((e, Some(Reason::ServiceError))),
+            Verdict::Tunnel(then) => {
+                drop(res);
+                let Some(upgraded) = connect::open(out, body, &res_headers, &layer.date) else {
+                    return answer.client_left();
+                };
+                // The exchange is answered; the tunnel's life is the
+                // stream's, counted open until it ends.
+                answer.sent(200, None, Ending::Whole);
+                // A panic ends this stream (reset as its handles drop),
+                // not the connection's other streams.
+                match CatchUnwind(then(upgraded)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::debug!(error = %e, "HTTP/2 upgraded stream failed"),
+                    Err(_panic) => {
+                        if let Some(left_out) = layer.failures.admit(percore::time::now()) {
+                            tracing::error!(target, left_out, "HTTP/2 upgraded stream panicked");
+                        }
+                    }
+                }
+                return;
+            }
+        },
+    };
     match failed {
         None => match res.finish_h2().await {
             Ok(status) => answer.sent(status, None, Ending::Whole),

@@ -116,6 +116,10 @@
 //!
 //! - `HEAD` is served by the path's `GET` route (unless it has its own);
 //!   the server sends the head alone.
+//! - An HTTP/2 extended CONNECT (RFC 8441, a WebSocket over HTTP/2) is
+//!   served by the path's `GET` route (unless it has a `CONNECT` one), so
+//!   the route that accepts a WebSocket's HTTP/1.1 upgrade accepts it too.
+//!   A plain `CONNECT` has an authority for its target, no path: 404.
 //! - A path that exists with other methods: `405 Method Not Allowed` with
 //!   `Allow` (`GET, HEAD, POST`); `OPTIONS` on it: `204` with `Allow`.
 //! - Any other path: `404 Not Found`.
@@ -402,7 +406,17 @@ impl<S, R> Routes<S, R> {
 impl<S: 'static, R: Chain<S> + 'static> Service for Routes<S, R> {
     async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
         let method = req.method();
-        match self.table.find(method, req.path()) {
+        let mut lookup = self.table.find(method, req.path());
+        if matches!(lookup, Lookup::NotAllowed(_))
+            && req.version() == 2
+            && req.upgrade_protocol().is_some()
+        {
+            // An HTTP/2 extended CONNECT (RFC 8441) is what a `GET` with
+            // `Upgrade` is on HTTP/1.1: the path's `GET` route serves it,
+            // unless the path has a `CONNECT` route of its own.
+            lookup = self.table.find("GET", req.path());
+        }
+        match lookup {
             Lookup::Found(index, params) => {
                 let info = &self.table.routes[index];
                 let route = &*info.pattern;
