@@ -16,6 +16,8 @@
 #   benches/instructions.sh target/release/http_echo --backend epoll
 # Environment: DURATION=5 CONNS=10 PORT=18190 TOP=25 (functions listed)
 #   URL_PATH=/ (the path every request asks for, e.g. /users/42)
+#   KEEP=DIR keeps callgrind's dump there as DIR/callgrind.out, for
+#   `callgrind_annotate --inclusive=yes DIR/callgrind.out`
 #   CLIENT=wrk (HTTP/1.1) or h2load (HTTP/2 in the clear by prior
 #   knowledge, STREAMS=10 streams in flight per connection: a server built
 #   with HTTP/2, e.g. `http_echo` of `--features percore-examples/h2`)
@@ -72,6 +74,9 @@ kill -KILL "$server" 2>/dev/null || true
 wait "$server" 2>/dev/null || true
 dump=$(ls "$out"/cg.* 2>/dev/null | head -1)
 [[ -n $dump ]] || die "callgrind wrote no dump"
+if [[ -n ${KEEP:-} ]]; then
+    mkdir -p "$KEEP" && cp "$dump" "$KEEP/callgrind.out"
+fi
 
 if [[ $CLIENT == h2load ]]; then
     # "requests: N total, N started, N done, N succeeded, N failed, N errored, N timeout"

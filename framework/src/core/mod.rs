@@ -377,6 +377,10 @@ impl Core {
     /// Drops the resources of finished orphaned operations, outside every
     /// borrow of the driver (a buffer's destructor may be user code).
     fn bury(&self) {
+        // Twice a turn, and almost always with nothing to bury.
+        if !self.io.driver.borrow().has_graveyard() {
+            return;
+        }
         // Taking an empty Vec does not allocate; the capacity goes back.
         let mut dead = std::mem::take(&mut *self.graveyard.borrow_mut());
         self.io.driver.borrow_mut().take_graveyard(&mut dead);

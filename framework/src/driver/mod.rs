@@ -68,6 +68,11 @@ impl Driver {
         }
     }
 
+    /// Whether finished orphans left resources to drop.
+    pub(crate) fn has_graveyard(&self) -> bool {
+        matches!(self, Driver::Uring(d) if d.has_graveyard())
+    }
+
     pub(crate) fn take_graveyard(&mut self, out: &mut Vec<uring::Retained>) {
         if let Driver::Uring(d) = self {
             d.take_graveyard(out);

@@ -14,6 +14,7 @@
 //! receive or send, with truncation reported and GSO and GRO where the
 //! kernel offers them.
 
+mod behind;
 mod endpoint;
 mod listener;
 pub(crate) mod moved;
@@ -25,6 +26,7 @@ mod udp;
 mod unix;
 mod unix_listener;
 
+pub use behind::WrittenBehind;
 pub use endpoint::Endpoint;
 pub(crate) use listener::Acceptor;
 pub use listener::TcpListener;

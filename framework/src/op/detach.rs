@@ -1,6 +1,7 @@
 //! Taking a socket off its core, so that another core can serve it.
 //!
-//! io_uring: the socket's standing receive is ended (a multishot is
+//! io_uring: a write behind under way is waited for and its slot given
+//! back (`op::send_behind`); the socket's standing receive is ended (a multishot is
 //! cancelled, a single-shot runs to its completion) and its last
 //! completion awaited; the bytes of the completions it queued, received
 //! but not yet read, are copied out in order, and their buffers go back.
@@ -33,6 +34,11 @@ pub(crate) fn poll_detach(
     out: &mut Vec<u8>,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<()>> {
+    // A write behind goes out first (the next core's sends come after
+    // it), and its slot, of this core's driver, goes back.
+    if let Err(e) = std::task::ready!(super::send_behind::poll_release(fd, io, cx)) {
+        return Poll::Ready(Err(e));
+    }
     let detached = lifecycle::on_core(io, |core, side| match side {
         Side::Uring { d, standing, .. } => poll_uring(d, standing, &core.pool, out, cx),
         Side::Epoll { d, .. } => Poll::Ready(d.remove_fd(fd.as_fd())),

@@ -13,6 +13,7 @@ pub(crate) mod lifecycle;
 pub(crate) mod msg_space;
 pub(crate) mod recv;
 pub(crate) mod send;
+pub(crate) mod send_behind;
 pub(crate) mod send_file;
 pub(crate) mod send_msg;
 
@@ -78,6 +79,10 @@ pub(crate) enum SocketIo {
         /// The next receive is a single-shot into a pool buffer rather than
         /// the multishot (see [`recv`] for when).
         pool_reads: std::cell::Cell<bool>,
+        /// The slot of the socket's writes behind, or
+        /// [`send_behind::NONE`] (see [`send_behind`]). A `u32`: the enum
+        /// stays 32 bytes.
+        behind: std::cell::Cell<u32>,
     },
     Epoll {
         core: usize,
@@ -115,6 +120,7 @@ pub(crate) fn register(fd: &SharedFd) -> std::io::Result<SocketIo> {
             core: core.id,
             standing: std::cell::Cell::new(Standing::Idle),
             pool_reads: std::cell::Cell::new(false),
+            behind: std::cell::Cell::new(send_behind::NONE),
         }),
         crate::driver::Driver::Epoll(d) => Ok(SocketIo::Epoll {
             core: core.id,
@@ -137,12 +143,21 @@ pub(crate) fn deregister(fd: &SharedFd, io: &SocketIo) {
                     d.release(key, crate::driver::uring::Retained::None)
                 }
             };
+            // A write behind still out is cancelled: its writer let go of
+            // the socket without waiting for it.
+            let behind = match io {
+                SocketIo::Uring { behind, .. } => {
+                    send_behind::slot(behind.replace(send_behind::NONE))
+                        .and_then(|key| d.release_behind(key, fd.as_raw_fd()))
+                }
+                SocketIo::Epoll { .. } => None,
+            };
             d.keep_open_until_submitted(fd.retain());
-            leftover
+            (leftover, behind)
         }
         lifecycle::Side::Epoll { d, source } => {
             d.deregister(source);
-            None
+            (None, None)
         }
     });
     // Dropped outside the driver's borrow: a pool buffer's drop may reach

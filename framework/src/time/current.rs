@@ -13,15 +13,22 @@ pub(crate) const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
 pub(crate) struct Clock {
     start: Instant,
     now: Cell<Instant>,
+    /// The tick of `now`, worked out once per turn: the loop asks for it
+    /// several times a turn, and each `Instant` difference costs dozens
+    /// of instructions.
+    tick: Cell<u64>,
 }
 
 impl Clock {
     /// A clock whose ticks count from `start`.
     pub(crate) fn starting_at(start: Instant) -> Clock {
-        Clock {
+        let clock = Clock {
             start,
-            now: Cell::new(Instant::now().max(start)),
-        }
+            now: Cell::new(start),
+            tick: Cell::new(0),
+        };
+        clock.set(Instant::now().max(start));
+        clock
     }
 
     pub(crate) fn now(&self) -> Instant {
@@ -30,8 +37,14 @@ impl Clock {
 
     pub(crate) fn update(&self) -> Instant {
         let now = Instant::now();
-        self.now.set(now);
+        self.set(now);
         now
+    }
+
+    fn set(&self, now: Instant) {
+        self.now.set(now);
+        let since = now.saturating_duration_since(self.start);
+        self.tick.set(since.as_millis() as u64);
     }
 
     /// The wheel tick at or after `instant`: a timer never fires early.
@@ -41,10 +54,7 @@ impl Clock {
     }
 
     pub(crate) fn current_tick(&self) -> u64 {
-        self.now
-            .get()
-            .saturating_duration_since(self.start)
-            .as_millis() as u64
+        self.tick.get()
     }
 
     pub(crate) fn instant_of(&self, tick: u64) -> Instant {

@@ -34,4 +34,5 @@ mod udp_server;
 mod under_faults;
 mod unix;
 mod until_stopped;
+mod write_behind;
 mod write_vectored;

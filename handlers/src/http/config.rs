@@ -44,8 +44,12 @@ pub struct Config {
     /// after it, one that reads slowly but steadily gets the whole answer,
     /// however long. Progress is seen as the kernel takes more of the
     /// answer, which on a socket with megabytes of buffer can be a second
-    /// or more apart for a slow reader: keep it well above that. Default
-    /// 30 s.
+    /// or more apart for a slow reader: keep it well above that. On
+    /// io_uring a read's answers of up to 64 KiB are written behind the
+    /// connection's next read: the timeout then runs from the moment the
+    /// next answer, or the connection's end, must wait for them, so a
+    /// client that neither reads nor sends is closed after the idle (or
+    /// head) timeout and this one. Default 30 s.
     pub write_timeout: Duration,
     /// After a response with `Connection: close` (every error answer but
     /// a service's own 4xx on a connection it keeps), how long the server

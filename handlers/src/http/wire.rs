@@ -25,6 +25,11 @@ pub(crate) fn after(start: Instant, timeout: std::time::Duration) -> Instant {
     start.checked_add(timeout.min(CENTURY)).unwrap_or(start)
 }
 
+/// Output up to this size is written behind (see [`Wire::write_behind`]);
+/// a larger one is awaited, its write timeout running from its last
+/// progress, as a slow reader's large answer needs.
+pub(crate) const BEHIND_MAX: usize = 64 * 1024;
+
 /// What ended a [`Wire::wait`].
 #[derive(Debug)]
 pub(crate) enum Waited<T> {
@@ -111,8 +116,14 @@ impl Wire {
     }
 
     /// Runs `f` on the pending output.
+    #[inline]
     pub(crate) fn with_out<R>(&self, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
         let mut out = self.out.take();
+        if out.capacity() == 0 && self.conn.takes_write_behind() {
+            // The output buffer went out in the last write behind: one the
+            // core kept (an idle connection holds none).
+            out = self.conn.write_buf();
+        }
         let r = f(&mut out);
         self.out.set(out);
         r
@@ -126,7 +137,84 @@ impl Wire {
         pending
     }
 
-    /// Writes all pending output, within the write timeout.
+    /// Hands all pending output to a write behind, where the stream takes
+    /// one (on io_uring: the connection's task is then not woken by the
+    /// send's completion, a poll per request); `false` when the caller
+    /// must [`flush`](Self::flush) instead: on epoll, after a write error,
+    /// while an earlier write behind is out, and for output over
+    /// [`BEHIND_MAX`]. The next flush, the next answer and the
+    /// connection's end collect it, so no write overtakes it; a write
+    /// behind's own error comes from whatever collects it.
+    #[inline]
+    pub(crate) fn write_behind(&self) -> bool {
+        if !self.conn.takes_write_behind() || self.write_failed.get().is_some() {
+            return false;
+        }
+        let out = self.out.take();
+        if out.is_empty() {
+            self.out.set(out);
+            return true;
+        }
+        if out.len() > BEHIND_MAX {
+            self.out.set(out);
+            return false;
+        }
+        match self.conn.write_behind(out) {
+            Ok(()) => true,
+            Err(out) => {
+                self.out.set(out);
+                false
+            }
+        }
+    }
+
+    /// Waits for the write behind that is out (if one is), within the
+    /// write timeout from now, and keeps its buffer for the next answers.
+    ///
+    /// # Errors
+    ///
+    /// As [`flush`](Self::flush).
+    pub(crate) async fn settle(&self) -> io::Result<()> {
+        if !self.conn.writing_behind() {
+            return Ok(());
+        }
+        let deadline = after(percore::time::now(), self.write_timeout());
+        match self.wait(self.conn.written_behind(), deadline, None).await {
+            Waited::Done(Ok(buf)) => {
+                self.keep(buf);
+                Ok(())
+            }
+            Waited::Done(Err(e)) => {
+                self.write_failed.set(Some(e.kind()));
+                Err(e)
+            }
+            Waited::TimedOut | Waited::Stopped => Err(self.timed_out()),
+        }
+    }
+
+    /// Keeps the emptied buffer of a write behind as the output buffer,
+    /// unless output has begun in another one meanwhile.
+    fn keep(&self, buf: Option<Vec<u8>>) {
+        let Some(buf) = buf.filter(|b| b.capacity() <= KEEP_CAPACITY) else {
+            return;
+        };
+        let out = self.out.take();
+        self.out.set(if out.capacity() == 0 { buf } else { out });
+    }
+
+    /// Marks the connection's writes as timed out and makes its close a
+    /// reset (see `flush`).
+    fn timed_out(&self) -> io::Error {
+        self.write_failed.set(Some(io::ErrorKind::TimedOut));
+        let _ = self.conn.set_linger(Some(std::time::Duration::ZERO));
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            "write timed out: the client stopped reading",
+        )
+    }
+
+    /// Writes all pending output, within the write timeout, after the
+    /// write behind that is out, if one is.
     ///
     /// # Errors
     ///
@@ -135,6 +223,9 @@ impl Wire {
     /// be used after an error (the output is lost): later flushes fail at
     /// once.
     pub(crate) async fn flush(&self) -> io::Result<()> {
+        if self.write_failed.get().is_none() && self.conn.writing_behind() {
+            self.settle().await?;
+        }
         if let Some(kind) = self.write_failed.get() {
             // What follows a lost write must not go out after it, nor be
             // kept (a service that ignores the error and goes on writing
@@ -196,19 +287,12 @@ impl Wire {
                 self.write_failed.set(Some(e.kind()));
                 Err(e)
             }
-            Waited::TimedOut | Waited::Stopped => {
-                self.write_failed.set(Some(io::ErrorKind::TimedOut));
-                // Make the coming close a reset: a graceful close would
-                // leave the unsent output queued on an orphaned socket,
-                // trickled out for minutes to a client that barely reads
-                // (nginx's `reset_timedout_connection`). Best effort: if
-                // it fails, the close is merely graceful.
-                let _ = self.conn.set_linger(Some(std::time::Duration::ZERO));
-                Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "write timed out: the client stopped reading",
-                ))
-            }
+            // Make the coming close a reset: a graceful close would leave
+            // the unsent output queued on an orphaned socket, trickled out
+            // for minutes to a client that barely reads (nginx's
+            // `reset_timedout_connection`). Best effort: if it fails, the
+            // close is merely graceful.
+            Waited::TimedOut | Waited::Stopped => Err(self.timed_out()),
         }
     }
 
@@ -225,6 +309,9 @@ impl Wire {
         pos: u64,
         len: u64,
     ) -> io::Result<()> {
+        if self.write_failed.get().is_none() && self.conn.writing_behind() {
+            self.settle().await?;
+        }
         if let Some(kind) = self.write_failed.get() {
             return Err(io::Error::new(
                 kind,

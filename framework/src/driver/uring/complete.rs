@@ -132,19 +132,25 @@ impl Driver {
                 }
             }
             OpState::Stream {
+                first,
                 queue,
                 waker,
                 ended,
                 cancelling,
             } => {
-                if buffered && queue.is_empty() {
+                let idle = first.is_none() && queue.is_empty();
+                if buffered && idle {
                     self.receivers += 1;
                 }
                 if !more {
                     *ended = true;
                     self.stats.multishot_ended.add(1);
                 }
-                if !(*cancelling && cqe.res == -libc::ECANCELED) {
+                if *cancelling && cqe.res == -libc::ECANCELED {
+                    // The pause's own ending: nothing to deliver.
+                } else if idle {
+                    *first = Some(cqe);
+                } else {
                     // A queue is lent only while it holds completions (see
                     // `poll_stream`): an idle connection holds none.
                     if !queue.has_room() {
@@ -154,7 +160,7 @@ impl Driver {
                     }
                     queue.push_back(cqe);
                 }
-                let behind = queue.len() >= stream_cap;
+                let behind = queue.len() + usize::from(first.is_some()) >= stream_cap;
                 let waker = waker.take();
                 if behind && self.end_stream(OpKey(key)) {
                     self.stats.backpressure_pauses.add(1);
@@ -163,6 +169,7 @@ impl Driver {
                     w.wake();
                 }
             }
+            OpState::Behind { .. } => self.behind_done(key, cqe),
             OpState::Orphaned => {
                 // SAFETY: a completion the kernel posted, seen once (this
                 // function's contract); the slot's owner is gone, so it goes

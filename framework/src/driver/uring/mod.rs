@@ -6,6 +6,7 @@
 //! `io_uring_enter` (submit + wait with the timer's deadline) and then
 //! dispatches every ready completion to its slot.
 
+mod behind;
 pub(crate) mod buf_ring;
 mod complete;
 pub(crate) mod cqe_queue;
@@ -33,7 +34,7 @@ use crate::stats::CoreStats;
 use buf_ring::BufRing;
 use cqe_queue::CqeQueue;
 pub(crate) use fixed::FixedPool;
-pub(crate) use ops::{Cqe, OpKey, OpKind, Retained};
+pub(crate) use ops::{Cqe, OpKey, OpKind, Retained, BEHIND_DONE};
 use ops::{Op, OpState};
 pub(crate) use setup::RingConfig;
 
@@ -114,6 +115,9 @@ pub(crate) struct Driver {
     open_until_submitted: Vec<Rc<OwnedFd>>,
     /// Completion queues of finished multishots, reused by the next ones.
     spare_queues: Vec<CqeQueue>,
+    /// Emptied buffers of writes behind that succeeded, for the next ones:
+    /// a connection that waits for its next request holds none.
+    spare_writes: Vec<Vec<u8>>,
     /// Multishots that received into a ring buffer in this turn while
     /// nothing was queued for them: about the connections that receive.
     receivers: u32,
@@ -126,6 +130,12 @@ pub(crate) struct Driver {
     #[cfg(test)]
     dispatched: Vec<u64>,
 }
+
+/// Spare write-behind buffers kept per core, and the largest kept.
+const SPARE_WRITES: usize = 1024;
+const SPARE_WRITE_MAX: usize = 64 * 1024;
+/// Spare write-behind buffers kept when a quiet core gives memory back.
+const SPARE_WRITES_KEPT: usize = 64;
 
 /// Spare multishot completion queues kept per core.
 const SPARE_QUEUES: usize = 4096;
@@ -260,7 +270,9 @@ impl Driver {
     ) -> OpKey {
         let state = if multishot {
             OpState::Stream {
-                // Empty until a completion comes: then it takes a spare.
+                first: None,
+                // Empty until a second completion waits: then it takes a
+                // spare.
                 queue: CqeQueue::default(),
                 waker: None,
                 ended: false,
@@ -317,6 +329,7 @@ impl Driver {
         let Some(Op {
             state:
                 OpState::Stream {
+                    first,
                     queue,
                     waker,
                     ended,
@@ -327,6 +340,9 @@ impl Driver {
         else {
             unreachable!("poll_stream on a missing or single-shot slot")
         };
+        if let Some(cqe) = first.take() {
+            return Poll::Ready(Some(cqe));
+        }
         if let Some(cqe) = queue.pop_front() {
             // Emptied: its room goes back to the core's spares (or is
             // freed when they are full), so that a connection waiting for
@@ -443,6 +459,7 @@ impl Driver {
     /// back there.
     pub(crate) fn give_back(&mut self) -> usize {
         self.spare_queues.truncate(SPARE_QUEUES_RESERVED);
+        self.spare_writes.truncate(SPARE_WRITES_KEPT);
         let Some(ring) = &self.buf_ring else {
             return 0;
         };
@@ -459,6 +476,10 @@ impl Driver {
     }
 
     /// Hands the resources of finished orphans to the caller to drop.
+    pub(crate) fn has_graveyard(&self) -> bool {
+        !self.graveyard.is_empty()
+    }
+
     pub(crate) fn take_graveyard(&mut self, out: &mut Vec<Retained>) {
         out.append(&mut self.graveyard);
     }

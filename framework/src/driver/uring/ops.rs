@@ -66,6 +66,9 @@ pub(crate) enum Retained {
     /// What an operation retained from its start, and what its future
     /// handed over when it was dropped: both stay until the completion.
     Both(Box<(Retained, Retained)>),
+    /// The bytes of a write behind (see `op::send_behind`), which the
+    /// driver sends whole.
+    Behind(Vec<u8>),
 }
 
 pub(crate) enum OpState {
@@ -76,6 +79,10 @@ pub(crate) enum OpState {
     /// Multishot: completions queue up until collected. `ended` once a
     /// completion without `F_MORE` arrived.
     Stream {
+        /// The oldest completion not yet collected, when it is the only
+        /// one or older than all in `queue`: a receive that finds its
+        /// reader waiting, the common case, takes no queue.
+        first: Option<Cqe>,
         queue: super::cqe_queue::CqeQueue,
         waker: Option<Waker>,
         ended: bool,
@@ -83,9 +90,31 @@ pub(crate) enum OpState {
         /// ending is not an error.
         cancelling: bool,
     },
+    /// A write behind: a send of the whole of the slot's
+    /// [`Retained::Behind`] that the driver carries on after a partial
+    /// completion (from `sent` on, to `fd`), without waking anyone. `end`
+    /// is 0 while it is under way, [`BEHIND_DONE`] once every byte went
+    /// out (its buffer is then a spare, and the slot waits for its
+    /// socket's next write behind), or the error that ended it (see
+    /// [`BEHIND_ZERO`]). The waker, if its owner waits, is woken at the
+    /// end. `fd` also tells the owner's slot apart from another
+    /// operation's that took its key after it was removed: no other open
+    /// socket has the same descriptor.
+    Behind {
+        waker: Option<Waker>,
+        fd: std::os::fd::RawFd,
+        sent: u32,
+        end: i32,
+    },
     /// The owner is gone; clean up each completion until the final one.
     Orphaned,
 }
+
+/// The `end` of a write behind that the kernel took no byte of (a
+/// zero-length send of a non-empty rest); errors are negative.
+pub(crate) const BEHIND_ZERO: i32 = 1;
+/// The `end` of a write behind that went out whole.
+pub(crate) const BEHIND_DONE: i32 = 2;
 
 pub(crate) struct Op {
     pub(crate) kind: OpKind,
@@ -110,10 +139,16 @@ impl super::Driver {
                 self.bury(extra);
                 Some(retained)
             }
-            OpState::Stream { queue, ended, .. } => {
+            OpState::Stream {
+                first,
+                queue,
+                ended,
+                ..
+            } => {
                 let ended = *ended;
+                let first = first.take();
                 let mut queued = std::mem::take(queue);
-                for cqe in queued.drain() {
+                for cqe in first.into_iter().chain(queued.drain()) {
                     // SAFETY: queued completions were never handed out
                     // (`poll_stream` pops what it hands out), and these are
                     // drained out of the queue.
@@ -134,7 +169,12 @@ impl super::Driver {
                 self.orphan(key, extra);
                 None
             }
-            OpState::Waiting(_) => {
+            OpState::Behind { end, .. } if *end != 0 => {
+                let retained = self.remove_op(key.0)?;
+                self.bury(extra);
+                Some(retained)
+            }
+            OpState::Waiting(_) | OpState::Behind { .. } => {
                 self.orphan(key, extra);
                 None
             }

@@ -206,6 +206,7 @@ impl Driver {
                 spares.resize_with(SPARE_QUEUES_MADE, || CqeQueue::with_room(CQE_QUEUE_ROOM));
                 spares
             },
+            spare_writes: Vec::with_capacity(super::SPARE_WRITES),
             receivers: 0,
             stats,
             faults,

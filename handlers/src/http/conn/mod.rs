@@ -152,6 +152,12 @@ fn serve_from<S: Service>(
             }
         };
         match ended {
+            // A write behind still out goes out before the connection is
+            // dropped, which would cancel it; in a pooled future, as the
+            // close, so that its wait takes no room in an idle connection's.
+            Exit::Done(result) if conn.wire.conn.writing_behind() => {
+                Pooled::with(|| conn.settle_then(result)).await
+            }
             Exit::Done(result) => result,
             Exit::Close => Pooled::with(|| conn.close()).await,
             Exit::Move(core) => move_out(conn, state, core).await,
@@ -240,9 +246,12 @@ fn serve_turn<'a, S: Service>(
             let bytes = turn.rest();
             if bytes.is_empty() {
                 // The turn's one write of its answers, in the turn's future,
-                // so the connection's own holds no room for a write.
-                if let Err(e) = conn.wire.flush().await {
-                    return Ended::Connection(quiet(e));
+                // so the connection's own holds no room for a write; behind
+                // the connection's back where it can (see `write_behind`).
+                if !conn.wire.write_behind() {
+                    if let Err(e) = conn.wire.flush().await {
+                        return Ended::Connection(quiet(e));
+                    }
                 }
                 state.used_up(turn);
                 return Ended::Turn(Next::Read);
@@ -251,8 +260,10 @@ fn serve_turn<'a, S: Service>(
             let (head, max_body) = match conn.parse(state, bytes, &mut slots, spilled.take()) {
                 Ok(parsed) => parsed,
                 Err(Next::Partial) => {
-                    if let Err(e) = conn.wire.flush().await {
-                        return Ended::Connection(quiet(e));
+                    if !conn.wire.write_behind() {
+                        if let Err(e) = conn.wire.flush().await {
+                            return Ended::Connection(quiet(e));
+                        }
                     }
                     state.keep_partial(turn);
                     return Ended::Turn(Next::Partial);
@@ -342,7 +353,7 @@ fn serve_turn<'a, S: Service>(
                 Outcome::Abort => return Ended::Turn(Next::Abort),
             }
             state.idle_from_now(config.idle_timeout);
-            if conn.wire.pending() >= OUT_HIGH_WATER {
+            if conn.wire.pending() >= OUT_HIGH_WATER && !conn.wire.write_behind() {
                 if let Err(e) = conn.wire.flush().await {
                     return Ended::Connection(quiet(e));
                 }
@@ -465,6 +476,15 @@ impl<S: Service> Conn<'_, S> {
             keep_alive,
         );
         (exchange, req, res)
+    }
+
+    /// The connection's `result`, once the write behind that is out went
+    /// out (or failed: its error, unless the connection already had one).
+    async fn settle_then(&self, result: io::Result<()>) -> io::Result<()> {
+        match self.wire.settle().await {
+            Err(e) if result.is_ok() => quiet(e),
+            _ => result,
+        }
     }
 
     /// Answers a request refused on its head; the connection closes after.
