@@ -179,8 +179,10 @@ percore_test_kit::backend_tests! {
         }
         drop(ends);
         drop(peer);
+        // At most the baseline: an fd another test of the process still
+        // held when the baseline was counted may have closed since.
         let left = settle_fds(baseline, HANG);
-        assert_eq!(left, baseline, "fds left: {:?}", fd_table());
+        assert!(left <= baseline, "{left} fds, {baseline} before: {:?}", fd_table());
 
         // 3. The runtime still serves another server's timers.
         let (p, d) = (addr, drops.clone());
