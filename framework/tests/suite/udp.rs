@@ -92,19 +92,26 @@ fn round_trips(backend: percore::Backend, local: &'static str) {
 /// The receive queue (bytes) and drop count `net/udp` gives the IPv4
 /// socket bound on `port`, in this thread's network namespace: a test
 /// thread may be in a private one (`/proc/net` is the first thread's).
+///
+/// The table is read a page at a time: sockets that other tests open or
+/// close meanwhile can make a read skip a line, so a missing line is
+/// read again before it counts as missing.
 fn udp_queue(port: u16) -> (u64, u64) {
-    let table =
-        std::fs::read_to_string("/proc/thread-self/net/udp").expect("/proc/thread-self/net/udp");
     let port = format!(":{port:04X}");
-    for line in table.lines().skip(1) {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if fields.len() > 12 && fields[1].ends_with(&port) {
-            let rx = fields[4].split(':').nth(1).expect("tx:rx");
-            let rx = u64::from_str_radix(rx, 16).expect("hex rx_queue");
-            return (rx, fields[12].parse().expect("drops"));
+    for _ in 0..100 {
+        let table = std::fs::read_to_string("/proc/thread-self/net/udp")
+            .expect("/proc/thread-self/net/udp");
+        for line in table.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() > 12 && fields[1].ends_with(&port) {
+                let rx = fields[4].split(':').nth(1).expect("tx:rx");
+                let rx = u64::from_str_radix(rx, 16).expect("hex rx_queue");
+                return (rx, fields[12].parse().expect("drops"));
+            }
         }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    panic!("no socket on port {port} in /proc/net/udp");
+    panic!("no socket on port {port} in /proc/net/udp, read 100 times");
 }
 
 /// Whether `::1` can be bound here.
