@@ -187,11 +187,10 @@ impl Driver {
             .flags(libc::MSG_NOSIGNAL)
             .build()
             .user_data(key as u64);
-            // SAFETY: the SQE points into the slot's buffer, whose heap bytes
-            // stay in place to the final completion; the fd is the owner's
-            // socket, open while the slot is `Behind` (dropping it releases
-            // the slot first).
-            match unsafe { self.push_sqe(&sqe) } {
+            // SAFETY: the SQE points into the slot's buffer, kept to the final
+            // completion; the fd stays open while the slot is `Behind`.
+            let pushed = unsafe { self.push_sqe(&sqe) };
+            match pushed {
                 Ok(()) => return,
                 Err(errno) => -errno,
             }
