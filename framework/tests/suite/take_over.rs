@@ -171,14 +171,22 @@ backend_tests! {
     }
 
     /// A take-over of an address whose port only a neighbour on another
-    /// specific address listens on (127.0.0.2:P beside 127.0.0.1:P) has
+    /// specific address listens on (127.0.0.2:P beside 127.0.0.3:P) has
     /// nobody to replace: it serves alone, as on a free port.
     fn take_over_beside_a_neighbour_serves_alone(backend) {
-        let neighbour = std::net::TcpListener::bind("127.0.0.2:0").expect("bind 127.0.0.2");
-        let port = neighbour.local_addr().expect("addr").port();
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        // 127.0.0.3, which no other test uses, held (without
+        // SO_REUSEPORT) until the neighbour has the same port: no other
+        // server can be on it for the take-over to join.
+        let (neighbour, addr) = loop {
+            let probe = std::net::TcpListener::bind("127.0.0.3:0").expect("bind 127.0.0.3");
+            let addr = probe.local_addr().expect("addr");
+            if let Ok(neighbour) = std::net::TcpListener::bind(("127.0.0.2", addr.port())) {
+                break (neighbour, addr);
+            }
+        };
         let server = builder(backend).address(addr).take_over(true).start(|_core| PlainEcho).expect("a neighbour is no reason to refuse");
         ping(addr);
+        ping_std(&neighbour);
         server.shutdown();
         server.join().expect("join");
     }
