@@ -103,6 +103,26 @@ pub trait Handler: 'static {
         drop(state);
         self.serve(conn)
     }
+
+    /// The queue delay past which this core is overloaded for this
+    /// handler: while the core's last [`queue_delay`](crate::queue_delay),
+    /// or what the work under way has [`waited`](crate::waited), is
+    /// longer than this,
+    /// the listener accepts no new connection. They wait in the kernel's
+    /// queue, costing the core nothing, until a turn ends within the
+    /// bound (or for ten bounds at most, so that a core kept busy by the
+    /// connections it has does not shut newcomers out); a client the
+    /// handler refused and closed comes back there, not into the core's
+    /// turn. Each hold
+    /// counts in `accept_held` of the core's stats and is logged (at
+    /// most once a minute). `None`, the default, never holds: the core
+    /// accepts whatever its turns cost.
+    ///
+    /// Asked once per core, when the handler is made. The HTTP layer of
+    /// `percore-handlers` returns its `Config::shed_queue_delay`.
+    fn overload_bound(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// What a connection's handler carried to the core it moved to: its own

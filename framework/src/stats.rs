@@ -98,6 +98,7 @@ pub(crate) struct CoreStats {
     pub(crate) multishot_ended: Counter,
     pub(crate) bulk_reads: Counter,
     pub(crate) accept_paused: Counter,
+    pub(crate) accept_held: Counter,
     pub(crate) closed_unserved: Counter,
     pub(crate) tls_handshakes: Counter,
     pub(crate) tls_failures: Counter,
@@ -111,7 +112,7 @@ pub(crate) struct CoreStats {
     pub(crate) in_flight: Counter,
     pub(crate) ring_buffers_out: Counter,
     pub(crate) cpu_time_us: Counter,
-    /// The last loop turn's length in µs, while queue delay is tracked.
+    /// The last queue delay in µs, while it is tracked.
     pub(crate) queue_delay_us: Counter,
     pub(crate) backend: Counter,
     /// Stalls the watchdog saw (its thread is the one writer).
@@ -165,6 +166,7 @@ impl CoreStats {
             multishot_ended: self.multishot_ended.get(),
             bulk_reads: self.bulk_reads.get(),
             accept_paused: self.accept_paused.get(),
+            accept_held: self.accept_held.get(),
             closed_unserved: self.closed_unserved.get(),
             tls_handshakes: self.tls_handshakes.get(),
             tls_failures: self.tls_failures.get(),
@@ -237,6 +239,9 @@ pub struct StatsSnapshot {
     pub bulk_reads: u64,
     /// Times accepting paused at the connection limit.
     pub accept_paused: u64,
+    /// Times accepting was held because the core was overloaded (see
+    /// [`Handler::overload_bound`](crate::Handler::overload_bound)).
+    pub accept_held: u64,
     /// Connections found queued in the listener at a stop and closed
     /// unserved, because the connection limit was reached.
     pub closed_unserved: u64,
@@ -313,7 +318,7 @@ impl fmt::Display for StatsSnapshot {
             f,
             "cpu={} backend={} accepted={} active={} requests={} in={} out={} \
              err_accept={} err_fd={} err_io={} panics={} enobufs={} accept_paused={} \
-             read_paused={} unserved={} bulk={} sqes={} enters={} batched={} syscalls={} \
+             accept_held={} read_paused={} unserved={} bulk={} sqes={} enters={} batched={} syscalls={} \
              inflight={} cpu_ms={} tls={} tls_failed={} tls_evicted={} tls_plain_http={} tls_ms={} stalls={} moved_in={} moved_out={}",
             self.cpu,
             self.backend,
@@ -328,6 +333,7 @@ impl fmt::Display for StatsSnapshot {
             self.panics,
             self.buffer_exhausted,
             self.accept_paused,
+            self.accept_held,
             self.backpressure_pauses,
             self.closed_unserved,
             self.bulk_reads,

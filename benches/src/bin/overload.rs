@@ -4,8 +4,9 @@
 //! A percore server on CPU 0 serves `GET /work`, which spins a fixed
 //! amount of work (`--work` rounds of xorshift, about 100 µs here) before
 //! its 200. A tokio client on CPU 1 keeps `--conns` connections asking
-//! without pause (a closed loop, as wrk's), reconnecting after a shed
-//! request's `Connection: close`. Rows: unloaded (one connection), then
+//! without pause (a closed loop, as wrk's: a shed request is asked again
+//! at once, ignoring its `Retry-After`), reconnecting when an answer
+//! closes its connection. Rows: unloaded (one connection), then
 //! overloaded with shedding off and with each `--shed-ms` bound. For each:
 //! served and shed requests per second, and the served requests' p50 and
 //! p99 latency (from the request's write to its whole answer) with the
@@ -132,8 +133,8 @@ async fn client(addr: SocketAddr, tally: Rc<RefCell<Tally>>, from: Instant, end:
             },
         };
         let sent = Instant::now();
-        let status = match exchange(conn, GET, &mut buf).await {
-            Ok(status) => status,
+        let (status, closes) = match exchange(conn, GET, &mut buf).await {
+            Ok(answer) => answer,
             Err(_) => {
                 stream = None;
                 if sent >= from {
@@ -142,25 +143,24 @@ async fn client(addr: SocketAddr, tally: Rc<RefCell<Tally>>, from: Instant, end:
                 continue;
             }
         };
+        if closes {
+            stream = None;
+        }
         if sent < from {
-            if status != 200 {
-                stream = None;
-            }
             continue;
         }
         let mut t = tally.borrow_mut();
         if status == 200 {
             let _ = t.served.record((sent.elapsed().as_micros() as u64).max(1));
         } else {
-            // A shed answer closes its connection.
             t.shed += 1;
-            stream = None;
         }
     }
 }
 
-/// Sends one GET and reads its answer: the status.
-async fn exchange(conn: &mut TcpStream, get: &[u8], buf: &mut [u8]) -> io::Result<u16> {
+/// Sends one GET and reads its answer: the status, and whether the
+/// server closes the connection after it.
+async fn exchange(conn: &mut TcpStream, get: &[u8], buf: &mut [u8]) -> io::Result<(u16, bool)> {
     conn.write_all(get).await?;
     let mut have = 0;
     loop {
@@ -177,6 +177,7 @@ async fn exchange(conn: &mut TcpStream, get: &[u8], buf: &mut [u8]) -> io::Resul
             .get(9..12)
             .and_then(|s| s.parse().ok())
             .ok_or(io::ErrorKind::InvalidData)?;
+        let closes = head.to_ascii_lowercase().contains("\r\nconnection: close");
         let length: usize = head
             .lines()
             .find_map(|l| {
@@ -193,7 +194,7 @@ async fn exchange(conn: &mut TcpStream, get: &[u8], buf: &mut [u8]) -> io::Resul
             }
             rest -= n;
         }
-        return Ok(status);
+        return Ok((status, closes));
     }
 }
 
@@ -232,6 +233,11 @@ fn row(o: &Options, conns: usize, shed: Option<Duration>) -> (f64, f64, u64, u64
     })
     .join()
     .expect("client thread");
+    if std::env::var_os("OVERLOAD_STATS").is_some() {
+        for c in server.stats() {
+            eprintln!("{c}");
+        }
+    }
     server.shutdown();
     server.join().expect("join");
     let s = secs as f64;

@@ -94,6 +94,11 @@ pub(crate) struct Core {
     track_delay: Cell<bool>,
     /// How long the last turn ran before it went to the kernel.
     queue_delay: Cell<Duration>,
+    /// While tracked: the start of the earliest turn whose ready tasks
+    /// have not all run yet (a turn polls at most a budget of them).
+    backlog_since: Cell<Option<Instant>>,
+    /// Whether the last turn left ready tasks for the next.
+    carried: Cell<bool>,
 }
 
 impl Core {
@@ -152,6 +157,8 @@ impl Core {
             give_back_hooks: RefCell::new(Vec::new()),
             track_delay: Cell::new(false),
             queue_delay: Cell::new(Duration::ZERO),
+            backlog_since: Cell::new(None),
+            carried: Cell::new(false),
         }))
     }
 
@@ -227,7 +234,14 @@ impl Core {
         self.time.wheel.borrow_mut().advance(tick);
         self.check_shutdown();
         self.take_remote_wakes();
+        let tracked = self.track_delay.get();
+        if tracked && !self.carried.get() {
+            self.backlog_since.set(Some(now));
+        }
         self.executor.run_ready();
+        if tracked {
+            self.carried.set(self.executor.has_ready());
+        }
         self.bury();
         if self.quiet.due(now) {
             self.give_back("quiet");
@@ -250,8 +264,8 @@ impl Core {
         // turn, which always follows a park that returns.
         self.executor.record_caught();
         self.publish_gauges();
-        if self.track_delay.get() {
-            let delay = now.elapsed();
+        if tracked {
+            let delay = self.backlog_since.get().unwrap_or(now).elapsed();
             self.queue_delay.set(delay);
             let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
             self.shared.stats.queue_delay_us.set(micros);
@@ -422,10 +436,21 @@ impl Core {
     }
 
     /// How long the last turn ran, from its start to its trip to the
-    /// kernel: what a request that arrived as it began waited at least
-    /// before the core could read it. Zero until tracked.
+    /// kernel, or, when turns before it left ready tasks behind, from the
+    /// start of the earliest of those: what a request that arrived as it
+    /// began waited at least before the core could read it. Zero until
+    /// tracked.
     pub(crate) fn queue_delay(&self) -> Duration {
         self.queue_delay.get()
+    }
+
+    /// How long the work this core runs now has waited at least: since
+    /// the start of this turn, or of the earliest turn before it whose
+    /// ready tasks have not all run yet. Zero until tracked.
+    pub(crate) fn waited(&self) -> Duration {
+        self.backlog_since
+            .get()
+            .map_or(Duration::ZERO, |since| since.elapsed())
     }
 
     /// Final CPU-time sample, taken when the core stops.

@@ -189,13 +189,26 @@ pub fn track_queue_delay() {
 }
 
 /// How long this core's last loop turn ran before it went back to the
-/// kernel for more I/O: a request whose bytes arrived as that turn began
-/// waited at least this long to be read, so a core that cannot keep up
-/// shows it here first. Zero until [`track_queue_delay`] was called on
-/// this core, and outside a core. For load shedding (the HTTP layer's
-/// `Config::shed_queue_delay`): one read of a core-local cell.
+/// kernel for more I/O, or, when the turns before it left ready tasks
+/// for it (a turn polls at most a budget of them), since the earliest
+/// of those began: a request whose bytes arrived then waited at least
+/// this long to be read, so a core that cannot keep up shows it here
+/// first. Zero until [`track_queue_delay`] was called on this core, and
+/// outside a core. One read of a core-local cell; [`waited`] is the
+/// same measure now, within the turn under way.
 pub fn queue_delay() -> std::time::Duration {
     context::try_with_core(|core| core.queue_delay()).unwrap_or_default()
+}
+
+/// How long the work this core runs now has waited, at least: since the
+/// start of this loop turn, or, when the turns before it had more ready
+/// tasks than one turn polls, since the start of the earliest turn whose
+/// tasks have not all run yet. A request read now arrived no later than
+/// that. Zero until [`track_queue_delay`] was called on this core, and
+/// outside a core. For load shedding (the HTTP layer's
+/// `Config::shed_queue_delay`): one clock read.
+pub fn waited() -> std::time::Duration {
+    context::try_with_core(|core| core.waited()).unwrap_or_default()
 }
 
 /// Adds `n` to this core's request counter (shown in [`StatsSnapshot`]).

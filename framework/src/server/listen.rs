@@ -15,6 +15,7 @@ use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::bind::bind_group;
 use super::CoreContext;
@@ -73,8 +74,10 @@ pub(crate) enum Arrival {
 /// Makes a core's [`Spawner`] for one listener: its handler factory, with
 /// the handler's type erased, so listeners of different handlers sit in
 /// one list. Only the accept calls through it; a connection's task is
-/// the handler's own type.
-pub(crate) type MakeSpawner = Arc<dyn Fn(&CoreContext, Option<TlsSetup>) -> Spawner + Send + Sync>;
+/// the handler's own type. With it, the handler's
+/// [`overload_bound`](Handler::overload_bound).
+pub(crate) type MakeSpawner =
+    Arc<dyn Fn(&CoreContext, Option<TlsSetup>) -> (Spawner, Option<Duration>) + Send + Sync>;
 
 /// A TLS listener's handshake: its configuration and limits.
 #[derive(Clone)]
@@ -102,28 +105,27 @@ impl ListenerSpec {
         H: Handler,
         F: Fn(&CoreContext) -> H + Send + Sync + 'static,
     {
-        let make: MakeSpawner =
-            Arc::new(move |ctx: &CoreContext, tls: Option<TlsSetup>| -> Spawner {
-                let handler = Rc::new(factory(ctx));
-                match tls {
-                    None => Box::new(move |stream, guard, arrival| match arrival {
-                        Arrival::Accepted => {
-                            super::serve::spawn_connection(stream, &handler, guard)
-                        }
-                        Arrival::Moved(state) => {
-                            super::serve::spawn_moved(stream, &handler, guard, state)
-                        }
-                    }),
-                    Some(tls) => Box::new(move |stream, guard, arrival| match arrival {
-                        Arrival::Accepted => {
-                            super::serve::spawn_tls_connection(stream, &handler, guard, tls.clone())
-                        }
-                        Arrival::Moved(state) => {
-                            super::serve::spawn_moved(stream, &handler, guard, state)
-                        }
-                    }),
-                }
-            });
+        let make: MakeSpawner = Arc::new(move |ctx: &CoreContext, tls: Option<TlsSetup>| {
+            let handler = Rc::new(factory(ctx));
+            let overload_bound = handler.overload_bound();
+            let spawner: Spawner = match tls {
+                None => Box::new(move |stream, guard, arrival| match arrival {
+                    Arrival::Accepted => super::serve::spawn_connection(stream, &handler, guard),
+                    Arrival::Moved(state) => {
+                        super::serve::spawn_moved(stream, &handler, guard, state)
+                    }
+                }),
+                Some(tls) => Box::new(move |stream, guard, arrival| match arrival {
+                    Arrival::Accepted => {
+                        super::serve::spawn_tls_connection(stream, &handler, guard, tls.clone())
+                    }
+                    Arrival::Moved(state) => {
+                        super::serve::spawn_moved(stream, &handler, guard, state)
+                    }
+                }),
+            };
+            (spawner, overload_bound)
+        });
         ListenerSpec {
             addr,
             make,

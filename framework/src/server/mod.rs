@@ -14,6 +14,7 @@ mod handshakes;
 mod listen;
 mod listening;
 pub(crate) mod moving;
+mod overload;
 mod plain_http;
 mod readiness;
 mod serve;

@@ -28,6 +28,9 @@ pub(crate) struct CoreListener {
     /// Shared with the core's registry of listeners that connections
     /// moved here are served by (see `moving`).
     pub(crate) spawn: Rc<Spawner>,
+    /// While the core's turns run past it, no accepts (see
+    /// [`Handler::overload_bound`](crate::Handler::overload_bound)).
+    pub(crate) overload_bound: Option<Duration>,
     pub(crate) counters: Arc<ListenerCounters>,
     /// Removed when the last core's listener on it is gone.
     pub(crate) _file: Option<Arc<SocketFile>>,
@@ -269,6 +272,13 @@ async fn accept_loop(listener: &CoreListener, tracker: &Rc<Tracker>, limits: Ser
             }
             listener.acceptor.pause_accepting();
             tracker.below(limits.max_connections).await;
+        }
+        if let Some(bound) = listener.overload_bound {
+            if super::overload::overloaded(bound) {
+                stats.accept_held.add(1);
+                listener.acceptor.pause_accepting();
+                super::overload::hold(bound).await;
+            }
         }
         match listener.acceptor.accept().await {
             Ok(stream) => {

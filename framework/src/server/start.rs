@@ -392,9 +392,11 @@ fn run_core(
         let mut serving = Vec::with_capacity(listeners.len());
         for parts in listeners {
             let tcp = matches!(parts.spec.addr, Endpoint::Tcp(_));
+            let (spawn, overload_bound) = (parts.spec.make)(&ctx, parts.tls);
             serving.push(CoreListener {
                 acceptor: Acceptor::new(parts.socket, tcp)?,
-                spawn: std::rc::Rc::new((parts.spec.make)(&ctx, parts.tls)),
+                spawn: std::rc::Rc::new(spawn),
+                overload_bound,
                 counters: parts.counters,
                 _file: parts.file,
             });

@@ -16,6 +16,7 @@ mod handler_panic;
 mod messaging;
 mod moving;
 mod outbound;
+mod overload_hold;
 mod read_ahead;
 mod readiness;
 mod runtime_io;

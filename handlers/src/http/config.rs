@@ -82,19 +82,25 @@ pub struct Config {
     /// gets a line with status 499 (nginx's convention). Default off: a
     /// line per request costs more than serving it.
     pub access_log: bool,
-    /// Sheds load early: while the core's last loop turn ran longer than
-    /// this ([`percore::queue_delay`]: the least a request arriving as it
-    /// began waited before the core could read it), or the current turn
-    /// has so far (the requests read with it wait for the ones served
-    /// before them), a new request is
-    /// answered `503 Service Unavailable` with `Retry-After: 1` and
-    /// `Connection: close`, without calling the service, and counted in
-    /// [`HttpStats::shed`](super::HttpStats::shed). A core that cannot
-    /// keep up then spends its time on the requests it can still answer
-    /// in time, instead of every request's latency growing without bound.
+    /// Sheds load early: once the work the core runs has waited longer
+    /// than this ([`percore::waited`]: since the current loop turn
+    /// began, as the requests read with it wait for the ones served
+    /// before them, or since an earlier turn whose ready tasks are still
+    /// queued), a new request is answered `503 Service Unavailable` with
+    /// `Retry-After: 1`, without calling the service, and counted in
+    /// [`HttpStats::shed`](super::HttpStats::shed). A request without a
+    /// body keeps its connection (as the client asked): a refusal costs
+    /// a parse and a short write; one with a body closes it, unread. The
+    /// requests at the head of each turn are served, so a core that
+    /// cannot keep up spends its time on the requests it can still
+    /// answer in time, instead of every request's latency growing
+    /// without bound. While the core's turns run past the bound, it also
+    /// accepts no new connection on this listener
+    /// ([`Handler::overload_bound`](percore::Handler::overload_bound)):
+    /// they wait in the listen queue, for ten bounds at most.
     /// Default off (`None`): measuring costs a clock read per loop turn
-    /// and one per request, and the right bound depends on the service (a few times its usual
-    /// turn under load).
+    /// and one per request, and the right bound depends on the service
+    /// (a few times its usual turn under load).
     pub shed_queue_delay: Option<Duration>,
     /// HTTP/2's own limits (feature `h2`).
     pub h2: H2Limits,

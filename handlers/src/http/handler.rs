@@ -112,6 +112,14 @@ impl<S: Service> Handler for HttpHandler<S> {
         super::conn::serve_moved(&self.layer, conn, state.take())
     }
 
+    /// [`Config::shed_queue_delay`](super::Config::shed_queue_delay): a
+    /// core that sheds requests accepts no new connection either, so a
+    /// shed client waits in the listen queue instead of coming straight
+    /// back.
+    fn overload_bound(&self) -> Option<std::time::Duration> {
+        self.layer.config.shed_queue_delay
+    }
+
     fn serve(&self, conn: Connection) -> impl Future<Output = io::Result<()>> {
         #[cfg(feature = "h2")]
         {

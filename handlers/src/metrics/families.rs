@@ -124,6 +124,12 @@ pub(super) fn framework(text: &mut Text<'_>, cores: &[StatsSnapshot]) {
             |s| s.accept_paused as f64,
         ),
         (
+            "percore_accept_held_total",
+            C,
+            "Times accepting was held because the core was overloaded.",
+            |s| s.accept_held as f64,
+        ),
+        (
             "percore_closed_unserved_total",
             C,
             "Connections closed unserved at a stop (connection limit).",
@@ -204,7 +210,7 @@ pub(super) fn framework(text: &mut Text<'_>, cores: &[StatsSnapshot]) {
         (
             "percore_queue_delay_seconds",
             G,
-            "How long the core's last loop turn ran before it looked for more I/O (when tracked).",
+            "How long the core's oldest ready work had waited when it last looked for more I/O (when tracked).",
             |s| s.queue_delay.as_secs_f64(),
         ),
         (

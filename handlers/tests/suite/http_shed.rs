@@ -45,7 +45,10 @@ fn load(addr: std::net::SocketAddr, clients: usize, rounds: usize) -> (u64, u64)
                         200 => ok += 1,
                         503 => {
                             assert_eq!(resp.header("retry-after"), Some("1"), "{resp:?}");
-                            assert!(resp.closes(), "{resp:?}");
+                            assert!(
+                                !resp.closes(),
+                                "a bodiless request keeps its connection: {resp:?}"
+                            );
                             shed += 1;
                         }
                         other => panic!("unexpected status {other}: {resp:?}"),
@@ -64,7 +67,7 @@ fn load(addr: std::net::SocketAddr, clients: usize, rounds: usize) -> (u64, u64)
 backend_tests! {
     parallel;
     /// Eight clients, 25 requests each, against a bound of 1 ms: some are
-    /// shed (503, `Retry-After`, close), the rest served, none lost; the
+    /// shed (503, `Retry-After`, the connection kept), the rest served, none lost; the
     /// service saw only the served ones, the counter the shed ones, and
     /// `/readyz` says `overloaded` once, then `ready` again.
     fn an_overloaded_core_sheds_with_503(backend) {
@@ -137,9 +140,11 @@ backend_tests! {
     }
 
     /// Requests read together wait for the ones before them: with a
-    /// bound of 1 s, two pipelined requests whose first blocks its core
-    /// 1.2 s get 200, then 503 and the close, though the turn before was
-    /// short. The second never reaches the service.
+    /// bound of 1 s, pipelined requests whose first blocks its core 1.2 s
+    /// get 200, then 503s, though the turn before was short; the shed
+    /// ones never reach the service. A shed request without a body keeps
+    /// the connection (the next one is answered on it), one that asks
+    /// to close closes it, and one with a body closes it unread.
     fn a_turn_past_the_bound_sheds_the_requests_behind(backend) {
         struct Blocks(Arc<AtomicU64>);
         impl Service for Blocks {
@@ -157,9 +162,16 @@ backend_tests! {
         let server = builder(backend)
             .start(move |_core| HttpHandler::with_config(Blocks(made.clone()), config))
             .expect("start");
-        let answers = exchange(server.local_addr(), &[GET, GET].concat());
-        assert_eq!(statuses(&answers), [200, 503]);
-        assert_eq!(calls.load(Ordering::Relaxed), 1, "the shed request never reached the service");
+        const CLOSE: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        const POST: &[u8] = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";
+        let closes = |answers: &[u8]| String::from_utf8_lossy(answers).to_ascii_lowercase().matches("connection: close").count();
+        let answers = exchange(server.local_addr(), &[GET, GET, CLOSE, GET].concat());
+        assert_eq!(statuses(&answers), [200, 503, 503], "{}", String::from_utf8_lossy(&answers));
+        assert_eq!(closes(&answers), 1, "only the one that asked closes: {}", String::from_utf8_lossy(&answers));
+        let answers = exchange(server.local_addr(), &[GET, POST, GET].concat());
+        assert_eq!(statuses(&answers), [200, 503], "{}", String::from_utf8_lossy(&answers));
+        assert_eq!(closes(&answers), 1, "a shed body closes: {}", String::from_utf8_lossy(&answers));
+        assert_eq!(calls.load(Ordering::Relaxed), 2, "the shed requests never reached the service");
         server.shutdown();
         server.join().expect("join");
     }

@@ -95,13 +95,13 @@ impl<S: Service> Conn<'_, S> {
     /// A request shed because the core is overloaded (see
     /// `Config::shed_queue_delay`): 503 with `Retry-After: 1`, and the
     /// connection closes after it (its body, if any, is not read).
-    pub(super) fn answer_overloaded(&self, head_only: bool) {
+    pub(super) fn answer_overloaded(&self, head_only: bool, keep: bool) {
         const BODY: &[u8] = b"Service Unavailable: the server is overloaded\n";
         self.layer.date.with(|d| {
             self.wire.with_out(|out| {
                 let head = ResponseHead {
                     content_type: Some(ERROR_TEXT_TYPE.as_bytes()),
-                    keep_alive: false,
+                    keep_alive: keep,
                     extra: &[("Retry-After", b"1")],
                     ..ResponseHead::new(503, Framing::Length(BODY.len() as u64))
                 };

@@ -280,8 +280,20 @@ fn serve_turn<'a, S: Service>(
             }
             if let Some(bound) = config.shed_queue_delay {
                 if overloaded(bound) {
-                    conn.answer_overloaded(head.method == "HEAD");
-                    return Ended::Turn(Next::Close);
+                    // A request without a body is over with its head: the
+                    // connection stays, as the client asked, so a refusal
+                    // costs a parse and a short write, not a close, an
+                    // accept and a handshake when the client comes back.
+                    let bodiless = matches!(head.body, BodyKind::None | BodyKind::Length(0));
+                    let keep = state.begin(config, head.keep_alive) && bodiless;
+                    conn.answer_overloaded(head.method == "HEAD", keep);
+                    if !keep {
+                        return Ended::Turn(Next::Close);
+                    }
+                    let head_len = head.head_len;
+                    turn.advance(head_len, BodyEnd::unknown(), state);
+                    state.idle_from_now(config.idle_timeout);
+                    continue;
                 }
             }
             let head_len = head.head_len;
@@ -362,16 +374,21 @@ fn serve_turn<'a, S: Service>(
     }
 }
 
-/// Whether the core is too far behind to take a new request: its last
-/// loop turn ran longer than `bound`, or this turn has (its requests were
-/// read when it began, so each has waited at least that long, and the
-/// ones behind it longer still). The first call on a core makes its
-/// turns measure themselves (a cell set again on each call: cheaper than
-/// asking whether it was).
+/// Whether the core is too far behind to take a new request: the work it
+/// runs has waited longer than `bound` (`percore::waited`: since this
+/// loop turn began, as its requests were read then, or since an earlier
+/// turn whose ready tasks are still queued). A turn that merely followed
+/// a long one is not refused whole: the requests at the head of a turn
+/// are served, so a core that fell behind still serves what fits in
+/// the bound and refuses the rest, instead of refusing whole turns while
+/// the refusals themselves keep its turns long. The first call on a core
+/// makes its turns measure themselves (a cell set again on each call:
+/// cheaper than asking whether it was), for `percore::queue_delay` and
+/// the accept hold (`Handler::overload_bound`).
 #[inline]
 fn overloaded(bound: std::time::Duration) -> bool {
     percore::track_queue_delay();
-    percore::queue_delay() > bound || percore::time::now().elapsed() > bound
+    percore::waited() > bound
 }
 
 /// How a turn ended: the connection goes on as [`Next`] says, or is over
