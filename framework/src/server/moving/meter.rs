@@ -45,16 +45,37 @@ use crate::core::moves::UNLIMITED;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MoveMeter {
-    /// The policy's epoch of the last boundary.
-    epoch: u16,
-    /// Whether it counted a boundary yet (`epoch` means nothing before).
-    started: bool,
-    /// Boundaries in that epoch.
-    count: u32,
-    /// Boundaries in the whole epoch before it ([`UNLIMITED`]: not seen).
-    /// Plain integers, not options: the meter sits in every HTTP
-    /// connection's future, 12 bytes.
-    last: u32,
+    /// The low byte of the policy's epoch at the last boundary, above
+    /// the count of boundaries in that epoch (24 bits, saturating); 0
+    /// before the first boundary. In two halves, and the rate below in a
+    /// small float: the meter sits in every HTTP connection's future, in
+    /// 6 bytes that its padding holds.
+    now: [u16; 2],
+    /// Boundaries in the whole epoch before it, as [`pack_rate`] keeps
+    /// them ([`UNKNOWN`]: not seen).
+    last: u16,
+}
+
+/// The count's bits in the meter's `now`.
+const COUNT: u32 = (1 << 24) - 1;
+
+/// A meter's `last` before it saw a whole interval.
+const UNKNOWN: u16 = u16::MAX;
+
+/// A rate of up to 24 bits in 16: 12 bits of mantissa and 4 of
+/// exponent, rounded down (by less than 1 in 4,096). Never [`UNKNOWN`]:
+/// the exponent stays below 13.
+fn pack_rate(mut rate: u32) -> u16 {
+    let mut exp = 0;
+    while rate > 0x0fff {
+        rate >>= 1;
+        exp += 1;
+    }
+    ((exp << 12) | rate) as u16
+}
+
+fn unpack_rate(packed: u16) -> u32 {
+    u32::from(packed & 0x0fff) << (packed >> 12)
 }
 
 impl Default for MoveMeter {
@@ -67,10 +88,8 @@ impl MoveMeter {
     /// A meter for a new connection: it knows no rate yet.
     pub const fn new() -> MoveMeter {
         MoveMeter {
-            epoch: 0,
-            started: false,
-            count: 0,
-            last: UNLIMITED,
+            now: [0, 0],
+            last: UNKNOWN,
         }
     }
 
@@ -101,37 +120,42 @@ impl MoveMeter {
     /// the last whole interval's, or this one's if it has more already;
     /// [`UNLIMITED`] while not known.
     fn rate(&self) -> u32 {
-        if self.last == UNLIMITED {
+        if self.last == UNKNOWN {
             return UNLIMITED;
         }
-        self.last.max(self.count).min(UNLIMITED - 1)
+        unpack_rate(self.last).max(self.now() & COUNT)
     }
 
-    /// Counts a boundary in `epoch`.
+    fn now(&self) -> u32 {
+        (u32::from(self.now[0]) << 16) | u32::from(self.now[1])
+    }
+
+    fn set_now(&mut self, now: u32) {
+        self.now = [(now >> 16) as u16, now as u16];
+    }
+
+    /// Counts a boundary in `epoch` (its low byte: an epoch is told from
+    /// the one before, and a meter idle for 256 intervals miscounts one).
     fn tick(&mut self, epoch: u16) {
-        if self.started && self.epoch == epoch {
-            self.count = self.count.saturating_add(1);
+        let epoch = epoch as u8;
+        let now = self.now();
+        let (was, count) = ((now >> 24) as u8, now & COUNT);
+        if count != 0 && was == epoch {
+            self.set_now((now & !COUNT) | (count + 1).min(COUNT));
             return;
         }
-        if self.started {
-            // A gap of more than one epoch: none in the last. A count
-            // that reached the unlimited mark stays just below it.
-            let whole = epoch == self.epoch.wrapping_add(1);
-            self.last = if whole {
-                self.count.min(UNLIMITED - 1)
-            } else {
-                0
-            };
+        if count != 0 {
+            // A gap of more than one epoch: none in the last.
+            let whole = epoch == was.wrapping_add(1);
+            self.last = pack_rate(if whole { count } else { 0 });
         }
-        self.started = true;
-        self.epoch = epoch;
-        self.count = 1;
+        self.set_now((u32::from(epoch) << 24) | 1);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::MoveMeter;
+    use super::{pack_rate, unpack_rate, MoveMeter, COUNT, UNKNOWN};
     use crate::core::moves::{Orders, UNLIMITED};
 
     #[test]
@@ -177,8 +201,34 @@ mod tests {
 
     #[test]
     fn the_meter_stays_small() {
-        assert_eq!(std::mem::size_of::<MoveMeter>(), 12);
+        assert_eq!(std::mem::size_of::<MoveMeter>(), 6);
         assert_eq!(MoveMeter::default(), MoveMeter::new());
+    }
+
+    #[test]
+    fn the_count_saturates() {
+        let mut meter = MoveMeter::new();
+        meter.tick(0);
+        meter.set_now(COUNT - 1);
+        meter.tick(0);
+        meter.tick(0);
+        assert_eq!(meter.now() & COUNT, COUNT);
+        meter.tick(1);
+        // Rounded down to 12 significant bits.
+        assert_eq!(meter.rate(), COUNT & !0xfff);
+    }
+
+    #[test]
+    fn a_rate_packs_in_16_bits() {
+        for rate in [0, 1, 4095, 4096, 4097, 12_345, 1 << 20, COUNT] {
+            let back = unpack_rate(pack_rate(rate));
+            assert!(
+                back <= rate && rate - back <= rate >> 12,
+                "{rate} came back {back}"
+            );
+            assert_ne!(pack_rate(rate), UNKNOWN);
+        }
+        assert_eq!(unpack_rate(pack_rate(4095)), 4095);
     }
 
     #[test]
