@@ -24,6 +24,7 @@ use crate::core::moves::UNLIMITED;
 /// A connection that moved starts a new meter on its new core.
 ///
 /// ```
+/// # #[allow(dead_code)]
 /// # async fn serve(mut conn: percore::Connection) -> std::io::Result<()> {
 /// use percore::{move_connection, MoveMeter, MoveOutcome};
 ///
