@@ -191,6 +191,34 @@ backend_tests! {
         server.join().expect("join");
     }
 
+    /// A connection that streamed 64 KiB at once reads in bulk (io_uring
+    /// arms a single-shot receive into a pool buffer ahead of its next
+    /// read), and its peer, having sent it all, waits for the echo: the
+    /// move ends that receive rather than wait for bytes that never
+    /// come, and the echo comes back whole from the other core.
+    fn a_bulk_reader_moves_while_its_peer_waits(backend) {
+        let Some(server) = two_cores(backend, Duration::from_secs(10)) else { return };
+        let mut stream = connect(server.local_addr());
+        roundtrip(&mut stream, b"hello");
+        let on = core_of_the_connection(&server);
+        for i in 0..3 {
+            echo_all(&mut stream, pattern(i, 64 * 1024));
+        }
+        assert!(server.move_connections(on, 1 - on, 1));
+        echo_all(&mut stream, pattern(3, 64 * 1024));
+        wait_until(
+            Duration::from_secs(60),
+            "the move to be counted",
+            || server.stats(),
+            |cores| cores[1 - on].moved_in == 1 && cores[on].moved_out == 1,
+        );
+        echo_all(&mut stream, pattern(4, 64 * 1024));
+        stream.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        assert_eq!(read_to_end(&mut stream).expect("a clean end"), b"");
+        server.shutdown();
+        server.join().expect("join");
+    }
+
     /// Orders that cannot be carried out are refused or ignored: a bad
     /// index is refused, and a move to the connection's own core leaves
     /// it serving there.
