@@ -64,16 +64,18 @@ pub trait Handler: 'static {
     /// echoes, and goes on echoing on the other core:
     ///
     /// ```no_run
-    /// use percore::{move_connection, move_wanted, Connection, Handler, MoveOutcome, MovedState};
+    /// use percore::{move_connection, Connection, Handler, MoveMeter, MoveOutcome, MovedState};
     ///
     /// struct Echo;
     ///
     /// impl Handler for Echo {
     ///     async fn serve(&self, mut conn: Connection) -> std::io::Result<()> {
+    ///         // Counts the connection's echoes, for the policy's budget.
+    ///         let mut meter = MoveMeter::new();
     ///         while let Some(buf) = conn.read().await? {
     ///             let (res, _) = conn.write_all(buf).await;
     ///             res?;
-    ///             if let Some(core) = move_wanted() {
+    ///             if let Some(core) = meter.move_wanted() {
     ///                 match move_connection(conn, core, Vec::new(), ()).await {
     ///                     MoveOutcome::Moved => return Ok(()),
     ///                     MoveOutcome::Stayed { conn: stayed, .. } => conn = stayed,

@@ -91,7 +91,7 @@ pub use runtime::{
     block_on, core_count, core_index, core_stats, count_requests, current_backend, drain_deadline,
     is_shutting_down, log_to_stderr, move_connection, move_wanted, on_give_back, queue_delay,
     shutdown_signal, spawn_blocking, spawn_local, submit_to, track_queue_delay, until_stopped,
-    waited, Blocking, CoreContext, ListenerStats, MoveOutcome, MovePolicy, MoveRefusal, Readiness,
-    Server, ServerBuilder, ServerHandle, ShutdownSignal, StatsReader, StatsSnapshot, Steering,
-    SteeringStats, Stopper, SubmitError,
+    waited, Blocking, CoreContext, ListenerStats, MoveMeter, MoveOutcome, MovePolicy, MoveRefusal,
+    Readiness, Server, ServerBuilder, ServerHandle, ShutdownSignal, StatsReader, StatsSnapshot,
+    Steering, SteeringStats, Stopper, SubmitError,
 };

@@ -35,8 +35,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use percore::{
-    move_connection, move_wanted, Backend, Connection, Handler, MoveOutcome, MovePolicy,
-    MovedState, Server, ServerHandle, Steering,
+    move_connection, Backend, Connection, Handler, MoveMeter, MoveOutcome, MovePolicy, MovedState,
+    Server, ServerHandle, Steering,
 };
 use percore_benches::server::{ServerControl, Service, Supplies};
 use percore_benches::target::Target;
@@ -61,8 +61,11 @@ impl Handler for CoreTag {
 }
 
 async fn echo(mut conn: Connection) -> std::io::Result<()> {
+    // Its round trips per interval: the policy's budget moves the
+    // connections that fit it, heavy or light.
+    let mut meter = MoveMeter::new();
     while let Some(buf) = conn.read().await? {
-        if let Some(core) = move_wanted() {
+        if let Some(core) = meter.move_wanted() {
             match move_connection(conn, core, buf.to_vec(), ()).await {
                 MoveOutcome::Moved => return Ok(()),
                 MoveOutcome::Stayed { conn: stayed, .. } => conn = stayed,

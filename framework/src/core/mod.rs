@@ -92,6 +92,9 @@ pub(crate) struct Core {
     /// Whether a turn measures its busy time (see `queue_delay`): off
     /// unless something sheds load by it, since it costs a clock read.
     track_delay: Cell<bool>,
+    /// Request boundaries its connections reached (each `move_wanted`),
+    /// for the move policy's budget: core-local, a plain add.
+    boundaries: Cell<u64>,
     /// How long the last turn ran before it went to the kernel.
     queue_delay: Cell<Duration>,
     /// While tracked: the start of the earliest turn whose ready tasks
@@ -156,6 +159,7 @@ impl Core {
             quiet: give_back::Quiet::default(),
             give_back_hooks: RefCell::new(Vec::new()),
             track_delay: Cell::new(false),
+            boundaries: Cell::new(0),
             queue_delay: Cell::new(Duration::ZERO),
             backlog_since: Cell::new(None),
             carried: Cell::new(false),
@@ -451,6 +455,17 @@ impl Core {
         self.backlog_since
             .get()
             .map_or(Duration::ZERO, |since| since.elapsed())
+    }
+
+    /// Counts a request boundary of one of this core's connections.
+    #[inline]
+    pub(crate) fn count_boundary(&self) {
+        self.boundaries.set(self.boundaries.get().wrapping_add(1));
+    }
+
+    /// The request boundaries counted so far.
+    pub(crate) fn boundaries(&self) -> u64 {
+        self.boundaries.get()
     }
 
     /// Final CPU-time sample, taken when the core stops.

@@ -1,10 +1,12 @@
 //! Taking a socket off its core, so that another core can serve it.
 //!
 //! io_uring: a write behind under way is waited for and its slot given
-//! back (`op::send_behind`); the socket's standing receive is ended (a multishot is
-//! cancelled, a single-shot runs to its completion) and its last
-//! completion awaited; the bytes of the completions it queued, received
-//! but not yet read, are copied out in order, and their buffers go back.
+//! back (`op::send_behind`); the socket's standing receive is ended (a
+//! multishot or a single-shot is cancelled: a single-shot armed ahead of
+//! the next read would wait for bytes a peer waiting for an answer never
+//! sends) and its last completion awaited; the bytes of the completions
+//! it queued, received but not yet read, are copied out in order, and
+//! their buffers go back.
 //! Once the standing receive has ended the kernel holds nothing of the
 //! socket's, and what the socket receives later waits in its own queue
 //! for the next core. epoll: nothing is in flight; the socket leaves the
@@ -83,7 +85,14 @@ fn poll_uring(
             }
             Standing::Single(key) => {
                 let (cqe, retained) = match d.poll_op(key, cx) {
-                    Poll::Pending => return Poll::Pending,
+                    Poll::Pending => {
+                        // A receive armed ahead of the next read: a
+                        // peer that waits for an answer sends nothing
+                        // that would complete it. Cancelled, it ends
+                        // with the bytes it took, or none.
+                        d.cancel_waiting(key);
+                        return Poll::Pending;
+                    }
                     Poll::Ready(done) => done,
                 };
                 standing.set(Standing::Idle);

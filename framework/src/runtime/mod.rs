@@ -19,9 +19,9 @@ pub use crate::core::watch::StallLabel;
 pub use crate::histogram::{Histogram, HistogramSnapshot};
 pub use crate::server::Readiness;
 pub use crate::server::{
-    log_to_stderr, move_connection, move_wanted, CoreContext, ListenerStats, MoveOutcome,
-    MovePolicy, MoveRefusal, Server, ServerBuilder, ServerHandle, StatsReader, Steering,
-    SteeringStats, Stopper,
+    log_to_stderr, move_connection, move_wanted, CoreContext, ListenerStats, MoveMeter,
+    MoveOutcome, MovePolicy, MoveRefusal, Server, ServerBuilder, ServerHandle, StatsReader,
+    Steering, SteeringStats, Stopper,
 };
 pub use crate::stats::{Counter, StatsSnapshot};
 pub use blocking::{spawn_blocking, Blocking};

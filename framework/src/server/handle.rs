@@ -166,13 +166,17 @@ impl ServerHandle {
     /// cancels them): each goes at its next request boundary, as if the
     /// policy of [`ServerBuilder::move_connections`](super::ServerBuilder::move_connections)
     /// had ordered it (that policy, if on, replaces the orders at its
-    /// next look). For an operator's tool, or a test that must move a
-    /// connection at a known moment. Returns `false` for a bad index.
+    /// next look). These orders have no budget of load: any connection
+    /// that reaches a boundary takes one, metered or not (see
+    /// [`MoveMeter`](crate::MoveMeter)); `count` is capped at 65 535.
+    /// For an operator's tool, or a test that must move a connection at a
+    /// known moment. Returns `false` for a bad index.
     pub fn move_connections(&self, from: usize, to: usize, count: usize) -> bool {
         let cores = &self.inner.cores;
         match cores.get(from) {
             Some(core) if to < cores.len() => {
-                core.moves.set(to, count);
+                core.moves
+                    .set(to, count, crate::core::moves::UNLIMITED, false);
                 true
             }
             _ => false,

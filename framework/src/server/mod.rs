@@ -34,7 +34,7 @@ use datagram::DatagramSpec;
 pub use handle::{ServerHandle, StatsReader, Stopper};
 use listen::ListenerSpec;
 pub use listen::ListenerStats;
-pub use moving::{move_connection, move_wanted, MoveOutcome, MovePolicy, MoveRefusal};
+pub use moving::{move_connection, move_wanted, MoveMeter, MoveOutcome, MovePolicy, MoveRefusal};
 pub use readiness::Readiness;
 pub use steer::{Steering, SteeringStats};
 
@@ -458,13 +458,16 @@ impl ServerBuilder {
     /// Steering places new connections; this evens out the load of
     /// long-lived ones. Every `policy.interval`, a core busier than the
     /// mean of the cores and than the least busy one by more than
-    /// `policy.margin` orders up to `policy.per_interval` of its
-    /// connections to the least busy core (see [`MovePolicy`]). A
-    /// connection moves when its handler next asks
-    /// [`move_wanted`](crate::move_wanted) and calls
+    /// `policy.margin` of the mean orders up to `policy.per_interval` of
+    /// its connections to the least busy core, with a budget of about half
+    /// the gap of load between the two (see [`MovePolicy`]). A connection
+    /// moves when its handler next asks
+    /// [`MoveMeter::move_wanted`](crate::MoveMeter::move_wanted) (and its
+    /// rate fits what is left of the budget) or
+    /// [`move_wanted`](crate::move_wanted) (any connection), and calls
     /// [`move_connection`](crate::move_connection): percore-handlers'
-    /// HTTP/1.1 server does so after each read's answers are written; a
-    /// handler of your own opts in the same way. Only connections of TCP
+    /// HTTP/1.1 server does so, metered, after each read's answers are
+    /// written; a handler of your own opts in the same way. Only connections of TCP
     /// listeners move. Moves are counted in each core's
     /// [`StatsSnapshot::moved_in`](crate::StatsSnapshot::moved_in) and
     /// [`moved_out`](crate::StatsSnapshot::moved_out).

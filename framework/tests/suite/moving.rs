@@ -3,25 +3,38 @@
 //! goes on echoing there byte for byte, with the bytes in flight at the
 //! moment of the move (received by the kernel, not yet read) carried
 //! over; moves are counted on both cores; and a stop that comes while
-//! connections move loses no byte.
+//! connections move loses no byte. A handler that meters its
+//! connections ([`MoveMeter`]) takes an operator's orders too: they have
+//! no budget of load.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use percore::{move_connection, move_wanted, Connection, Handler, MoveOutcome, MovedState};
+use percore::{
+    move_connection, move_wanted, Connection, Handler, MoveMeter, MoveOutcome, MovedState,
+};
 use percore_test_kit::*;
 
 /// Echoes, and moves its connection whenever its core asks: after a
 /// read, before its echo, so that the bytes just read go as unread bytes
 /// (the echo is the target's) and the rest of what the client sent is
-/// received by the kernel on the way.
-struct MovingEcho;
+/// received by the kernel on the way. `metered` asks through a
+/// [`MoveMeter`], else through [`move_wanted`].
+struct MovingEcho {
+    metered: bool,
+}
 
 impl Handler for MovingEcho {
     async fn serve(&self, mut conn: Connection) -> std::io::Result<()> {
+        let mut meter = MoveMeter::new();
         while let Some(buf) = conn.read().await? {
-            if let Some(core) = move_wanted() {
+            let wanted = if self.metered {
+                meter.move_wanted()
+            } else {
+                move_wanted()
+            };
+            if let Some(core) = wanted {
                 match move_connection(conn, core, buf.to_vec(), ()).await {
                     MoveOutcome::Moved => return Ok(()),
                     MoveOutcome::Stayed { conn: stayed, .. } => conn = stayed,
@@ -49,6 +62,11 @@ fn two_cores(backend: Backend, drain: Duration) -> Option<ServerHandle> {
 
 /// [`two_cores`] with `max` connections per core.
 fn limited(backend: Backend, drain: Duration, max: usize) -> Option<ServerHandle> {
+    start(backend, drain, max, false)
+}
+
+/// A two-core server of [`MovingEcho`], metered or not.
+fn start(backend: Backend, drain: Duration, max: usize, metered: bool) -> Option<ServerHandle> {
     let cores: Vec<usize> = percore::runtime::cpus::available()
         .into_iter()
         .take(2)
@@ -61,7 +79,7 @@ fn limited(backend: Backend, drain: Duration, max: usize) -> Option<ServerHandle
         .cores(cores)
         .drain_timeout(drain)
         .max_connections(max)
-        .start(|_| MovingEcho)
+        .start(move |_| MovingEcho { metered })
         .expect("start");
     check_backend(&server, backend);
     Some(server)
@@ -133,6 +151,70 @@ backend_tests! {
             || server.stats(),
             |cores| cores.iter().all(|c| c.active == 0),
         );
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// A connection metered by a [`MoveMeter`] that has not seen an
+    /// interval of the policy (there is none) takes an operator's order
+    /// all the same, there and back, and echoes every byte.
+    fn a_metered_connection_takes_an_operators_order(backend) {
+        let Some(server) = start(backend, Duration::from_secs(10), 10_000, false) else { return };
+        let mut stream = connect(server.local_addr());
+        roundtrip(&mut stream, b"hello");
+        let first = core_of_the_connection(&server);
+        let mut on = first;
+        for i in 0..2 {
+            let to = 1 - on;
+            assert!(server.move_connections(on, to, 1));
+            echo_all(&mut stream, pattern(i, 256 * 1024));
+            wait_until(
+                Duration::from_secs(60),
+                "the move to be counted",
+                || server.stats(),
+                |cores| cores[to].moved_in == 1,
+            );
+            on = to;
+        }
+        assert_eq!(on, first, "back where it opened");
+        let stats = wait_until(
+            Duration::from_secs(60),
+            "the moves out to be counted",
+            || server.stats(),
+            |cores| sum(cores, |s| s.moved_out) == 2,
+        );
+        assert_eq!(sum(&stats, |s| s.moves_refused), 0);
+        roundtrip(&mut stream, b"still here");
+        stream.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        assert_eq!(read_to_end(&mut stream).expect("a clean end"), b"");
+        server.shutdown();
+        server.join().expect("join");
+    }
+
+    /// A connection that streamed 64 KiB at once reads in bulk (io_uring
+    /// arms a single-shot receive into a pool buffer ahead of its next
+    /// read), and its peer, having sent it all, waits for the echo: the
+    /// move ends that receive rather than wait for bytes that never
+    /// come, and the echo comes back whole from the other core.
+    fn a_bulk_reader_moves_while_its_peer_waits(backend) {
+        let Some(server) = two_cores(backend, Duration::from_secs(10)) else { return };
+        let mut stream = connect(server.local_addr());
+        roundtrip(&mut stream, b"hello");
+        let on = core_of_the_connection(&server);
+        for i in 0..3 {
+            echo_all(&mut stream, pattern(i, 64 * 1024));
+        }
+        assert!(server.move_connections(on, 1 - on, 1));
+        echo_all(&mut stream, pattern(3, 64 * 1024));
+        wait_until(
+            Duration::from_secs(60),
+            "the move to be counted",
+            || server.stats(),
+            |cores| cores[1 - on].moved_in == 1 && cores[on].moved_out == 1,
+        );
+        echo_all(&mut stream, pattern(4, 64 * 1024));
+        stream.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        assert_eq!(read_to_end(&mut stream).expect("a clean end"), b"");
         server.shutdown();
         server.join().expect("join");
     }

@@ -255,6 +255,20 @@ impl super::Driver {
         true
     }
 
+    /// Cancels a single-shot operation still waiting for its completion:
+    /// a receive that would wait for bytes that may never come (a peer
+    /// waiting for an answer). Its completion then comes with the bytes
+    /// it had, or `ECANCELED` and none taken from the socket.
+    pub(crate) fn cancel_waiting(&mut self, key: OpKey) {
+        if let Some(Op {
+            state: OpState::Waiting(_),
+            ..
+        }) = self.ops.get(key.0)
+        {
+            self.cancel(key);
+        }
+    }
+
     /// The slot `key` may be reused: a cancellation still owed to the
     /// finished operation must not reach the next one.
     #[cold]

@@ -26,10 +26,12 @@
 //!    model-checked with loom (`loom-tests/tests/models/handoff.rs`).
 //!
 //! The policy that orders moves is in [`policy`]; the orders in
-//! `core::moves`.
+//! `core::moves`; a connection's count of its boundaries, which decides
+//! which connections fit the policy's budget, in [`meter`].
 //!
 //! [`submit_to`]: crate::submit_to
 
+mod meter;
 mod policy;
 
 use std::cell::RefCell;
@@ -50,6 +52,7 @@ use crate::net::Stream;
 use crate::sync::handoff::{self, Handoff, Reply};
 use crate::sync::PushError;
 use crate::Connection;
+pub use meter::MoveMeter;
 pub(super) use policy::spawn as spawn_policy;
 pub use policy::MovePolicy;
 
@@ -135,13 +138,18 @@ impl<T> fmt::Debug for MoveOutcome<T> {
 /// ordered, and the caller should then [`move_connection`]. `None` while
 /// none is ordered, which costs one relaxed load, and always once the
 /// server is stopping or outside a core.
+///
+/// It takes any order, heavy connection or light: a handler that keeps a
+/// [`MoveMeter`] per connection asks [`MoveMeter::move_wanted`] instead,
+/// which moves the connections that fit the policy's budget of load.
 #[inline]
 pub fn move_wanted() -> Option<usize> {
     context::try_with_core(|core| {
-        if core.is_shutting_down() {
+        core.count_boundary();
+        if core.is_shutting_down() || core.shared.moves.peek().left == 0 {
             return None;
         }
-        core.shared.moves.take()
+        core.shared.moves.take(0)
     })
     .flatten()
 }

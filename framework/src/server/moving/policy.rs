@@ -2,20 +2,32 @@
 //!
 //! Each core looks every `interval` at how busy every core of its server
 //! was over the last one (the fraction of the interval its thread ran,
-//! from the threads' CPU clocks). A core busier than the mean by more
-//! than `margin`, and busier than the least busy core by more than that
-//! too, orders up to `per_interval` of its connections to that core;
+//! from the threads' CPU clocks), and how many request boundaries its
+//! own connections reached. A core busier than the mean by more than
+//! `margin` of the mean, and busier than the least busy core by that
+//! much too, orders moves to that core: up to `per_interval`
+//! connections, carrying between them a budget of about
+//! `(mine - target) / (2 * mine)` of its boundaries, the share that would
+//! even the two if a boundary costs the same everywhere. A connection
+//! that counts its own boundaries ([`MoveMeter`](super::MoveMeter))
+//! takes an order only when its rate fits what is left of the budget;
 //! they go as they reach a request boundary. The orders are replaced at
 //! each look (and cancelled once the core is no longer hot), so a core
-//! never moves more than `per_interval` per interval. A core that took
-//! connections in within `cooldown` moves none out: a connection just
-//! moved is not moved on at once, and two cores never trade the same
-//! connections back and forth.
+//! never moves more than `per_interval`, nor more than half the gap, per
+//! interval. A core that took connections in within `cooldown` moves
+//! none out: a connection just moved is not moved on at once, and two
+//! cores never trade the same connections back and forth.
+//!
+//! The margin is relative to the mean so that the cores end within it
+//! of the mean whatever the load (an absolute margin of 15 points at a
+//! mean of 50% leaves a max ÷ mean of 1.3); a gap of less than
+//! [`MIN_GAP`] is left alone, not worth a move at a low load.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::core::context;
+use crate::core::moves::UNLIMITED;
 use crate::stats::CoreStats;
 
 /// How a server's cores move connections between them (see
@@ -27,8 +39,9 @@ pub struct MovePolicy {
     /// How often each core looks at the cores' load (500 ms).
     pub interval: Duration,
     /// How much busier than the mean, and than the least busy core, a
-    /// core must be to move connections: a fraction of the interval
-    /// (0.15, 15 points of CPU).
+    /// core must be to move connections: a fraction of the mean (0.10: a
+    /// core that runs 10% more than the mean moves, so the cores end
+    /// within 1.1 × the mean).
     pub margin: f64,
     /// The most connections a core moves per interval (4).
     pub per_interval: usize,
@@ -40,7 +53,7 @@ impl Default for MovePolicy {
     fn default() -> Self {
         MovePolicy {
             interval: Duration::from_millis(500),
-            margin: 0.15,
+            margin: 0.10,
             per_interval: 4,
             cooldown: Duration::from_secs(5),
         }
@@ -57,7 +70,7 @@ impl MovePolicy {
     /// Sets [`margin`](Self::margin) (clamped to 0..=1).
     pub fn margin(mut self, margin: f64) -> Self {
         self.margin = if margin.is_nan() {
-            0.15
+            0.10
         } else {
             margin.clamp(0.0, 1.0)
         };
@@ -77,6 +90,10 @@ impl MovePolicy {
     }
 }
 
+/// The least gap of busy fraction between a core and the idlest that
+/// moves connections (5 points of CPU).
+pub(crate) const MIN_GAP: f64 = 0.05;
+
 /// The core this one should move connections to, given every core's
 /// busy fraction: `None` unless it is hot (see the module docs).
 pub(crate) fn decide(busy: &[f64], me: usize, margin: f64) -> Option<usize> {
@@ -87,7 +104,22 @@ pub(crate) fn decide(busy: &[f64], me: usize, margin: f64) -> Option<usize> {
         .enumerate()
         .filter(|&(i, _)| i != me)
         .min_by(|a, b| a.1.total_cmp(b.1))?;
-    (mine > mean + margin && mine > least + margin).then_some(idlest)
+    let hot = mine > mean * (1.0 + margin) && mine - least > (mean * margin).max(MIN_GAP);
+    hot.then_some(idlest)
+}
+
+/// The budget of a hot core's orders: the request boundaries, of the
+/// `boundaries` it saw in the interval, that would even it (busy `mine`)
+/// and the target (busy `target`) if each cost the same: half the gap,
+/// `(mine - target) / (2 * mine)` of them. 0 when it is not busier.
+pub(crate) fn budget(boundaries: u64, mine: f64, target: f64) -> u32 {
+    if mine.is_nan() || target.is_nan() || mine <= target || mine <= 0.0 {
+        return 0;
+    }
+    let share = ((mine - target) / (2.0 * mine)).clamp(0.0, 0.5);
+    let room = (boundaries as f64 * share).round();
+    // Below the unlimited mark: a policy's budget is always spent.
+    room.min(f64::from(UNLIMITED - 1)) as u32
 }
 
 /// Starts the policy on this core: a task that looks every interval
@@ -110,7 +142,7 @@ pub(crate) fn spawn(policy: MovePolicy) {
             let stop = crate::core::stopping::shutdown_signal();
             let looking = Looking::new(policy, me, peers);
             let _ = crate::future::select(stop, looking.run(&shared)).await;
-            shared.moves.set(0, 0);
+            shared.moves.set(0, 0, 0, false);
         })
     });
 }
@@ -123,6 +155,8 @@ struct Looking {
     /// Each core's CPU time at the last look, in µs.
     cpu_us: Vec<u64>,
     at: Instant,
+    /// This core's request boundaries at the last look.
+    boundaries: u64,
     /// This core's moves in and out at the last look.
     moved_in: u64,
     moved_out: u64,
@@ -137,6 +171,7 @@ impl Looking {
         Looking {
             moved_in: stats.moved_in.get(),
             moved_out: stats.moved_out.get(),
+            boundaries: context::with_core(|core| core.boundaries()),
             policy,
             me,
             cpu_us,
@@ -149,17 +184,19 @@ impl Looking {
     async fn run(mut self, shared: &crate::core::shared::CoreShared) {
         loop {
             crate::time::sleep(self.policy.interval).await;
-            let target = self.look();
-            match target {
-                Some(to) => shared.moves.set(to, self.policy.per_interval),
-                None => shared.moves.set(0, 0),
+            // Every look starts an epoch, with orders or none: the
+            // meters count their boundaries by it.
+            match self.look() {
+                Some((to, budget)) => shared.moves.set(to, self.policy.per_interval, budget, true),
+                None => shared.moves.set(0, 0, 0, true),
             }
         }
     }
 
     /// One look: every core's busy fraction since the last, this core's
-    /// moves since, and where it should move connections now.
-    fn look(&mut self) -> Option<usize> {
+    /// moves and boundaries since, and where it should move connections
+    /// now, with what budget.
+    fn look(&mut self) -> Option<(usize, u32)> {
         let now = Instant::now();
         let wall = now.saturating_duration_since(self.at).as_micros().max(1) as f64;
         self.at = now;
@@ -187,10 +224,14 @@ impl Looking {
             );
         }
         (self.moved_in, self.moved_out) = (moved_in, moved_out);
+        let boundaries = context::with_core(|core| core.boundaries());
+        let seen = boundaries.wrapping_sub(self.boundaries);
+        self.boundaries = boundaries;
         if self.calm_until.is_some_and(|until| now < until) {
             return None;
         }
-        decide(&busy, self.me, self.policy.margin)
+        let to = decide(&busy, self.me, self.policy.margin)?;
+        Some((to, budget(seen, busy[self.me], busy[to])))
     }
 }
 
@@ -207,25 +248,52 @@ impl std::fmt::Debug for Percent<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::decide;
+    use super::{budget, decide};
 
     #[test]
     fn a_hot_core_moves_to_the_idlest() {
-        assert_eq!(decide(&[0.9, 0.2], 0, 0.15), Some(1));
-        assert_eq!(decide(&[0.9, 0.5, 0.1], 0, 0.15), Some(2));
+        assert_eq!(decide(&[0.9, 0.2], 0, 0.1), Some(1));
+        assert_eq!(decide(&[0.9, 0.5, 0.1], 0, 0.1), Some(2));
+        // 20% above the mean of 0.5.
+        assert_eq!(decide(&[0.6, 0.4], 0, 0.1), Some(1));
         // The cold core and the middle one never move.
-        assert_eq!(decide(&[0.9, 0.2], 1, 0.15), None);
-        assert_eq!(decide(&[0.9, 0.5, 0.1], 1, 0.15), None);
+        assert_eq!(decide(&[0.9, 0.2], 1, 0.1), None);
+        assert_eq!(decide(&[0.9, 0.5, 0.1], 1, 0.1), None);
+    }
+
+    #[test]
+    fn the_margin_is_relative_to_the_mean() {
+        // 1.2 × the mean at any load moves; 1.08 × does not.
+        assert_eq!(decide(&[0.96, 0.64], 0, 0.1), Some(1));
+        assert_eq!(decide(&[0.24, 0.16], 0, 0.1), Some(1));
+        assert_eq!(decide(&[0.54, 0.46], 0, 0.1), None);
+        // Too small a gap to be worth a move, however relative.
+        assert_eq!(decide(&[0.03, 0.01], 0, 0.1), None);
     }
 
     #[test]
     fn balanced_or_nearly_so_stays() {
-        assert_eq!(decide(&[0.5, 0.5], 0, 0.15), None);
-        // Above the mean by less than the margin.
-        assert_eq!(decide(&[0.6, 0.4], 0, 0.15), None);
-        assert_eq!(decide(&[1.0; 4], 2, 0.15), None);
+        assert_eq!(decide(&[0.5, 0.5], 0, 0.1), None);
+        assert_eq!(decide(&[1.0; 4], 2, 0.1), None);
+        assert_eq!(decide(&[0.0, 0.0], 0, 0.1), None);
         // A lone core has nowhere to go; a bad index stays.
-        assert_eq!(decide(&[1.0], 0, 0.15), None);
-        assert_eq!(decide(&[1.0, 0.0], 5, 0.15), None);
+        assert_eq!(decide(&[1.0], 0, 0.1), None);
+        assert_eq!(decide(&[1.0, 0.0], 5, 0.1), None);
+    }
+
+    #[test]
+    fn the_budget_is_half_the_gap() {
+        // 1000 boundaries at 100% against 20%: 400 of them even it.
+        assert_eq!(budget(1000, 1.0, 0.2), 400);
+        // Against an idle core: half.
+        assert_eq!(budget(1000, 0.8, 0.0), 500);
+        assert_eq!(budget(999, 0.6, 0.3), 250);
+        // Not busier, no boundaries, or nonsense: nothing.
+        assert_eq!(budget(1000, 0.4, 0.4), 0);
+        assert_eq!(budget(1000, 0.3, 0.4), 0);
+        assert_eq!(budget(0, 1.0, 0.0), 0);
+        assert_eq!(budget(1000, f64::NAN, 0.0), 0);
+        // Never the unlimited mark.
+        assert_eq!(budget(u64::MAX, 1.0, 0.0), u32::MAX - 1);
     }
 }

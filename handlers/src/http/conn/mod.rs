@@ -141,7 +141,7 @@ fn serve_from<S: Service>(
             match Pooled::with(|| serve_turn(&conn, &mut state, turn)).await {
                 Ended::Turn(Next::Read | Next::Partial) => {
                     // A request boundary: every answer is written.
-                    if let Some(core) = percore::move_wanted() {
+                    if let Some(core) = state.meter.move_wanted() {
                         break Exit::Move(core);
                     }
                 }

@@ -71,6 +71,9 @@ pub(super) struct State {
     pub(super) stopping: bool,
     /// Once stopping: see [`stop_cut_off`].
     head_cut: Option<Moment>,
+    /// The connection's requests per interval, for the move policy's
+    /// budget (a moved connection starts a new one).
+    pub(super) meter: percore::MoveMeter,
 }
 
 /// What a connection carries to the core it moves to, beside its unread
@@ -143,6 +146,7 @@ impl State {
             retry: HeadRetry::default(),
             stopping: false,
             head_cut: None,
+            meter: percore::MoveMeter::new(),
         }
     }
 
