@@ -13,6 +13,8 @@
 //! p99 ÷ the unloaded p99. Measured over `--secs` after a second of
 //! warm-up; each row on a server of its own.
 //!
+//! `OVERLOAD_STATS=1` prints each row's server core stats to stderr.
+//!
 //! ```text
 //! overload [--secs 5] [--conns 1000] [--work 100000] [--shed-ms 1,5]
 //!          [--backend uring|epoll] [--port 18460]
@@ -233,7 +235,7 @@ fn row(o: &Options, conns: usize, shed: Option<Duration>) -> (f64, f64, u64, u64
     })
     .join()
     .expect("client thread");
-    if std::env::var_os("OVERLOAD_STATS").is_some() {
+    if std::env::var("OVERLOAD_STATS").is_ok_and(|v| v == "1") {
         for c in server.stats() {
             eprintln!("{c}");
         }
