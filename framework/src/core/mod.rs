@@ -97,10 +97,12 @@ pub(crate) struct Core {
     boundaries: Cell<u64>,
     /// How long the last turn ran before it went to the kernel.
     queue_delay: Cell<Duration>,
-    /// While tracked: the start of the earliest turn whose ready tasks
-    /// have not all run yet (a turn polls at most a budget of them).
+    /// While tracked: the start of the earliest turn whose work is not
+    /// all done yet (a turn polls at most a budget of ready tasks, and
+    /// the kernel may keep due completions for a later park).
     backlog_since: Cell<Option<Instant>>,
-    /// Whether the last turn left ready tasks for the next.
+    /// Whether the last turn left work for the next: ready tasks, or
+    /// completions the kernel had due and did not deliver.
     carried: Cell<bool>,
 }
 
@@ -280,7 +282,12 @@ impl Core {
         self.shared
             .side()
             .park(timeout, self.shutdown_seen.get(), |timeout| {
-                let events = self.io.driver.borrow_mut().park(timeout);
+                let mut driver = self.io.driver.borrow_mut();
+                let events = driver.park(timeout);
+                if tracked && !self.carried.get() {
+                    self.carried.set(driver.more_due());
+                }
+                drop(driver);
                 self.quiet.parked(events);
             });
         self.bury();

@@ -61,6 +61,18 @@ impl Driver {
         }
     }
 
+    /// Whether the last park left completions or events due in the
+    /// kernel for a later one: io_uring runs a batch of its deferred
+    /// completions per enter (20 on Linux 6.11 and later) and flags the
+    /// rest; epoll filled its events buffer. Work that waits there is
+    /// work the core is behind on, as much as its own run queue's.
+    pub(crate) fn more_due(&mut self) -> bool {
+        match self {
+            Driver::Uring(d) => d.more_due(),
+            Driver::Epoll(d) => d.more_due(),
+        }
+    }
+
     pub(crate) fn in_flight(&self) -> usize {
         match self {
             Driver::Uring(d) => d.in_flight(),

@@ -201,10 +201,12 @@ pub fn queue_delay() -> std::time::Duration {
 }
 
 /// How long the work this core runs now has waited, at least: since the
-/// start of this loop turn, or, when the turns before it had more ready
-/// tasks than one turn polls, since the start of the earliest turn whose
-/// tasks have not all run yet. A request read now arrived no later than
-/// that. Zero until [`track_queue_delay`] was called on this core, and
+/// start of this loop turn, or, when the turns before it left work
+/// behind (more ready tasks than one turn polls, or completions the
+/// kernel had due and kept for a later trip: io_uring delivers a batch
+/// of its deferred ones per enter), since the start of the earliest turn
+/// whose work has not all been done. A request read now arrived no later
+/// than that. Zero until [`track_queue_delay`] was called on this core, and
 /// outside a core. For load shedding (the HTTP layer's
 /// `Config::shed_queue_delay`): one clock read.
 pub fn waited() -> std::time::Duration {

@@ -263,4 +263,10 @@ impl Driver {
         // Lossless: at most the vector's capacity, an `i32`.
         n as u32
     }
+
+    /// Whether the last wait may have left ready events in the kernel:
+    /// it filled the events buffer.
+    pub(crate) fn more_due(&self) -> bool {
+        self.events.len() == self.events.capacity()
+    }
 }

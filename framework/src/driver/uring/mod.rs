@@ -385,6 +385,12 @@ impl Driver {
         self.wake_read.submitted(queued);
     }
 
+    /// Whether the kernel holds deferred completions it has not run yet
+    /// (`IORING_SQ_TASKRUN`, with `DEFER_TASKRUN` or `COOP_TASKRUN`).
+    pub(crate) fn more_due(&mut self) -> bool {
+        self.ring.submission().taskrun()
+    }
+
     /// One loop turn's trip to the kernel: submit, and wait for a completion
     /// unless `timeout` is zero; then dispatch every ready completion.
     /// Returns how many there were.
