@@ -107,6 +107,28 @@ fn echo_all(stream: &mut TcpStream, data: &'static [u8]) {
     assert!(back == data, "the echo differs from what was sent");
 }
 
+/// Orders the connection on core `on` to the other one, streams a
+/// quarter megabyte `pattern(i)` through it meanwhile, and waits until
+/// the other core has taken `moved_in` in all: the core it is on now.
+fn move_mid_stream(
+    server: &ServerHandle,
+    stream: &mut TcpStream,
+    on: usize,
+    i: usize,
+    moved_in: u64,
+) -> usize {
+    let to = 1 - on;
+    assert!(server.move_connections(on, to, 1));
+    echo_all(stream, pattern(i, 256 * 1024));
+    wait_until(
+        Duration::from_secs(60),
+        "the move to be counted",
+        || server.stats(),
+        |cores| cores[to].moved_in == moved_in,
+    );
+    to
+}
+
 /// Ends the client's side; the server must end its own cleanly, with no
 /// byte more.
 fn end_cleanly(stream: &mut TcpStream) {
@@ -128,16 +150,7 @@ backend_tests! {
         roundtrip(&mut stream, b"hello");
         let mut on = core_of_the_connection(&server);
         for i in 0..6 {
-            let to = 1 - on;
-            assert!(server.move_connections(on, to, 1));
-            echo_all(&mut stream, pattern(i, 256 * 1024));
-            wait_until(
-                Duration::from_secs(60),
-                "the move to be counted",
-                || server.stats(),
-                |cores| cores[to].moved_in as usize == i / 2 + 1,
-            );
-            on = to;
+            on = move_mid_stream(&server, &mut stream, on, i, i as u64 / 2 + 1);
         }
         // The source counts its move out when it hears back, which may
         // come after the echo.
@@ -173,16 +186,7 @@ backend_tests! {
         let first = core_of_the_connection(&server);
         let mut on = first;
         for i in 0..2 {
-            let to = 1 - on;
-            assert!(server.move_connections(on, to, 1));
-            echo_all(&mut stream, pattern(i, 256 * 1024));
-            wait_until(
-                Duration::from_secs(60),
-                "the move to be counted",
-                || server.stats(),
-                |cores| cores[to].moved_in == 1,
-            );
-            on = to;
+            on = move_mid_stream(&server, &mut stream, on, i, 1);
         }
         assert_eq!(on, first, "back where it opened");
         let stats = wait_until(
