@@ -443,7 +443,10 @@ impl Core {
 
     /// Makes every turn measure how long it ran (see `queue_delay`).
     pub(crate) fn track_queue_delay(&self) {
-        self.track_delay.set(true);
+        if !self.track_delay.replace(true) {
+            // Asked mid-turn: this turn's work has waited since it began.
+            self.backlog_since.set(Some(self.time.clock.now()));
+        }
     }
 
     /// How long the last turn ran, from its start to its trip to the
