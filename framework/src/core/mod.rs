@@ -462,9 +462,16 @@ impl Core {
     /// the start of this turn, or of the earliest turn before it whose
     /// ready tasks have not all run yet. Zero until tracked.
     pub(crate) fn waited(&self) -> Duration {
-        self.backlog_since
+        if !self.track_delay.get() {
+            return Duration::ZERO;
+        }
+        // Never less than this turn's own length, whatever the record.
+        let turn_began = self.time.clock.now();
+        let since = self
+            .backlog_since
             .get()
-            .map_or(Duration::ZERO, |since| since.elapsed())
+            .map_or(turn_began, |since| since.min(turn_began));
+        since.elapsed()
     }
 
     /// Counts a request boundary of one of this core's connections.
