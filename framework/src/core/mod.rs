@@ -442,11 +442,10 @@ impl Core {
     }
 
     /// Makes every turn measure how long it ran (see `queue_delay`).
+    /// Asked mid-turn, `waited` counts from the turn's start (it never
+    /// reports less than the turn's own length).
     pub(crate) fn track_queue_delay(&self) {
-        if !self.track_delay.replace(true) {
-            // Asked mid-turn: this turn's work has waited since it began.
-            self.backlog_since.set(Some(self.time.clock.now()));
-        }
+        self.track_delay.set(true);
     }
 
     /// How long the last turn ran, from its start to its trip to the
