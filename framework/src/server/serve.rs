@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use super::give_back::{self, Level};
 use super::handshakes::Handshaking;
 use super::listen::{ListenerCounters, Spawner};
+use super::moving::HomeGuard;
 use super::plain_http;
 use super::SocketFile;
 use crate::core::{context, stopping};
@@ -135,12 +136,14 @@ pub(crate) async fn serve_core(
     datagrams: Vec<super::datagram::DatagramTask>,
     limits: ServeLimits,
     draining: DrainGuard,
+    (tracker, home): (Rc<Tracker>, HomeGuard),
 ) {
-    let tracker = Rc::new(Tracker::default());
     for task in datagrams {
         spawn_datagram_task(task, &tracker);
     }
-    let home = super::moving::Home::open(&listeners, &tracker, limits);
+    if let Some(policy) = limits.moving {
+        super::moving::spawn_policy(policy);
+    }
     {
         // The stop is polled first: once it has come, the accept loops are
         // not polled again, and `take_queued` takes what is left.

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use super::datagram::{self, DatagramParts};
 use super::handle::Inner;
 use super::listen::{self, BindOptions, Bound, ListenerCounters, ListenerSpec, TlsSetup};
-use super::serve::{serve_core, CoreListener, DrainGuard, ServeLimits};
+use super::moving::Home;
+use super::serve::{serve_core, CoreListener, DrainGuard, ServeLimits, Tracker};
 use super::steer::{Control, Steerer};
 use super::watchdog::Watchdog;
 use super::{backend, cpus, fd_limit, CoreContext, ServerBuilder, ServerHandle};
@@ -421,8 +422,13 @@ fn run_core(
             return Err(e);
         }
     };
+    // Open to moved connections before reporting started: a move another
+    // core orders then always finds this one's listeners.
+    let tracker = std::rc::Rc::new(Tracker::default());
+    let home = Home::open(&listeners, &tracker, limits);
     let _ = ready.send(Ok(()));
-    let result = Core::block_on(core.clone(), serve_core(listeners, tasks, limits, draining));
+    let serving = serve_core(listeners, tasks, limits, draining, (tracker, home));
+    let result = Core::block_on(core.clone(), serving);
     core.sample_cpu_time();
     tracing::debug!(cpu, "core stopped");
     result.map_err(|e| io::Error::other(format!("core on CPU {cpu}: {e}")))

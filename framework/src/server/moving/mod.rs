@@ -34,7 +34,7 @@
 mod meter;
 mod policy;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::fmt;
 use std::future::poll_fn;
 use std::io;
@@ -283,13 +283,6 @@ fn closed<T>(e: io::Error) -> MoveOutcome<T> {
 /// Runs on the target core: takes the connection, or lets the hand-off
 /// carry it back with the reason.
 fn adopt<T: Send + 'static>(mut handoff: Handoff<Parcel<T>>) {
-    // A core reports itself started before it serves: a connection that
-    // comes before its home opens waits for it, unless the core stops.
-    let early = !OPENED.get() && !context::with_core(|c| c.is_shutting_down());
-    if early && handoff.get_mut().is_some() {
-        EARLY.with(|early| early.borrow_mut().push(Box::new(move || adopt(handoff))));
-        return;
-    }
     let Some(parcel) = handoff.get_mut() else {
         return;
     };
@@ -341,14 +334,10 @@ fn stream_fd(stream: &Stream) -> i32 {
 
 thread_local! {
     /// This core's listeners while it serves them, for `adopt`; `None`
-    /// outside a server and from the moment the core's stop begins.
+    /// outside a server and from the moment the core's stop begins. Set
+    /// before the core reports itself started, so that every move that
+    /// reaches it (in a loop turn, after that) finds it.
     static HOME: RefCell<Option<Home>> = const { RefCell::new(None) };
-    /// Whether the home was opened (and perhaps closed since).
-    static OPENED: Cell<bool> = const { Cell::new(false) };
-    /// Connections that came before the home opened, adopted when it
-    /// does; dropped with the thread (each then goes back) if it never
-    /// does.
-    static EARLY: RefCell<Vec<Box<dyn FnOnce()>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// What a core serves moved connections with: each listener's handler
@@ -372,8 +361,7 @@ struct Entry {
 pub(super) struct HomeGuard(());
 
 impl Home {
-    /// Opens this core to moved connections, and starts its policy if it
-    /// has one; until the guard is dropped.
+    /// Opens this core to moved connections, until the guard is dropped.
     pub(super) fn open(
         listeners: &[CoreListener],
         tracker: &Rc<Tracker>,
@@ -396,13 +384,6 @@ impl Home {
             max: limits.max_connections,
         };
         HOME.with(|slot| *slot.borrow_mut() = Some(home));
-        OPENED.set(true);
-        for early in EARLY.take() {
-            early();
-        }
-        if let Some(policy) = limits.moving {
-            spawn_policy(policy);
-        }
         HomeGuard(())
     }
 }
