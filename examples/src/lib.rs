@@ -108,7 +108,7 @@ pub struct CommonArgs {
     pub steer: bool,
     /// Move live connections from a hot core to the least busy one at
     /// request boundaries (HTTP/1.1 keep-alive connections; see
-    /// docs/operating.md, "Moving connections")
+    /// docs/pressure.md, "Moving connections")
     #[arg(long)]
     pub move_connections: bool,
     /// Serve /metrics (Prometheus), /healthz and /readyz on this port (0

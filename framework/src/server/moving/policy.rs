@@ -32,7 +32,7 @@ use crate::stats::CoreStats;
 
 /// How a server's cores move connections between them (see
 /// [`ServerBuilder::move_connections`](crate::ServerBuilder::move_connections)
-/// and `docs/operating.md`, "Moving connections").
+/// and `docs/pressure.md`, "Moving connections").
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct MovePolicy {
