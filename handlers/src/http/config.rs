@@ -90,7 +90,13 @@ pub struct Config {
     /// `Retry-After: 1`, without calling the service, and counted in
     /// [`HttpStats::shed`](super::HttpStats::shed). A request without a
     /// body keeps its connection (as the client asked): a refusal costs
-    /// a parse and a short write; one with a body closes it, unread. The
+    /// a parse and a short write; one with a body closes it, unread. A
+    /// client that asks again on that connection before the second of its
+    /// `Retry-After` is over, and is refused again, gets that refusal when
+    /// the second ends (counted in
+    /// [`HttpStats::shed_held`](super::HttpStats::shed_held)), so a
+    /// client that ignores the advice costs a refusal a second, not as
+    /// many as it can send; a stop ends the wait. The
     /// requests at the head of each turn are served, so a core that
     /// cannot keep up spends its time on the requests it can still
     /// answer in time, instead of every request's latency growing

@@ -55,6 +55,10 @@ pub struct HttpStats {
     /// service, because the core was overloaded (see
     /// [`Config::shed_queue_delay`](super::Config::shed_queue_delay)).
     pub shed: u64,
+    /// Refusals held until the `Retry-After` of the one before had
+    /// passed, the client having asked again sooner (each is also in
+    /// `shed`).
+    pub shed_held: u64,
     /// Connections served with HTTP/2 (feature `h2`).
     pub h2_connections: u64,
     /// HTTP/2 connections the server ended with GOAWAY for the client's
@@ -79,7 +83,7 @@ impl fmt::Display for HttpStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "2xx={} 3xx={} 4xx={} 5xx={} refused={} timeouts={} service_errors={} cut_off={} shed={} h2_connections={} h2_cut={} h2_streams={} h2_open={} h2_reset={} h2_goaways={}",
+            "2xx={} 3xx={} 4xx={} 5xx={} refused={} timeouts={} service_errors={} cut_off={} shed={} shed_held={} h2_connections={} h2_cut={} h2_streams={} h2_open={} h2_reset={} h2_goaways={}",
             self.status_2xx,
             self.status_3xx,
             self.status_4xx,
@@ -89,6 +93,7 @@ impl fmt::Display for HttpStats {
             self.service_errors,
             self.cut_off,
             self.shed,
+            self.shed_held,
             self.h2_connections,
             self.h2_cut,
             self.h2_streams,
@@ -178,6 +183,7 @@ pub(crate) struct Counters {
     service_errors: Counter,
     cut_off: Counter,
     shed: Counter,
+    shed_held: Counter,
     h2_connections: Counter,
     h2_cut: Counter,
     pub(crate) h2_streams: Counter,
@@ -220,6 +226,11 @@ impl Counters {
         counter.add(1);
     }
 
+    /// A refusal was held for its client's `Retry-After`.
+    pub(crate) fn shed_held(&self) {
+        self.shed_held.add(1);
+    }
+
     /// A connection began HTTP/2.
     #[cfg(feature = "h2")]
     pub(crate) fn h2_connection(&self) {
@@ -243,6 +254,7 @@ impl Counters {
             service_errors: self.service_errors.get(),
             cut_off: self.cut_off.get(),
             shed: self.shed.get(),
+            shed_held: self.shed_held.get(),
             h2_connections: self.h2_connections.get(),
             h2_cut: self.h2_cut.get(),
             h2_streams: self.h2_streams.get(),

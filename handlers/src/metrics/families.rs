@@ -349,6 +349,12 @@ pub(super) fn http(text: &mut Text<'_>, cores: &[(String, HttpStats, HistogramSn
             |s| s.shed as f64,
         ),
         (
+            "percore_http_shed_held_total",
+            C,
+            "Shed requests whose 503 was held until the Retry-After before it passed.",
+            |s| s.shed_held as f64,
+        ),
+        (
             "percore_http2_connections_total",
             C,
             "Connections served with HTTP/2.",

@@ -176,6 +176,69 @@ backend_tests! {
         server.join().expect("join");
     }
 
+    /// A client refused with `Retry-After: 1` that asks again on the same
+    /// connection sooner, while the core still refuses, gets its next
+    /// 503 when that second is over, not at once (counted as held); one
+    /// that waited the second gets it at once. A stop ends a hold: the
+    /// held answers go out and the server stops.
+    fn a_refusal_asked_again_too_soon_is_held(backend) {
+        struct BlocksOn(Arc<AtomicU64>);
+        impl Service for BlocksOn {
+            async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+                self.0.fetch_add(1, Ordering::Relaxed);
+                if req.path() == "/block" {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                res.send(200, None, b"ok")?;
+                Ok(())
+            }
+        }
+        let calls = Arc::new(AtomicU64::new(0));
+        let mut config = Config::default();
+        config.shed_queue_delay = Some(Duration::from_millis(50));
+        let made = calls.clone();
+        let readers = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = readers.clone();
+        let server = builder(backend)
+            .start(move |_core| {
+                let handler = HttpHandler::with_config(BlocksOn(made.clone()), config);
+                kept.lock().expect("readers").push(handler.stats_reader());
+                handler
+            })
+            .expect("start");
+        let stats = move || readers.lock().expect("readers").iter().map(|r| r.snapshot()).fold((0, 0), |(s, h), x| (s + x.shed, h + x.shed_held));
+        // The blocking request is served; the one read with it waited past
+        // the bound and is refused.
+        let round = [&b"GET /block HTTP/1.1\r\nHost: x\r\n\r\n"[..], GET].concat();
+        let mut c = Client::connect(server.local_addr());
+        let started = std::time::Instant::now();
+        let refused = |c: &mut Client| {
+            c.send(&round);
+            assert_eq!(c.response().status, 200);
+            let resp = c.response();
+            assert_eq!((resp.status, resp.header("retry-after")), (503, Some("1")), "{resp:?}");
+            assert!(!resp.closes(), "a refused GET keeps its connection: {resp:?}");
+        };
+        refused(&mut c);
+        assert_eq!(stats(), (1, 0), "the first refusal goes out at once");
+        refused(&mut c);
+        assert_eq!(stats(), (2, 1), "asked again within the second: held");
+        assert!(started.elapsed() >= Duration::from_secs(1), "held until the Retry-After passed: {:?}", started.elapsed());
+        std::thread::sleep(Duration::from_millis(1100));
+        refused(&mut c);
+        assert_eq!(stats(), (3, 1), "after the second: at once");
+        // Held again, then the server stops: the answers go out.
+        c.send(&round);
+        wait_until(Duration::from_secs(60), "the fourth refusal", &stats, |(shed, _)| *shed == 4);
+        server.shutdown();
+        assert_eq!(c.response().status, 200);
+        assert_eq!(c.response().status, 503);
+        c.expect_eof();
+        server.join().expect("join");
+        assert_eq!(stats(), (4, 2));
+        assert_eq!(calls.load(Ordering::Relaxed), 4, "a refused request never reaches the service");
+    }
+
     /// Off by default: the same load is served whole, however slowly.
     fn no_shedding_by_default(backend) {
         let calls = Arc::new(AtomicU64::new(0));

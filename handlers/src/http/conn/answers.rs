@@ -93,8 +93,9 @@ impl<S: Service> Conn<'_, S> {
     }
 
     /// A request shed because the core is overloaded (see
-    /// `Config::shed_queue_delay`): 503 with `Retry-After: 1`, and the
-    /// connection closes after it (its body, if any, is not read).
+    /// `Config::shed_queue_delay`): 503 with `Retry-After: 1`; unless
+    /// `keep`, the connection closes after it (its body, if any, is not
+    /// read).
     pub(super) fn answer_overloaded(&self, head_only: bool, keep: bool) {
         const BODY: &[u8] = b"Service Unavailable: the server is overloaded\n";
         self.layer.date.with(|d| {

@@ -49,6 +49,7 @@ mod cutoff;
 mod lend;
 mod moment;
 pub(super) mod pooled;
+mod shed;
 mod slots;
 mod state;
 pub(super) mod unwind;
@@ -65,6 +66,7 @@ use close::quiet;
 use complete::{after_discard, drains, Outcome};
 use cutoff::Cutoff;
 use pooled::Pooled;
+use shed::{overloaded, Refused};
 use slots::Slots;
 pub(super) use state::Carried;
 use state::{names_head, Buffers, Conn, LentBuffers, Read, State, Turn};
@@ -231,6 +233,9 @@ fn serve_turn<'a, S: Service>(
         // The body limit of a request whose bytes were just spilled: its head
         // is parsed again, but the service is not asked twice.
         let mut spilled: Option<u64> = None;
+        // A request refused (shed) in this turn, and when the refusals may
+        // go out if the client asked again too soon (see `shed`).
+        let (mut refused, mut hold) = (false, None);
         // A clear-text client with prior knowledge of HTTP/2 begins with
         // its preface, before any HTTP/1 request. Checked here, in the
         // turn's pooled future, so an idle connection's holds no room
@@ -245,6 +250,10 @@ fn serve_turn<'a, S: Service>(
         loop {
             let bytes = turn.rest();
             if bytes.is_empty() {
+                state.used_up(turn);
+                if refused {
+                    conn.hold_refusal(state, hold).await;
+                }
                 // The turn's one write of its answers, in the turn's future,
                 // so the connection's own holds no room for a write; behind
                 // the connection's back where it can (see `write_behind`).
@@ -253,13 +262,16 @@ fn serve_turn<'a, S: Service>(
                         return Ended::Connection(quiet(e));
                     }
                 }
-                state.used_up(turn);
                 return Ended::Turn(Next::Read);
             }
             let mut slots = Slots::take();
             let (head, max_body) = match conn.parse(state, bytes, &mut slots, spilled.take()) {
                 Ok(parsed) => parsed,
                 Err(Next::Partial) => {
+                    // Refusals before a partial head go out at once.
+                    if refused {
+                        state.refused_at = Some(moment::Moment::now());
+                    }
                     if !conn.wire.write_behind() {
                         if let Err(e) = conn.wire.flush().await {
                             return Ended::Connection(quiet(e));
@@ -280,19 +292,11 @@ fn serve_turn<'a, S: Service>(
             }
             if let Some(bound) = config.shed_queue_delay {
                 if overloaded(bound) {
-                    // A request without a body is over with its head: the
-                    // connection stays, as the client asked, so a refusal
-                    // costs a parse and a short write, not a close, an
-                    // accept and a handshake when the client comes back.
-                    let bodiless = matches!(head.body, BodyKind::None | BodyKind::Length(0));
-                    let keep = state.begin(config, head.keep_alive) && bodiless;
-                    conn.answer_overloaded(head.method == "HEAD", keep);
-                    if !keep {
+                    if let Refused::Close = conn.refuse(state, &head, &mut hold) {
                         return Ended::Turn(Next::Close);
                     }
-                    let head_len = head.head_len;
-                    turn.advance(head_len, BodyEnd::unknown(), state);
-                    state.idle_from_now(config.idle_timeout);
+                    turn.advance(head.head_len, BodyEnd::unknown(), state);
+                    refused = true;
                     continue;
                 }
             }
@@ -372,23 +376,6 @@ fn serve_turn<'a, S: Service>(
             }
         }
     }
-}
-
-/// Whether the core is too far behind to take a new request: the work it
-/// runs has waited longer than `bound` (`percore::waited`: since this
-/// loop turn began, as its requests were read then, or since an earlier
-/// turn whose ready tasks are still queued). A turn that merely followed
-/// a long one is not refused whole: the requests at the head of a turn
-/// are served, so a core that fell behind still serves what fits in
-/// the bound and refuses the rest, instead of refusing whole turns while
-/// the refusals themselves keep its turns long. The first call on a core
-/// makes its turns measure themselves (a cell set again on each call:
-/// cheaper than asking whether it was), for `percore::queue_delay` and
-/// the accept hold (`Handler::overload_bound`).
-#[inline]
-fn overloaded(bound: std::time::Duration) -> bool {
-    percore::track_queue_delay();
-    percore::waited() > bound
 }
 
 /// How a turn ended: the connection goes on as [`Next`] says, or is over
@@ -572,7 +559,8 @@ mod tests {
     /// 8 bytes each ([`moment`]), 320; with an upgrade's hand-over (a
     /// boxed exit and the boxed protocol's future), 344; with the pointer
     /// in the stream to the bytes a connection moved from another core
-    /// brings, 352 (debug builds): the connection's `Conn` and `State`
+    /// brings, 352; with when it was last refused for overload, 360
+    /// (debug builds): the connection's `Conn` and `State`
     /// and the wait of a read. The bound leaves room for compilers to lay
     /// it out otherwise, not for an exchange, a write, a turn or another
     /// inline address to come back.
@@ -588,6 +576,6 @@ mod tests {
             std::mem::size_of::<State>(),
             std::mem::size_of::<Buffers>()
         );
-        assert!(size <= 360, "the connection's future is {size} bytes");
+        assert!(size <= 368, "the connection's future is {size} bytes");
     }
 }

@@ -71,6 +71,8 @@ pub(super) struct State {
     pub(super) stopping: bool,
     /// Once stopping: see [`stop_cut_off`].
     head_cut: Option<Moment>,
+    /// When the last refusal for overload went out (see `shed`).
+    pub(super) refused_at: Option<Moment>,
     /// The connection's requests per interval, for the move policy's
     /// budget (a moved connection starts a new one).
     pub(super) meter: percore::MoveMeter,
@@ -146,6 +148,7 @@ impl State {
             retry: HeadRetry::default(),
             stopping: false,
             head_cut: None,
+            refused_at: None,
             meter: percore::MoveMeter::new(),
         }
     }
