@@ -4,10 +4,11 @@
 //!
 //! A refusal says `Retry-After: 1`. A client that asks again on the same
 //! connection before that second is over, while the core still refuses,
-//! gets its next 503 when the second ends, not at once: it sends nothing
-//! meanwhile (it waits for its answer), so a client that ignores the
-//! advice costs the core one refusal a second instead of keeping it
-//! refusing as fast as it can ask. A client or balancer that honours it
+//! gets its next 503 when the second ends (and up to a second more, see
+//! [`spread`]), not at once: it sends nothing meanwhile (it waits for its
+//! answer), so a client that ignores the advice costs the core one
+//! refusal a second at most instead of keeping it refusing as fast as it
+//! can ask. A client or balancer that honours it
 //! (or goes to another server) gets every refusal at once. The held
 //! answer waits in the turn's future, with the receive buffer given back
 //! (see `serve_turn`), so a held connection keeps only its output.
@@ -49,6 +50,26 @@ pub(super) fn overloaded(bound: Duration) -> bool {
     percore::waited() > bound
 }
 
+/// A share of [`RETRY_AFTER`] added to each held refusal, a different one
+/// each time: clients refused in the same turn (all those that came at
+/// once) come back spread over a second, not together, where they would
+/// make one long turn that refuses them again with the requests of the
+/// clients being served. A Weyl sequence: consecutive values are as far
+/// apart as they can be, at the cost of an add.
+fn spread() -> Duration {
+    thread_local! {
+        static NEXT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    // 2^32 divided by the golden ratio.
+    const STEP: u32 = 2_654_435_769;
+    let share = NEXT.with(|next| {
+        let share = next.get();
+        next.set(share.wrapping_add(STEP));
+        share
+    });
+    RETRY_AFTER.mul_f64(f64::from(share) / 4_294_967_296.0)
+}
+
 impl<S: Service> Conn<'_, S> {
     /// Answers `head` 503 as shed, and notes in `hold` when that answer
     /// may go out if the connection was refused less than
@@ -71,8 +92,8 @@ impl<S: Service> Conn<'_, S> {
             return Refused::Close;
         }
         if let Some(last) = state.refused_at {
-            let due = last.after(RETRY_AFTER);
-            if Moment::now() < due {
+            if Moment::now() < last.after(RETRY_AFTER) {
+                let due = last.after(RETRY_AFTER + spread());
                 *hold = Some(hold.map_or(due, |h| h.max(due)));
             }
         }
