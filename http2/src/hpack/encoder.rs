@@ -119,15 +119,50 @@ impl Block<'_> {
         self.string(value);
     }
 
+    /// Appends a field written earlier by [`encode_field`]. Since this
+    /// encoder never indexes, a field's bytes do not depend on the
+    /// blocks before it: a server can encode its fixed fields once
+    /// (`server`, `content-type`, `date` once a second) and copy them.
+    pub fn encoded(&mut self, field: &[u8]) {
+        self.dst.extend_from_slice(field);
+    }
+
     /// Writes a string literal, Huffman-coded only when that is shorter.
     fn string(&mut self, s: &[u8]) {
-        let coded = huffman::encoded_len(s);
+        string(self.dst, s);
+    }
+}
+
+/// Appends one field's representation to `dst`, outside any block, for
+/// [`Block::encoded`]. The bytes are those [`Block::field`] writes.
+pub fn encode_field(dst: &mut Vec<u8>, name: &[u8], value: &[u8], sensitive: bool) {
+    Block { dst }.field(name, value, sensitive);
+}
+
+/// Appends a string literal (§5.2), Huffman-coded only when shorter.
+fn string(dst: &mut Vec<u8>, s: &[u8]) {
+    if s.len() < 0x7f {
+        // One length byte either way: code first, and fall back to the
+        // plain bytes when the code is not shorter (one pass, not two).
+        let at = dst.len();
+        dst.push(0);
+        huffman::encode(s, dst);
+        let coded = dst.len() - at - 1;
         if coded < s.len() {
-            integer::encode(self.dst, coded as u32, 7, 0x80);
-            huffman::encode(s, self.dst);
+            dst[at] = 0x80 | coded as u8;
         } else {
-            integer::encode(self.dst, s.len() as u32, 7, 0x00);
-            self.dst.extend_from_slice(s);
+            dst.truncate(at);
+            dst.push(s.len() as u8);
+            dst.extend_from_slice(s);
         }
+        return;
+    }
+    let coded = huffman::encoded_len(s);
+    if coded < s.len() {
+        integer::encode(dst, coded as u32, 7, 0x80);
+        huffman::encode(s, dst);
+    } else {
+        integer::encode(dst, s.len() as u32, 7, 0x00);
+        dst.extend_from_slice(s);
     }
 }

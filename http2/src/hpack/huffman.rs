@@ -173,16 +173,23 @@ pub fn encoded_len(src: &[u8]) -> usize {
 
 /// Appends the Huffman encoding of `src` to `dst`, padded with ones.
 pub fn encode(src: &[u8], dst: &mut Vec<u8>) {
+    dst.reserve(src.len() * 30 / 8 + 1);
+    // Whole 32-bit words leave the accumulator at once: a code is at most
+    // 30 bits, so fewer than 32 pending bits plus one code fit in 64.
     let mut acc: u64 = 0;
     let mut bits = 0u32;
     for &b in src {
         let (code, len) = CODES[b as usize];
         acc = (acc << len) | code as u64;
         bits += len as u32;
-        while bits >= 8 {
-            bits -= 8;
-            dst.push((acc >> bits) as u8);
+        if bits >= 32 {
+            bits -= 32;
+            dst.extend_from_slice(&((acc >> bits) as u32).to_be_bytes());
         }
+    }
+    while bits >= 8 {
+        bits -= 8;
+        dst.push((acc >> bits) as u8);
     }
     if bits > 0 {
         dst.push(((acc << (8 - bits)) as u8) | (0xff >> bits));

@@ -32,7 +32,7 @@ mod tests_bad;
 use std::fmt;
 
 pub use decoder::{Decoder, DEFAULT_MAX_HEADER_LIST_SIZE, DEFAULT_TABLE_SIZE};
-pub use encoder::{Block, Encoder};
+pub use encoder::{encode_field, Block, Encoder};
 pub use table::{DynamicTable, ENTRY_OVERHEAD, STATIC_LEN};
 
 use crate::frame::ErrorCode;

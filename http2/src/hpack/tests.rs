@@ -333,6 +333,31 @@ fn encoder_answers_a_typical_response_in_few_bytes() {
 }
 
 #[test]
+fn pre_encoded_fields_equal_block_fields() {
+    let long = [b'q'; 300];
+    let cases: [(&[u8], &[u8], bool); 5] = [
+        (b"date", DATE1.as_bytes(), false),
+        (b"x-long", &long, false),
+        (b"x-raw", b"\x01\x02", false),
+        (b":status", b"200", false),
+        (b"cookie", b"a=b", true),
+    ];
+    for (name, value, sensitive) in cases {
+        let mut alone = Vec::new();
+        super::encode_field(&mut alone, name, value, sensitive);
+        let mut block = Vec::new();
+        Encoder::new()
+            .block(&mut block)
+            .field(name, value, sensitive);
+        assert_eq!(alone, block);
+        let mut copied = Vec::new();
+        Encoder::new().block(&mut copied).encoded(&alone);
+        let f = decode(&mut Decoder::new(), &copied).unwrap();
+        assert_eq!(f, [(name.to_vec(), value.to_vec(), sensitive)]);
+    }
+}
+
+#[test]
 fn encoder_indexes_whole_static_fields_and_never_inserts() {
     for (status, byte) in [
         (200, 0x88),

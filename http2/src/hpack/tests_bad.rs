@@ -286,8 +286,33 @@ fn timing_of_the_h2load_request() {
         count += std::hint::black_box(&out).len();
     }
     let encode_ns = start.elapsed().as_nanos() as f64 / rounds as f64;
+    let mut fixed = Vec::new();
+    super::encode_field(&mut fixed, b"date", b"Sun, 06 Dec 2026 12:00:00 GMT", false);
+    super::encode_field(&mut fixed, b"content-type", b"application/json", false);
+    let start = std::time::Instant::now();
+    for _ in 0..rounds {
+        out.clear();
+        let mut b = enc.block(&mut out);
+        b.status(200);
+        b.field(b"content-length", b"20", false);
+        b.encoded(std::hint::black_box(&fixed));
+        count += std::hint::black_box(&out).len();
+    }
+    let preencoded_ns = start.elapsed().as_nanos() as f64 / rounds as f64;
+    let mut warm = Decoder::new();
+    let start = std::time::Instant::now();
+    for _ in 0..rounds {
+        warm.decode(std::hint::black_box(&first), |n, v, _| {
+            count += n.len() + v.len()
+        })
+        .unwrap();
+    }
+    let warm_ns = start.elapsed().as_nanos() as f64 / rounds as f64;
     println!("decode first block (fresh decoder): {first_ns:.1} ns");
     println!("decode second block (dynamic refs): {again_ns:.1} ns");
+    println!("decode first block (warm decoder, inserts and evicts): {warm_ns:.1} ns");
+    println!("encode, date and content-type pre-encoded: {preencoded_ns:.1} ns");
+    println!("warm decoder keeps {} bytes allocated", warm.allocated());
     println!(
         "encode 4-field answer ({} bytes): {encode_ns:.1} ns",
         out.len()
