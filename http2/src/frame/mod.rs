@@ -235,7 +235,9 @@ pub enum Frame<'a> {
 /// Parses one frame from the start of `input`.
 ///
 /// Returns `Ok(None)` until the whole frame has arrived, then the frame
-/// and the number of bytes it took. `max_frame_size` is the
+/// and the number of bytes it took. After a stream error the frame is
+/// still [`HEADER_LEN`] plus its header's length bytes long: a receiver
+/// that only resets the stream skips them and goes on. `max_frame_size` is the
 /// SETTINGS_MAX_FRAME_SIZE this end announced; a longer frame is refused
 /// from its header alone, before its payload arrives.
 ///

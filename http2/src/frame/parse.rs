@@ -98,22 +98,13 @@ pub struct PrioritySpec {
 }
 
 impl PrioritySpec {
-    fn parse(stream: StreamId, fields: &[u8]) -> Result<Self, FrameError> {
+    fn parse(fields: &[u8]) -> PrioritySpec {
         let word = u32_at(fields, 0);
-        let dependency = StreamId(word & 0x7fff_ffff);
-        // §5.3.1: a stream cannot depend on itself.
-        if dependency == stream {
-            return Err(FrameError::stream(
-                stream,
-                ErrorCode::ProtocolError,
-                "stream depends on itself",
-            ));
-        }
-        Ok(PrioritySpec {
-            dependency,
+        PrioritySpec {
+            dependency: StreamId(word & 0x7fff_ffff),
             exclusive: word >> 31 == 1,
             weight: fields[4],
-        })
+        }
     }
 }
 
@@ -126,7 +117,10 @@ pub struct Headers<'a> {
     pub end_stream: bool,
     /// END_HEADERS: no CONTINUATION follows.
     pub end_headers: bool,
-    /// The priority fields, when the PRIORITY flag was set.
+    /// The priority fields, when the PRIORITY flag was set. A stream
+    /// that depends on itself is a stream error (§5.3.1), which the
+    /// receiver raises after decoding the block to keep its HPACK state:
+    /// see [`Headers::depends_on_itself`].
     pub priority: Option<PrioritySpec>,
     /// The field block fragment, padding removed.
     pub block: &'a [u8],
@@ -138,10 +132,7 @@ impl<'a> Headers<'a> {
         let has_priority = header.has(flags::PRIORITY);
         let fixed = if has_priority { 5 } else { 0 };
         let body = unpad(&header, payload, fixed)?;
-        let priority = match has_priority {
-            true => Some(PrioritySpec::parse(header.stream, body)?),
-            false => None,
-        };
+        let priority = has_priority.then(|| PrioritySpec::parse(body));
         Ok(Headers {
             stream: header.stream,
             end_stream: header.has(flags::END_STREAM),
@@ -149,6 +140,14 @@ impl<'a> Headers<'a> {
             priority,
             block: &body[fixed..],
         })
+    }
+}
+
+impl Headers<'_> {
+    /// Whether the priority fields name the frame's own stream, a stream
+    /// error of type PROTOCOL_ERROR (§5.3.1).
+    pub fn depends_on_itself(&self) -> bool {
+        self.priority.is_some_and(|p| p.dependency == self.stream)
     }
 }
 
@@ -171,9 +170,18 @@ impl Priority {
                 "PRIORITY length is not 5",
             ));
         }
+        let spec = PrioritySpec::parse(payload);
+        // §5.3.1: a stream cannot depend on itself.
+        if spec.dependency == header.stream {
+            return Err(FrameError::stream(
+                header.stream,
+                ErrorCode::ProtocolError,
+                "stream depends on itself",
+            ));
+        }
         Ok(Priority {
             stream: header.stream,
-            spec: PrioritySpec::parse(header.stream, payload)?,
+            spec,
         })
     }
 }

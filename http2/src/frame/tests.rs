@@ -326,12 +326,14 @@ fn window_update_of_zero() {
 #[test]
 fn self_dependency_is_a_stream_error() {
     on_stream(ErrorCode::ProtocolError, 3)(error(&raw(2, 0, 3, &[0, 0, 0, 3, 0])));
-    on_stream(ErrorCode::ProtocolError, 3)(error(&raw(
-        1,
-        flags::PRIORITY,
-        3,
-        &[0, 0, 0, 3, 0, 0x82],
-    )));
+    // On HEADERS the block must still be decoded: the frame parses, and
+    // the receiver raises the stream error afterwards.
+    let w = raw(1, flags::PRIORITY, 3, &[0, 0, 0, 3, 0, 0x82]);
+    let Ok(Frame::Headers(h)) = one(&w, Role::Server) else {
+        panic!("headers")
+    };
+    assert!(h.depends_on_itself());
+    assert_eq!(h.block, [0x82]);
 }
 
 #[test]
