@@ -18,6 +18,11 @@
 //!   until the first insert and keeps its entries in one byte buffer. The
 //!   encoder, made for a server's answers, never indexes: it keeps no
 //!   table at all.
+//! - [`server`] is a sans-IO server connection on top of both: preface
+//!   and SETTINGS exchange, field blocks joined across CONTINUATION,
+//!   stream states, flow control both ways, and the limits that bound a
+//!   connection's memory and work (concurrent streams, CONTINUATION
+//!   floods, rapid resets).
 //!
 //! Being plain functions over byte slices, both are driven in their tests
 //! by the examples of RFC 7541 Appendix C, every malformed case the RFCs
@@ -58,3 +63,4 @@
 
 pub mod frame;
 pub mod hpack;
+pub mod server;

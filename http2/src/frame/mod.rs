@@ -170,13 +170,23 @@ impl FrameHeader {
     ///
     /// If `length` does not fit in 24 bits: an encoder bug, not input.
     pub fn write(&self, dst: &mut Vec<u8>) {
+        dst.extend_from_slice(&self.encode());
+    }
+
+    /// The header's 9 bytes, for a writer that fills in a header after
+    /// its payload.
+    ///
+    /// # Panics
+    ///
+    /// If `length` does not fit in 24 bits: an encoder bug, not input.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
         assert!(
             self.length <= MAX_MAX_FRAME_SIZE,
             "frame length over 2^24-1"
         );
         let len = self.length.to_be_bytes();
         let stream = (self.stream.0 & 0x7fff_ffff).to_be_bytes();
-        dst.extend_from_slice(&[
+        [
             len[1],
             len[2],
             len[3],
@@ -186,7 +196,7 @@ impl FrameHeader {
             stream[1],
             stream[2],
             stream[3],
-        ]);
+        ]
     }
 
     /// Whether `flag` (one of [`flags`]) is set.
