@@ -5,7 +5,7 @@
 //! them), and each of its 16 transitions says which node four more bits
 //! lead to and which symbol, if any, they complete. Every code is at
 //! least five bits long, so four bits complete at most one symbol. The
-//! table (12 KiB of read-only data) is built by a `const fn` at compile
+//! table (16 KiB of read-only data) is built by a `const fn` at compile
 //! time: nothing is computed or allocated at run time.
 //!
 //! Decoding is strict (§5.2): EOS inside the string is an error, and so
@@ -18,19 +18,13 @@ use super::HpackError;
 /// table in the binary, not a copy per use.
 static CODES: [(u32, u8); 257] = HUFFMAN_CODES;
 
-/// One transition: four bits read from `state`.
-#[derive(Clone, Copy)]
-struct Step {
-    /// The node reached, 0 being the root.
-    next: u8,
-    /// `EMIT` and `FAIL` bits.
-    flags: u8,
-    /// The symbol completed, when `EMIT` is set.
-    symbol: u8,
-}
+/// One transition, four bits read in a state, packed in a `u32` so that
+/// one load gives everything: the symbol completed in bits 0-7, the state
+/// reached in bits 8-15, `EMIT` and `FAIL` above.
+type Step = u32;
 
-const EMIT: u8 = 1;
-const FAIL: u8 = 2;
+const EMIT: u32 = 1 << 16;
+const FAIL: u32 = 1 << 17;
 const LEAF: u16 = 0x8000;
 const EOS: u16 = 256;
 
@@ -72,11 +66,7 @@ const fn build() -> Machine {
         "a complete code of 257 symbols has 256 inner nodes"
     );
 
-    let mut steps = [[Step {
-        next: 0,
-        flags: 0,
-        symbol: 0,
-    }; 16]; 256];
+    let mut steps = [[0; 16]; 256];
     let mut accept = [false; 256];
     let mut state = 0;
     while state < 256 {
@@ -84,11 +74,7 @@ const fn build() -> Machine {
         let mut nibble = 0;
         while nibble < 16 {
             let mut node = state;
-            let mut step = Step {
-                next: 0,
-                flags: 0,
-                symbol: 0,
-            };
+            let mut step = 0;
             let mut k = 4;
             while k > 0 {
                 k -= 1;
@@ -96,16 +82,16 @@ const fn build() -> Machine {
                 if child & LEAF == 0 {
                     node = child as usize;
                 } else if child & !LEAF == EOS {
-                    step.flags = FAIL;
+                    // The rest of the input is void: restart at the root.
+                    step = FAIL;
+                    node = 0;
                     break;
                 } else {
-                    step.flags = EMIT;
-                    step.symbol = (child & 0xff) as u8;
+                    step = EMIT | (child & 0xff) as u32;
                     node = 0;
                 }
             }
-            step.next = node as u8;
-            steps[state][nibble] = step;
+            steps[state][nibble] = step | (node as u32) << 8;
             nibble += 1;
         }
         state += 1;
@@ -115,10 +101,11 @@ const fn build() -> Machine {
 
 static MACHINE: Machine = build();
 
-/// The most bytes `encoded_len` Huffman bytes can decode to: every
-/// symbol takes at least five bits.
+/// The scratch [`decode_into`] needs for `encoded_len` Huffman bytes:
+/// every symbol takes at least five bits, and one more byte lets the
+/// decoder store each step's symbol before it knows whether it counts.
 pub(super) fn max_decoded_len(encoded_len: usize) -> usize {
-    encoded_len * 8 / 5
+    encoded_len * 8 / 5 + 1
 }
 
 /// Decodes `src` into the start of `out`, returning the decoded length.
@@ -129,23 +116,31 @@ pub(super) fn max_decoded_len(encoded_len: usize) -> usize {
 ///
 /// [`HpackError::Huffman`] for EOS in the string or invalid padding.
 pub(super) fn decode_into(src: &[u8], out: &mut [u8]) -> Result<usize, HpackError> {
+    if out.len() < max_decoded_len(src.len()) {
+        return Err(HpackError::Huffman);
+    }
     let steps = &MACHINE.steps;
     let mut state = 0usize;
     let mut len = 0;
+    let mut seen = 0;
+    // Branch-free but for the loop: each nibble's symbol is stored, and
+    // counted only when the step completes one. `len` stays below
+    // `out.len()` since each counted symbol took five bits or more.
     for &byte in src {
-        for nibble in [byte >> 4, byte & 0xf] {
-            let step = steps[state][nibble as usize];
-            if step.flags & (EMIT | FAIL) != 0 {
-                if step.flags & FAIL != 0 {
-                    return Err(HpackError::Huffman);
-                }
-                *out.get_mut(len).ok_or(HpackError::Huffman)? = step.symbol;
-                len += 1;
-            }
-            state = step.next as usize;
+        let high = steps[state][(byte >> 4) as usize];
+        if let Some(slot) = out.get_mut(len) {
+            *slot = high as u8;
         }
+        len += (high >> 16 & 1) as usize;
+        let low = steps[(high >> 8 & 0xff) as usize][(byte & 0xf) as usize];
+        if let Some(slot) = out.get_mut(len) {
+            *slot = low as u8;
+        }
+        len += (low >> 16 & 1) as usize;
+        state = (low >> 8 & 0xff) as usize;
+        seen |= high | low;
     }
-    if !MACHINE.accept[state] {
+    if seen & FAIL != 0 || !MACHINE.accept[state] {
         return Err(HpackError::Huffman);
     }
     Ok(len)
@@ -161,6 +156,7 @@ pub fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HpackError> {
     dst.resize(start + max_decoded_len(src.len()), 0);
     let result = decode_into(src, &mut dst[start..]);
     let len = *result.as_ref().unwrap_or(&0);
+    // `decode_into` wrote one byte past the result.
     dst.truncate(start + len);
     result.map(drop)
 }
