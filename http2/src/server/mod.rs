@@ -22,7 +22,8 @@
 //!   header list size limit and [`Config::max_continuation_frames`]
 //!   frames; past either the connection ends with ENHANCE_YOUR_CALM (the
 //!   CONTINUATION flood). A block in one frame is decoded in place.
-//! - Streams the peer resets before they are answered count towards
+//! - Streams the peer resets before they are answered, and streams
+//!   refused for the concurrency limit, count towards
 //!   [`Config::max_rapid_resets`]; each stream answered in full takes one
 //!   off. Past the bound the connection ends with ENHANCE_YOUR_CALM (the
 //!   rapid reset attack, CVE-2023-44487).
@@ -40,6 +41,8 @@ mod streams;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_load;
 
 use std::fmt;
 
@@ -67,7 +70,8 @@ pub struct Config {
     pub header_table_size: u32,
     /// CONTINUATION frames allowed after one HEADERS.
     pub max_continuation_frames: u32,
-    /// Unanswered streams the peer may reset, net of streams answered.
+    /// Streams the peer may reset unanswered, or open past the
+    /// concurrency limit, net of streams answered.
     pub max_rapid_resets: u32,
 }
 

@@ -22,6 +22,11 @@ impl Connection {
     /// for each event, and returns how many bytes were used. Keep the
     /// rest (a partial frame) and pass it again with more bytes.
     ///
+    /// Frames the protocol answers on its own (PING, SETTINGS) and stream
+    /// errors append to [`Connection::output`]: stop passing input while
+    /// the output waits to be written, so that a peer that does not read
+    /// cannot grow it.
+    ///
     /// # Errors
     ///
     /// A connection error: GOAWAY is in [`Connection::output`]; write it
@@ -270,7 +275,14 @@ impl Connection {
                 });
                 self.close_if_done(stream);
             }
-            Fate::Refuse(code) => self.stream_error(stream, code, on),
+            Fate::Refuse(code) => {
+                self.stream_error(stream, code, on);
+                // Streams refused for the limit cost a decode and a frame
+                // each: they count as rapid resets do.
+                if code == ErrorCode::RefusedStream {
+                    self.count_rapid_reset()?;
+                }
+            }
             Fate::Ignore => {}
         }
         Ok(())
@@ -330,10 +342,7 @@ impl Connection {
         match self.streams.remove(rst.stream) {
             Some(stream) => {
                 if !stream.answered {
-                    self.rapid_resets += 1;
-                    if self.rapid_resets > self.config.max_rapid_resets {
-                        return Err(self.fail(ErrorCode::EnhanceYourCalm, "too many streams reset"));
-                    }
+                    self.count_rapid_reset()?;
                 }
                 on(Event::Reset {
                     stream: rst.stream,
@@ -442,6 +451,19 @@ impl Connection {
             }
             None => Ok(()),
         }
+    }
+
+    /// Counts a stream that ended before it was answered, ending the
+    /// connection past [`Config::max_rapid_resets`](super::Config).
+    fn count_rapid_reset(&mut self) -> Result<(), ConnectionError> {
+        self.rapid_resets += 1;
+        if self.rapid_resets > self.config.max_rapid_resets {
+            return Err(self.fail(
+                ErrorCode::EnhanceYourCalm,
+                "too many streams reset or refused",
+            ));
+        }
+        Ok(())
     }
 
     /// Whether `stream` is idle (§5.1): above every id the client used,

@@ -7,7 +7,7 @@ use crate::hpack::{Decoder, Encoder};
 
 /// An event, owned, to compare.
 #[derive(Debug, PartialEq, Eq)]
-enum Ev {
+pub(super) enum Ev {
     Field(u32, String, String),
     Head {
         stream: u32,
@@ -63,7 +63,7 @@ fn feed(conn: &mut Connection, input: &[u8]) -> (Result<usize, ConnectionError>,
 }
 
 /// Feeds `input`, which must be used whole, and returns the events.
-fn ok(conn: &mut Connection, input: &[u8]) -> Vec<Ev> {
+pub(super) fn ok(conn: &mut Connection, input: &[u8]) -> Vec<Ev> {
     let (result, events) = feed(conn, input);
     assert_eq!(result, Ok(input.len()));
     events
@@ -90,13 +90,13 @@ fn goaway_code(conn: &mut Connection) -> ErrorCode {
     ErrorCode::from_u32(u32::from_be_bytes(payload[4..8].try_into().unwrap()))
 }
 
-fn client_start(settings: &[Setting]) -> Vec<u8> {
+pub(super) fn client_start(settings: &[Setting]) -> Vec<u8> {
     let mut wire = PREFACE.to_vec();
     frame::write_settings(&mut wire, settings);
     wire
 }
 
-fn headers(stream: u32, fields: &[(&str, &str)], end_stream: bool) -> Vec<u8> {
+pub(super) fn headers(stream: u32, fields: &[(&str, &str)], end_stream: bool) -> Vec<u8> {
     let mut block = Vec::new();
     let mut b = Encoder::new().block(&mut block);
     for (n, v) in fields {
@@ -107,7 +107,7 @@ fn headers(stream: u32, fields: &[(&str, &str)], end_stream: bool) -> Vec<u8> {
     wire
 }
 
-const GET: &[(&str, &str)] = &[
+pub(super) const GET: &[(&str, &str)] = &[
     (":method", "GET"),
     (":scheme", "http"),
     (":path", "/"),
@@ -115,7 +115,7 @@ const GET: &[(&str, &str)] = &[
 ];
 
 /// A connection past the handshake, both SETTINGS acknowledged.
-fn open(config: Config, settings: &[Setting]) -> Connection {
+pub(super) fn open(config: Config, settings: &[Setting]) -> Connection {
     let mut conn = Connection::new(config);
     let mut wire = client_start(settings);
     frame::write_settings_ack(&mut wire);
@@ -446,6 +446,25 @@ fn rapid_resets_end_the_connection() {
 }
 
 #[test]
+fn refused_streams_count_as_rapid_resets() {
+    let config = Config {
+        max_concurrent_streams: 1,
+        max_rapid_resets: 3,
+        ..Config::default()
+    };
+    let mut conn = open(config, &[]);
+    ok(&mut conn, &headers(1, GET, false));
+    for id in [3, 5, 7] {
+        assert!(ok(&mut conn, &headers(id, GET, true)).is_empty());
+    }
+    let refused = headers(9, GET, true);
+    assert_eq!(
+        feed(&mut conn, &refused).0.unwrap_err().code,
+        ErrorCode::EnhanceYourCalm
+    );
+}
+
+#[test]
 fn a_head_over_the_list_limit_is_flagged_for_431() {
     let config = Config {
         max_header_list_size: 100,
@@ -520,123 +539,5 @@ fn an_idle_connection_keeps_little() {
         conn.allocated(),
         0,
         "the stateless encoder's answers leave no table either"
-    );
-}
-
-#[test]
-fn random_and_mutated_input_only_gives_ok_or_err() {
-    let mut valid = client_start(&[Setting::InitialWindowSize(100)]);
-    frame::write_settings_ack(&mut valid);
-    valid.extend(headers(1, GET, false));
-    frame::write_data(&mut valid, StreamId(1), b"body", true);
-    valid.extend(headers(3, GET, false));
-    frame::write_rst(&mut valid, StreamId(3), ErrorCode::Cancel);
-    frame::write_window_update(&mut valid, StreamId::ZERO, 1000);
-    let mut seed = 0x0bad_cafe_dead_beefu64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
-    let mut failures = 0;
-    for _ in 0..5_000 {
-        let mut wire = valid.clone();
-        for _ in 0..1 + next() % 3 {
-            let at = PREFACE.len() + (next() % (wire.len() - PREFACE.len()) as u64) as usize;
-            wire[at] = next() as u8;
-        }
-        // Fed in random pieces, the unused tail kept as a socket loop would.
-        let mut conn = Connection::new(Config::default());
-        let mut buf = Vec::new();
-        let mut fed = 0;
-        while fed < wire.len() {
-            let end = (fed + 1 + (next() % 40) as usize).min(wire.len());
-            buf.extend_from_slice(&wire[fed..end]);
-            fed = end;
-            match conn.receive(&buf, |_| {}) {
-                Ok(used) => drop(buf.drain(..used)),
-                Err(_) => {
-                    failures += 1;
-                    break;
-                }
-            }
-        }
-        let _ = conn.send_data(StreamId(1), b"answer", true);
-    }
-    assert!(failures > 0);
-}
-
-/// Serves `rounds` requests: h2load's repeated request block in, an
-/// answer of four fields and a 20-byte body out.
-#[inline(never)]
-fn serve_requests(conn: &mut Connection, first_stream: u32, rounds: u32, fixed: &[u8]) -> usize {
-    let again = [0x82, 0x84, 0x86, 0xc0, 0xbf, 0x90, 0xbe];
-    let mut frame = Vec::with_capacity(16);
-    let mut written = 0;
-    for i in 0..rounds {
-        let stream = StreamId(first_stream + 2 * i);
-        frame.clear();
-        frame::write_headers(&mut frame, stream, &again, true, 16_384);
-        if i % 1000 == 0 {
-            // The client gives back the connection window the bodies took.
-            frame::write_window_update(&mut frame, StreamId::ZERO, 20_000);
-        }
-        let used = conn.receive(&frame, |_| {}).unwrap();
-        conn.send_headers(stream, false, |b| {
-            b.status(200);
-            b.field(b"content-length", b"20", false);
-            b.encoded(fixed);
-        })
-        .unwrap();
-        let sent = conn.send_data(stream, b"{\"message\":\"hello\"}\n", true);
-        assert_eq!(sent, Ok(20));
-        written += used + conn.output().len();
-        conn.output().clear();
-    }
-    written
-}
-
-/// `cargo test -p percore-http2 --release --lib -- --ignored --nocapture serving`
-/// (`HPACK_ROUNDS` sets the rounds, fewer under callgrind).
-#[test]
-#[ignore = "a timing loop, for the numbers in the results; run with --release"]
-fn serving_timing() {
-    let rounds: u32 = std::env::var("HPACK_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(1_000_000);
-    let mut conn = open(Config::default(), &[]);
-    let first: Vec<u8> = (0..38)
-        .map(|i| {
-            u8::from_str_radix(
-                &"828486418a089d5c0b8170dc780f035383f963e7907a8f9c541c722954d3a5358980aedbeb83"
-                    [2 * i..2 * i + 2],
-                16,
-            )
-            .unwrap()
-        })
-        .collect();
-    let mut wire = Vec::new();
-    frame::write_headers(&mut wire, StreamId(1), &first, true, 16_384);
-    ok(&mut conn, &wire);
-    conn.send_headers(StreamId(1), true, |b| b.status(200))
-        .unwrap();
-    let mut fixed = Vec::new();
-    crate::hpack::encode_field(&mut fixed, b"date", b"Sun, 06 Dec 2026 12:00:00 GMT", false);
-    crate::hpack::encode_field(&mut fixed, b"content-type", b"application/json", false);
-    let start = std::time::Instant::now();
-    let written = serve_requests(&mut conn, 3, rounds, &fixed);
-    let ns = start.elapsed().as_nanos() as f64 / rounds as f64;
-    println!(
-        "request in, answer out: {ns:.1} ns ({} bytes a round)",
-        written / rounds as usize
-    );
-    println!("busy connection keeps {} bytes allocated", conn.allocated());
-    conn.release_idle();
-    println!(
-        "idle connection: {} bytes allocated, Connection itself {} bytes",
-        conn.allocated(),
-        std::mem::size_of::<Connection>()
     );
 }
