@@ -52,6 +52,10 @@ pub fn write_headers(
 }
 
 /// Appends one CONTINUATION frame.
+///
+/// # Panics
+///
+/// If `block` is longer than 2^24-1 bytes, which no frame can carry.
 pub fn write_continuation(dst: &mut Vec<u8>, stream: StreamId, block: &[u8], end_headers: bool) {
     let flags = if end_headers { flags::END_HEADERS } else { 0 };
     header(dst, block.len(), Kind::Continuation, flags, stream);
@@ -99,8 +103,10 @@ pub fn write_ping(dst: &mut Vec<u8>, data: [u8; 8], ack: bool) {
     dst.extend_from_slice(&data);
 }
 
-/// Appends a GOAWAY frame.
+/// Appends a GOAWAY frame. Debug data past the first 16,376 bytes is
+/// left out, so that the frame fits the smallest maximum frame size.
 pub fn write_goaway(dst: &mut Vec<u8>, last_stream: StreamId, code: ErrorCode, debug: &[u8]) {
+    let debug = &debug[..debug.len().min(super::DEFAULT_MAX_FRAME_SIZE as usize - 8)];
     header(dst, 8 + debug.len(), Kind::GoAway, 0, StreamId::ZERO);
     dst.extend_from_slice(&(last_stream.0 & 0x7fff_ffff).to_be_bytes());
     dst.extend_from_slice(&code.to_u32().to_be_bytes());
