@@ -16,7 +16,7 @@
 //! `OVERLOAD_STATS=1` prints each row's server core stats to stderr.
 //!
 //! ```text
-//! overload [--secs 5] [--conns 1000] [--work 100000] [--shed-ms 1,5]
+//! overload [--secs 5] [--conns 1000] [--work 100000] [--shed-ms 0.5,1,5]
 //!          [--backend uring|epoll] [--port 18460]
 //! ```
 
@@ -58,7 +58,7 @@ struct Options {
     secs: u64,
     conns: usize,
     work: u64,
-    shed_ms: Vec<u64>,
+    shed_ms: Vec<f64>,
     backend: Backend,
     port: u16,
 }
@@ -68,7 +68,7 @@ fn options() -> Options {
         secs: 5,
         conns: 1000,
         work: 100_000,
-        shed_ms: vec![1, 5],
+        shed_ms: vec![1.0, 5.0],
         backend: Backend::Uring,
         port: 18460,
     };
@@ -84,7 +84,10 @@ fn options() -> Options {
             "--shed-ms" => {
                 o.shed_ms = value
                     .split(',')
-                    .map(|v| v.parse().expect("--shed-ms N[,N...]"))
+                    .map(|v| {
+                        v.parse()
+                            .expect("--shed-ms N[,N...] (milliseconds, 0.5 allowed)")
+                    })
                     .collect()
             }
             other => panic!("unknown option {other}"),
@@ -269,7 +272,7 @@ fn main() {
         ("overload, no shedding".into(), o.conns, None),
     ];
     for &ms in &o.shed_ms {
-        let bound = Some(Duration::from_millis(ms));
+        let bound = Some(Duration::from_secs_f64(ms / 1000.0));
         rows.push((format!("overload, shed at {ms} ms"), o.conns, bound));
     }
     let mut base = None;

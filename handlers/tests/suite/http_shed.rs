@@ -15,16 +15,32 @@ use percore_handlers::metrics::{Admin, Metrics};
 use percore_test_kit::http::*;
 use percore_test_kit::*;
 
-/// Blocks its core a little per request, so that requests arriving
-/// meanwhile wait: a turn that serves one runs longer than the bound.
-struct Slow {
+/// Blocks its core `ms` per request (only on path `only`, if given), so
+/// that requests arriving meanwhile wait: a turn that serves one runs
+/// longer than the bound.
+struct Blocking {
     calls: Arc<AtomicU64>,
+    ms: u64,
+    only: Option<&'static str>,
 }
 
-impl Service for Slow {
-    async fn call(&self, _req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
+impl Blocking {
+    /// 3 ms on every request.
+    fn slow(calls: &Arc<AtomicU64>) -> Self {
+        Blocking {
+            calls: calls.clone(),
+            ms: 3,
+            only: None,
+        }
+    }
+}
+
+impl Service for Blocking {
+    async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        std::thread::sleep(Duration::from_millis(3));
+        if self.only.is_none_or(|path| req.path() == path) {
+            std::thread::sleep(Duration::from_millis(self.ms));
+        }
         res.send(200, None, b"ok")?;
         Ok(())
     }
@@ -83,7 +99,7 @@ backend_tests! {
                 HttpHandler::new(Admin::new(admin.clone()))
             })
             .start(move |core| {
-                let handler = HttpHandler::with_config(Slow { calls: made.clone() }, config);
+                let handler = HttpHandler::with_config(Blocking::slow(&made), config);
                 registry.register_http(core, handler.stats_reader());
                 handler
             })
@@ -121,7 +137,7 @@ backend_tests! {
         config.shed_queue_delay = Some(Duration::from_secs(60));
         let made = calls.clone();
         let server = builder(backend)
-            .start(move |_core| HttpHandler::with_config(Slow { calls: made.clone() }, config))
+            .start(move |_core| HttpHandler::with_config(Blocking::slow(&made), config))
             .expect("start");
         let addr = server.local_addr();
         let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
@@ -146,21 +162,12 @@ backend_tests! {
     /// the connection (the next one is answered on it), one that asks
     /// to close closes it, and one with a body closes it unread.
     fn a_turn_past_the_bound_sheds_the_requests_behind(backend) {
-        struct Blocks(Arc<AtomicU64>);
-        impl Service for Blocks {
-            async fn call(&self, _req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
-                self.0.fetch_add(1, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_millis(1200));
-                res.send(200, None, b"ok")?;
-                Ok(())
-            }
-        }
         let calls = Arc::new(AtomicU64::new(0));
         let mut config = Config::default();
         config.shed_queue_delay = Some(Duration::from_secs(1));
         let made = calls.clone();
         let server = builder(backend)
-            .start(move |_core| HttpHandler::with_config(Blocks(made.clone()), config))
+            .start(move |_core| HttpHandler::with_config(Blocking { calls: made.clone(), ms: 1200, only: None }, config))
             .expect("start");
         const CLOSE: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
         const POST: &[u8] = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";
@@ -182,17 +189,6 @@ backend_tests! {
     /// that waited the second gets it at once. A stop ends a hold: the
     /// held answers go out and the server stops.
     fn a_refusal_asked_again_too_soon_is_held(backend) {
-        struct BlocksOn(Arc<AtomicU64>);
-        impl Service for BlocksOn {
-            async fn call(&self, req: &mut Request<'_>, res: &mut Response<'_>) -> io::Result<()> {
-                self.0.fetch_add(1, Ordering::Relaxed);
-                if req.path() == "/block" {
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                res.send(200, None, b"ok")?;
-                Ok(())
-            }
-        }
         let calls = Arc::new(AtomicU64::new(0));
         let mut config = Config::default();
         config.shed_queue_delay = Some(Duration::from_millis(50));
@@ -201,7 +197,7 @@ backend_tests! {
         let kept = readers.clone();
         let server = builder(backend)
             .start(move |_core| {
-                let handler = HttpHandler::with_config(BlocksOn(made.clone()), config);
+                let handler = HttpHandler::with_config(Blocking { calls: made.clone(), ms: 100, only: Some("/block") }, config);
                 kept.lock().expect("readers").push(handler.stats_reader());
                 handler
             })
@@ -243,7 +239,7 @@ backend_tests! {
     fn no_shedding_by_default(backend) {
         let calls = Arc::new(AtomicU64::new(0));
         let made = calls.clone();
-        let handler = move |_: &percore::CoreContext| HttpHandler::new(Slow { calls: made.clone() });
+        let handler = move |_: &percore::CoreContext| HttpHandler::new(Blocking::slow(&made));
         let server = builder(backend).start(handler).expect("start");
         let (ok, shed) = load(server.local_addr(), 4, 10);
         assert_eq!((ok, shed), (40, 0));
