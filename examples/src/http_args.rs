@@ -38,11 +38,16 @@ pub struct HttpArgs {
     /// microseconds) under the target percore_handlers::http::access
     #[arg(long)]
     pub access_log: bool,
-    /// Shed load: while a core's last loop turn ran longer than N ms, answer
-    /// new requests 503 with Retry-After: 1, without calling the service
-    /// (0 = off)
+    /// Shed load: once a core's ready work has waited longer than N ms,
+    /// answer new requests 503 with Retry-After: 1, without calling the
+    /// service (0 = off)
     #[arg(long = "shed-ms", value_name = "N", default_value = "0", value_parser = millis)]
     pub shed: Duration,
+    /// With --shed-ms: answer at once a client refused again before its
+    /// Retry-After passed, instead of when it passes (behind a balancer
+    /// that pools its connections)
+    #[arg(long)]
+    pub shed_no_hold: bool,
 }
 
 impl HttpArgs {
@@ -61,6 +66,7 @@ impl HttpArgs {
         config.stop_grace = self.stop_grace;
         config.access_log = self.access_log;
         config.shed_queue_delay = (!self.shed.is_zero()).then_some(self.shed);
+        config.shed_hold = !self.shed_no_hold;
         config
     }
 }
@@ -69,7 +75,7 @@ impl HttpArgs {
 pub const HTTP_STATS_NOTE: &str = "\
 With --stats, each core's line is followed by the responses it sent:
   TIME stats cpu=N http 2xx=.. 3xx=.. 4xx=.. 5xx=.. refused=.. timeouts=..
-  service_errors=.. cut_off=.. shed=..";
+  service_errors=.. cut_off=.. shed=.. shed_held=..";
 
 #[cfg(test)]
 mod tests {

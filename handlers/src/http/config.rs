@@ -108,6 +108,17 @@ pub struct Config {
     /// and one per request, and the right bound depends on the service
     /// (a few times its usual turn under load).
     pub shed_queue_delay: Option<Duration>,
+    /// Whether a refusal asked again too soon is held (see
+    /// [`shed_queue_delay`](Self::shed_queue_delay)): a client refused
+    /// again on the same connection within the second its `Retry-After`
+    /// asked for gets that 503 when the second ends (and up to a second
+    /// more, spread so that clients refused together come back apart).
+    /// Default on. Turn it off behind a balancer that pools its
+    /// connections to the server: it sends the next client's request on
+    /// a connection that was just refused, and the hold would delay that
+    /// client a second or two instead of letting the balancer retry
+    /// elsewhere at once.
+    pub shed_hold: bool,
     /// HTTP/2's own limits (feature `h2`).
     pub h2: H2Limits,
 }
@@ -177,6 +188,7 @@ impl Default for Config {
             stop_grace: Duration::from_secs(1),
             access_log: false,
             shed_queue_delay: None,
+            shed_hold: true,
             h2: H2Limits::default(),
         }
     }

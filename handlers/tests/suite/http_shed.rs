@@ -189,32 +189,13 @@ backend_tests! {
     /// that waited the second gets it at once. A stop ends a hold: the
     /// held answers go out and the server stops.
     fn a_refusal_asked_again_too_soon_is_held(backend) {
-        let calls = Arc::new(AtomicU64::new(0));
-        let mut config = Config::default();
-        config.shed_queue_delay = Some(Duration::from_millis(50));
-        let made = calls.clone();
-        let readers = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let kept = readers.clone();
-        let server = builder(backend)
-            .start(move |_core| {
-                let handler = HttpHandler::with_config(Blocking { calls: made.clone(), ms: 100, only: Some("/block") }, config);
-                kept.lock().expect("readers").push(handler.stats_reader());
-                handler
-            })
-            .expect("start");
-        let stats = move || readers.lock().expect("readers").iter().map(|r| r.snapshot()).fold((0, 0), |(s, h), x| (s + x.shed, h + x.shed_held));
+        let (server, stats, calls) = blocking_on_one_path(backend, true);
         // The blocking request is served; the one read with it waited past
         // the bound and is refused.
         let round = [&b"GET /block HTTP/1.1\r\nHost: x\r\n\r\n"[..], GET].concat();
         let mut c = Client::connect(server.local_addr());
         let started = std::time::Instant::now();
-        let refused = |c: &mut Client| {
-            c.send(&round);
-            assert_eq!(c.response().status, 200);
-            let resp = c.response();
-            assert_eq!((resp.status, resp.header("retry-after")), (503, Some("1")), "{resp:?}");
-            assert!(!resp.closes(), "a refused GET keeps its connection: {resp:?}");
-        };
+        let refused = |c: &mut Client| refused_after_a_block(c, &round);
         refused(&mut c);
         assert_eq!(stats(), (1, 0), "the first refusal goes out at once");
         refused(&mut c);
@@ -235,6 +216,19 @@ backend_tests! {
         assert_eq!(calls.load(Ordering::Relaxed), 4, "a refused request never reaches the service");
     }
 
+    /// With `shed_hold` off, a refusal asked again at once goes out at
+    /// once (as behind a balancer that pools its connections).
+    fn a_refusal_is_not_held_when_holding_is_off(backend) {
+        let (server, stats, _calls) = blocking_on_one_path(backend, false);
+        let round = [&b"GET /block HTTP/1.1\r\nHost: x\r\n\r\n"[..], GET].concat();
+        let mut c = Client::connect(server.local_addr());
+        refused_after_a_block(&mut c, &round);
+        refused_after_a_block(&mut c, &round);
+        assert_eq!(stats(), (2, 0), "nothing held");
+        server.shutdown();
+        server.join().expect("join");
+    }
+
     /// Off by default: the same load is served whole, however slowly.
     fn no_shedding_by_default(backend) {
         let calls = Arc::new(AtomicU64::new(0));
@@ -247,4 +241,62 @@ backend_tests! {
         server.shutdown();
         server.join().expect("join");
     }
+}
+
+/// A server whose `/block` blocks its core 100 ms, against a bound of
+/// 50 ms, holding refusals or not; with a reader of its shed and held
+/// counts, and of the service's calls.
+fn blocking_on_one_path(
+    backend: percore::Backend,
+    hold: bool,
+) -> (
+    percore::ServerHandle,
+    impl Fn() -> (u64, u64),
+    Arc<AtomicU64>,
+) {
+    let calls = Arc::new(AtomicU64::new(0));
+    let mut config = Config::default();
+    config.shed_queue_delay = Some(Duration::from_millis(50));
+    config.shed_hold = hold;
+    let made = calls.clone();
+    let readers = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = readers.clone();
+    let server = builder(backend)
+        .start(move |_core| {
+            let blocking = Blocking {
+                calls: made.clone(),
+                ms: 100,
+                only: Some("/block"),
+            };
+            let handler = HttpHandler::with_config(blocking, config);
+            kept.lock().expect("readers").push(handler.stats_reader());
+            handler
+        })
+        .expect("start");
+    let stats = move || {
+        let readers = readers.lock().expect("readers");
+        readers
+            .iter()
+            .map(|r| r.snapshot())
+            .fold((0, 0), |(s, h), x| (s + x.shed, h + x.shed_held))
+    };
+    (server, stats, calls)
+}
+
+/// Sends `round` (a blocking request, then one read with it, which
+/// waited past the bound): the first is served, the second refused with
+/// `Retry-After: 1`, its connection kept.
+fn refused_after_a_block(c: &mut Client, round: &[u8]) {
+    c.send(round);
+    assert_eq!(c.response().status, 200);
+    let resp = c.response();
+    assert_eq!(
+        (resp.status, resp.header("retry-after")),
+        (503, Some("1")),
+        "{resp:?}"
+    );
+    assert!(
+        !resp.closes(),
+        "a refused GET keeps its connection: {resp:?}"
+    );
 }

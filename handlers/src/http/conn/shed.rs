@@ -91,7 +91,8 @@ impl<S: Service> Conn<'_, S> {
         if !keep {
             return Refused::Close;
         }
-        if let Some(last) = state.refused_at {
+        let held = self.layer.config.shed_hold.then_some(state.refused_at);
+        if let Some(Some(last)) = held {
             if Moment::now() < last.after(RETRY_AFTER) {
                 let due = last.after(RETRY_AFTER + spread());
                 *hold = Some(hold.map_or(due, |h| h.max(due)));
