@@ -64,3 +64,29 @@ pub fn lines_with(needles: &[&str]) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// A point in the captured log, to read only what came after it: the
+/// log is the process's, and a line of an earlier test can match (a port
+/// number reused by a later test's server).
+#[derive(Debug, Clone, Copy)]
+pub struct Mark(usize);
+
+/// Where the captured log ends now.
+pub fn mark() -> Mark {
+    install();
+    Mark(LOG.lock().unwrap_or_else(|e| e.into_inner()).len())
+}
+
+impl Mark {
+    /// The lines captured since this mark that mention every one of
+    /// `needles` (all of them if the log was cleared since).
+    pub fn lines_with(&self, needles: &[&str]) -> Vec<String> {
+        let log = LOG.lock().unwrap_or_else(|e| e.into_inner());
+        let since = log.get(self.0..).unwrap_or(&log[..]);
+        String::from_utf8_lossy(since)
+            .lines()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .map(str::to_owned)
+            .collect()
+    }
+}

@@ -100,6 +100,7 @@ backend_tests! {
         assert_eq!(bad.requests().len(), 5, "nothing sent to the ejected upstream");
         drop(px);
 
+        let mark = log_capture::mark();
         let (bad, ok) = (failing(), Fake::answering_ok());
         let px = proxy(backend, &[bad.addr, ok.addr], short_ejection);
         let mut client = Client::connect(px.addr);
@@ -109,7 +110,7 @@ backend_tests! {
         until_requests(&mut client, &bad, 10, 12);
         let ejected = |time: &str| {
             let what = format!("upstream {} ejected for {time} after 5 failed requests in a row", bad.addr);
-            log_capture::lines_with(&[&what]).len()
+            mark.lines_with(&[&what]).len()
         };
         assert_eq!((ejected("500ms"), ejected("1s")), (1, 1), "ejected for 500 ms, then twice as long");
         std::thread::sleep(2 * EJECTION + Duration::from_millis(50));
