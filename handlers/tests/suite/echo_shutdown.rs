@@ -366,6 +366,7 @@ backend_tests! {
         thread_local! {
             static STORE: SlowToFree = const { SlowToFree };
         }
+        let mark = log_capture::mark();
         let server = builder(backend)
             .start(|_core| {
                 STORE.with(|_| {});
@@ -380,7 +381,7 @@ backend_tests! {
         server.join().expect("join");
         let joined = stop.elapsed();
         assert!(joined >= SLOW_FREE, "join returned before the locals were freed");
-        let lines = log_capture::lines_with(&["stopped", &format!("addr={addr}")]);
+        let lines = mark.lines_with(&["stopped", &format!("addr={addr}")]);
         assert_eq!(lines.len(), 1, "{lines:?}");
         let drained = drained_in(&lines[0]);
         // The locals are freed after the drain and before the join

@@ -168,7 +168,7 @@ backend_tests! {
     /// F8: the first good answer after an ejection is logged, so that an
     /// operator who read the ejection's WARN learns that it is over.
     fn f8_recovery_is_logged(backend) {
-        log_capture::install();
+        let mark = log_capture::mark();
         let answered = Arc::new(AtomicUsize::new(0));
         let seen = Arc::clone(&answered);
         let flaky = Fake::start(move |mut c: Conn| {
@@ -185,15 +185,15 @@ backend_tests! {
         let mut client = Client::connect(px.addr);
         until_requests(&mut client, &flaky, 5, 10);
         let back = format!("upstream {} answers again after 1 ejection in a row", flaky.addr);
-        assert!(log_capture::lines_with(&[&back]).is_empty(), "logged while ejected");
+        assert!(mark.lines_with(&[&back]).is_empty(), "logged while ejected");
         std::thread::sleep(EJECTION + Duration::from_millis(50));
         until_requests(&mut client, &flaky, 6, 3);
-        let lines = log_capture::lines_with(&[&back]);
+        let lines = mark.lines_with(&[&back]);
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(lines[0].contains("INFO"), "{lines:?}");
         // Once: later answers are ordinary successes.
         until_requests(&mut client, &flaky, 7, 3);
-        assert_eq!(log_capture::lines_with(&[&back]).len(), 1);
+        assert_eq!(mark.lines_with(&[&back]).len(), 1);
     }
 
     /// F8 under concurrency: requests already on an upstream when it is
