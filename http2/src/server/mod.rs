@@ -22,10 +22,19 @@
 //!   header list size limit and [`Config::max_continuation_frames`]
 //!   frames; past either the connection ends with ENHANCE_YOUR_CALM (the
 //!   CONTINUATION flood). A block in one frame is decoded in place.
-//! - Streams the peer resets before they are answered, and streams
-//!   refused for the concurrency limit, count towards
-//!   [`Config::max_rapid_resets`]; each stream answered in full takes one
-//!   off. Past the bound the connection ends with ENHANCE_YOUR_CALM (the
+//! - A request head must follow RFC 9113 §8.1.1, §8.2 and §8.3.1 (and
+//!   RFC 8441 §4 for `:protocol`, allowed only with
+//!   [`Config::enable_connect_protocol`]): pseudo-header fields known,
+//!   once each, first, and those the method needs; lowercase token
+//!   names; no connection-specific field; values without controls or
+//!   edge whitespace; a `content-length` that the DATA frames match. A
+//!   stream that breaks a rule is reset with PROTOCOL_ERROR: its fields
+//!   already passed on end with [`Event::Reset`], not
+//!   [`Event::Headers`].
+//! - Streams the peer resets before they are answered, streams with a
+//!   malformed head, and streams refused for the concurrency limit,
+//!   count towards [`Config::max_rapid_resets`]; each stream answered in
+//!   full takes one off. Past the bound the connection ends with ENHANCE_YOUR_CALM (the
 //!   rapid reset attack, CVE-2023-44487).
 //!
 //! # Memory
@@ -35,6 +44,7 @@
 //! for a block split over CONTINUATION. [`Connection::release_idle`]
 //! frees what an idle connection does not need.
 
+mod check;
 mod recv;
 mod send;
 mod streams;
@@ -43,6 +53,8 @@ mod streams;
 mod tests;
 #[cfg(test)]
 mod tests_load;
+#[cfg(test)]
+mod tests_rules;
 
 use std::fmt;
 
@@ -74,9 +86,13 @@ pub struct Config {
     pub header_table_size: u32,
     /// CONTINUATION frames allowed after one HEADERS.
     pub max_continuation_frames: u32,
-    /// Streams the peer may reset unanswered, or open past the
-    /// concurrency limit, net of streams answered.
+    /// Streams the peer may reset unanswered, open past the
+    /// concurrency limit, or open with a malformed head, net of streams
+    /// answered.
     pub max_rapid_resets: u32,
+    /// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441 §3): requests may be
+    /// an extended CONNECT, with a `:protocol` (a WebSocket over HTTP/2).
+    pub enable_connect_protocol: bool,
 }
 
 impl Default for Config {
@@ -90,6 +106,7 @@ impl Default for Config {
             header_table_size: 4096,
             max_continuation_frames: 16,
             max_rapid_resets: 100,
+            enable_connect_protocol: false,
         }
     }
 }
@@ -262,8 +279,11 @@ impl Connection {
             Setting::MaxFrameSize(config.max_frame_size),
             Setting::MaxHeaderListSize(config.max_header_list_size),
             Setting::HeaderTableSize(config.header_table_size),
+            Setting::EnableConnectProtocol(true),
         ];
-        frame::write_settings(&mut conn.out, &settings);
+        // The last is announced only when enabled (RFC 8441 §3).
+        let announced = settings.len() - usize::from(!config.enable_connect_protocol);
+        frame::write_settings(&mut conn.out, &settings[..announced]);
         if config.connection_window_size > 65_535 {
             let raise = config.connection_window_size - 65_535;
             frame::write_window_update(&mut conn.out, StreamId::ZERO, raise);

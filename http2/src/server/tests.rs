@@ -70,7 +70,7 @@ pub(super) fn ok(conn: &mut Connection, input: &[u8]) -> Vec<Ev> {
 }
 
 /// Takes the server's output as (type, flags, stream, payload) frames.
-fn frames(conn: &mut Connection) -> Vec<(Kind, u8, u32, Vec<u8>)> {
+pub(super) fn frames(conn: &mut Connection) -> Vec<(Kind, u8, u32, Vec<u8>)> {
     let out = std::mem::take(conn.output());
     let mut rest = &out[..];
     let mut list = Vec::new();
@@ -124,7 +124,7 @@ pub(super) fn open(config: Config, settings: &[Setting]) -> Connection {
     conn
 }
 
-fn rst(stream: u32, code: ErrorCode) -> (Kind, u8, u32, Vec<u8>) {
+pub(super) fn rst(stream: u32, code: ErrorCode) -> (Kind, u8, u32, Vec<u8>) {
     (
         Kind::RstStream,
         0,
@@ -217,7 +217,11 @@ fn a_request_and_its_answer() {
 #[test]
 fn a_body_trailers_and_window_updates() {
     let mut conn = open(Config::default(), &[]);
-    let mut wire = headers(1, &[(":method", "POST"), (":path", "/")], false);
+    let mut wire = headers(
+        1,
+        &[(":method", "POST"), (":scheme", "http"), (":path", "/")],
+        false,
+    );
     frame::write_data(&mut wire, StreamId(1), &[7; 40_000][..16_384], false);
     frame::write_data(&mut wire, StreamId(1), &[7; 40_000][16_384..32_768], false);
     wire.extend(headers(1, &[("grpc-status", "0")], true));
@@ -342,9 +346,11 @@ fn streams_over_the_limit_are_refused_and_hpack_stays_in_step() {
     assert_eq!(frames(&mut conn), [rst(1, ErrorCode::Cancel)]);
     // Stream 5 refers to the entry the refused block inserted.
     let mut wire = Vec::new();
-    frame::write_headers(&mut wire, StreamId(5), &[0x82, 0xbe], true, 16_384);
+    // (GET, http, /: static entries 2, 6, 4; then dynamic entry 62.)
+    let block = [0x82, 0x86, 0x84, 0xbe];
+    frame::write_headers(&mut wire, StreamId(5), &block, true, 16_384);
     let events = ok(&mut conn, &wire);
-    assert_eq!(events[1], Ev::Field(5, "x-a".into(), "1".into()));
+    assert_eq!(events[3], Ev::Field(5, "x-a".into(), "1".into()));
 }
 
 #[test]
