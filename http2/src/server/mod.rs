@@ -234,6 +234,10 @@ pub struct Connection {
     conn_send_window: i64,
     pending: Option<Pending>,
     rapid_resets: u32,
+    /// The last streams this end reset: a frame still in flight on one
+    /// is a stream error, where a HEADERS frame on any other old id is
+    /// an unexpected stream identifier (§5.1.1).
+    reset_ids: [StreamId; 8],
     out: Vec<u8>,
 }
 
@@ -270,6 +274,7 @@ impl Connection {
             conn_send_window: 65_535,
             pending: None,
             rapid_resets: 0,
+            reset_ids: [StreamId::ZERO; 8],
             out: Vec::new(),
         };
         let settings = [
@@ -302,6 +307,25 @@ impl Connection {
         self.streams.len()
     }
 
+    /// Whether `stream` is open, and if so which ends have ended it:
+    /// `(received END_STREAM, sent END_STREAM)`.
+    pub fn stream_ends(&self, stream: StreamId) -> Option<(bool, bool)> {
+        self.streams
+            .find(stream)
+            .map(|s| (s.recv_closed, s.send_closed))
+    }
+
+    /// Whether the client's preface and first SETTINGS have arrived.
+    pub fn handshaken(&self) -> bool {
+        self.peer_settings_seen
+    }
+
+    /// Whether GOAWAY was sent, by [`Connection::go_away`] or for a
+    /// connection error.
+    pub fn is_going_away(&self) -> bool {
+        self.going_away
+    }
+
     /// Bytes the connection keeps allocated: output, streams, HPACK.
     pub fn allocated(&self) -> usize {
         self.out.capacity()
@@ -328,6 +352,18 @@ impl Connection {
     pub fn go_away(&mut self, code: ErrorCode, debug: &[u8]) {
         self.going_away = true;
         frame::write_goaway(&mut self.out, self.last_stream, code, debug);
+    }
+
+    /// Writes RST_STREAM and remembers the stream as reset.
+    fn write_rst(&mut self, stream: StreamId, code: ErrorCode) {
+        frame::write_rst(&mut self.out, stream, code);
+        self.reset_ids.rotate_right(1);
+        self.reset_ids[0] = stream;
+    }
+
+    /// Whether `stream` is one of the last this end reset.
+    fn recently_reset(&self, stream: StreamId) -> bool {
+        self.reset_ids.contains(&stream)
     }
 
     /// Records a connection error: GOAWAY written, nothing more read.

@@ -208,10 +208,21 @@ impl Connection {
         if !stream.is_client_initiated() {
             return Err(self.fail(ErrorCode::ProtocolError, "HEADERS on a server stream id"));
         }
+        let recently_reset = self.recently_reset(stream);
         let mut fate = match self.streams.get(stream) {
             Some(s) if s.recv_closed => Fate::Refuse(ErrorCode::StreamClosed),
             Some(_) => Fate::Trailers,
-            None if stream <= self.last_stream => Fate::Refuse(ErrorCode::StreamClosed),
+            // A stream this end reset: the client may not know yet.
+            None if stream <= self.last_stream && recently_reset => {
+                Fate::Refuse(ErrorCode::StreamClosed)
+            }
+            // An old id, never opened or closed by both ends: §5.1.1.
+            None if stream <= self.last_stream => {
+                return Err(self.fail(
+                    ErrorCode::ProtocolError,
+                    "HEADERS on a closed or unused stream id",
+                ));
+            }
             None => {
                 self.last_stream = stream;
                 if self.going_away {
@@ -272,7 +283,7 @@ impl Connection {
             Ok(length) => length,
             Err(_) if fate == Fate::Open => {
                 // Its fields went out: the application hears the end.
-                frame::write_rst(&mut self.out, stream, ErrorCode::ProtocolError);
+                self.write_rst(stream, ErrorCode::ProtocolError);
                 on(Event::Reset {
                     stream,
                     code: ErrorCode::ProtocolError,
@@ -537,7 +548,7 @@ impl Connection {
     where
         F: FnMut(Event<'_>),
     {
-        frame::write_rst(&mut self.out, stream, code);
+        self.write_rst(stream, code);
         if self.streams.remove(stream).is_some() {
             on(Event::Reset {
                 stream,

@@ -42,6 +42,10 @@ impl Streams {
         self.open.iter_mut().find(|s| s.id == id)
     }
 
+    pub(super) fn find(&self, id: StreamId) -> Option<&Stream> {
+        self.open.iter().find(|s| s.id == id)
+    }
+
     pub(super) fn insert(&mut self, stream: Stream) {
         self.open.push(stream);
     }

@@ -311,12 +311,22 @@ fn stream_ids_follow_section_5_1_1() {
 
     let mut conn = open(Config::default(), &[]);
     ok(&mut conn, &headers(5, GET, false));
-    // A lower id than one already used: that stream is closed.
-    assert!(ok(&mut conn, &headers(3, GET, true)).is_empty());
-    assert_eq!(frames(&mut conn), [rst(3, ErrorCode::StreamClosed)]);
+    // A lower id than one already used, never opened: an unexpected
+    // stream identifier.
+    let (result, _) = feed(&mut conn, &headers(3, GET, true));
+    assert_eq!(result.unwrap_err().code, ErrorCode::ProtocolError);
+
+    // A stream this end reset: trailers still in flight are a stream error.
+    let mut conn = open(Config::default(), &[]);
+    ok(&mut conn, &headers(5, GET, false));
+    conn.reset(StreamId(5), ErrorCode::Cancel);
+    ok(&mut conn, &headers(7, GET, false));
+    frames(&mut conn);
+    assert!(ok(&mut conn, &headers(5, &[("x-t", "1")], true)).is_empty());
+    assert_eq!(frames(&mut conn), [rst(5, ErrorCode::StreamClosed)]);
     // DATA on a stream never opened.
     let mut wire = Vec::new();
-    frame::write_data(&mut wire, StreamId(7), b"x", false);
+    frame::write_data(&mut wire, StreamId(9), b"x", false);
     assert_eq!(
         feed(&mut conn, &wire).0.unwrap_err().code,
         ErrorCode::ProtocolError

@@ -121,3 +121,19 @@ fn content_length_must_match_the_data() {
     }
     assert_eq!(conn.open_streams(), 1, "stream 1 waits for its answer");
 }
+
+#[test]
+fn stream_ends_follow_the_exchange() {
+    let conn = Connection::new(Config::default());
+    assert!(!conn.handshaken());
+    let mut conn = open(Config::default(), &[]);
+    assert!(conn.handshaken());
+    ok(&mut conn, &headers(1, GET, true));
+    assert_eq!(conn.stream_ends(StreamId(1)), Some((true, false)));
+    conn.send_headers(StreamId(1), true, |b| b.status(204))
+        .unwrap();
+    assert_eq!(conn.stream_ends(StreamId(1)), None, "closed and forgotten");
+    assert!(!conn.is_going_away());
+    conn.go_away(ErrorCode::NoError, b"");
+    assert!(conn.is_going_away());
+}
