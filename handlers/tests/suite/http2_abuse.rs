@@ -234,4 +234,31 @@ backend_tests! {
             }
         }
     }
+
+    /// A malformed request (RFC 9113 §8.1.1: an uppercase field name, a
+    /// body shorter than its `content-length`) resets its own stream with
+    /// `PROTOCOL_ERROR` and reaches no service; the connection goes on,
+    /// serving the requests around them, and is not counted as cut.
+    fn a_malformed_request_resets_only_its_stream(backend) {
+        let server = TestServer::start(backend, Config::default(), routes);
+        let mut s = raw_h2(server.addr);
+        let mut wire = headers(1, false, "/small", &[("X-Up", "x")], true);
+        wire.extend(headers(3, false, "/small", &[], true));
+        wire.extend(headers(5, true, "/small", &[("content-length", "10")], false));
+        wire.extend(frame(DATA, 0x1, 5, b"five!"));
+        wire.extend(headers(7, false, "/small", &[], true));
+        wire.extend(frame(GOAWAY, 0, 0, &[0, 0, 0, 7, 0, 0, 0, 0]));
+        s.write_all(&wire).expect("the frames");
+        let got = frames_until_close(&mut s);
+        for stream in [1, 5] {
+            assert_eq!(resets(&got, stream), [PROTOCOL_ERROR], "{backend}, stream {stream}: {got:?}");
+            assert!(!answered(&got, stream), "{backend}: stream {stream} was answered: {got:?}");
+        }
+        for stream in [3, 7] {
+            let ok = got.iter().any(|f| f.0 == HEADERS && f.2 == stream && f.3.first() == Some(&0x88));
+            assert!(ok, "{backend}: stream {stream} not served: {got:?}");
+        }
+        assert_eq!(goaway_code(&got), None, "{backend}: {got:?}");
+        assert_eq!(server.http_stats().h2_cut, 0, "{backend}");
+    }
 }
