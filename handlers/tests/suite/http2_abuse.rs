@@ -222,8 +222,9 @@ backend_tests! {
                 assert_eq!(goaway_code(&got), Some(code), "{backend}, {name}: {got:?}");
             } else {
                 // A stream error, or the connection error that RFC 9113
-                // §5.4.1 allows in its place (the h2 crate ends the
-                // connection for a malformed header block).
+                // §5.4.1 allows in its place (the server resets the
+                // stream; `a_malformed_request_resets_only_its_stream`
+                // checks that exactly).
                 let on = stream.max(1);
                 let any = resets(&got, on) == [code] || matches!(goaway_code(&got), Some(c) if c == code || c == PROTOCOL_ERROR);
                 assert!(any, "{backend}, {name}: {got:?}");
