@@ -20,7 +20,9 @@
 //!   table at all.
 //! - [`server`] is a sans-IO server connection on top of both: preface
 //!   and SETTINGS exchange, field blocks joined across CONTINUATION,
-//!   stream states, flow control both ways, and the limits that bound a
+//!   stream states, flow control both ways, the request rules of RFC
+//!   9113 §8 (pseudo-header fields, `content-length` against DATA) and
+//!   RFC 8441's extended CONNECT, and the limits that bound a
 //!   connection's memory and work (concurrent streams, CONTINUATION
 //!   floods, rapid resets).
 //!

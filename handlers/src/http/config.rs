@@ -137,15 +137,19 @@ pub struct H2Limits {
     /// The connection's receive window, over all its streams. Default
     /// 1 MiB.
     pub connection_window: u32,
-    /// Response bytes buffered per stream beyond the client's window.
-    /// Default 256 KiB.
+    /// Frames a connection's output may hold, waiting to be written,
+    /// before its streams' senders wait for the socket: the bound on what
+    /// a client that opens its windows but does not read can make the
+    /// server keep. Default 256 KiB.
     pub send_buffer: usize,
     /// Streams a client may open and reset before the server has served
-    /// them (rapid reset, CVE-2023-44487); then GOAWAY
-    /// `ENHANCE_YOUR_CALM`. Default 20.
+    /// them (rapid reset, CVE-2023-44487), open past the concurrency
+    /// limit, or open with a malformed head, net of the streams answered;
+    /// then GOAWAY `ENHANCE_YOUR_CALM`. Default 20.
     pub pending_resets: usize,
-    /// Streams the server may reset for the client's errors before it
-    /// ends the connection. Default 1,024.
+    /// Streams the server may reset for the client's errors (malformed
+    /// heads, flow-control and stream-state errors) before it ends the
+    /// connection with GOAWAY `ENHANCE_YOUR_CALM`. Default 1,024.
     pub error_resets: usize,
     /// Bytes of frames that carry no request or response (PING,
     /// SETTINGS, WINDOW_UPDATE, PRIORITY, empty DATA, unknown types) a

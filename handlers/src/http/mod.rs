@@ -172,9 +172,10 @@
 //!
 //! # HTTP/2
 //!
-//! With the feature `h2`, the [`HttpHandler`] also speaks HTTP/2 (the
-//! `h2` crate's frames, with its rapid-reset and CONTINUATION-flood
-//! limits), serving the same [`Service`] unchanged: a clear-text
+//! With the feature `h2`, the [`HttpHandler`] also speaks HTTP/2
+//! (`percore-http2`'s frames and HPACK, with its request checks and its
+//! rapid-reset and CONTINUATION-flood limits), serving the same
+//! [`Service`] unchanged: a clear-text
 //! connection that begins with the HTTP/2 preface (prior knowledge,
 //! `curl --http2-prior-knowledge`), and a TLS connection whose ALPN chose
 //! `h2`, which a listener offers only when asked to

@@ -43,7 +43,12 @@ impl Tunnel {
         match self {
             Tunnel::H1(conn) => conn.write_all(buf).await,
             #[cfg(feature = "h2")]
-            Tunnel::H2(stream) => (stream.write_all(buf.into()).await, Vec::new()),
+            Tunnel::H2(stream) => {
+                let res = stream.write_all(&buf).await;
+                let mut buf = buf;
+                buf.clear();
+                (res, buf)
+            }
         }
     }
 

@@ -222,8 +222,9 @@ backend_tests! {
                 assert_eq!(goaway_code(&got), Some(code), "{backend}, {name}: {got:?}");
             } else {
                 // A stream error, or the connection error that RFC 9113
-                // §5.4.1 allows in its place (the h2 crate ends the
-                // connection for a malformed header block).
+                // §5.4.1 allows in its place (the server resets the
+                // stream; `a_malformed_request_resets_only_its_stream`
+                // checks that exactly).
                 let on = stream.max(1);
                 let any = resets(&got, on) == [code] || matches!(goaway_code(&got), Some(c) if c == code || c == PROTOCOL_ERROR);
                 assert!(any, "{backend}, {name}: {got:?}");
@@ -233,5 +234,32 @@ backend_tests! {
                 assert!(!served, "{backend}, {name}: the service answered stream {stream}");
             }
         }
+    }
+
+    /// A malformed request (RFC 9113 §8.1.1: an uppercase field name, a
+    /// body shorter than its `content-length`) resets its own stream with
+    /// `PROTOCOL_ERROR` and reaches no service; the connection goes on,
+    /// serving the requests around them, and is not counted as cut.
+    fn a_malformed_request_resets_only_its_stream(backend) {
+        let server = TestServer::start(backend, Config::default(), routes);
+        let mut s = raw_h2(server.addr);
+        let mut wire = headers(1, false, "/small", &[("X-Up", "x")], true);
+        wire.extend(headers(3, false, "/small", &[], true));
+        wire.extend(headers(5, true, "/small", &[("content-length", "10")], false));
+        wire.extend(frame(DATA, 0x1, 5, b"five!"));
+        wire.extend(headers(7, false, "/small", &[], true));
+        wire.extend(frame(GOAWAY, 0, 0, &[0, 0, 0, 7, 0, 0, 0, 0]));
+        s.write_all(&wire).expect("the frames");
+        let got = frames_until_close(&mut s);
+        for stream in [1, 5] {
+            assert_eq!(resets(&got, stream), [PROTOCOL_ERROR], "{backend}, stream {stream}: {got:?}");
+            assert!(!answered(&got, stream), "{backend}: stream {stream} was answered: {got:?}");
+        }
+        for stream in [3, 7] {
+            let ok = got.iter().any(|f| f.0 == HEADERS && f.2 == stream && f.3.first() == Some(&0x88));
+            assert!(ok, "{backend}: stream {stream} not served: {got:?}");
+        }
+        assert_eq!(goaway_code(&got), None, "{backend}: {got:?}");
+        assert_eq!(server.http_stats().h2_cut, 0, "{backend}");
     }
 }

@@ -22,10 +22,19 @@
 //!   header list size limit and [`Config::max_continuation_frames`]
 //!   frames; past either the connection ends with ENHANCE_YOUR_CALM (the
 //!   CONTINUATION flood). A block in one frame is decoded in place.
-//! - Streams the peer resets before they are answered, and streams
-//!   refused for the concurrency limit, count towards
-//!   [`Config::max_rapid_resets`]; each stream answered in full takes one
-//!   off. Past the bound the connection ends with ENHANCE_YOUR_CALM (the
+//! - A request head must follow RFC 9113 §8.1.1, §8.2 and §8.3.1 (and
+//!   RFC 8441 §4 for `:protocol`, allowed only with
+//!   [`Config::enable_connect_protocol`]): pseudo-header fields known,
+//!   once each, first, and those the method needs; lowercase token
+//!   names; no connection-specific field; values without controls or
+//!   edge whitespace; a `content-length` that the DATA frames match. A
+//!   stream that breaks a rule is reset with PROTOCOL_ERROR: its fields
+//!   already passed on end with [`Event::Reset`], not
+//!   [`Event::Headers`].
+//! - Streams the peer resets before they are answered, streams with a
+//!   malformed head, and streams refused for the concurrency limit,
+//!   count towards [`Config::max_rapid_resets`]; each stream answered in
+//!   full takes one off. Past the bound the connection ends with ENHANCE_YOUR_CALM (the
 //!   rapid reset attack, CVE-2023-44487).
 //!
 //! # Memory
@@ -35,6 +44,7 @@
 //! for a block split over CONTINUATION. [`Connection::release_idle`]
 //! frees what an idle connection does not need.
 
+mod check;
 mod recv;
 mod send;
 mod streams;
@@ -43,6 +53,8 @@ mod streams;
 mod tests;
 #[cfg(test)]
 mod tests_load;
+#[cfg(test)]
+mod tests_rules;
 
 use std::fmt;
 
@@ -74,9 +86,13 @@ pub struct Config {
     pub header_table_size: u32,
     /// CONTINUATION frames allowed after one HEADERS.
     pub max_continuation_frames: u32,
-    /// Streams the peer may reset unanswered, or open past the
-    /// concurrency limit, net of streams answered.
+    /// Streams the peer may reset unanswered, open past the
+    /// concurrency limit, or open with a malformed head, net of streams
+    /// answered.
     pub max_rapid_resets: u32,
+    /// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441 §3): requests may be
+    /// an extended CONNECT, with a `:protocol` (a WebSocket over HTTP/2).
+    pub enable_connect_protocol: bool,
 }
 
 impl Default for Config {
@@ -90,6 +106,7 @@ impl Default for Config {
             header_table_size: 4096,
             max_continuation_frames: 16,
             max_rapid_resets: 100,
+            enable_connect_protocol: false,
         }
     }
 }
@@ -217,6 +234,10 @@ pub struct Connection {
     conn_send_window: i64,
     pending: Option<Pending>,
     rapid_resets: u32,
+    /// The last streams this end reset: a frame still in flight on one
+    /// is a stream error, where a HEADERS frame on any other old id is
+    /// an unexpected stream identifier (§5.1.1).
+    reset_ids: [StreamId; 8],
     out: Vec<u8>,
 }
 
@@ -253,6 +274,7 @@ impl Connection {
             conn_send_window: 65_535,
             pending: None,
             rapid_resets: 0,
+            reset_ids: [StreamId::ZERO; 8],
             out: Vec::new(),
         };
         let settings = [
@@ -262,8 +284,11 @@ impl Connection {
             Setting::MaxFrameSize(config.max_frame_size),
             Setting::MaxHeaderListSize(config.max_header_list_size),
             Setting::HeaderTableSize(config.header_table_size),
+            Setting::EnableConnectProtocol(true),
         ];
-        frame::write_settings(&mut conn.out, &settings);
+        // The last is announced only when enabled (RFC 8441 §3).
+        let announced = settings.len() - usize::from(!config.enable_connect_protocol);
+        frame::write_settings(&mut conn.out, &settings[..announced]);
         if config.connection_window_size > 65_535 {
             let raise = config.connection_window_size - 65_535;
             frame::write_window_update(&mut conn.out, StreamId::ZERO, raise);
@@ -280,6 +305,25 @@ impl Connection {
     /// The number of open streams.
     pub fn open_streams(&self) -> usize {
         self.streams.len()
+    }
+
+    /// Whether `stream` is open, and if so which ends have ended it:
+    /// `(received END_STREAM, sent END_STREAM)`.
+    pub fn stream_ends(&self, stream: StreamId) -> Option<(bool, bool)> {
+        self.streams
+            .find(stream)
+            .map(|s| (s.recv_closed, s.send_closed))
+    }
+
+    /// Whether the client's preface and first SETTINGS have arrived.
+    pub fn handshaken(&self) -> bool {
+        self.peer_settings_seen
+    }
+
+    /// Whether GOAWAY was sent, by [`Connection::go_away`] or for a
+    /// connection error.
+    pub fn is_going_away(&self) -> bool {
+        self.going_away
     }
 
     /// Bytes the connection keeps allocated: output, streams, HPACK.
@@ -308,6 +352,18 @@ impl Connection {
     pub fn go_away(&mut self, code: ErrorCode, debug: &[u8]) {
         self.going_away = true;
         frame::write_goaway(&mut self.out, self.last_stream, code, debug);
+    }
+
+    /// Writes RST_STREAM and remembers the stream as reset.
+    fn write_rst(&mut self, stream: StreamId, code: ErrorCode) {
+        frame::write_rst(&mut self.out, stream, code);
+        self.reset_ids.rotate_right(1);
+        self.reset_ids[0] = stream;
+    }
+
+    /// Whether `stream` is one of the last this end reset.
+    fn recently_reset(&self, stream: StreamId) -> bool {
+        self.reset_ids.contains(&stream)
     }
 
     /// Records a connection error: GOAWAY written, nothing more read.

@@ -1,5 +1,6 @@
 //! Reading: the preface, then frame by frame into events.
 
+use super::check::HeadCheck;
 use super::streams::Stream;
 use super::{Connection, ConnectionError, Event, Pending};
 use crate::frame::{
@@ -207,10 +208,21 @@ impl Connection {
         if !stream.is_client_initiated() {
             return Err(self.fail(ErrorCode::ProtocolError, "HEADERS on a server stream id"));
         }
+        let recently_reset = self.recently_reset(stream);
         let mut fate = match self.streams.get(stream) {
             Some(s) if s.recv_closed => Fate::Refuse(ErrorCode::StreamClosed),
             Some(_) => Fate::Trailers,
-            None if stream <= self.last_stream => Fate::Refuse(ErrorCode::StreamClosed),
+            // A stream this end reset: the client may not know yet.
+            None if stream <= self.last_stream && recently_reset => {
+                Fate::Refuse(ErrorCode::StreamClosed)
+            }
+            // An old id, never opened or closed by both ends: §5.1.1.
+            None if stream <= self.last_stream => {
+                return Err(self.fail(
+                    ErrorCode::ProtocolError,
+                    "HEADERS on a closed or unused stream id",
+                ));
+            }
             None => {
                 self.last_stream = stream;
                 if self.going_away {
@@ -230,8 +242,13 @@ impl Connection {
             fate = Fate::Refuse(ErrorCode::ProtocolError);
         }
         let deliver = matches!(fate, Fate::Open | Fate::Trailers);
+        let mut check = match fate {
+            Fate::Trailers => HeadCheck::trailers(),
+            _ => HeadCheck::request(self.config.enable_connect_protocol),
+        };
         let result = self.decoder.decode(block, |name, value, sensitive| {
             if deliver {
+                check.field(name, value);
                 on(Event::Field {
                     stream,
                     name,
@@ -245,9 +262,44 @@ impl Connection {
             Err(HpackError::HeaderListTooLarge) => true,
             Err(_) => return Err(self.fail(ErrorCode::CompressionError, "HPACK decoding failed")),
         };
+        // A list cut short for its size is answered 431 by the
+        // application; what is missing of it cannot be judged. A block
+        // refused or ignored is not judged either.
+        let verdict = if too_large || !deliver {
+            Ok(None)
+        } else {
+            check.finish()
+        };
+        let verdict = verdict.and_then(|length| match fate {
+            Fate::Open if end_stream && length.is_some_and(|n| n > 0) => {
+                Err("content-length with no DATA")
+            }
+            Fate::Trailers if self.length_left(stream).is_some_and(|n| n > 0) => {
+                Err("content-length longer than the DATA")
+            }
+            _ => Ok(length),
+        });
+        let length = match verdict {
+            Ok(length) => length,
+            Err(_) if fate == Fate::Open => {
+                // Its fields went out: the application hears the end.
+                self.write_rst(stream, ErrorCode::ProtocolError);
+                on(Event::Reset {
+                    stream,
+                    code: ErrorCode::ProtocolError,
+                    remote: false,
+                });
+                return self.count_rapid_reset();
+            }
+            Err(_) => {
+                self.stream_error(stream, ErrorCode::ProtocolError, on);
+                return Ok(());
+            }
+        };
         match fate {
             Fate::Open => {
                 self.streams.insert(Stream {
+                    length_left: length,
                     id: stream,
                     recv_closed: end_stream,
                     send_closed: false,
@@ -302,11 +354,23 @@ impl Connection {
         self.conn_recv_window -= len;
         let padding = data.flow_len - data.data.len() as u32;
         let idle = self.is_idle(data.stream);
+        let payload = data.data.len() as u64;
         let code = match self.streams.get(data.stream) {
             Some(s) if !s.recv_closed && len <= s.recv_window => {
                 s.recv_window -= len;
                 s.recv_closed = data.end_stream;
-                None
+                match &mut s.length_left {
+                    // §8.1.1: the body is longer or shorter than said.
+                    Some(left) if payload > *left => Some(ErrorCode::ProtocolError),
+                    Some(left) if data.end_stream && payload != *left => {
+                        Some(ErrorCode::ProtocolError)
+                    }
+                    Some(left) => {
+                        *left -= payload;
+                        None
+                    }
+                    None => None,
+                }
             }
             Some(s) if !s.recv_closed => Some(ErrorCode::FlowControlError),
             Some(_) => Some(ErrorCode::StreamClosed),
@@ -453,6 +517,11 @@ impl Connection {
         }
     }
 
+    /// What is left of `stream`'s announced body length.
+    fn length_left(&mut self, stream: StreamId) -> Option<u64> {
+        self.streams.get(stream).and_then(|s| s.length_left)
+    }
+
     /// Counts a stream that ended before it was answered, ending the
     /// connection past [`Config::max_rapid_resets`](super::Config).
     fn count_rapid_reset(&mut self) -> Result<(), ConnectionError> {
@@ -479,7 +548,7 @@ impl Connection {
     where
         F: FnMut(Event<'_>),
     {
-        frame::write_rst(&mut self.out, stream, code);
+        self.write_rst(stream, code);
         if self.streams.remove(stream).is_some() {
             on(Event::Reset {
                 stream,

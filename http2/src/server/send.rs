@@ -140,7 +140,7 @@ impl Connection {
     /// application gives up on it. Nothing happens if it is not open.
     pub fn reset(&mut self, stream: StreamId, code: ErrorCode) {
         if self.streams.remove(stream).is_some() {
-            frame::write_rst(&mut self.out, stream, code);
+            self.write_rst(stream, code);
         }
     }
 

@@ -22,6 +22,9 @@ pub(super) struct Stream {
     /// What this end may still send (§6.9); may go negative after a
     /// SETTINGS_INITIAL_WINDOW_SIZE decrease (§6.9.2).
     pub(super) send_window: i64,
+    /// What the request's `content-length` says is left of its body:
+    /// DATA beyond it, or END_STREAM short of it, is malformed (§8.1.1).
+    pub(super) length_left: Option<u64>,
 }
 
 /// The streams of one connection.
@@ -37,6 +40,10 @@ impl Streams {
 
     pub(super) fn get(&mut self, id: StreamId) -> Option<&mut Stream> {
         self.open.iter_mut().find(|s| s.id == id)
+    }
+
+    pub(super) fn find(&self, id: StreamId) -> Option<&Stream> {
+        self.open.iter().find(|s| s.id == id)
     }
 
     pub(super) fn insert(&mut self, stream: Stream) {

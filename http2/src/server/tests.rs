@@ -70,7 +70,7 @@ pub(super) fn ok(conn: &mut Connection, input: &[u8]) -> Vec<Ev> {
 }
 
 /// Takes the server's output as (type, flags, stream, payload) frames.
-fn frames(conn: &mut Connection) -> Vec<(Kind, u8, u32, Vec<u8>)> {
+pub(super) fn frames(conn: &mut Connection) -> Vec<(Kind, u8, u32, Vec<u8>)> {
     let out = std::mem::take(conn.output());
     let mut rest = &out[..];
     let mut list = Vec::new();
@@ -124,7 +124,7 @@ pub(super) fn open(config: Config, settings: &[Setting]) -> Connection {
     conn
 }
 
-fn rst(stream: u32, code: ErrorCode) -> (Kind, u8, u32, Vec<u8>) {
+pub(super) fn rst(stream: u32, code: ErrorCode) -> (Kind, u8, u32, Vec<u8>) {
     (
         Kind::RstStream,
         0,
@@ -217,7 +217,11 @@ fn a_request_and_its_answer() {
 #[test]
 fn a_body_trailers_and_window_updates() {
     let mut conn = open(Config::default(), &[]);
-    let mut wire = headers(1, &[(":method", "POST"), (":path", "/")], false);
+    let mut wire = headers(
+        1,
+        &[(":method", "POST"), (":scheme", "http"), (":path", "/")],
+        false,
+    );
     frame::write_data(&mut wire, StreamId(1), &[7; 40_000][..16_384], false);
     frame::write_data(&mut wire, StreamId(1), &[7; 40_000][16_384..32_768], false);
     wire.extend(headers(1, &[("grpc-status", "0")], true));
@@ -307,12 +311,22 @@ fn stream_ids_follow_section_5_1_1() {
 
     let mut conn = open(Config::default(), &[]);
     ok(&mut conn, &headers(5, GET, false));
-    // A lower id than one already used: that stream is closed.
-    assert!(ok(&mut conn, &headers(3, GET, true)).is_empty());
-    assert_eq!(frames(&mut conn), [rst(3, ErrorCode::StreamClosed)]);
+    // A lower id than one already used, never opened: an unexpected
+    // stream identifier.
+    let (result, _) = feed(&mut conn, &headers(3, GET, true));
+    assert_eq!(result.unwrap_err().code, ErrorCode::ProtocolError);
+
+    // A stream this end reset: trailers still in flight are a stream error.
+    let mut conn = open(Config::default(), &[]);
+    ok(&mut conn, &headers(5, GET, false));
+    conn.reset(StreamId(5), ErrorCode::Cancel);
+    ok(&mut conn, &headers(7, GET, false));
+    frames(&mut conn);
+    assert!(ok(&mut conn, &headers(5, &[("x-t", "1")], true)).is_empty());
+    assert_eq!(frames(&mut conn), [rst(5, ErrorCode::StreamClosed)]);
     // DATA on a stream never opened.
     let mut wire = Vec::new();
-    frame::write_data(&mut wire, StreamId(7), b"x", false);
+    frame::write_data(&mut wire, StreamId(9), b"x", false);
     assert_eq!(
         feed(&mut conn, &wire).0.unwrap_err().code,
         ErrorCode::ProtocolError
@@ -342,9 +356,11 @@ fn streams_over_the_limit_are_refused_and_hpack_stays_in_step() {
     assert_eq!(frames(&mut conn), [rst(1, ErrorCode::Cancel)]);
     // Stream 5 refers to the entry the refused block inserted.
     let mut wire = Vec::new();
-    frame::write_headers(&mut wire, StreamId(5), &[0x82, 0xbe], true, 16_384);
+    // (GET, http, /: static entries 2, 6, 4; then dynamic entry 62.)
+    let block = [0x82, 0x86, 0x84, 0xbe];
+    frame::write_headers(&mut wire, StreamId(5), &block, true, 16_384);
     let events = ok(&mut conn, &wire);
-    assert_eq!(events[1], Ev::Field(5, "x-a".into(), "1".into()));
+    assert_eq!(events[3], Ev::Field(5, "x-a".into(), "1".into()));
 }
 
 #[test]

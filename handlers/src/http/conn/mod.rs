@@ -46,7 +46,7 @@ pub(super) mod answers;
 mod close;
 mod complete;
 mod cutoff;
-mod lend;
+pub(super) mod lend;
 mod moment;
 pub(super) mod pooled;
 mod shed;

@@ -7,8 +7,6 @@
 //! take for an open tunnel: that becomes a 501 (so does a 2xx to a plain
 //! CONNECT, a TCP tunnel this server does not make).
 
-use h2::RecvStream;
-
 use super::body::StreamBody;
 use super::out::StreamOut;
 use super::tunnel::H2Tunnel;
@@ -59,16 +57,7 @@ pub(super) fn open(
     date: &crate::http::date::SharedDate,
 ) -> Option<Upgraded> {
     out.send_head(200, headers, None, date, false).ok()?;
-    let send = out.into_send()?;
     let peer = body.peer_addr().ok();
-    let recv: RecvStream = body.recv;
-    let tunnel = Tunnel::H2(H2Tunnel::new(send, recv, peer));
+    let tunnel = Tunnel::H2(H2Tunnel::new(out.stream, peer));
     Some(Upgraded::new(tunnel, Vec::new()))
-}
-
-/// The `:protocol` of a request, if it has one.
-pub(super) fn protocol(extensions: &http::Extensions) -> Option<&[u8]> {
-    extensions
-        .get::<h2::ext::Protocol>()
-        .map(|p| p.as_str().as_bytes())
 }

@@ -1,8 +1,7 @@
 //! [`Io`]: a percore stream as tokio's `AsyncRead` and `AsyncWrite`, which
-//! the `h2` crate drives. The traits need no tokio runtime: their polls
-//! are percore's reads and writes on the connection's core. The server's
-//! connections and the client's (`crate::client`) both run on it; only
-//! the server's count frames for flood detection.
+//! the `h2` crate drives for the client's connections (`crate::client`).
+//! The traits need no tokio runtime: their polls are percore's reads and
+//! writes on the connection's core.
 
 use std::future::Future;
 use std::io;
@@ -14,40 +13,25 @@ use percore::buf::{BufResult, RecvBuf};
 use percore::net::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::flood::{FloodGuard, FrameMeter};
-
 /// A write in flight: it owns its buffer, as a percore write must (the
 /// kernel may still read it after a cancel).
 type Flight<'a> = Pin<Box<dyn Future<Output = BufResult<(), Vec<u8>>> + 'a>>;
 
-/// How an [`Io`] holds its stream: the server's connection loop lends
-/// it; a client's connection is a task of its own that owns it.
-enum Held<'a> {
-    Lent(&'a Stream),
+/// How an [`Io`] holds its stream: a client's connection is a task of
+/// its own that owns it.
+enum Held {
     Owned(Rc<Stream>),
 }
 
 /// A percore stream as tokio's I/O.
 ///
-/// Reads hand out first the bytes read before the switch to HTTP/2 (the
-/// clear-text preface the HTTP/1 path saw), then copy from the lease of
-/// each percore read into the caller's buffer, keeping what did not fit.
-/// Writes copy into a buffer of their own that is sent whole while `h2`
-/// goes on; the next write, flush or shutdown waits for it and reports
-/// its error. The buffer is reused from one write to the next.
-///
-/// On a server's connection, every byte each way is counted by frame
-/// into the connection's [`FloodGuard`]; once it finds a flood, reads
-/// stop (the connection's loop sends GOAWAY and ends). A client's
-/// connection has no guard: it floods no one but itself.
+/// Reads copy from the lease of each percore read into the caller's
+/// buffer, keeping what did not fit. Writes copy into a buffer of their
+/// own that is sent whole while `h2` goes on; the next write, flush or
+/// shutdown waits for it and reports its error. The buffer is reused
+/// from one write to the next.
 pub(crate) struct Io<'a> {
-    stream: Held<'a>,
-    guard: Option<&'a FloodGuard>,
-    inbound: FrameMeter,
-    outbound: FrameMeter,
-    /// Bytes read before the switch, not yet handed out.
-    replay: Vec<u8>,
-    replayed: usize,
+    stream: Held,
     /// The rest of the last read, when the caller's buffer was full.
     unread: Option<RecvBuf>,
     write: Option<Flight<'a>>,
@@ -55,37 +39,10 @@ pub(crate) struct Io<'a> {
 }
 
 impl<'a> Io<'a> {
-    /// The connection's I/O over `stream`: `replay` first, and the
-    /// first `preface` bytes received are no frame (the client's preface).
-    pub(super) fn new(
-        stream: &'a Stream,
-        replay: Vec<u8>,
-        guard: &'a FloodGuard,
-        preface: usize,
-    ) -> Self {
-        Self {
-            stream: Held::Lent(stream),
-            guard: Some(guard),
-            inbound: FrameMeter::skipping(preface),
-            outbound: FrameMeter::default(),
-            replay,
-            replayed: 0,
-            unread: None,
-            write: None,
-            spare: Vec::new(),
-        }
-    }
-
-    /// A client's connection, which owns `stream`: nothing to replay, no
-    /// guard.
+    /// A client's connection, which owns `stream`.
     pub(crate) fn client(stream: Stream) -> Io<'static> {
         Io {
             stream: Held::Owned(Rc::new(stream)),
-            guard: None,
-            inbound: FrameMeter::default(),
-            outbound: FrameMeter::default(),
-            replay: Vec::new(),
-            replayed: 0,
             unread: None,
             write: None,
             spare: Vec::new(),
@@ -94,7 +51,6 @@ impl<'a> Io<'a> {
 
     fn stream(&self) -> &Stream {
         match &self.stream {
-            Held::Lent(stream) => stream,
             Held::Owned(stream) => stream,
         }
     }
@@ -117,40 +73,14 @@ impl AsyncRead for Io<'_> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let Some(guard) = this.guard else {
-            return this.read_into(cx, buf);
-        };
-        if guard.flooded() {
-            // Nothing more is read: the loop, woken when the flood was
-            // found, sends GOAWAY and ends the connection.
-            return Poll::Pending;
-        }
-        let before = buf.filled().len();
-        let res = this.read_into(cx, buf);
-        if guard.received(&mut this.inbound, &buf.filled()[before..]) {
-            cx.waker().wake_by_ref();
-        }
-        res
+        self.get_mut().read_into(cx, buf)
     }
 }
 
 impl Io<'_> {
-    /// Fills `buf` from the replayed bytes, the last read's rest, or a
-    /// new read.
+    /// Fills `buf` from the last read's rest, or a new read.
     fn read_into(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self;
-        if this.replayed < this.replay.len() {
-            let rest = &this.replay[this.replayed..];
-            let n = rest.len().min(buf.remaining());
-            buf.put_slice(&rest[..n]);
-            this.replayed += n;
-            if this.replayed == this.replay.len() {
-                this.replay = Vec::new();
-                this.replayed = 0;
-            }
-            return Poll::Ready(Ok(()));
-        }
         let mut lease = match this.unread.take() {
             Some(lease) => lease,
             None => {
@@ -197,15 +127,8 @@ impl<'a> AsyncWrite for Io<'a> {
         for buf in bufs {
             out.extend_from_slice(buf);
         }
-        if let Some(guard) = this.guard {
-            guard.sent(&mut this.outbound, &out);
-        }
         let len = out.len();
         let mut flight: Flight<'a> = match &this.stream {
-            Held::Lent(stream) => {
-                let stream: &'a Stream = stream;
-                Box::pin(stream.write_all(out))
-            }
             Held::Owned(stream) => {
                 let stream = Rc::clone(stream);
                 Box::pin(async move { stream.write_all(out).await })

@@ -1,23 +1,38 @@
 //! [`StreamOut`]: the sending half of an HTTP/2 stream, where its
-//! [`Response`](crate::http::Response) goes.
+//! [`Response`](crate::http::Response) goes: HEADERS encoded straight
+//! into the connection's output, then DATA as the flow-control windows
+//! allow.
 
-use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io;
+use std::rc::Rc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::SendStream;
-use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
+use percore_http2::frame::{ErrorCode, StreamId};
+use percore_http2::hpack::Block;
 
+use super::shared::Shared;
 use crate::http::date::SharedDate;
+
+/// A stream being served: the connection forgets it (and resets it, if
+/// it is still open) when this is dropped.
+pub(super) struct StreamRef {
+    pub(super) shared: Rc<Shared>,
+    pub(super) id: StreamId,
+}
+
+impl Drop for StreamRef {
+    fn drop(&mut self) {
+        self.shared.close(self.id);
+    }
+}
 
 /// The sending half of one stream: its HEADERS once, then DATA as the
 /// flow-control windows allow.
 pub(crate) struct StreamOut {
-    respond: SendResponse<Bytes>,
-    send: Option<SendStream<Bytes>>,
+    pub(super) stream: StreamRef,
+    head_sent: bool,
     failed: bool,
     /// How long a send may wait for the client's windows to open (the
     /// layer's `write_timeout`): a client that never reads, and so never
@@ -26,23 +41,23 @@ pub(crate) struct StreamOut {
 }
 
 impl StreamOut {
-    pub(super) fn new(respond: SendResponse<Bytes>, write_timeout: Duration) -> Self {
+    pub(super) fn new(stream: StreamRef, write_timeout: Duration) -> Self {
         Self {
-            respond,
-            send: None,
+            stream,
+            head_sent: false,
             failed: false,
             write_timeout,
         }
     }
 
-    /// The stream's sending half, once the head went out.
-    pub(super) fn into_send(self) -> Option<SendStream<Bytes>> {
-        self.send
-    }
-
     /// Whether the client reset the stream or the connection broke.
     pub(crate) fn failed(&self) -> bool {
-        self.failed
+        self.failed || self.stream.shared.failed(self.stream.id)
+    }
+
+    fn gone(&mut self) -> io::Error {
+        self.failed = true;
+        io::Error::new(io::ErrorKind::BrokenPipe, "HTTP/2 stream closed")
     }
 
     /// Sends the head: `status`, the service's fields (encoded
@@ -56,151 +71,144 @@ impl StreamOut {
         date: &SharedDate,
         end: bool,
     ) -> io::Result<()> {
-        let mut response = http::Response::new(());
-        *response.status_mut() =
-            http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-        append_fields(response.headers_mut(), fields);
-        let headers = response.headers_mut();
-        REPEATED.with(|repeated| {
-            let mut repeated = repeated.borrow_mut();
-            if let Some(len) = length {
-                headers.insert(CONTENT_LENGTH, repeated.length(len));
-            }
-            if let Some(value) = date.with(|d| repeated.date(d.as_bytes())) {
-                headers.insert(http::header::DATE, value);
-            }
-        });
-        match self.respond.send_response(response, end) {
-            Ok(send) => {
-                self.send = Some(send);
-                Ok(())
-            }
-            Err(e) => {
-                self.failed = true;
-                Err(io::Error::new(io::ErrorKind::BrokenPipe, e))
-            }
+        if self.failed() {
+            return Err(self.gone());
         }
+        let sent =
+            self.stream
+                .shared
+                .proto
+                .borrow_mut()
+                .send_headers(self.stream.id, end, |block| {
+                    block.status(status);
+                    append_fields(block, fields);
+                    if let Some(len) = length {
+                        let mut digits = itoa_buf();
+                        block.field(b"content-length", format_u64(len, &mut digits), false);
+                    }
+                    date.with(|d| block.field(b"date", d.as_bytes(), false));
+                });
+        if sent.is_err() {
+            return Err(self.gone());
+        }
+        self.head_sent = true;
+        Ok(())
     }
 
     /// Sends `data` as the client's windows allow, then ends the stream
     /// if `end`.
-    pub(crate) async fn send_data(&mut self, mut data: Bytes, end: bool) -> io::Result<()> {
-        let Some(send) = self.send.as_mut() else {
+    pub(crate) async fn send_data(&mut self, data: &[u8], end: bool) -> io::Result<()> {
+        if !self.head_sent {
             return Err(io::Error::other("response body before its head"));
-        };
-        let gone = |failed: &mut bool, e: h2::Error| {
-            *failed = true;
-            io::Error::new(io::ErrorKind::BrokenPipe, e)
-        };
-        if data.is_empty() {
-            if end {
-                send.send_data(data, true)
-                    .map_err(|e| gone(&mut self.failed, e))?;
-            }
+        }
+        if data.is_empty() && !end {
             return Ok(());
         }
-        while !data.is_empty() {
-            send.reserve_capacity(data.len());
-            let wait =
-                percore::time::timeout(self.write_timeout, poll_fn(|cx| send.poll_capacity(cx)));
-            let Ok(granted) = wait.await else {
-                // The stream is given up: CANCEL tells the client so.
-                send.send_reset(h2::Reason::CANCEL);
-                self.failed = true;
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the client's HTTP/2 window stayed closed past the write timeout",
-                ));
-            };
-            let granted = match granted {
-                Some(Ok(n)) => n,
-                Some(Err(e)) => return Err(gone(&mut self.failed, e)),
-                None => {
+        let mut rest = data;
+        loop {
+            let (shared, id) = (&*self.stream.shared, self.stream.id);
+            let wait = poll_fn(|cx| poll_send(shared, id, &mut rest, end, cx));
+            match percore::time::timeout(self.write_timeout, wait).await {
+                Ok(Ok(true)) => return Ok(()),
+                Ok(Ok(false)) => {}
+                Ok(Err(())) => return Err(self.gone()),
+                Err(_) => {
+                    // The stream is given up: CANCEL tells the client so.
+                    shared.proto.borrow_mut().reset(id, ErrorCode::Cancel);
                     self.failed = true;
                     return Err(io::Error::new(
-                        io::ErrorKind::BrokenPipe,
-                        "HTTP/2 stream closed",
+                        io::ErrorKind::TimedOut,
+                        "the client's HTTP/2 window stayed closed past the write timeout",
                     ));
                 }
-            };
-            let n = granted.min(data.len());
-            if n == 0 {
-                continue;
             }
-            let piece = data.split_to(n);
-            send.send_data(piece, end && data.is_empty())
-                .map_err(|e| gone(&mut self.failed, e))?;
         }
-        Ok(())
     }
 
     /// Ends the stream with the trailer fields `fields` (`Name: value\r\n`
     /// lines, already checked), after the body sent so far.
     pub(crate) fn send_trailers(&mut self, fields: &[u8]) -> io::Result<()> {
-        let Some(send) = self.send.as_mut() else {
+        if !self.head_sent {
             return Err(io::Error::other("trailers before the response head"));
-        };
-        let mut trailers = http::HeaderMap::new();
-        append_fields(&mut trailers, fields);
-        send.send_trailers(trailers).map_err(|e| {
-            self.failed = true;
-            io::Error::new(io::ErrorKind::BrokenPipe, e)
-        })
+        }
+        let sent =
+            self.stream
+                .shared
+                .proto
+                .borrow_mut()
+                .send_headers(self.stream.id, true, |block| append_fields(block, fields));
+        sent.map_err(|_| self.gone())
     }
 
     /// Resets the stream: its response cannot be completed.
     pub(crate) fn reset(&mut self) {
-        match self.send.as_mut() {
-            Some(send) => send.send_reset(h2::Reason::INTERNAL_ERROR),
-            None => self.respond.send_reset(h2::Reason::INTERNAL_ERROR),
-        }
+        let id = self.stream.id;
+        self.stream
+            .shared
+            .proto
+            .borrow_mut()
+            .reset(id, ErrorCode::InternalError);
     }
 }
 
-/// The header values a core's answers repeat: `Date`, the same for a
-/// second, and the last `Content-Length`. Each is made once and shared (a
-/// clone counts a reference) rather than copied into a new allocation
-/// and checked again for every answer.
-#[derive(Default)]
-struct Repeated {
-    date: Option<HeaderValue>,
-    length: Option<(u64, HeaderValue)>,
+/// Sends what the windows and the output bound let go of `rest`:
+/// `Ready(Ok(true))` once all of it is sent (and the stream ended, with
+/// `end`), `Ready(Ok(false))` after some went out, `Pending` while
+/// nothing can, `Ready(Err)` when the stream is gone.
+pub(super) fn poll_send(
+    shared: &Shared,
+    id: StreamId,
+    rest: &mut &[u8],
+    end: bool,
+    cx: &mut Context<'_>,
+) -> Poll<Result<bool, ()>> {
+    if shared.failed(id) {
+        return Poll::Ready(Err(()));
+    }
+    if shared.output_full(cx) {
+        return Poll::Pending;
+    }
+    let sent = shared.proto.borrow_mut().send_data(id, rest, end);
+    match sent {
+        Ok(n) if n == rest.len() => {
+            *rest = &[];
+            Poll::Ready(Ok(true))
+        }
+        Ok(0) => {
+            shared.wait_capacity(id, cx);
+            Poll::Pending
+        }
+        Ok(n) => {
+            *rest = &rest[n..];
+            Poll::Ready(Ok(false))
+        }
+        Err(_) => Poll::Ready(Err(())),
+    }
 }
 
-impl Repeated {
-    /// The `Date` value for the formatted date `now`.
-    fn date(&mut self, now: &[u8]) -> Option<HeaderValue> {
-        match &self.date {
-            Some(value) if value.as_bytes() == now => Some(value.clone()),
-            _ => {
-                let value = HeaderValue::from_bytes(now).ok()?;
-                self.date = Some(value.clone());
-                Some(value)
-            }
-        }
-    }
-
-    /// The `Content-Length` value for `len`.
-    fn length(&mut self, len: u64) -> HeaderValue {
-        match &self.length {
-            Some((n, value)) if *n == len => value.clone(),
-            _ => {
-                let value = HeaderValue::from(len);
-                self.length = Some((len, value.clone()));
-                value
-            }
-        }
-    }
+/// Room for a `u64`'s digits.
+fn itoa_buf() -> [u8; 20] {
+    [0; 20]
 }
 
-thread_local! {
-    /// This core's repeated values.
-    static REPEATED: RefCell<Repeated> = RefCell::default();
+/// `n` in decimal, written at the end of `buf`.
+fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
+    }
 }
 
 /// Appends the `Name: value\r\n` lines of `fields` (already checked) to
-/// `headers`, leaving out what HTTP/2 has no place for.
-fn append_fields(headers: &mut http::HeaderMap, fields: &[u8]) {
+/// `block`, names lowercased (RFC 9113 §8.2.1), leaving out what HTTP/2
+/// has no place for.
+fn append_fields(block: &mut Block<'_>, fields: &[u8]) {
+    let mut lower = [0u8; 64];
     for line in fields.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let Some(colon) = line.iter().position(|&b| b == b':') else {
@@ -208,16 +216,59 @@ fn append_fields(headers: &mut http::HeaderMap, fields: &[u8]) {
         };
         let (name, value) = (&line[..colon], &line[colon + 1..]);
         let value = value.strip_prefix(b" ").unwrap_or(value);
+        if name.is_empty() {
+            continue;
+        }
+        let owned;
+        let name = if name.len() <= lower.len() {
+            let lower = &mut lower[..name.len()];
+            lower.copy_from_slice(name);
+            lower.make_ascii_lowercase();
+            &*lower
+        } else {
+            owned = name.to_ascii_lowercase();
+            &owned[..]
+        };
         // HTTP/2 has no connection-specific fields (RFC 9113 §8.2.2);
         // the server's own framing ones are refused as they are added.
-        let Ok(name) = HeaderName::from_bytes(name) else {
-            continue;
-        };
-        if matches!(name.as_str(), "upgrade" | "proxy-connection" | "te") {
+        if matches!(
+            name,
+            b"connection"
+                | b"keep-alive"
+                | b"transfer-encoding"
+                | b"upgrade"
+                | b"proxy-connection"
+                | b"te"
+        ) {
             continue;
         }
-        if let Ok(value) = HeaderValue::from_bytes(value) {
-            headers.append(name, value);
-        }
+        block.field(name, value, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use percore_http2::hpack::{Decoder, Encoder};
+
+    #[test]
+    fn fields_are_lowercased_and_connection_ones_left_out() {
+        let long = format!("X-{}: v\r\n", "N".repeat(80));
+        let fields =
+            format!("Content-Type: text/plain\r\nConnection: close\r\nTE: trailers\r\n{long}");
+        let mut out = Vec::new();
+        super::append_fields(&mut Encoder::new().block(&mut out), fields.as_bytes());
+        let mut seen = Vec::new();
+        Decoder::new()
+            .decode(&out, |n, v, _| seen.push((n.to_vec(), v.to_vec())))
+            .unwrap();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[0], (b"content-type".to_vec(), b"text/plain".to_vec()));
+        assert_eq!(seen[1].0, format!("x-{}", "n".repeat(80)).into_bytes());
+        let mut buf = super::itoa_buf();
+        assert_eq!(super::format_u64(0, &mut buf), b"0");
+        assert_eq!(
+            super::format_u64(u64::MAX, &mut buf),
+            b"18446744073709551615"
+        );
     }
 }

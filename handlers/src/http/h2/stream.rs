@@ -3,16 +3,15 @@
 
 use std::net::SocketAddr;
 use std::pin::pin;
+use std::rc::Rc;
 use std::time::Instant;
 
-use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::RecvStream;
-use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, HOST};
+use percore_http2::frame::StreamId;
 
 use super::body::StreamBody;
 use super::connect::{self, Verdict};
-use super::out::StreamOut;
+use super::out::{StreamOut, StreamRef};
+use super::shared::{Head, Lent, Shared};
 
 use crate::http::conn::access::{self, Ending, Exchange};
 use crate::http::conn::answers::service_error;
@@ -29,44 +28,47 @@ use crate::http::stats::Reason;
 pub(super) async fn serve<S: Service>(
     layer: &Layer<S>,
     peer: Option<SocketAddr>,
-    request: http::Request<RecvStream>,
-    respond: SendResponse<Bytes>,
+    shared: Rc<Shared>,
+    id: StreamId,
+    request: Head,
 ) {
     let started = percore::time::now();
     percore::count_requests(1);
     layer.counters.h2_streams.add(1);
     // Counted on every way out, so that the streams open are exact.
     let _ended = Ended(&layer.counters.h2_streams_ended);
-    let (parts, recv) = request.into_parts();
-    let method = parts.method.as_str();
-    // The origin form, as HTTP/1 has it; `*` or the authority for the
-    // forms that have no path.
-    let target = match parts.uri.path_and_query() {
-        Some(pq) => pq.as_str(),
-        None => parts.uri.authority().map_or("/", |a| a.as_str()),
+    let config = &layer.config;
+    let stream = StreamRef {
+        shared: Rc::clone(&shared),
+        id,
     };
+    let mut out = StreamOut::new(stream, config.write_timeout);
+    let mut body = StreamBody::new(shared, id, request.end_stream, peer, config.body_timeout);
+    let pseudo = |name: &[u8]| request.get(name).and_then(|v| std::str::from_utf8(v).ok());
+    let method = pseudo(b":method").unwrap_or("GET");
+    let authority = pseudo(b":authority");
+    // The origin form, as HTTP/1 has it; the authority for a CONNECT,
+    // which has no path.
+    let target = pseudo(b":path").or(authority).unwrap_or("/");
     let exchange = Exchange {
         method,
         target,
         started,
     };
-    let config = &layer.config;
-    let mut out = StreamOut::new(respond, config.write_timeout);
-    let mut body = StreamBody::new(recv, config.limits.max_body, peer, config.body_timeout);
-    let mut fields = Vec::with_capacity(parts.headers.len() + 1);
+    let mut fields = Vec::with_capacity(request.len());
     // `:authority` stands for `Host` (RFC 9113 §8.3.1): services read
     // `Host` on either version.
-    if !parts.headers.contains_key(HOST) {
-        if let Some(authority) = parts.uri.authority() {
+    if request.get(b"host").is_none() {
+        if let Some(authority) = authority {
             fields.push(Header {
                 name: "host",
-                value: authority.as_str().as_bytes(),
+                value: authority.as_bytes(),
             });
         }
     }
-    fields.extend(parts.headers.iter().map(|(name, value)| Header {
-        name: name.as_str(),
-        value: value.as_bytes(),
+    fields.extend(request.iter().filter_map(|(name, value)| {
+        let name = std::str::from_utf8(name).ok()?;
+        (!name.starts_with(':')).then_some(Header { name, value })
     }));
     let head_only = method == "HEAD";
     let answer = Answer {
@@ -75,12 +77,17 @@ pub(super) async fn serve<S: Service>(
         exchange,
         head_only,
     };
+    if request.too_large {
+        let e = HttpError::new(431, "request header fields too large");
+        answer.refuse(&mut out, &e).await;
+        return body.drain(config.linger_timeout).await;
+    }
     if fields.len() > layer.config.limits.max_headers {
         let e = HttpError::new(431, "too many header fields");
         answer.refuse(&mut out, &e).await;
         return body.drain(config.linger_timeout).await;
     }
-    let length = match parts.headers.get(CONTENT_LENGTH).map(content_length) {
+    let length = match request.get(b"content-length").map(content_length) {
         None => None,
         Some(Some(n)) => Some(n),
         Some(None) => {
@@ -90,7 +97,7 @@ pub(super) async fn serve<S: Service>(
         }
     };
     let kind = match length {
-        _ if body.recv.is_end_stream() => BodyKind::None,
+        _ if body.is_end_stream() => BodyKind::None,
         Some(n) => BodyKind::Length(n),
         // HTTP/2 frames the body: its length is known at its end.
         None => BodyKind::Chunked,
@@ -103,7 +110,7 @@ pub(super) async fn serve<S: Service>(
         body: kind,
         keep_alive: true,
         expect_continue: false,
-        content_type: parts.headers.get(CONTENT_TYPE).map(HeaderValue::as_bytes),
+        content_type: request.get(b"content-type"),
         headers: &fields,
     };
     let configured = config.limits.max_body;
@@ -117,14 +124,14 @@ pub(super) async fn serve<S: Service>(
         return body.drain(config.linger_timeout).await;
     }
     body.limit = max_body;
-    let (mut res_headers, mut res_body) = (Vec::new(), Vec::new());
-    let protocol = connect::protocol(&parts.extensions);
+    let (mut res_headers, mut res_body) = (Lent::take(), Lent::take());
+    let protocol = request.get(b":protocol");
     let mut req = Request::new_h2(head, &mut body, protocol);
     let mut res = Response::new_h2(
         &mut out,
         &layer.date,
-        &mut res_headers,
-        &mut res_body,
+        &mut res_headers.0,
+        &mut res_body.0,
         head_only,
     );
     let called = {
@@ -171,7 +178,7 @@ pub(super) async fn serve<S: Service>(
             Verdict::Refuse(e) => Some((e, Some(Reason::ServiceError))),
             Verdict::Tunnel(then) => {
                 drop(res);
-                let Some(upgraded) = connect::open(out, body, &res_headers, &layer.date) else {
+                let Some(upgraded) = connect::open(out, body, &res_headers.0, &layer.date) else {
                     return answer.client_left();
                 };
                 // The exchange is answered; the tunnel's life is the
@@ -215,8 +222,7 @@ pub(super) async fn serve<S: Service>(
 }
 
 /// A `Content-Length` value: decimal digits only.
-fn content_length(value: &HeaderValue) -> Option<u64> {
-    let bytes = value.as_bytes();
+fn content_length(bytes: &[u8]) -> Option<u64> {
     if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
         return None;
     }
@@ -264,7 +270,7 @@ impl<S: Service> Answer<'_, S> {
                 !send_body,
             )
             .is_ok();
-        let sent = sent && (!send_body || out.send_data(Bytes::from(body), true).await.is_ok());
+        let sent = sent && (!send_body || out.send_data(&body, true).await.is_ok());
         if sent {
             self.sent(e.status, reason, Ending::Whole);
         } else {

@@ -10,109 +10,85 @@
 //! time: the protocol's own bound on what it queues (a WebSocket's send
 //! queue and write timeout) applies as on HTTP/1.
 
-use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use h2::{RecvStream, SendStream};
+use percore_http2::frame::ErrorCode;
 
-/// One stream, both ways, used by one task: each borrow lasts one poll.
+use super::out::{poll_send, StreamRef};
+use super::shared::Received;
+
+/// One stream, both ways, used by one task.
 pub(crate) struct H2Tunnel {
-    send: RefCell<SendStream<Bytes>>,
-    recv: RefCell<RecvStream>,
+    stream: StreamRef,
     peer: Option<SocketAddr>,
 }
 
 impl H2Tunnel {
-    pub(super) fn new(send: SendStream<Bytes>, recv: RecvStream, peer: Option<SocketAddr>) -> Self {
-        Self {
-            send: RefCell::new(send),
-            recv: RefCell::new(recv),
-            peer,
-        }
+    pub(super) fn new(stream: StreamRef, peer: Option<SocketAddr>) -> Self {
+        Self { stream, peer }
     }
 
-    /// The next DATA frame's payload, its window given back; `None` at
-    /// `END_STREAM`. Empty frames are passed over.
+    /// The DATA received since the last read, its window given back;
+    /// `None` at `END_STREAM`.
     pub(crate) fn poll_read(&self, cx: &mut Context<'_>) -> Poll<io::Result<Option<Bytes>>> {
-        let mut recv = self.recv.borrow_mut();
-        loop {
-            match ready!(recv.poll_data(cx)) {
-                None => return Poll::Ready(Ok(None)),
-                Some(Ok(data)) => {
-                    let _ = recv.flow_control().release_capacity(data.len());
-                    if !data.is_empty() {
-                        return Poll::Ready(Ok(Some(data)));
-                    }
-                }
-                Some(Err(e)) => return Poll::Ready(Err(io_error(e))),
-            }
+        let mut buf = Vec::new();
+        match self.stream.shared.receive(self.stream.id, &mut buf, cx) {
+            Received::Data => Poll::Ready(Ok(Some(Bytes::from(buf)))),
+            Received::End(_) => Poll::Ready(Ok(None)),
+            Received::Gone => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::ConnectionReset,
+                "HTTP/2 stream reset",
+            ))),
+            Received::Wait => Poll::Pending,
         }
     }
 
     /// Sends `data` as DATA frames, each as large as the client's windows
     /// let it be, waiting for them to open.
-    pub(crate) async fn write_all(&self, mut data: Bytes) -> io::Result<()> {
-        while !data.is_empty() {
-            self.send.borrow_mut().reserve_capacity(data.len());
-            let granted = poll_fn(|cx| self.send.borrow_mut().poll_capacity(cx)).await;
-            let n = match granted {
-                Some(Ok(n)) => n.min(data.len()),
-                Some(Err(e)) => return Err(io_error(e)),
-                None => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::BrokenPipe,
-                        "HTTP/2 stream closed",
-                    ))
-                }
-            };
-            if n == 0 {
-                continue;
+    pub(crate) async fn write_all(&self, data: &[u8]) -> io::Result<()> {
+        let (shared, id) = (&*self.stream.shared, self.stream.id);
+        let mut rest = data;
+        while !rest.is_empty() {
+            if poll_fn(|cx| poll_send(shared, id, &mut rest, false, cx))
+                .await
+                .is_err()
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "HTTP/2 stream closed",
+                ));
             }
-            let piece = data.split_to(n);
-            self.send
-                .borrow_mut()
-                .send_data(piece, false)
-                .map_err(io_error)?;
         }
         Ok(())
     }
 
     /// `END_STREAM`: the server sends nothing more.
     pub(crate) fn shutdown_write(&self) -> io::Result<()> {
-        self.send
-            .borrow_mut()
-            .send_data(Bytes::new(), true)
-            .map_err(io_error)
+        let (shared, id) = (&*self.stream.shared, self.stream.id);
+        if shared.failed(id) {
+            return Err(io::Error::from(io::ErrorKind::BrokenPipe));
+        }
+        let sent = shared.proto.borrow_mut().send_data(id, &[], true);
+        sent.map(drop)
+            .map_err(|e| io::Error::new(io::ErrorKind::BrokenPipe, e))
     }
 
     /// `RST_STREAM CANCEL`: the stream is given up.
     pub(crate) fn reset(&self) {
-        self.send.borrow_mut().send_reset(h2::Reason::CANCEL);
+        let id = self.stream.id;
+        self.stream
+            .shared
+            .proto
+            .borrow_mut()
+            .reset(id, ErrorCode::Cancel);
     }
 
     pub(crate) fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.peer
             .ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))
     }
-}
-
-/// An `h2` error as the I/O error a stream's user expects: a reset
-/// stream is `ConnectionReset`, a broken connection its own error or
-/// `BrokenPipe`.
-fn io_error(e: h2::Error) -> io::Error {
-    if e.is_io() {
-        return e
-            .into_io()
-            .unwrap_or_else(|| io::Error::from(io::ErrorKind::BrokenPipe));
-    }
-    let kind = if e.is_reset() {
-        io::ErrorKind::ConnectionReset
-    } else {
-        io::ErrorKind::BrokenPipe
-    };
-    io::Error::new(kind, e)
 }

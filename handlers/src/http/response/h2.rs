@@ -79,8 +79,7 @@ impl<'r> Response<'r> {
             _ => 0,
         };
         if fits > 0 {
-            let data = bytes::Bytes::copy_from_slice(&self.body[..fits]);
-            out.send_data(data, false).await?;
+            out.send_data(&self.body[..fits], false).await?;
             if self.streaming == Some(Streaming::Length) {
                 self.left -= fits as u64;
             }
@@ -103,7 +102,7 @@ impl<'r> Response<'r> {
                     if trailers {
                         out.send_trailers(&self.trailers)?;
                     } else {
-                        out.send_data(bytes::Bytes::new(), true).await?;
+                        out.send_data(&[], true).await?;
                     }
                 }
             }
@@ -124,8 +123,7 @@ impl<'r> Response<'r> {
             !send_body && !then_trailers,
         )?;
         if send_body {
-            let data = bytes::Bytes::copy_from_slice(self.body);
-            out.send_data(data, !then_trailers).await?;
+            out.send_data(self.body, !then_trailers).await?;
         }
         if then_trailers {
             out.send_trailers(&self.trailers)?;
