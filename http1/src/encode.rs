@@ -321,8 +321,15 @@ const MAX_DIGITS: usize = 20;
 #[inline]
 pub fn write_decimal(out: &mut Vec<u8>, n: u64) {
     let mut digits = [0u8; MAX_DIGITS];
-    let start = fill_decimal(&mut digits, n);
-    out.extend_from_slice(&digits[start..]);
+    out.extend_from_slice(decimal(n, &mut digits));
+}
+
+/// `n` in decimal, written at the end of `digits` (room for any `u64`):
+/// for a value that goes somewhere other than a `Vec`, an HTTP/2 field.
+#[inline]
+pub fn decimal(n: u64, digits: &mut [u8; 20]) -> &[u8] {
+    let start = fill_decimal(digits, n);
+    &digits[start..]
 }
 
 /// Writes `n` in decimal at the end of `buf` (at least [`MAX_DIGITS`]
@@ -342,6 +349,13 @@ fn fill_decimal(buf: &mut [u8], mut n: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimal_writes_every_u64() {
+        let mut digits = [0; 20];
+        assert_eq!(decimal(0, &mut digits), b"0");
+        assert_eq!(decimal(u64::MAX, &mut digits), b"18446744073709551615");
+    }
     use std::time::{Duration, UNIX_EPOCH};
 
     fn date() -> DateCache {

@@ -79,9 +79,9 @@ pub mod tchar;
 pub use body::{BodyDecoder, Decoded};
 pub use date::DateCache;
 pub use encode::{
-    encode_chunk, encode_last_chunk, error_response, error_response_kept_if, error_response_with,
-    error_text, method_not_allowed, write_decimal, Framing, ResponseHead, CONTINUE_100,
-    ERROR_TEXT_TYPE,
+    decimal, encode_chunk, encode_last_chunk, error_response, error_response_kept_if,
+    error_response_with, error_text, method_not_allowed, write_decimal, Framing, ResponseHead,
+    CONTINUE_100, ERROR_TEXT_TYPE,
 };
 pub use error::HttpError;
 /// A request header field, as [`RequestHead::headers`] lists them:

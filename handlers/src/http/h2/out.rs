@@ -22,6 +22,13 @@ pub(super) struct StreamRef {
     pub(super) id: StreamId,
 }
 
+impl StreamRef {
+    /// Sends `RST_STREAM` with `code`: the stream is given up.
+    pub(super) fn reset(&self, code: ErrorCode) {
+        self.shared.proto.borrow_mut().reset(self.id, code);
+    }
+}
+
 impl Drop for StreamRef {
     fn drop(&mut self) {
         self.shared.close(self.id);
@@ -83,8 +90,9 @@ impl StreamOut {
                     block.status(status);
                     append_fields(block, fields);
                     if let Some(len) = length {
-                        let mut digits = itoa_buf();
-                        block.field(b"content-length", format_u64(len, &mut digits), false);
+                        let mut digits = [0; 20];
+                        let len = percore_http1::decimal(len, &mut digits);
+                        block.field(b"content-length", len, false);
                     }
                     date.with(|d| block.field(b"date", d.as_bytes(), false));
                 });
@@ -142,12 +150,7 @@ impl StreamOut {
 
     /// Resets the stream: its response cannot be completed.
     pub(crate) fn reset(&mut self) {
-        let id = self.stream.id;
-        self.stream
-            .shared
-            .proto
-            .borrow_mut()
-            .reset(id, ErrorCode::InternalError);
+        self.stream.reset(ErrorCode::InternalError);
     }
 }
 
@@ -183,24 +186,6 @@ pub(super) fn poll_send(
             Poll::Ready(Ok(false))
         }
         Err(_) => Poll::Ready(Err(())),
-    }
-}
-
-/// Room for a `u64`'s digits.
-fn itoa_buf() -> [u8; 20] {
-    [0; 20]
-}
-
-/// `n` in decimal, written at the end of `buf`.
-fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[at..];
-        }
     }
 }
 
@@ -264,11 +249,5 @@ mod tests {
         assert_eq!(seen.len(), 2);
         assert_eq!(seen[0], (b"content-type".to_vec(), b"text/plain".to_vec()));
         assert_eq!(seen[1].0, format!("x-{}", "n".repeat(80)).into_bytes());
-        let mut buf = super::itoa_buf();
-        assert_eq!(super::format_u64(0, &mut buf), b"0");
-        assert_eq!(
-            super::format_u64(u64::MAX, &mut buf),
-            b"18446744073709551615"
-        );
     }
 }

@@ -58,7 +58,8 @@ impl Drop for Lent {
 /// as its name's and its value's lengths (4 bytes each), then both.
 #[derive(Default)]
 pub(crate) struct Head {
-    bytes: Vec<u8>,
+    /// Taken from the core at the first field, given back with the head.
+    bytes: Lent,
     count: usize,
     /// No body follows (END_STREAM on the block).
     pub(super) end_stream: bool,
@@ -68,21 +69,20 @@ pub(crate) struct Head {
 
 impl Head {
     fn push(&mut self, name: &[u8], value: &[u8]) {
-        if self.bytes.capacity() == 0 {
-            self.bytes = take_buffer();
+        let bytes = &mut self.bytes.0;
+        if bytes.capacity() == 0 {
+            *bytes = take_buffer();
         }
-        self.bytes
-            .extend_from_slice(&(name.len() as u32).to_ne_bytes());
-        self.bytes
-            .extend_from_slice(&(value.len() as u32).to_ne_bytes());
-        self.bytes.extend_from_slice(name);
-        self.bytes.extend_from_slice(value);
+        bytes.extend_from_slice(&(name.len() as u32).to_ne_bytes());
+        bytes.extend_from_slice(&(value.len() as u32).to_ne_bytes());
+        bytes.extend_from_slice(name);
+        bytes.extend_from_slice(value);
         self.count += 1;
     }
 
     /// The fields, in order, pseudo-header fields first.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        let mut rest = &self.bytes[..];
+        let mut rest = &self.bytes.0[..];
         std::iter::from_fn(move || {
             let len = |b: &[u8]| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
             if rest.len() < 8 {
@@ -104,12 +104,6 @@ impl Head {
     /// The number of fields.
     pub(super) fn len(&self) -> usize {
         self.count
-    }
-}
-
-impl Drop for Head {
-    fn drop(&mut self) {
-        give_buffer(std::mem::take(&mut self.bytes));
     }
 }
 

@@ -79,12 +79,7 @@ impl H2Tunnel {
 
     /// `RST_STREAM CANCEL`: the stream is given up.
     pub(crate) fn reset(&self) {
-        let id = self.stream.id;
-        self.stream
-            .shared
-            .proto
-            .borrow_mut()
-            .reset(id, ErrorCode::Cancel);
+        self.stream.reset(ErrorCode::Cancel);
     }
 
     pub(crate) fn peer_addr(&self) -> io::Result<SocketAddr> {
